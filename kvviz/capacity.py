@@ -1,0 +1,132 @@
+"""Blocks, budgets and requests (REFERENCE.md sections 6-8)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from .errors import KvvizError, require
+from .layout import Layout
+
+GIB = 2**30
+
+
+def budget_bytes(*, gib: float | None = None, num_bytes: int | None = None) -> int:
+    """A KV budget in bytes from GiB (1 GiB = 2^30 B, truncated like vLLM's int()) or bytes."""
+    require((gib is None) != (num_bytes is None), "budget: give exactly one of GiB or bytes")
+    if gib is not None:
+        require(isinstance(gib, (int, float)) and math.isfinite(gib) and gib > 0,
+                f"budget_gib={gib!r}: must be a positive number")
+        return int(gib * GIB)
+    require(isinstance(num_bytes, int) and num_bytes > 0, f"budget_bytes={num_bytes!r}: must be a positive integer")
+    return num_bytes
+
+
+def num_blocks(layout: Layout, budget: int) -> int:
+    """floor(budget / stride): how many per-block slabs the budget holds."""
+    require(isinstance(budget, int) and budget > 0, f"budget_bytes={budget!r}: must be a positive integer")
+    return budget // layout.block_stride
+
+
+def budget_range(stride: int, blocks: int) -> tuple[int, int]:
+    """All budgets (bytes, inclusive) for which floor(budget / stride) == blocks."""
+    require(stride > 0 and blocks >= 0, "budget_range: stride must be positive, blocks non-negative")
+    return blocks * stride, (blocks + 1) * stride - 1
+
+
+def common_budget_range(pairs) -> tuple[int, int] | None:
+    """The budgets that give every (stride, blocks) pair at once, or None if no budget does."""
+    lo, hi = 0, None
+    for stride, blocks in pairs:
+        a, b = budget_range(stride, blocks)
+        lo, hi = max(lo, a), b if hi is None else min(hi, b)
+    return (lo, hi) if hi is not None and lo <= hi else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """Before/after at one budget, as vLLM #48993 tabulates it."""
+
+    before: Layout
+    after: Layout
+    budget: int
+
+    @property
+    def blocks_before(self) -> int:
+        return num_blocks(self.before, self.budget)
+
+    @property
+    def blocks_after(self) -> int:
+        return num_blocks(self.after, self.budget)
+
+    @property
+    def stride_change_pct(self) -> float:
+        return 100.0 * (self.after.block_stride - self.before.block_stride) / self.before.block_stride
+
+    @property
+    def blocks_change_pct(self) -> float:
+        return 100.0 * (self.blocks_after - self.blocks_before) / self.blocks_before
+
+    def to_json(self) -> dict:
+        return {
+            "budget_bytes": self.budget,
+            "budget_gib": self.budget / GIB,
+            "before": {"planner": self.before.planner, "block_stride": self.before.block_stride,
+                       "num_blocks": self.blocks_before,
+                       "binding_group": self.before.binding_label},
+            "after": {"planner": self.after.planner, "block_stride": self.after.block_stride,
+                      "num_blocks": self.blocks_after,
+                      "binding_group": self.after.binding_label},
+            "stride_change_pct": round(self.stride_change_pct, 2),
+            "blocks_change_pct": round(self.blocks_change_pct, 2),
+        }
+
+
+def full_group_index(layout: Layout) -> int | None:
+    full = [i for i, g in enumerate(layout.groups) if g.is_full]
+    return full[0] if full else None
+
+
+def admission_estimate_per_block(layout: Layout) -> int | None:
+    """What vLLM's `_max_memory_usage_bytes_from_groups` assumes a block costs after #48993:
+    the full group's distinct page sizes, each times the full group's tuple count (the old
+    bucket assumption), instead of the real stride. None when there is no full group."""
+    from .grouping import tuple_count
+
+    i = full_group_index(layout)
+    if i is None:
+        return None
+    layers = layout.groups[i].layers
+    return tuple_count(layers) * sum(dict.fromkeys(c.page_bytes for c in layers))
+
+
+def group_blocks_for_request(layout: Layout, tokens: int, *, max_num_batched_tokens: int = 8192) -> list[int]:
+    """Blocks each group's block table holds for one request of `tokens` tokens.
+
+    Mirrors vLLM's per-spec `max_memory_usage_bytes / page_size_bytes` (kv_cache_interface,
+    vLLM 0.33): a full-attention group needs cdiv(tokens, tokens_per_block); a sliding-window
+    group keeps only the window plus one chunk: cdiv(min(window - 1 + max_num_batched_tokens,
+    tokens), tokens_per_block) + 1.
+    """
+    require(isinstance(tokens, int) and tokens > 0, f"tokens={tokens!r}: must be a positive integer")
+    require(max_num_batched_tokens > 0, f"max_num_batched_tokens={max_num_batched_tokens!r}: must be positive")
+    out = []
+    for g in layout.groups:
+        c = g.layers[0]
+        if c.sliding_window is None:
+            out.append(-(-tokens // c.tokens_per_block))
+        else:
+            kept = min(c.sliding_window - 1 + max_num_batched_tokens, tokens)
+            out.append(-(-kept // c.tokens_per_block) + 1)
+    return out
+
+
+def max_concurrency(layout: Layout, budget: int, tokens: int, *, max_num_batched_tokens: int = 8192) -> float:
+    """Requests of `tokens` tokens the budget serves at once, counted as vLLM 0.33's
+    `get_max_concurrency_for_kv_cache_config` does: all groups draw block ids from one shared
+    pool, so a request costs the sum over groups of the blocks each group holds, and
+    concurrency = num_blocks / that sum."""
+    per_request = sum(group_blocks_for_request(layout, tokens, max_num_batched_tokens=max_num_batched_tokens))
+    if per_request == 0:
+        raise KvvizError("tokens: a request of that length holds no blocks")
+    return num_blocks(layout, budget) / per_request

@@ -1,0 +1,127 @@
+"""Model configs: the HF `config.json` fields that decide which KV caches a layer registers.
+
+Presets live in the repository's `data/models/*.json` (REFERENCE.md section 2); any other
+file of the same shape can be loaded with `load_config(path)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from .errors import KvvizError, require
+
+MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
+
+# Fields read from config.json; every one is required.
+REQUIRED_FIELDS = (
+    "num_hidden_layers",
+    "num_nextn_predict_layers",
+    "head_dim",
+    "qk_rope_head_dim",
+    "sliding_window",
+    "index_head_dim",
+    "compress_ratios",
+)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """The cache-relevant part of a DeepSeek-V4-style HF config."""
+
+    name: str
+    num_hidden_layers: int
+    num_nextn_predict_layers: int
+    head_dim: int  # one shared K=V latent; its last qk_rope_head_dim dims are RoPE
+    qk_rope_head_dim: int
+    sliding_window: int
+    index_head_dim: int
+    compress_ratios: tuple[int, ...]  # one per layer, then the MTP slot(s)
+    index_n_heads: int | None = None
+    index_topk: int | None = None
+
+    def __post_init__(self) -> None:
+        for field in ("num_hidden_layers", "head_dim", "qk_rope_head_dim", "sliding_window", "index_head_dim"):
+            value = getattr(self, field)
+            require(isinstance(value, int) and value > 0, f"{field}={value!r}: must be a positive integer")
+        require(
+            isinstance(self.num_nextn_predict_layers, int) and self.num_nextn_predict_layers >= 0,
+            f"num_nextn_predict_layers={self.num_nextn_predict_layers!r}: must be a non-negative integer",
+        )
+        require(
+            self.qk_rope_head_dim < self.head_dim,
+            f"qk_rope_head_dim={self.qk_rope_head_dim}: must be smaller than head_dim={self.head_dim}",
+        )
+        require(
+            len(self.compress_ratios) >= self.num_hidden_layers,
+            f"compress_ratios: has {len(self.compress_ratios)} entries, needs at least num_hidden_layers={self.num_hidden_layers}",
+        )
+        for i, r in enumerate(self.compress_ratios):
+            require(isinstance(r, int) and r >= 0, f"compress_ratios[{i}]={r!r}: must be a non-negative integer")
+
+    @property
+    def num_layers_with_mtp(self) -> int:
+        return self.num_hidden_layers + self.num_nextn_predict_layers
+
+    def ratio(self, layer: int) -> int:
+        """Compression ratio of a layer; MTP layers (index >= num_hidden_layers) count as 1 (SWA only)."""
+        if layer >= self.num_hidden_layers:
+            return 1
+        return self.compress_ratios[layer]
+
+    def with_overrides(self, **changes) -> "ModelConfig":
+        """A copy with some fields replaced (None values are ignored)."""
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def config_from_dict(raw: dict, *, name: str) -> ModelConfig:
+    """Build a ModelConfig from a parsed config.json, naming any missing or malformed field."""
+    require(isinstance(raw, dict), f"{name}: config must be a JSON object")
+    for field in REQUIRED_FIELDS:
+        require(field in raw, f"{name}: config is missing field {field!r}")
+    ratios = raw["compress_ratios"]
+    require(isinstance(ratios, list), f"{name}: compress_ratios must be a list of integers")
+    return ModelConfig(
+        name=raw.get("name", name),
+        num_hidden_layers=raw["num_hidden_layers"],
+        num_nextn_predict_layers=raw["num_nextn_predict_layers"],
+        head_dim=raw["head_dim"],
+        qk_rope_head_dim=raw["qk_rope_head_dim"],
+        sliding_window=raw["sliding_window"],
+        index_head_dim=raw["index_head_dim"],
+        compress_ratios=tuple(ratios),
+        index_n_heads=raw.get("index_n_heads"),
+        index_topk=raw.get("index_topk"),
+    )
+
+
+def read_json(path: str | Path, *, what: str) -> object:
+    """Parse a JSON file, turning I/O and syntax errors into one-line KvvizErrors."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise KvvizError(f"{what} {str(p)!r}: cannot read ({e.strerror})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise KvvizError(f"{what} {str(p)!r}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+
+
+def load_config(path: str | Path) -> ModelConfig:
+    """Load any config.json of the DeepSeek V4 shape."""
+    return config_from_dict(read_json(path, what="--config"), name=Path(path).stem)
+
+
+def model_names() -> list[str]:
+    """The presets kvviz ships (file stems in data/models)."""
+    return sorted(p.stem for p in MODELS_DIR.glob("*.json"))
+
+
+def load_model(name: str) -> ModelConfig:
+    """Load a shipped preset by name, e.g. 'deepseek-v4-pro'."""
+    names = model_names()
+    if name not in names:
+        raise KvvizError(f"--model {name!r}: unknown model; known: {', '.join(names)}")
+    return load_config(MODELS_DIR / f"{name}.json")

@@ -1,0 +1,215 @@
+"""Row and page anatomy, byte-exact (REFERENCE.md section 4).
+
+A `RowFormat` is a list of named fields; every byte count is built from those fields, never
+typed in. Inside a page all rows' payloads come first, then all rows' footers, then alignment
+padding (`page_regions`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+
+from .errors import KvvizError, require
+
+
+class Element(enum.Enum):
+    """Storage element types, with their size in bits."""
+
+    E4M3 = ("E4M3", 8)
+    E2M1 = ("E2M1", 4)  # two per byte: element 2i in the low nibble, 2i+1 in the high nibble
+    UE8M0 = ("UE8M0", 8)  # power-of-two scale 2^(byte-127); 0xFF is NaN, no zero
+    BF16 = ("bf16", 16)
+    FP32 = ("fp32", 32)
+    PAD = ("pad", 8)
+    BYTE = ("byte", 8)  # opaque bytes (pages given only by size)
+
+    def __init__(self, label: str, bits: int) -> None:
+        self.label = label
+        self.bits = bits
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Field:
+    """`count` elements of one type inside a row, e.g. 448 E4M3 NoPE values."""
+
+    name: str
+    element: Element
+    count: int
+
+    @property
+    def num_bytes(self) -> int:
+        return self.count * self.element.bits // 8
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RowFormat:
+    """One row (one token, or one state slot) of a cache page."""
+
+    name: str  # format name, also the key of its codec in kvviz.quant
+    dims: int  # values a row holds
+    payload: tuple[Field, ...]  # bytes that go first in the page, row after row
+    footer: tuple[Field, ...] = ()  # bytes that follow all payloads (scales, pad)
+    view_dtype: str = "uint8"  # torch dtype of the layer's view
+
+    @property
+    def payload_bytes(self) -> int:
+        return sum(f.num_bytes for f in self.payload)
+
+    @property
+    def footer_bytes(self) -> int:
+        return sum(f.num_bytes for f in self.footer)
+
+    @property
+    def row_bytes(self) -> int:
+        return self.payload_bytes + self.footer_bytes
+
+    @property
+    def dtype_size(self) -> int:
+        return {"uint8": 1, "bfloat16": 2, "float32": 4}[self.view_dtype]
+
+    def describe(self) -> str:
+        """e.g. '448 E4M3 NoPE + 64 bf16 RoPE | footer 7 UE8M0 scale + 1 pad = 584 B'."""
+        part = lambda fs: " + ".join(f"{f.count} {f.element.label} {f.name}" for f in fs)  # noqa: E731
+        text = part(self.payload)
+        if self.footer:
+            text += f" | footer {part(self.footer)}"
+        return f"{text} = {self.row_bytes} B"
+
+
+# fp8_ds_mla: one UE8M0 scale per this many NoPE dims (DeepSeek V4 FlashMLA kernel).
+DS_MLA_SCALE_BLOCK = 64
+# The ds_mla footer (scales) is padded with zero bytes to a multiple of this (7 scales + 1 pad).
+DS_MLA_FOOTER_ALIGN = 8
+# Indexer FP8: one fp32 scale per this many values.
+INDEXER_FP8_BLOCK = 128
+# MXFP4: one UE8M0 scale per 32 values (OCP MX block size).
+MXFP4_BLOCK = 32
+
+
+def ds_mla_row(head_dim: int, rope_dims: int) -> RowFormat:
+    """DeepSeek V4 `fp8_ds_mla`: NoPE dims as E4M3 + RoPE dims as bf16; footer of UE8M0 scales + pad."""
+    nope = head_dim - rope_dims
+    require(nope > 0, f"qk_rope_head_dim={rope_dims}: must be smaller than head_dim={head_dim}")
+    require(
+        nope % DS_MLA_SCALE_BLOCK == 0,
+        f"head_dim={head_dim}: fp8_ds_mla needs head_dim - qk_rope_head_dim ({nope}) to be a multiple of {DS_MLA_SCALE_BLOCK}",
+    )
+    scales = nope // DS_MLA_SCALE_BLOCK
+    pad = -scales % DS_MLA_FOOTER_ALIGN
+    footer = [Field(name="scale", element=Element.UE8M0, count=scales)]
+    if pad:
+        footer.append(Field(name="pad", element=Element.PAD, count=pad))
+    return RowFormat(
+        name="fp8_ds_mla",
+        dims=head_dim,
+        payload=(
+            Field(name="NoPE", element=Element.E4M3, count=nope),
+            Field(name="RoPE", element=Element.BF16, count=rope_dims),
+        ),
+        footer=tuple(footer),
+    )
+
+
+def fp8_row(head_dim: int) -> RowFormat:
+    """FlashInfer DSV4 FP8: every dim (RoPE too) as E4M3; the per-tensor scale lives outside the cache."""
+    return RowFormat(name="fp8", dims=head_dim, payload=(Field(name="KV", element=Element.E4M3, count=head_dim),))
+
+
+def bf16_row(head_dim: int) -> RowFormat:
+    """Unquantized bf16 latent."""
+    return RowFormat(
+        name="bf16", dims=head_dim, payload=(Field(name="KV", element=Element.BF16, count=head_dim),), view_dtype="bfloat16"
+    )
+
+
+def indexer_fp8_row(index_head_dim: int) -> RowFormat:
+    """Indexer K as FP8: E4M3 values, footer of one fp32 scale per 128 values (132 B at 128 dims)."""
+    require(
+        index_head_dim % INDEXER_FP8_BLOCK == 0,
+        f"index_head_dim={index_head_dim}: the FP8 indexer needs a multiple of {INDEXER_FP8_BLOCK}",
+    )
+    return RowFormat(
+        name="indexer_fp8",
+        dims=index_head_dim,
+        payload=(Field(name="K", element=Element.E4M3, count=index_head_dim),),
+        footer=(Field(name="scale", element=Element.FP32, count=index_head_dim // INDEXER_FP8_BLOCK),),
+    )
+
+
+def indexer_mxfp4_row(index_head_dim: int) -> RowFormat:
+    """Indexer K as MXFP4 (vLLM #48993): packed E2M1 + one UE8M0 scale per 32 values (68 B at 128 dims)."""
+    require(
+        index_head_dim % MXFP4_BLOCK == 0,
+        f"index_head_dim={index_head_dim}: MXFP4 needs a multiple of {MXFP4_BLOCK}",
+    )
+    return RowFormat(
+        name="indexer_mxfp4",
+        dims=index_head_dim,
+        payload=(Field(name="K", element=Element.E2M1, count=index_head_dim),),
+        footer=(Field(name="scale", element=Element.UE8M0, count=index_head_dim // MXFP4_BLOCK),),
+    )
+
+
+def state_row(floats: int) -> RowFormat:
+    """Compressor state slot: fp32 values stored as they are."""
+    return RowFormat(
+        name="fp32", dims=floats, payload=(Field(name="state", element=Element.FP32, count=floats),), view_dtype="float32"
+    )
+
+
+def opaque_row(num_bytes: int) -> RowFormat:
+    """A page known only by its size (groups given as JSON)."""
+    return RowFormat(name="opaque", dims=num_bytes, payload=(Field(name="bytes", element=Element.BYTE, count=num_bytes),))
+
+
+MAIN_FORMATS = {"fp8_ds_mla": ds_mla_row, "fp8": lambda head_dim, rope_dims: fp8_row(head_dim),
+                "bf16": lambda head_dim, rope_dims: bf16_row(head_dim)}
+INDEXER_FORMATS = {"fp8": indexer_fp8_row, "mxfp4": indexer_mxfp4_row}
+
+
+def main_row(fmt: str, head_dim: int, rope_dims: int) -> RowFormat:
+    if fmt not in MAIN_FORMATS:
+        raise KvvizError(f"main_format={fmt!r}: unknown; choose one of {', '.join(MAIN_FORMATS)}")
+    return MAIN_FORMATS[fmt](head_dim, rope_dims)
+
+
+def indexer_row(fmt: str, index_head_dim: int) -> RowFormat:
+    if fmt not in INDEXER_FORMATS:
+        raise KvvizError(f"indexer_format={fmt!r}: unknown; choose one of {', '.join(INDEXER_FORMATS)}")
+    return INDEXER_FORMATS[fmt](index_head_dim)
+
+
+def round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    """A byte range inside a page: [start, start + size)."""
+
+    name: str  # "payload", "footer" or "padding"
+    start: int
+    size: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+
+def page_regions(row: RowFormat, rows: int, page_bytes: int) -> tuple[Region, ...]:
+    """Payload region, footer region and trailing padding of one page (empty regions omitted)."""
+    payload = rows * row.payload_bytes
+    footer = rows * row.footer_bytes
+    require(payload + footer <= page_bytes, f"page_bytes={page_bytes}: smaller than {rows} rows of {row.row_bytes} B")
+    regions = [Region("payload", 0, payload), Region("footer", payload, footer),
+               Region("padding", payload + footer, page_bytes - payload - footer)]
+    return tuple(r for r in regions if r.size)
+
+
+def lcm(values) -> int:
+    out = 1
+    for v in values:
+        out = math.lcm(out, v)
+    return out

@@ -1,0 +1,207 @@
+"""The `Layout` every planner produces: where each layer's page sits inside one block."""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cached_property
+
+from .errors import require
+from .grouping import KVGroup
+from .specs import CacheKind, CacheSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """One layer's page inside the per-block slab: bytes [offset, offset + page_bytes)."""
+
+    cache: CacheSpec
+    group: int  # index into Layout.groups
+    offset: int
+
+    @property
+    def name(self) -> str:
+        return self.cache.name
+
+    @property
+    def page_bytes(self) -> int:
+        return self.cache.page_bytes
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.cache.page_bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedTensor:
+    """One tensor of the pool: layers that start at `offset` (PR-era planners: one per distinct
+    offset, layers of all groups there in group order), or, for vLLM 0.33, one spec of one group
+    whose layers follow each other `layer_stride` bytes apart."""
+
+    offset: int
+    layers: tuple[str, ...]
+    layer_stride: int | None = None
+
+
+# One glyph per kind for the text byte map (also the legend).
+GLYPHS = {
+    CacheKind.MAIN_C4: "A",
+    CacheKind.MAIN_C128: "a",
+    CacheKind.INDEXER_K: "B",
+    CacheKind.SWA_KV: "C",
+    CacheKind.STATE_C4: "D",
+    CacheKind.STATE_C128: "d",
+    CacheKind.INDEXER_STATE: "E",
+    CacheKind.CUSTOM: "#",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """A planned block: groups, every layer's offset, the shared tensors and the block stride."""
+
+    planner: str
+    groups: tuple[KVGroup, ...]
+    placements: tuple[Placement, ...]  # group by group; within a group in planner order
+    block_stride: int
+    tensors: tuple[SharedTensor, ...]
+    derivation: tuple[str, ...] = ()  # how the stride was computed, one line a term
+
+    def __post_init__(self) -> None:
+        require(self.block_stride > 0, "block_stride: must be positive")
+
+    # ---- lookups -------------------------------------------------------------------------
+    @cached_property
+    def by_name(self) -> dict[str, Placement]:
+        return {p.name: p for p in self.placements}
+
+    def placement(self, name: str) -> Placement:
+        return self.by_name[name]
+
+    def group_placements(self, group: int) -> tuple[Placement, ...]:
+        return tuple(p for p in self.placements if p.group == group)
+
+    # ---- derived sizes -------------------------------------------------------------------
+    def group_total(self, group: int) -> int:
+        """Bytes the group's pages take (sum of its pages)."""
+        return self.groups[group].total_bytes
+
+    def group_unused(self, group: int) -> int:
+        """Bytes of the stride the group leaves unused (tail and holes)."""
+        return self.block_stride - self.group_total(group)
+
+    @property
+    def largest_group(self) -> int:
+        """Index of the group with the largest total."""
+        return max(range(len(self.groups)), key=self.group_total)
+
+    @property
+    def binding_group(self) -> int | None:
+        """The group whose total is the stride (overlay planners); None when no group fills the
+        stride (bucketed: the stride is a sum of page-size buckets)."""
+        i = self.largest_group
+        return i if self.group_total(i) == self.block_stride else None
+
+    @property
+    def binding_label(self) -> str:
+        i = self.binding_group
+        return self.groups[i].name if i is not None else "none (sum of page-size buckets)"
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.placements)
+
+    def num_blocks(self, budget_bytes: int) -> int:
+        from .capacity import num_blocks
+
+        return num_blocks(self, budget_bytes)
+
+    # ---- views ---------------------------------------------------------------------------
+    def to_records(self) -> list[dict]:
+        return [
+            {
+                "group": p.group,
+                "group_name": self.groups[p.group].name,
+                "layer": p.name,
+                "kind": p.cache.kind.label,
+                "offset": p.offset,
+                "page_bytes": p.page_bytes,
+                "end": p.end,
+                "rows": p.cache.rows,
+                "row_bytes": p.cache.row_bytes,
+                "padding_bytes": p.cache.padding_bytes,
+            }
+            for p in self.placements
+        ]
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        return pd.DataFrame.from_records(self.to_records())
+
+    def group_table(self):
+        """One row per group: layers, total, unused bytes, whether it binds the stride."""
+        import pandas as pd
+
+        return pd.DataFrame.from_records(
+            [
+                {
+                    "group": g.name,
+                    "layers": len(g.layers),
+                    "total_bytes": self.group_total(i),
+                    "unused_bytes": self.group_unused(i),
+                    "binds_stride": i == self.binding_group,
+                }
+                for i, g in enumerate(self.groups)
+            ]
+        )
+
+    def to_json(self, *, num_blocks: int | None = None) -> dict:
+        return {
+            "planner": self.planner,
+            "block_stride": self.block_stride,
+            "num_blocks": num_blocks,
+            "binding_group": None if self.binding_group is None else self.groups[self.binding_group].name,
+            "groups": [
+                {
+                    "name": g.name,
+                    "total_bytes": self.group_total(i),
+                    "unused_bytes": self.group_unused(i),
+                    "layers": [
+                        {"name": p.name, "kind": p.cache.kind.name.lower(), "offset": p.offset,
+                         "page_bytes": p.page_bytes}
+                        for p in self.group_placements(i)
+                    ],
+                }
+                for i, g in enumerate(self.groups)
+            ],
+            "tensors": [
+                {"offset": t.offset, "shared_by": list(t.layers)}
+                | ({"layer_stride": t.layer_stride} if t.layer_stride is not None else {})
+                for t in self.tensors
+            ],
+            "derivation": list(self.derivation),
+        }
+
+    def text_map(self, width: int = 72) -> str:
+        """A compact byte map: one lane per group, one glyph per width-th of the stride, '.' unused."""
+        lines = []
+        name_w = max(len(g.name) for g in self.groups)
+        for i, g in enumerate(self.groups):
+            cells = ["."] * width
+            for p in self.group_placements(i):
+                lo = p.offset * width // self.block_stride
+                hi = max(lo + 1, -(-p.end * width // self.block_stride))
+                for x in range(lo, min(hi, width)):
+                    cells[x] = GLYPHS[p.cache.kind]
+            lines.append(f"{g.name:>{name_w}} |{''.join(cells)}| {self.group_total(i):>12,} B")
+        kinds = dict.fromkeys(p.cache.kind for p in self.placements)
+        legend = "  ".join(f"{GLYPHS[k]}={k.label}" for k in kinds) + "  .=unused"
+        lines.append(f"{'':>{name_w}}  block stride {self.block_stride:,} B ({self.planner})")
+        lines.append(f"{'':>{name_w}}  {legend}")
+        return "\n".join(lines)
+
+    def explain(self) -> str:
+        return "\n".join(self.derivation)
+
+    def __str__(self) -> str:
+        return self.text_map()

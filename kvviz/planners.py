@@ -1,0 +1,135 @@
+"""The planners (REFERENCE.md section 6): groups in, one `Layout` out.
+
+* `plan_bucketed`: vLLM before #48993. The k-th layer of page size p in every group goes to
+  slot (p, k); stride = sum over p of p x (most layers of size p in one group).
+* `plan_overlay`: vLLM #48993. Every group starts at byte 0 and lays its layers densely in group
+  order; stride = the largest group total.
+* `plan_overlay_by_spec`: vLLM 0.33 (after #51718). Same stride, but inside a group the layers of
+  one spec stand together (specs in first-seen order), one tensor per (group, spec).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .errors import KvvizError, require
+from .formats import lcm
+from .grouping import KVGroup
+from .layout import Layout, Placement, SharedTensor
+
+
+def _check_groups(groups: tuple[KVGroup, ...]) -> None:
+    require(len(groups) > 0, "groups: there are no groups to plan")
+    names = [c.name for g in groups for c in g.layers]
+    dup = [n for n, k in Counter(names).items() if k > 1]
+    if dup:
+        raise KvvizError(f"layers: {dup[0]!r} appears more than once")
+
+
+def _tensors_by_offset(placements: list[Placement]) -> tuple[SharedTensor, ...]:
+    by_offset: dict[int, list[str]] = {}
+    for p in sorted(placements, key=lambda p: (p.offset, p.group)):
+        by_offset.setdefault(p.offset, []).append(p.name)
+    return tuple(SharedTensor(offset=o, layers=tuple(v)) for o, v in sorted(by_offset.items()))
+
+
+def plan_bucketed(groups: tuple[KVGroup, ...]) -> Layout:
+    """Page-size buckets: slot (p, k) is shared by the k-th layer of size p of every group."""
+    _check_groups(groups)
+    sizes = list(dict.fromkeys(c.page_bytes for g in groups for c in g.layers))
+    slots = {p: max(sum(1 for c in g.layers if c.page_bytes == p) for g in groups) for p in sizes}
+    region, start = {}, 0
+    for p in sizes:
+        region[p] = start
+        start += p * slots[p]
+    placements = []
+    for gi, g in enumerate(groups):
+        seen: Counter = Counter()
+        for c in g.layers:
+            placements.append(Placement(c, gi, region[c.page_bytes] + seen[c.page_bytes] * c.page_bytes))
+            seen[c.page_bytes] += 1
+    derivation = [f"{slots[p]} x {p:,} B (page size {p:,}: most layers of that size in one group)" for p in sizes]
+    derivation.append(f"= {start:,} B block stride (sum over page sizes)")
+    return Layout("bucketed", tuple(groups), tuple(placements), start, _tensors_by_offset(placements),
+                  tuple(derivation))
+
+
+def _group_terms(g: KVGroup) -> str:
+    counts = Counter(c.page_bytes for c in g.layers)
+    return " + ".join(f"{n} x {p:,}" for p, n in counts.items())
+
+
+def _overlay_derivation(groups, stride, note="") -> tuple[str, ...]:
+    lines = [f"{g.name}: {_group_terms(g)} = {g.total_bytes:,} B" for g in groups]
+    largest = max(groups, key=lambda g: g.total_bytes)
+    lines.append(f"= {stride:,} B block stride: the largest group ({largest.name}) binds{note}")
+    return tuple(lines)
+
+
+def plan_overlay(groups: tuple[KVGroup, ...]) -> Layout:
+    """Dense per-group layout from byte 0; the groups overlay each other."""
+    _check_groups(groups)
+    placements = []
+    for gi, g in enumerate(groups):
+        offset = 0
+        for c in g.layers:
+            placements.append(Placement(c, gi, offset))
+            offset += c.page_bytes
+    stride = max(g.total_bytes for g in groups)
+    return Layout("overlay", tuple(groups), tuple(placements), stride, _tensors_by_offset(placements),
+                  _overlay_derivation(groups, stride))
+
+
+def plan_overlay_by_spec(groups: tuple[KVGroup, ...], *, stride_alignments: tuple[int, ...] = ()) -> Layout:
+    """vLLM 0.33: per group, the layers of one spec stand together, one tensor per spec.
+
+    The stride is rounded up to the lcm of the layers' block-stride alignments (all 1 for
+    DeepSeek V4, so it equals the largest group total).
+    """
+    _check_groups(groups)
+    placements, tensors = [], []
+    for gi, g in enumerate(groups):
+        by_spec: dict[tuple, list] = {}
+        for c in g.layers:
+            by_spec.setdefault(c.spec_key, []).append(c)
+        offset = 0
+        for members in by_spec.values():
+            page = members[0].page_bytes
+            tensors.append(SharedTensor(offset=offset, layers=tuple(c.name for c in members), layer_stride=page))
+            for c in members:
+                placements.append(Placement(c, gi, offset))
+                offset += page
+    align = lcm(stride_alignments)
+    largest = max(g.total_bytes for g in groups)
+    stride = -(-largest // align) * align
+    note = f", rounded up to a multiple of {align}" if align > 1 else ""
+    return Layout("overlay-by-spec", tuple(groups), tuple(placements), stride, tuple(tensors),
+                  _overlay_derivation(groups, stride, note))
+
+
+PLANNERS = {"overlay": plan_overlay, "overlay-by-spec": plan_overlay_by_spec, "bucketed": plan_bucketed}
+
+
+def plan(groups: tuple[KVGroup, ...], planner: str = "overlay") -> Layout:
+    if planner not in PLANNERS:
+        raise KvvizError(f"planner={planner!r}: unknown; choose one of {', '.join(PLANNERS)}")
+    return PLANNERS[planner](groups)
+
+
+def model_groups(config, options, planner: str = "overlay") -> tuple[KVGroup, ...]:
+    """The groups a planner sees for a model: bucketed pads small pages first (pre-#48993);
+    overlay-by-spec lists groups in first-seen order (vLLM 0.33); overlay lists the full group first."""
+    from .grouping import group_caches, pad_small_pages
+    from .specs import model_caches
+
+    if planner not in PLANNERS:
+        raise KvvizError(f"planner={planner!r}: unknown; choose one of {', '.join(PLANNERS)}")
+    caches = model_caches(config, options)
+    if planner == "bucketed":
+        caches = pad_small_pages(caches)
+    return group_caches(caches, order="first-seen" if planner == "overlay-by-spec" else "full-first")
+
+
+def plan_model(config, options, planner: str = "overlay") -> Layout:
+    """config + knobs -> caches -> groups -> Layout."""
+    return plan(model_groups(config, options, planner), planner)
