@@ -125,3 +125,31 @@ def load_model(name: str) -> ModelConfig:
     if name not in names:
         raise KvvizError(f"--model {name!r}: unknown model; known: {', '.join(names)}")
     return load_config(MODELS_DIR / f"{name}.json")
+
+
+def with_layer_mix(config: ModelConfig, *, c4: int, c128: int, swa: int) -> ModelConfig:
+    """A config with a different group mix: `swa` sliding-window-only layers first, then `c4` and
+    `c128` compressed layers interleaved as evenly as possible (the preset's own order is kept
+    when the mix is unchanged). The MTP slot(s) stay as they are."""
+    for field, n in (("c4", c4), ("c128", c128), ("swa", swa)):
+        require(isinstance(n, int) and n >= 0, f"{field}={n!r}: must be a non-negative integer")
+    require(c4 + c128 + swa > 0, "layer mix: needs at least one layer")
+    ratios = [config.ratio(i) for i in range(config.num_hidden_layers)]
+    if (ratios.count(4), ratios.count(128), sum(r in (0, 1) for r in ratios)) == (c4, c128, swa):
+        return config
+    mixed, placed4 = [], 0
+    total = c4 + c128
+    for k in range(total):
+        # Bresenham: the (k+1)-th compressed layer is c4 when the c4 share falls behind.
+        if placed4 * total < (k + 1) * c4 - (total - 1) // 2 or (total - k) == (c4 - placed4):
+            mixed.append(4)
+            placed4 += 1
+        else:
+            mixed.append(128)
+    mtp = list(config.compress_ratios[config.num_hidden_layers:])
+    return dataclasses.replace(
+        config,
+        name=f"{config.name} (c4={c4}, c128={c128}, swa={swa})",
+        num_hidden_layers=c4 + c128 + swa,
+        compress_ratios=tuple([0] * swa + mixed + mtp),
+    )
