@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
+from functools import cached_property
 
 from .errors import KvvizError, require
 
@@ -53,15 +55,15 @@ class RowFormat:
     footer: tuple[Field, ...] = ()  # bytes that follow all payloads (scales, pad)
     view_dtype: str = "uint8"  # torch dtype of the layer's view
 
-    @property
+    @cached_property
     def payload_bytes(self) -> int:
         return sum(f.num_bytes for f in self.payload)
 
-    @property
+    @cached_property
     def footer_bytes(self) -> int:
         return sum(f.num_bytes for f in self.footer)
 
-    @property
+    @cached_property
     def row_bytes(self) -> int:
         return self.payload_bytes + self.footer_bytes
 
@@ -88,6 +90,7 @@ INDEXER_FP8_BLOCK = 128
 MXFP4_BLOCK = 32
 
 
+@functools.lru_cache(maxsize=None)
 def ds_mla_row(head_dim: int, rope_dims: int) -> RowFormat:
     """DeepSeek V4 `fp8_ds_mla`: NoPE dims as E4M3 + RoPE dims as bf16; footer of UE8M0 scales + pad."""
     nope = head_dim - rope_dims
@@ -112,11 +115,13 @@ def ds_mla_row(head_dim: int, rope_dims: int) -> RowFormat:
     )
 
 
+@functools.lru_cache(maxsize=None)
 def fp8_row(head_dim: int) -> RowFormat:
     """FlashInfer DSV4 FP8: every dim (RoPE too) as E4M3; the per-tensor scale lives outside the cache."""
     return RowFormat(name="fp8", dims=head_dim, payload=(Field(name="KV", element=Element.E4M3, count=head_dim),))
 
 
+@functools.lru_cache(maxsize=None)
 def bf16_row(head_dim: int) -> RowFormat:
     """Unquantized bf16 latent."""
     return RowFormat(
@@ -124,6 +129,7 @@ def bf16_row(head_dim: int) -> RowFormat:
     )
 
 
+@functools.lru_cache(maxsize=None)
 def indexer_fp8_row(index_head_dim: int) -> RowFormat:
     """Indexer K as FP8: E4M3 values, footer of one fp32 scale per 128 values (132 B at 128 dims)."""
     require(
@@ -138,6 +144,7 @@ def indexer_fp8_row(index_head_dim: int) -> RowFormat:
     )
 
 
+@functools.lru_cache(maxsize=None)
 def indexer_mxfp4_row(index_head_dim: int) -> RowFormat:
     """Indexer K as MXFP4 (vLLM #48993): packed E2M1 + one UE8M0 scale per 32 values (68 B at 128 dims)."""
     require(
@@ -152,6 +159,7 @@ def indexer_mxfp4_row(index_head_dim: int) -> RowFormat:
     )
 
 
+@functools.lru_cache(maxsize=None)
 def state_row(floats: int) -> RowFormat:
     """Compressor state slot: fp32 values stored as they are."""
     return RowFormat(
@@ -159,6 +167,7 @@ def state_row(floats: int) -> RowFormat:
     )
 
 
+@functools.lru_cache(maxsize=None)
 def opaque_row(num_bytes: int) -> RowFormat:
     """A page known only by its size (groups given as JSON)."""
     return RowFormat(name="opaque", dims=num_bytes, payload=(Field(name="bytes", element=Element.BYTE, count=num_bytes),))

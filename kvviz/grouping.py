@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from functools import cached_property
 
 from .config import read_json
 from .errors import KvvizError, require
@@ -24,7 +25,7 @@ class KVGroup:
     def __post_init__(self) -> None:
         require(len(self.layers) > 0, f"group {self.name!r}: has no layers")
 
-    @property
+    @cached_property
     def total_bytes(self) -> int:
         """Sum of the group's pages: its extent under the overlay planner."""
         return sum(c.page_bytes for c in self.layers)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from functools import cached_property
 
 from . import formats
 from .config import ModelConfig
@@ -87,16 +88,16 @@ class CacheSpec:
     def row_bytes(self) -> int:
         return self.row_format.row_bytes
 
-    @property
+    @cached_property
     def content_bytes(self) -> int:
         """Bytes of rows, before alignment."""
         return self.rows * self.row_bytes
 
-    @property
+    @cached_property
     def aligned_bytes(self) -> int:
         return round_up(self.content_bytes, self.alignment)
 
-    @property
+    @cached_property
     def page_bytes(self) -> int:
         return self.padded_page_bytes if self.padded_page_bytes is not None else self.aligned_bytes
 
@@ -117,7 +118,7 @@ class CacheSpec:
         """(tokens per block, sliding window): vLLM buckets non-full caches by this."""
         return (self.tokens_per_block, self.sliding_window)
 
-    @property
+    @cached_property
     def spec_key(self) -> tuple:
         """Everything but the layer name: equal keys = one vLLM KVCacheSpec."""
         return (self.kind, self.row_format, self.rows, self.tokens_per_block, self.sliding_window,
