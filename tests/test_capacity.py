@@ -1,0 +1,85 @@
+"""Blocks, budget rounding, vLLM's admission estimate and request counts (REFERENCE.md 6-8)."""
+
+import pytest
+
+from kvviz import capacity
+from kvviz.cli import compare_layouts
+from kvviz.config import load_model
+from kvviz.errors import KvvizError
+
+PRO = load_model("deepseek-v4-pro")
+
+# Section 7: (backend, budget GiB, blocks before, blocks after).
+PUBLISHED = [("flashinfer", 26.46, 21_709, 23_120), ("flashmla", 26.09, 19_015, 21_306)]
+
+
+@pytest.mark.parametrize("backend,gib,before,after", PUBLISHED)
+def test_published_block_counts_within_budget_rounding(backend, gib, before, after):
+    b, a = compare_layouts(PRO, backend)
+    budget = capacity.budget_bytes(gib=gib)
+    # floor(budget / stride) is off by a few blocks because the published budget was rounded
+    # to 0.01 GiB ...
+    assert abs(capacity.num_blocks(b, budget) - before) <= 4
+    assert abs(capacity.num_blocks(a, budget) - after) <= 4
+    # ... and there is a budget, within that rounding, that gives both published counts.
+    common = capacity.common_budget_range([(b.block_stride, before), (a.block_stride, after)])
+    assert common is not None
+    lo, hi = common
+    assert abs(lo / 2**30 - gib) < 0.005 + 1e-9
+    for budget in (lo, hi):
+        assert capacity.num_blocks(b, budget) == before and capacity.num_blocks(a, budget) == after
+
+
+def test_common_budget_is_about_the_reference_value():
+    b, a = compare_layouts(PRO, "flashmla")
+    lo, hi = capacity.common_budget_range([(b.block_stride, 19_015), (a.block_stride, 21_306)])
+    assert lo <= 28_018_000_000 <= hi
+    b, a = compare_layouts(PRO, "flashinfer")
+    lo, hi = capacity.common_budget_range([(b.block_stride, 21_709), (a.block_stride, 23_120)])
+    assert lo <= 28_410_000_000 <= hi
+
+
+def test_budget_range_is_exactly_the_floor_preimage():
+    lo, hi = capacity.budget_range(1000, 7)
+    assert (lo // 1000, hi // 1000, (lo - 1) // 1000, (hi + 1) // 1000) == (7, 7, 6, 8)
+
+
+@pytest.mark.parametrize("backend,estimate,real", [("flashinfer", 1_190_400, 1_228_800),
+                                                    ("flashmla", 1_357_056, 1_315_008)])
+def test_admission_estimate_vs_real_stride(backend, estimate, real):
+    _, after = compare_layouts(PRO, backend)
+    assert capacity.admission_estimate_per_block(after) == estimate
+    assert after.block_stride == real
+
+
+def test_published_percentages():
+    for backend, gib, before, after in PUBLISHED:
+        b, a = compare_layouts(PRO, backend)
+        pct = 100 * (a.block_stride - b.block_stride) / b.block_stride
+        assert round(pct, 2) == {"flashinfer": -6.10, "flashmla": -10.75}[backend]
+        assert round(100 * (after - before) / before, 2) == {"flashinfer": 6.50, "flashmla": 12.05}[backend]
+
+
+def test_request_blocks_and_concurrency():
+    _, a = compare_layouts(PRO, "flashmla")
+    tokens = 100_000
+    per_group = dict(zip((g.name for g in a.groups), capacity.group_blocks_for_request(a, tokens)))
+    assert per_group["full"] == -(-tokens // 256)
+    # SWA: window 128 with 64-token blocks keeps cdiv(127 + 8192, 64) + 1 blocks.
+    assert per_group["swa-a"] == -(-(127 + 8192) // 64) + 1
+    # c4 states: 4-token blocks, window 8.
+    assert per_group["c4-state"] == -(-(7 + 8192) // 4) + 1
+    budget = capacity.budget_bytes(gib=26.09)
+    conc = capacity.max_concurrency(a, budget, tokens)
+    assert conc == pytest.approx(capacity.num_blocks(a, budget) / sum(per_group.values()))
+    # A short request keeps fewer blocks than the window allows.
+    assert capacity.group_blocks_for_request(a, 10)[0] == 1
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    (dict(gib=0), "budget_gib"), (dict(gib=-1.0), "budget_gib"), (dict(num_bytes=0), "budget_bytes"),
+    (dict(num_bytes=-5), "budget_bytes"), (dict(gib=float("nan")), "budget_gib"),
+])
+def test_bad_budgets(kwargs, field):
+    with pytest.raises(KvvizError, match=field):
+        capacity.budget_bytes(**kwargs)

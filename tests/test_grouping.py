@@ -1,0 +1,78 @@
+"""vLLM's grouping rules (REFERENCE.md section 5)."""
+
+import pytest
+
+from kvviz.config import load_model
+from kvviz.grouping import approximate_gcd, group_caches, pad_small_pages, split_bucket
+from kvviz.specs import CacheKind, CacheOptions, custom_cache, model_caches
+
+PRO = load_model("deepseek-v4-pro")
+FLASH = load_model("deepseek-v4-flash")
+
+
+def sizes(cfg, mtp):
+    return {g.name: len(g.layers) for g in group_caches(model_caches(cfg, CacheOptions(mtp=mtp)))}
+
+
+def test_approximate_gcd_published_cases():
+    # Section 5.4: Pro counts [31, 61 or 62, 30, 31] -> 31; Flash [21, 43 or 44, 21, 20] -> 22.
+    assert approximate_gcd([31, 62, 30, 31], 31) == 31
+    assert approximate_gcd([31, 61, 30, 31], 31) == 31
+    assert approximate_gcd([21, 44, 21, 20], 21) == 22
+    assert approximate_gcd([21, 43, 21, 20], 21) == 22
+
+
+def test_approximate_gcd_ties_go_to_larger():
+    # counts [4, 6] from 2: d=2 pads 0, d=3 pads 2, d=4 pads 2, d=6 pads 2 -> 2 (unique best)
+    assert approximate_gcd([4, 6], 2) == 2
+    # counts [5] from 1: d=1 and d=5 both pad 0 -> the larger, 5
+    assert approximate_gcd([5], 1) == 5
+
+
+def test_group_sizes_pro_and_flash():
+    # Section 5.6.
+    assert sizes(PRO, True) == {"full": 91, "swa-a": 31, "swa-b": 31, "c128-state": 31, "c4-state": 60}
+    assert sizes(PRO, False) == {"full": 91, "swa-a": 31, "swa-b": 30, "c128-state": 31, "c4-state": 60}
+    assert sizes(FLASH, True) == {"full": 62, "swa-a": 22, "swa-b": 22, "c4-state": 42, "c128-state": 20}
+    assert sizes(FLASH, False) == {"full": 62, "swa-a": 22, "swa-b": 21, "c4-state": 42, "c128-state": 20}
+
+
+def test_strided_tuple_major_subgroups():
+    groups = {g.name: g for g in group_caches(model_caches(PRO))}
+    swa_a = [c.layer for c in groups["swa-a"].layers]
+    assert swa_a == list(range(0, 62, 2))  # tuples 0, 2, 4, ...
+    c4 = groups["c4-state"].layers
+    assert [c.kind for c in c4[:4]] == [CacheKind.INDEXER_STATE, CacheKind.STATE_C4] * 2
+    assert [c.layer for c in c4[:4]] == [2, 2, 4, 4]
+
+
+def test_split_bucket_counts():
+    caches = [custom_cache(f"l{i}", 10) for i in range(7)]
+    parts = split_bucket(caches, 3)  # ceil(7/3) = 3 sub-groups, strided
+    assert [[c.name for c in p] for p in parts] == [["l0", "l3", "l6"], ["l1", "l4"], ["l2", "l5"]]
+
+
+def test_full_group_never_split_and_registration_order():
+    full = next(g for g in group_caches(model_caches(PRO)) if g.name == "full")
+    assert len(full.layers) == 91
+    layer2 = [c.kind for c in full.layers if c.layer == 2]
+    assert layer2 == [CacheKind.INDEXER_K, CacheKind.MAIN_C4]
+
+
+def test_vllm_033_group_order_is_first_seen():
+    names = [g.name for g in group_caches(model_caches(PRO), order="first-seen")]
+    assert names == ["swa-a", "swa-b", "full", "c128-state", "c4-state"]
+
+
+@pytest.mark.parametrize("backend,changes", [
+    # Section 5.7: FlashMLA D 32,832 -> 37,440, E stays 8,640; FlashInfer E 8,192 -> 8,704.
+    ("flashmla", {CacheKind.STATE_C4: (32_832, 37_440), CacheKind.STATE_C128: (32_832, 37_440),
+                  CacheKind.INDEXER_STATE: (8_640, 8_640), CacheKind.SWA_KV: (37_440, 37_440)}),
+    ("flashinfer", {CacheKind.STATE_C4: (32_768, 32_768), CacheKind.INDEXER_STATE: (8_192, 8_704)}),
+])
+def test_pre_pr_padding(backend, changes):
+    caches = model_caches(PRO, CacheOptions(backend=backend, indexer_format="fp8"))
+    padded = pad_small_pages(caches)
+    for kind, (was, now) in changes.items():
+        i = next(i for i, c in enumerate(caches) if c.kind is kind)
+        assert (caches[i].page_bytes, padded[i].page_bytes) == (was, now)

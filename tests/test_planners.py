@@ -1,0 +1,99 @@
+"""Planners against the published numbers (REFERENCE.md sections 6-7) and vLLM 0.33's own output."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvviz import capacity
+from kvviz.cli import compare_layouts
+from kvviz.config import load_model
+from kvviz.planners import plan_model
+from kvviz.specs import CacheOptions
+
+PRO = load_model("deepseek-v4-pro")
+VLLM = json.loads((Path(__file__).parent / "data" / "vllm-0.33-deepseek-v4-pro.json").read_text())
+CASES = {(c["backend"], c["indexer"]): c for c in VLLM["cases"]}
+
+
+@pytest.mark.parametrize("backend,before,after", [
+    ("flashmla", 1_473_408, 1_315_008),
+    ("flashinfer", 1_308_672, 1_228_800),
+])
+def test_published_strides(backend, before, after):
+    b, a = compare_layouts(PRO, backend)
+    assert (b.block_stride, a.block_stride) == (before, after)
+
+
+def test_stride_derivations_by_hand():
+    """Section 7's sums, written out from the page table."""
+    b, a = compare_layouts(PRO, "flashmla")
+    assert b.block_stride == 31 * 37_440 + 30 * 8_640 + 31 * 1_728
+    assert a.block_stride == 30 * 37_440 + 30 * 4_608 + 31 * 1_728
+    assert a.groups[a.binding_group].name == "full"
+    b, a = compare_layouts(PRO, "flashinfer")
+    assert b.block_stride == 31 * 32_768 + 30 * 8_704 + 31 * 1_024
+    assert a.block_stride == 30 * (32_768 + 8_192)
+    assert a.groups[a.binding_group].name == "c4-state"
+    full = next(i for i, g in enumerate(a.groups) if g.name == "full")
+    assert a.group_total(full) == 1_153_024
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_overlay_by_spec_matches_vllm_033_layer_by_layer(key):
+    case = CASES[key]
+    backend, indexer = key
+    layout = plan_model(PRO, CacheOptions(backend=backend, indexer_format=indexer), "overlay-by-spec")
+    assert layout.block_stride == case["bytes_per_block"]
+    assert [(len(g.layers), layout.group_total(i)) for i, g in enumerate(layout.groups)] == [
+        (g["num_layers"], g["bytes"]) for g in case["groups"]]
+    # Every tensor: same offset, same layer stride, same layers in the same order.
+    ours = [(t.offset, t.layer_stride, list(t.layers)) for t in layout.tensors]
+    theirs = [(t["offset"], t["layer_stride"], t["layers"]) for t in case["tensors"]]
+    assert ours == theirs
+    # And so every layer's offset: tensor offset + position x layer stride.
+    expected = {name: t["offset"] + k * t["layer_stride"] for t in case["tensors"] for k, name in
+                enumerate(t["layers"])}
+    assert {p.name: p.offset for p in layout.placements} == expected
+    for budget in case["budgets"].values():
+        assert capacity.num_blocks(layout, budget["available_bytes"]) == budget["num_blocks"]
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_overlay_matches_vllm_033_strides(key):
+    backend, indexer = key
+    layout = plan_model(PRO, CacheOptions(backend=backend, indexer_format=indexer), "overlay")
+    assert layout.block_stride == CASES[key]["bytes_per_block"]
+
+
+def test_budget_in_gib_matches_vllm_truncation():
+    for case in VLLM["cases"]:
+        for label, budget in case["budgets"].items():
+            assert capacity.budget_bytes(gib=float(label.removesuffix("GiB"))) == budget["available_bytes"]
+
+
+def test_overlay_tensors_one_per_distinct_offset():
+    layout = plan_model(PRO, CacheOptions(), "overlay")
+    offsets = [t.offset for t in layout.tensors]
+    assert offsets == sorted(set(offsets))
+    at_zero = layout.tensors[0].layers
+    # Layers at offset 0: the first layer of every group, in group order.
+    assert at_zero == tuple(g.layers[0].name for g in layout.groups)
+
+
+def test_bucketed_slots_shared_across_groups():
+    b, _ = compare_layouts(PRO, "flashmla")
+    # The first 37,440-B slot holds the first c4 main KV, the first SWA page of each SWA group
+    # and the first padded c128 state: one shared tensor.
+    first_big = next(t for t in b.tensors if b.placement(t.layers[0]).page_bytes == 37_440)
+    groups = {b.groups[b.placement(n).group].name for n in first_big.layers}
+    assert {"full", "swa-a", "swa-b", "c128-state", "c4-state"} == groups
+
+
+def test_text_map_and_dataframe():
+    layout = plan_model(PRO, CacheOptions(), "overlay")
+    text = layout.text_map(width=40)
+    assert "1,315,008" in text and "B=indexer K" in text
+    df = layout.to_dataframe()
+    assert len(df) == layout.num_layers == 91 + 62 + 31 + 60
+    assert (df["end"] - df["offset"] == df["page_bytes"]).all()
