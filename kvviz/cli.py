@@ -105,10 +105,7 @@ def _run_plan(args) -> int:
     print()
     print(layout.text_map())
     print()
-    print(layout.explain())
-    if budget:
-        print(f"budget {budget:,} B ({budget / capacity.GIB:.2f} GiB) -> {blocks:,} blocks "
-              f"(floor({budget:,} / {layout.block_stride:,}))")
+    print(layout.explain(budget))
     return 0
 
 

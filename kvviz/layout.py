@@ -200,8 +200,14 @@ class Layout:
         lines.append(f"{'':>{name_w}}  {legend}")
         return "\n".join(lines)
 
-    def explain(self) -> str:
-        return "\n".join(self.derivation)
+    def explain(self, budget_bytes: int | None = None) -> str:
+        """How the stride was derived, term by term, and (with a budget) the block count."""
+        lines = list(self.derivation)
+        if budget_bytes is not None:
+            blocks = self.num_blocks(budget_bytes)
+            lines.append(f"{budget_bytes:,} B budget ({budget_bytes / 2**30:.4f} GiB) // {self.block_stride:,} B "
+                         f"= {blocks:,} blocks ({budget_bytes - blocks * self.block_stride:,} B left over)")
+        return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.text_map()
