@@ -1,0 +1,92 @@
+"""Median build and render (PNG) time of each kvviz figure, for DeepSeek-V4-Pro and a model ten
+times its size (`with_layer_mix(c4=300, c128=310, swa=0)`). Target: the Pro block map builds and
+renders in under 300 ms. Prints one line per figure; no assertions.
+
+    .venv/bin/python benchmarks/bench_plot.py [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from kvviz import plot  # noqa: E402
+from kvviz.cli import compare_layouts  # noqa: E402
+from kvviz.config import load_model, with_layer_mix  # noqa: E402
+from kvviz.planners import plan_model  # noqa: E402
+from kvviz.specs import CacheKind, CacheOptions  # noqa: E402
+
+
+def _render(fig) -> None:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=plot.DEFAULT_DPI)
+
+
+def measure(build, repeat: int) -> tuple[float, float, float, float]:
+    """Median ms: build (wall), render (wall), both (wall), both (CPU time of this process; the
+    wall time of a shared machine also counts other processes)."""
+    builds, renders, cpus = [], [], []
+    _render(build())  # warm the font cache and imports
+    for _ in range(repeat):
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        fig = build()
+        t1 = time.perf_counter()
+        _render(fig)
+        t2 = time.perf_counter()
+        cpus.append(time.process_time() - c0)
+        builds.append(t1 - t0)
+        renders.append(t2 - t1)
+    both = [b + r for b, r in zip(builds, renders)]
+    return tuple(1e3 * statistics.median(v) for v in (builds, renders, both, cpus))
+
+
+def pool_bytes(layout, blocks: int = 4) -> tuple[np.ndarray, list[int]]:
+    """A small pool: block b owned by group b % groups, its pages filled with random bytes."""
+    rng = np.random.default_rng(0)
+    data = np.zeros((blocks, layout.block_stride), np.uint8)
+    owners = [b % len(layout.groups) for b in range(blocks)]
+    for b, g in enumerate(owners):
+        for p in layout.group_placements(g):
+            data[b, p.offset:p.offset + p.cache.content_bytes] = rng.integers(1, 256, p.cache.content_bytes,
+                                                                              dtype=np.uint8)
+    return data, owners
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args(argv)
+    pro = load_model("deepseek-v4-pro")
+    models = {"deepseek-v4-pro": pro, "10x pro (c4=300, c128=310)": with_layer_mix(pro, c4=300, c128=310, swa=0)}
+    print(f"{'model':<28} {'figure':<13} {'layers':>6} {'build ms':>9} {'render ms':>10} {'total ms':>9} "
+          f"{'cpu ms':>7}")
+    for name, config in models.items():
+        after = plan_model(config, CacheOptions(backend="flashmla", indexer_format="mxfp4"), "overlay")
+        before, after_pr = compare_layouts(config, "flashmla")
+        main_c4 = next(p.cache for p in after.placements if p.cache.kind is CacheKind.MAIN_C4)
+        data, owners = pool_bytes(after)
+        victim = after.group_placements(0)[1]
+        figures = {
+            "block_map": lambda: plot.block_map(after),
+            "before_after": lambda: plot.before_after(before, after_pr),
+            "page_anatomy": lambda: plot.page_anatomy(main_c4),
+            "live_bytes": lambda: plot.live_bytes(after, data, owners, victims=[
+                {"block": 0, "start": victim.offset, "end": victim.end, "layer": victim.name}]),
+        }
+        for fig_name, build in figures.items():
+            b, r, t, c = measure(build, args.repeat)
+            print(f"{name:<28} {fig_name:<13} {after.num_layers:>6} {b:>9.1f} {r:>10.1f} {t:>9.1f} {c:>7.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

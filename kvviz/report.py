@@ -1,0 +1,184 @@
+"""A layout's figures as PNG + SVG files and one self-contained `report.html`; `kvviz render`.
+
+The HTML holds everything it shows: the figures as base64 PNGs, the group and layout tables,
+the text byte map and the stride derivation. It links to nothing outside itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+from pathlib import Path
+
+from . import plot
+from .errors import KvvizError, require
+from .layout import Layout, Placement
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderedFigure:
+    """One figure of a report: its file stem, caption and PNG bytes."""
+
+    name: str
+    caption: str
+    png: bytes
+
+
+def prepare_out_dir(path, *, what: str = "out_dir") -> Path:
+    """Create the output folder (parents too); a KvvizError naming `what` if that is impossible."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise KvvizError(f"{what} {str(p)!r}: cannot create the folder ({e.strerror or e})") from None
+    require(p.is_dir(), f"{what} {str(p)!r}: is not a folder")
+    probe = p / ".kvviz-write-test"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise KvvizError(f"{what} {str(p)!r}: cannot write there ({e.strerror or e})") from None
+    return p
+
+
+def report_figures(layout: Layout, *, before: Layout | None = None, after: Layout | None = None):
+    """(name, caption, build) for each figure of a report, in report order; build() returns the Figure."""
+    yield ("block-map", f"Block map: {layout.planner} layout, block stride {layout.block_stride:,} B, "
+           f"binding group {layout.binding_label}.", lambda: plot.block_map(layout))
+    if before is not None and after is not None:
+        pct = 100.0 * (after.block_stride - before.block_stride) / before.block_stride
+        yield ("before-after", f"Before ({before.planner}) and after ({after.planner}): block stride "
+               f"{before.block_stride:,} B -> {after.block_stride:,} B ({pct:+.2f}%).",
+               lambda: plot.before_after(before, after))
+    # One anatomy per row format, of its largest page (first seen on ties); pages known only by
+    # their size have no anatomy.
+    largest: dict[str, Placement] = {}
+    for p in layout.placements:
+        fmt = p.cache.row_format.name
+        if fmt != "opaque" and (fmt not in largest or p.page_bytes > largest[fmt].page_bytes):
+            largest[fmt] = p
+    for fmt, p in largest.items():
+        yield (f"anatomy-{fmt}", f"Page anatomy of {p.name} ({p.cache.kind.label}, {fmt}).",
+               lambda c=p.cache: plot.page_anatomy(c))
+
+
+def _write(path: Path, data: bytes | str, written: list[Path]) -> None:
+    try:
+        if isinstance(data, str):
+            path.write_text(data, encoding="utf-8")
+        else:
+            path.write_bytes(data)
+    except OSError as e:
+        raise KvvizError(f"out_dir: cannot write {str(path)!r} ({e.strerror or e})") from None
+    written.append(path)
+
+
+def render_report(out_dir, *, layout: Layout, before: Layout | None = None, after: Layout | None = None,
+                  title: str, dpi: int = plot.DEFAULT_DPI, svg: bool = True) -> list[Path]:
+    """Write every figure as <name>.png (and <name>.svg) plus report.html; return the paths written
+    (report.html last)."""
+    require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
+    require((before is None) == (after is None), "before/after: give both layouts or neither")
+    require(isinstance(dpi, int) and 20 <= dpi <= 600, f"dpi={dpi!r}: must be an integer from 20 to 600")
+    out = prepare_out_dir(out_dir)
+    written: list[Path] = []
+    rendered = []
+    for name, caption, build in report_figures(layout, before=before, after=after):
+        fig = build()
+        png = plot.to_png_bytes(fig, dpi=dpi)
+        _write(out / f"{name}.png", png, written)
+        if svg:
+            try:
+                plot.save_figure(fig, out / f"{name}.svg", dpi=dpi)
+            except OSError as e:
+                raise KvvizError(f"out_dir: cannot write {str(out / f'{name}.svg')!r} ({e.strerror or e})") from None
+            written.append(out / f"{name}.svg")
+        rendered.append(RenderedFigure(name, caption, png))
+    _write(out / "report.html", report_html(layout, rendered, title=title, before=before, after=after), written)
+    return written
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1250px; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
+pre { background: #f6f6f6; padding: .8em; overflow-x: auto; font-size: 12px; }
+figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { font-size: .9em; color: #555; }
+table.dataframe { border-collapse: collapse; font-size: 12px; }
+table.dataframe td, table.dataframe th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
+details summary { cursor: pointer; margin: .5em 0; }
+"""
+
+
+def _table_html(df) -> str:
+    """A DataFrame as an HTML table, byte counts with thousands separators."""
+    ints = {c: "{:,}".format for c in df.columns if df[c].dtype.kind in "iu"}
+    return df.to_html(index=False, escape=True, formatters=ints)
+
+
+def report_html(layout: Layout, figures: list[RenderedFigure], *, title: str, before: Layout | None = None,
+                after: Layout | None = None) -> str:
+    """One self-contained HTML page: summary, figures (inline base64 PNG), tables, derivation."""
+    esc = html.escape
+    summary = (f"{layout.planner} layout: {len(layout.groups)} groups, {layout.num_layers} layer caches, "
+               f"block stride {layout.block_stride:,} B, binding group {layout.binding_label}.")
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        f"<title>{esc(title)}</title>", f"<style>{_CSS}</style>", "</head>", "<body>",
+        f"<h1>{esc(title)}</h1>", f"<p>{esc(summary)}</p>",
+    ]
+    if before is not None and after is not None:
+        pct = 100.0 * (after.block_stride - before.block_stride) / before.block_stride
+        parts.append(f"<p>Before ({esc(before.planner)}): {before.block_stride:,} B per block; after "
+                     f"({esc(after.planner)}): {after.block_stride:,} B per block ({pct:+.2f}%).</p>")
+    parts += ["<h2>Text byte map</h2>", f"<pre>{esc(layout.text_map())}</pre>",
+              "<h2>How the stride is derived</h2>", f"<pre>{esc(layout.explain())}</pre>"]
+    parts.append("<h2>Figures</h2>")
+    for f in figures:
+        data = base64.b64encode(f.png).decode("ascii")
+        parts.append(f'<figure id="{esc(f.name)}"><img alt="{esc(f.caption)}" src="data:image/png;base64,{data}">'
+                     f"<figcaption>{esc(f.caption)} Also in {esc(f.name)}.png / {esc(f.name)}.svg.</figcaption>"
+                     "</figure>")
+    parts += ["<h2>Groups</h2>", _table_html(layout.group_table()),
+              "<h2>Layout (every layer's page)</h2>",
+              f"<details><summary>{layout.num_layers} rows</summary>", _table_html(layout.to_dataframe()),
+              "</details>", "</body>", "</html>", ""]
+    return "\n".join(parts)
+
+
+# ---- kvviz render -------------------------------------------------------------------------
+def register(subparsers) -> None:
+    """Add `kvviz render` to the CLI (called by kvviz.cli.build_parser)."""
+    from .cli import add_model_arguments
+
+    p = subparsers.add_parser("render", help="write the figures (PNG + SVG) and a self-contained report.html")
+    add_model_arguments(p)
+    p.add_argument("--out", required=True, help="output folder (created when missing)")
+    p.add_argument("--title", default=None, help="report title (default: model, backend, planner)")
+    p.add_argument("--dpi", type=int, default=plot.DEFAULT_DPI, help=f"PNG resolution (default {plot.DEFAULT_DPI})")
+    p.add_argument("--no-svg", action="store_true", help="write PNGs only")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from .cli import compare_layouts, config_from_args, layout_from_args
+
+    require(20 <= args.dpi <= 600, f"--dpi {args.dpi}: must be from 20 to 600")
+    layout = layout_from_args(args)
+    before = after = None
+    if args.groups:
+        source = Path(args.groups).name
+    else:
+        config = config_from_args(args)
+        source = args.model or Path(args.config).stem
+        # vLLM #48993's own before/after for this backend (its knobs: padding + FP8 indexer vs
+        # overlay + MXFP4), whatever planner the main figure uses.
+        before, after = compare_layouts(config, args.backend, mtp=not args.no_mtp)
+    out = prepare_out_dir(args.out, what="--out")  # after the layouts: bad input creates no folder
+    setting = f"{layout.planner} layout" if args.groups else f"{args.backend}, {layout.planner} layout"
+    title = args.title or f"{source}: {setting}"
+    for path in render_report(out, layout=layout, before=before, after=after, title=title, dpi=args.dpi,
+                              svg=not args.no_svg):
+        print(path)
+    return 0

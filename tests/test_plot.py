@@ -1,0 +1,315 @@
+"""kvviz.plot: the figures are read back and compared with the layouts they draw.
+
+Expected byte ranges are recomputed here independently of kvviz.plot (a coverage mask per
+group), and the strides and percentages are the published ones (REFERENCE.md section 7).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+
+from kvviz import plot
+from kvviz.cli import compare_layouts
+from kvviz.config import load_model
+from kvviz.errors import KvvizError
+from kvviz.grouping import KVGroup
+from kvviz.planners import PLANNERS, plan, plan_model
+from kvviz.specs import CacheKind, CacheOptions, custom_cache
+
+MODELS = ("deepseek-v4-pro", "deepseek-v4-flash")
+
+
+@pytest.fixture(scope="module")
+def layouts():
+    """(model, backend) -> (before, after): vLLM #48993's bucketed+FP8 and overlay+MXFP4 layouts."""
+    return {(m, b): compare_layouts(load_model(m), b) for m in MODELS for b in ("flashmla", "flashinfer")}
+
+
+@pytest.fixture(scope="module")
+def pro():
+    return plan_model(load_model("deepseek-v4-pro"), CacheOptions(backend="flashmla", indexer_format="mxfp4"), "overlay")
+
+
+# ---- independent expectations -------------------------------------------------------------
+def expected_unused(layout, group: int) -> list[tuple[int, int]]:
+    """Runs of bytes no page of the group covers, from a boolean mask of the whole block."""
+    free = np.ones(layout.block_stride, dtype=bool)
+    for p in layout.group_placements(group):
+        free[p.offset:p.end] = False
+    change = np.flatnonzero(np.diff(np.concatenate([[False], free, [False]])))
+    return [(int(a), int(b)) for a, b in zip(change[0::2], change[1::2])]
+
+
+def check_block_map(layout, fig, *, show_padding=True, panel=None):
+    """Every page, padding band and unused range is drawn exactly once, at its bytes and lane."""
+    pages = plot.find_patches(fig, kind="page", panel=panel)
+    assert sorted((p.info.layer, p.get_x(), p.get_x() + p.get_width()) for p in pages) == sorted(
+        (p.name, p.offset, p.end) for p in layout.placements)
+    lane = {g.name: i for i, g in enumerate(layout.groups)}
+    for p in pages:
+        assert p.get_y() < lane[p.info.group] < p.get_y() + p.get_height()
+        assert p.get_facecolor() == to_rgba(plot.KIND_COLORS[p.info.cache_kind])
+
+    pads = sorted((r.layer, r.start, r.end) for r in plot.patch_ranges(fig, kind="pad", panel=panel))
+    want = sorted((p.name, p.end - p.cache.padding_bytes, p.end) for p in layout.placements
+                  if p.cache.padding_bytes > 0) if show_padding else []
+    assert pads == want
+
+    unused = plot.find_patches(fig, kind="unused", panel=panel)
+    got = sorted((p.info.group, int(p.get_x()), int(p.get_x() + p.get_width())) for p in unused)
+    assert got == sorted((g.name, a, b) for i, g in enumerate(layout.groups) for a, b in expected_unused(layout, i))
+    for i, g in enumerate(layout.groups):  # conservation, overlay planners: pages + unused = stride
+        if layout.planner != "bucketed":
+            used = sum(p.page_bytes for p in layout.group_placements(i))
+            assert used + sum(r.size for r in plot.patch_ranges(fig, kind="unused", group=g.name, panel=panel)) \
+                == layout.block_stride
+
+
+# ---- block map ----------------------------------------------------------------------------
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("backend", ["flashmla", "flashinfer"])
+def test_block_map_draws_every_range_of_both_planners(layouts, model, backend):
+    for layout in layouts[model, backend]:
+        fig = plot.block_map(layout)
+        assert isinstance(fig, Figure)
+        check_block_map(layout, fig)
+        ax = fig.axes[0]
+        assert ax.get_xlim() == (0, layout.block_stride)
+
+
+def test_block_map_texts_carry_stride_and_binding_group(layouts):
+    before, after = layouts["deepseek-v4-pro", "flashmla"]
+    texts = "\n".join(plot.figure_texts(plot.block_map(after)))
+    assert "block stride 1,315,008 B" in texts  # REFERENCE.md section 7
+    assert "binding group: full" in texts
+    texts = "\n".join(plot.figure_texts(plot.block_map(before)))
+    assert "block stride 1,473,408 B" in texts
+    assert "none (sum of page-size buckets)" in texts
+
+
+def test_block_map_ticks_are_kib(pro):
+    fig = plot.block_map(pro)
+    plot.to_png_bytes(fig)  # tick labels get their text when drawn
+    ax = fig.axes[0]
+    assert "KiB" in ax.get_xlabel()
+    ticks = [t for t in ax.get_xticks() if 0 <= t <= pro.block_stride]
+    assert all(t % 1024 == 0 for t in ticks) and len(ticks) >= 4
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert "1,000" in labels  # 1,000 KiB, thousands separated
+
+
+def test_block_map_legend_names_every_kind_present_and_only_those(layouts):
+    for before, after in layouts.values():
+        for layout in (before, after):
+            labels = plot.legend_labels(plot.block_map(layout))
+            present = {p.cache.kind.label for p in layout.placements}
+            assert present <= set(labels)
+            absent = {k.label for k in CacheKind} - present
+            assert not absent & set(labels)
+
+
+def test_colours_are_stable_and_distinct_per_kind(layouts):
+    assert set(plot.KIND_COLORS) == set(CacheKind)
+    assert len({to_rgba(c) for c in plot.KIND_COLORS.values()}) == len(CacheKind)
+    seen: dict[CacheKind, tuple] = {}
+    for before, after in layouts.values():
+        for layout in (before, after):
+            for p in plot.find_patches(plot.block_map(layout), kind="page"):
+                assert seen.setdefault(p.info.cache_kind, p.get_facecolor()) == p.get_facecolor()
+
+
+def test_show_padding_false_and_drawing_into_an_axes(pro):
+    fig = Figure(figsize=(10, 4))
+    ax = fig.add_axes((0.2, 0.3, 0.75, 0.6))
+    assert plot.block_map(pro, ax=ax, show_padding=False) is fig
+    check_block_map(pro, fig, show_padding=False)
+    assert all(p.axes is ax for p in plot.find_patches(fig))
+
+
+def test_find_patches_filters_and_gids(pro):
+    fig = plot.block_map(pro)
+    layer = "model.layers.2.attn.indexer.k_cache"
+    (page,) = plot.find_patches(fig, kind="page", layer=layer)
+    p = pro.placement(layer)
+    assert page.get_gid() == f"page:{layer}"
+    assert (page.get_x(), page.get_width()) == (p.offset, 4608)  # MXFP4 page, REFERENCE.md section 3
+    assert plot.find_patches(fig, kind="pad", layer=layer)[0].get_gid() == f"pad:{layer}"
+    tails = plot.find_patches(fig, kind="unused", group="swa-a")
+    assert [t.get_gid() for t in tails] == [f"unused:swa-a:{31 * 37440}"]
+    assert len(plot.find_patches(fig, cache_kind=CacheKind.INDEXER_K)) == 2 * 30  # page + pad each
+    assert {r.role for r in plot.patch_ranges(fig)} == {"page", "pad", "unused"}
+
+
+@st.composite
+def random_groups(draw):
+    sizes = draw(st.lists(st.lists(st.integers(1, 40_000), min_size=1, max_size=10), min_size=1, max_size=5))
+    return tuple(KVGroup(name=f"g{i}", layers=tuple(custom_cache(f"g{i}.l{j}", pb) for j, pb in enumerate(layer)))
+                 for i, layer in enumerate(sizes))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(groups=random_groups(), planner=st.sampled_from(sorted(PLANNERS)))
+def test_block_map_of_random_layouts(groups, planner):
+    layout = plan(groups, planner)
+    fig = plot.block_map(layout)
+    check_block_map(layout, fig)
+    assert f"{layout.block_stride:,} B" in "\n".join(plot.figure_texts(fig))
+
+
+def test_block_map_refuses_non_layouts():
+    with pytest.raises(KvvizError, match="layout"):
+        plot.block_map("deepseek-v4-pro")
+
+
+# ---- before / after -----------------------------------------------------------------------
+@pytest.mark.parametrize("backend,before_s,after_s,pct", [
+    ("flashmla", "1,473,408", "1,315,008", "-10.75%"),  # REFERENCE.md section 7
+    ("flashinfer", "1,308,672", "1,228,800", "-6.10%"),
+])
+def test_before_after_shows_both_strides_and_the_saving(layouts, backend, before_s, after_s, pct):
+    before, after = layouts["deepseek-v4-pro", backend]
+    fig = plot.before_after(before, after)
+    texts = "\n".join(plot.figure_texts(fig))
+    for s in (before_s, after_s, pct):
+        assert s in texts
+    assert f"{before.block_stride - after.block_stride:,} B" in texts
+    ax_b, ax_a = fig.axes[:2]
+    assert ax_b.get_xlim() == ax_a.get_xlim() == (0, before.block_stride)  # one shared scale
+    check_block_map(before, fig, panel="before")
+    check_block_map(after, fig, panel="after")
+    (saved,) = plot.find_patches(fig, kind="saved")
+    assert (saved.get_x(), saved.get_x() + saved.get_width()) == (after.block_stride, before.block_stride)
+    holes = plot.find_patches(fig, kind="unused", panel="before")
+    assert holes and all(h.get_edgecolor() == to_rgba(plot.HOLE_COLOR) and h.get_hatch() for h in holes)
+    assert all(p.get_gid().startswith("before/") for p in plot.find_patches(fig, panel="before"))
+    assert "hole (bucketed)" in plot.legend_labels(fig)
+
+
+# ---- page anatomy -------------------------------------------------------------------------
+def _ranges(fig, kind):
+    return [(r.layer, r.start, r.end) for r in plot.patch_ranges(fig, kind=kind)]
+
+
+def test_page_anatomy_fp8_ds_mla(pro):
+    cache = pro.placement("model.layers.2.attn").cache  # c4 main KV, REFERENCE.md section 4
+    fig = plot.page_anatomy(cache)
+    texts = "\n".join(plot.figure_texts(fig))
+    assert "row 584 B = payload 576 B + footer 8 B" in texts
+    assert "448 E4M3 NoPE" in texts and "64 bf16 RoPE" in texts and "7 UE8M0 scale" in texts
+    assert _ranges(fig, "region") == [("payload", 0, 64 * 576), ("footer", 64 * 576, 64 * 584),
+                                       ("padding", 64 * 584, 37_440)]
+    assert _ranges(fig, "field") == [("NoPE", 0, 448), ("RoPE", 448, 576), ("scale", 0, 7), ("pad", 7, 8)]
+
+
+def test_page_anatomy_mxfp4_shows_nibble_order(pro):
+    fig = plot.page_anatomy(pro.placement("model.layers.2.attn.indexer.k_cache"))  # a Placement works too
+    texts = "\n".join(plot.figure_texts(fig))
+    assert "row 68 B = payload 64 B + footer 4 B" in texts
+    assert "4 UE8M0 scale" in texts
+    assert "elem 2i low nibble, 2i+1 high" in texts
+    assert _ranges(fig, "region") == [("payload", 0, 64 * 64), ("footer", 64 * 64, 64 * 68),
+                                       ("padding", 64 * 68, 4608)]
+    assert _ranges(fig, "field") == [("K", 0, 64), ("scale", 0, 4)]
+
+
+def test_page_anatomy_refuses_other_objects():
+    with pytest.raises(KvvizError, match="cache"):
+        plot.page_anatomy(42)
+
+
+# ---- live bytes ---------------------------------------------------------------------------
+def _pool(layout, owners, seed=0):
+    rng = np.random.default_rng(seed)
+    data = np.zeros((len(owners), layout.block_stride), np.uint8)
+    for b, g in enumerate(owners):
+        if g is not None and g >= 0:
+            for p in layout.group_placements(g):
+                data[b, p.offset:p.offset + p.cache.content_bytes] = rng.integers(1, 256, p.cache.content_bytes)
+    return data
+
+
+def test_live_bytes_marks_victims_and_spans(pro):
+    owners = [0, None, 4, -1]
+    data = _pool(pro, owners)
+    idx = pro.placement("model.layers.2.attn.indexer.k_cache")
+    victims = [{"block": 0, "start": idx.offset, "end": idx.end, "layer": idx.name},
+               SimpleNamespace(block=2, start=1000, end=1000 + pro.block_stride, layer="zeroer spill")]
+    torch = pytest.importorskip("torch")  # a pool's backing is a torch tensor; imported here, it is slow
+    fig = plot.live_bytes(pro, torch.from_numpy(data), owners, victims=victims)
+    marks = sorted((r.block, r.start, r.end) for r in plot.patch_ranges(fig, kind="victim"))
+    # The second victim runs past the stride: it continues into block 3 (REFERENCE.md section 8).
+    assert marks == [(0, idx.offset, idx.end), (2, 1000, pro.block_stride), (3, 0, 1000)]
+    assert all(p.get_edgecolor() == to_rgba(plot.VICTIM_COLOR) for p in plot.find_patches(fig, kind="victim"))
+    texts = "\n".join(plot.figure_texts(fig))
+    assert "L2 indexer.k_cache" in texts and "zeroer spill" in texts
+    assert "victim range" in plot.legend_labels(fig)
+    spans = plot.patch_ranges(fig, kind="span")
+    assert sorted((r.block, r.layer, r.start, r.end) for r in spans) == sorted(
+        [(0, p.name, p.offset, p.end) for p in pro.group_placements(0)]
+        + [(2, p.name, p.offset, p.end) for p in pro.group_placements(4)])
+    assert [t.get_text().splitlines()[0] for t in fig.axes[0].get_yticklabels()] == ["block 0", "block 2", "block 3"]
+
+
+def test_live_bytes_image_is_the_nonzero_fraction():
+    layout = plan((KVGroup(name="g", layers=(custom_cache("a", 4096), custom_cache("b", 4096))),), "overlay")
+    data = np.zeros((2, 8192), np.uint8)
+    data[0, :4096] = 7
+    data[0, 4096:4096 + 1024] = 1  # a quarter of the second half
+    fig = plot.live_bytes(layout, data, [0, None], blocks=[0, 1], bins=2)
+    images = fig.axes[0].get_images()
+    assert [im.get_array().tolist() for im in images] == [[[1.0, 0.25]], [[0.0, 0.0]]]
+    assert plot.binned_bytes(data, 8192).tolist() == (data != 0).astype(float).tolist()
+    mean = plot.binned_bytes(data, 2, stat="mean")
+    assert mean.tolist() == [[7 / 255, 0.25 / 255], [0.0, 0.0]]
+
+
+def test_live_bytes_of_a_real_pool_with_group_names():
+    pool_mod = pytest.importorskip("kvviz.pool")
+    layout = plan((KVGroup(name="a", layers=(custom_cache("x", 4096), custom_cache("y", 8192))),
+                   KVGroup(name="b", layers=(custom_cache("z", 12288),))), "overlay")
+    pool = pool_mod.Pool(layout, 3, device="cpu")
+    pool.blocks[1, 4096:12288] = 9  # y of block 1
+    fig = plot.live_bytes(layout, pool.blocks, ["b", "a", None],
+                          victims=[SimpleNamespace(block=1, start=4096, end=12288, layer="y")], bins=3)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["block 0\nb", "block 1\na"]
+    assert [im.get_array().tolist() for im in fig.axes[0].get_images()] == [[[0.0, 0.0, 0.0]], [[0.0, 1.0, 1.0]]]
+    with pytest.raises(KvvizError, match=r"block_groups\[0\]='c'"):
+        plot.live_bytes(layout, pool.blocks, ["c", None, None])
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    (dict(block_bytes=np.zeros((2, 10), np.uint8)), "block_bytes"),
+    (dict(block_bytes=np.zeros((2, 8192), np.int16)), "block_bytes"),
+    (dict(block_groups=[0]), "block_groups"),
+    (dict(block_groups=[3, 0]), r"block_groups\[0\]"),
+    (dict(victims=[{"block": 5, "start": 0, "end": 1}]), r"victims\[0\].block"),
+    (dict(victims=[{"block": 0, "start": 9, "end": 3}]), r"victims\[0\]"),
+    (dict(blocks=[7]), "blocks"),
+    (dict(bins=0), "bins"),
+])
+def test_live_bytes_bad_input_names_the_field(kwargs, field):
+    layout = plan((KVGroup(name="g", layers=(custom_cache("a", 8192),)),), "overlay")
+    args = dict(block_bytes=np.zeros((2, 8192), np.uint8), block_groups=[0, None]) | kwargs
+    with pytest.raises(KvvizError, match=field):
+        plot.live_bytes(layout, args.pop("block_bytes"), args.pop("block_groups"), **args)
+
+
+# ---- no pyplot, headless ------------------------------------------------------------------
+def test_builders_never_import_pyplot():
+    code = (
+        "import sys; from kvviz import plot; from kvviz.config import load_model; from kvviz.cli import compare_layouts\n"
+        "b, a = compare_layouts(load_model('deepseek-v4-flash'), 'flashmla')\n"
+        "plot.to_png_bytes(plot.block_map(a)); plot.to_png_bytes(plot.before_after(b, a))\n"
+        "plot.to_png_bytes(plot.page_anatomy(a.placements[0]))\n"
+        "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

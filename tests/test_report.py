@@ -1,0 +1,116 @@
+"""kvviz.report: the files render_report writes, the self-contained HTML, and `kvviz render`."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from kvviz import report
+from kvviz.cli import compare_layouts, main
+from kvviz.config import load_model
+from kvviz.errors import KvvizError
+from kvviz.grouping import KVGroup
+from kvviz.planners import plan
+from kvviz.specs import custom_cache
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _no_external_links(text: str) -> None:
+    assert "http://" not in text and "https://" not in text
+    assert not re.search(r"""(src|href)\s*=\s*["'](?!data:|#)""", text), "a resource outside the page"
+
+
+@pytest.fixture(scope="module")
+def flash():
+    return compare_layouts(load_model("deepseek-v4-flash"), "flashmla")
+
+
+def test_render_report_writes_figures_and_a_self_contained_html(tmp_path, flash):
+    before, after = flash
+    out = tmp_path / "new" / "report"  # parents are created
+    written = report.render_report(out, layout=after, before=before, after=after, title="Flash <MLA> & co")
+    names = [p.name for p in written]
+    for stem in ("block-map", "before-after", "anatomy-fp8_ds_mla", "anatomy-indexer_mxfp4", "anatomy-fp32"):
+        assert f"{stem}.png" in names and f"{stem}.svg" in names
+        assert (out / f"{stem}.png").read_bytes().startswith(PNG)
+        assert "<svg" in (out / f"{stem}.svg").read_text()
+    assert names[-1] == "report.html" and all(p.exists() for p in written)
+
+    page = (out / "report.html").read_text()
+    _no_external_links(page)
+    assert page.count('src="data:image/png;base64,') == 5
+    assert "<title>Flash &lt;MLA&gt; &amp; co</title>" in page  # the title is escaped
+    assert f"{after.block_stride:,}" in page and f"{before.block_stride:,}" in page
+    for g in after.groups:  # the group table
+        assert f"<td>{g.name}</td>" in page
+    assert page.count("<tr>") >= len(after.groups) + after.num_layers  # group table + layout table
+    for line in after.explain().splitlines():
+        assert line.replace("&", "&amp;") in page
+    assert "block stride" in page
+
+
+def test_render_report_without_before_after_and_png_only(tmp_path):
+    groups = (KVGroup(name="a", layers=(custom_cache("x", 5000), custom_cache("y", 3000))),
+              KVGroup(name="b", layers=(custom_cache("z", 6000),)))
+    layout = plan(groups, "bucketed")
+    written = report.render_report(tmp_path, layout=layout, title="custom", svg=False)
+    assert [p.name for p in written] == ["block-map.png", "report.html"]  # opaque pages: no anatomy
+    _no_external_links((tmp_path / "report.html").read_text())
+
+
+def test_render_report_bad_input_names_the_field(tmp_path, flash):
+    before, after = flash
+    with pytest.raises(KvvizError, match="before/after"):
+        report.render_report(tmp_path, layout=after, before=before, title="t")
+    with pytest.raises(KvvizError, match="dpi"):
+        report.render_report(tmp_path, layout=after, title="t", dpi=0)
+    with pytest.raises(KvvizError, match="layout"):
+        report.render_report(tmp_path, layout="pro", title="t")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(KvvizError, match="out_dir"):
+        report.render_report(blocker / "sub", layout=after, title="t")
+
+
+def test_cli_render_groups(tmp_path, capsys):
+    spec = {"groups": [{"name": "big", "layers": [{"name": "k0", "page_bytes": 40000}, {"name": "k1", "page_bytes": 9000}]},
+                       {"name": "small", "layers": [{"name": "s0", "page_bytes": 30000}]}]}
+    path = tmp_path / "groups.json"
+    path.write_text(json.dumps(spec))
+    out = tmp_path / "out"
+    assert main(["render", "--groups", str(path), "--out", str(out), "--dpi", "60"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(out / n) for n in ("block-map.png", "block-map.svg", "report.html")]
+    assert "groups.json: overlay layout" in (out / "report.html").read_text()
+
+
+def test_cli_render_model_includes_before_after(tmp_path, capsys):
+    out = tmp_path / "flash"
+    assert main(["render", "--model", "deepseek-v4-flash", "--backend", "flashinfer", "--out", str(out),
+                 "--no-svg", "--dpi", "50"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert str(out / "before-after.png") in printed and printed[-1] == str(out / "report.html")
+    page = (out / "report.html").read_text()
+    assert "deepseek-v4-flash: flashinfer, overlay layout" in page
+    _no_external_links(page)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["render", "--model", "deepseek-v4-pro"], "--out"),
+    (["render", "--out", "OUT"], "--model"),
+    (["render", "--model", "nope", "--out", "OUT"], "--model"),
+    (["render", "--model", "deepseek-v4-pro", "--backend", "tpu", "--out", "OUT"], "backend"),
+    (["render", "--model", "deepseek-v4-pro", "--dpi", "0", "--out", "OUT"], "--dpi"),
+    (["render", "--model", "deepseek-v4-pro", "--out", "FILE/sub"], "--out"),
+])
+def test_cli_render_bad_option_is_one_line_and_status_2(tmp_path, capsys, argv, needle):
+    (tmp_path / "FILE").write_text("")
+    argv = [a.replace("OUT", str(tmp_path / "out")).replace("FILE", str(tmp_path / "FILE")) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kvviz: error: ") and err.count("\n") == 1
+    assert needle in err
+    assert not (tmp_path / "out").exists()  # bad input writes nothing
