@@ -13,7 +13,7 @@ from . import capacity
 from .config import load_config, load_model, model_names
 from .errors import KvvizError
 from .grouping import load_groups
-from .planners import PLANNERS, plan, plan_model
+from .planners import PLANNERS, compare_layouts, plan, plan_model
 from .specs import BACKENDS, CacheOptions
 
 EXIT_BAD_INPUT = 2
@@ -110,13 +110,6 @@ def _run_plan(args) -> int:
 
 
 # ---- compare ------------------------------------------------------------------------------
-def compare_layouts(config, backend: str, *, mtp: bool = True):
-    """vLLM #48993's before/after: bucketed + padding + FP8 indexer vs overlay + MXFP4 indexer."""
-    before = plan_model(config, CacheOptions(backend=backend, indexer_format="fp8", mtp=mtp), "bucketed")
-    after = plan_model(config, CacheOptions(backend=backend, indexer_format="mxfp4", mtp=mtp), "overlay")
-    return before, after
-
-
 def _run_compare(args) -> int:
     config = load_model(args.model)
     if args.backend not in ("flashmla", "flashinfer"):

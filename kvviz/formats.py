@@ -73,7 +73,10 @@ class RowFormat:
 
     def describe(self) -> str:
         """e.g. '448 E4M3 NoPE + 64 bf16 RoPE | footer 7 UE8M0 scale + 1 pad = 584 B'."""
-        part = lambda fs: " + ".join(f"{f.count} {f.element.label} {f.name}" for f in fs)  # noqa: E731
+        def part(fields):
+            return " + ".join(f"{f.count} {f.element.label}" + ("" if f.name == f.element.label else f" {f.name}")
+                              for f in fields)
+
         text = part(self.payload)
         if self.footer:
             text += f" | footer {part(self.footer)}"

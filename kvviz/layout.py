@@ -89,6 +89,18 @@ class Layout:
         """Bytes of the stride the group leaves unused (tail and holes)."""
         return self.block_stride - self.group_total(group)
 
+    def unused_ranges(self, group: int) -> list[tuple[int, int]]:
+        """Contiguous byte ranges of [0, block_stride) that none of the group's pages covers."""
+        spans = sorted((p.offset, p.end) for p in self.group_placements(group))
+        out, cursor = [], 0
+        for lo, hi in spans:
+            if lo > cursor:
+                out.append((cursor, lo))
+            cursor = max(cursor, hi)
+        if cursor < self.block_stride:
+            out.append((cursor, self.block_stride))
+        return out
+
     @property
     def largest_group(self) -> int:
         """Index of the group with the largest total."""

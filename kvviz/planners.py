@@ -133,3 +133,13 @@ def model_groups(config, options, planner: str = "overlay") -> tuple[KVGroup, ..
 def plan_model(config, options, planner: str = "overlay") -> Layout:
     """config + knobs -> caches -> groups -> Layout."""
     return plan(model_groups(config, options, planner), planner)
+
+
+def compare_layouts(config, backend: str = "flashmla", **knobs) -> tuple[Layout, Layout]:
+    """vLLM #48993's before/after for one backend: bucketed + padding + FP8 (132 B) indexer rows
+    vs overlay + MXFP4 (68 B) rows. `knobs` are the other CacheOptions (mtp, main_format, ...)."""
+    from .specs import CacheOptions
+
+    before = plan_model(config, CacheOptions(backend=backend, indexer_format="fp8", **knobs), "bucketed")
+    after = plan_model(config, CacheOptions(backend=backend, indexer_format="mxfp4", **knobs), "overlay")
+    return before, after

@@ -162,19 +162,6 @@ class RangePatch:
 
 
 # ---- helpers: byte ranges, formatting -------------------------------------------------------
-def unused_ranges(layout: Layout, group: int) -> list[tuple[int, int]]:
-    """Contiguous byte ranges of [0, block_stride) that none of the group's pages covers."""
-    spans = sorted((p.offset, p.end) for p in layout.group_placements(group))
-    out, cursor = [], 0
-    for lo, hi in spans:
-        if lo > cursor:
-            out.append((cursor, lo))
-        cursor = max(cursor, hi)
-    if cursor < layout.block_stride:
-        out.append((cursor, layout.block_stride))
-    return out
-
-
 def short_layer_name(name: str) -> str:
     """'model.layers.2.attn.indexer.k_cache' -> 'L2 indexer.k_cache'; other names unchanged."""
     return re.sub(r"^model\.layers\.(\d+)\.attn\.?", r"L\1 ", name).strip()
@@ -399,7 +386,7 @@ def _draw_lanes(ax, layout: Layout, *, show_padding: bool, panel: str | None = N
     _draw_ranges(ax, pads, pad_y, 0.4 * lane_h, facecolors=PAD_COLOR, zorder=1.1, snap=False)
     unused, unused_y = [], []
     for gi, name in enumerate(names):
-        for lo, hi in unused_ranges(layout, gi):
+        for lo, hi in layout.unused_ranges(gi):
             unused.append(PatchRange("unused", lo, hi, name, panel=panel))
             unused_y.append(gi - half)
     _draw_ranges(ax, unused, unused_y, lane_h, facecolors="white", edgecolors=unused_color, hatch="////")
@@ -455,7 +442,7 @@ def block_map(layout: Layout, *, ax=None, show_padding: bool = True, title: str 
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
     kinds = _kinds_present([layout])
     has_pad = show_padding and any(p.cache.padding_bytes for p in layout.placements)
-    has_unused = any(unused_ranges(layout, i) for i in range(len(layout.groups)))
+    has_unused = any(layout.unused_ranges(i) for i in range(len(layout.groups)))
     entries = _key_entries(kinds, padding=has_pad, unused=has_unused)
     if ax is None:
         n = len(layout.groups)

@@ -162,7 +162,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from .cli import compare_layouts, config_from_args, layout_from_args
+    from .cli import config_from_args, layout_from_args
+    from .planners import compare_layouts
 
     require(20 <= args.dpi <= 600, f"--dpi {args.dpi}: must be from 20 to 600")
     layout = layout_from_args(args)
@@ -174,7 +175,8 @@ def run(args) -> int:
         source = args.model or Path(args.config).stem
         # vLLM #48993's own before/after for this backend (its knobs: padding + FP8 indexer vs
         # overlay + MXFP4), whatever planner the main figure uses.
-        before, after = compare_layouts(config, args.backend, mtp=not args.no_mtp)
+        before, after = compare_layouts(config, args.backend, mtp=not args.no_mtp, main_format=args.main_format,
+                                        block_size=args.block_size)
     out = prepare_out_dir(args.out, what="--out")  # after the layouts: bad input creates no folder
     setting = f"{layout.planner} layout" if args.groups else f"{args.backend}, {layout.planner} layout"
     title = args.title or f"{source}: {setting}"

@@ -3,7 +3,7 @@
 import pytest
 
 from kvviz import capacity
-from kvviz.cli import compare_layouts
+from kvviz.planners import compare_layouts
 from kvviz.config import load_model
 from kvviz.errors import KvvizError
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from kvviz import capacity
-from kvviz.cli import compare_layouts
+from kvviz.planners import compare_layouts
 from kvviz.config import load_model
 from kvviz.planners import plan_model
 from kvviz.specs import CacheOptions
@@ -97,3 +97,12 @@ def test_text_map_and_dataframe():
     df = layout.to_dataframe()
     assert len(df) == layout.num_layers == 91 + 62 + 31 + 60
     assert (df["end"] - df["offset"] == df["page_bytes"]).all()
+
+
+def test_unused_ranges_cover_exactly_the_unused_bytes():
+    for layout in compare_layouts(PRO, "flashmla"):
+        for gi in range(len(layout.groups)):
+            ranges = layout.unused_ranges(gi)
+            assert sum(hi - lo for lo, hi in ranges) == layout.group_unused(gi)
+            pages = [(p.offset, p.end) for p in layout.group_placements(gi)]
+            assert not any(lo < pe and ps < hi for lo, hi in ranges for ps, pe in pages)

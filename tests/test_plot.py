@@ -18,7 +18,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 from kvviz import plot
-from kvviz.cli import compare_layouts
+from kvviz.planners import compare_layouts
 from kvviz.config import load_model
 from kvviz.errors import KvvizError
 from kvviz.grouping import KVGroup
@@ -306,7 +306,7 @@ def test_live_bytes_bad_input_names_the_field(kwargs, field):
 # ---- no pyplot, headless ------------------------------------------------------------------
 def test_builders_never_import_pyplot():
     code = (
-        "import sys; from kvviz import plot; from kvviz.config import load_model; from kvviz.cli import compare_layouts\n"
+        "import sys; from kvviz import plot; from kvviz.config import load_model; from kvviz.planners import compare_layouts\n"
         "b, a = compare_layouts(load_model('deepseek-v4-flash'), 'flashmla')\n"
         "plot.to_png_bytes(plot.block_map(a)); plot.to_png_bytes(plot.before_after(b, a))\n"
         "plot.to_png_bytes(plot.page_anatomy(a.placements[0]))\n"

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from kvviz import report
-from kvviz.cli import compare_layouts, main
+from kvviz.cli import main
+from kvviz.planners import compare_layouts
 from kvviz.config import load_model
 from kvviz.errors import KvvizError
 from kvviz.grouping import KVGroup
