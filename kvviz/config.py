@@ -1,7 +1,8 @@
 """Model configs: the HF `config.json` fields that decide which KV caches a layer registers.
 
-Presets live in the repository's `data/models/*.json` (REFERENCE.md section 2); any other
-file of the same shape can be loaded with `load_config(path)`.
+Presets live in the repository's `data/models/*.json` (REFERENCE.md section 2), found next to
+the package (kvviz is installed editable from its checkout, as `make lab`/`make test` do); any
+other file of the same shape can be loaded with `load_config(path)`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,327 @@
+"""A real KV-cache pool: one uint8 backing, every layer a zero-copy view into it (REFERENCE.md 6, 8).
+
+vLLM's worker allocates one flat uint8 tensor of ``num_blocks * block_stride`` bytes, sees it as
+``(num_blocks, block_stride)`` and gives each layer the columns ``[offset, offset + page)``,
+reinterpreted as the layer's dtype. `Pool` does exactly that, on CPU or CUDA, so that
+``pool.page_view(name)[b].data_ptr() == backing.data_ptr() + b * stride + offset``.
+
+`BlockPool` is the other half of the overlay's contract: block ids are handed to groups, and a
+block id belongs to at most one group at a time. ``claim(..., hazard=True)`` breaks that rule on
+purpose and records it, so that `kvviz.verify` can show the damage on real memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import os
+import re
+from typing import Hashable
+
+import torch
+
+from .errors import KvvizError, require
+from .layout import Layout, Placement, SharedTensor
+
+GIB = 2**30
+
+VIEW_DTYPES = {"uint8": torch.uint8, "bfloat16": torch.bfloat16, "float32": torch.float32}
+
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
+
+
+# ---- devices -----------------------------------------------------------------------------------
+def resolve_device(name: str | torch.device | None = "auto") -> torch.device:
+    """"auto" (CUDA when available, else CPU), "cpu", "cuda" or "cuda:N" -> torch.device.
+
+    Unknown strings, and CUDA when this torch sees no GPU (or not that index), raise KvvizError
+    naming --device.
+    """
+    if isinstance(name, torch.device):
+        name = str(name)
+    if name is None:
+        name = "auto"
+    m = _DEVICE_RE.match(name.strip().lower()) if isinstance(name, str) else None
+    if m is None or (m.group(1) == "auto" and m.group(2) is not None):
+        raise KvvizError(f"--device={name!r}: unknown; choose auto, cpu, cuda or cuda:N")
+    kind, index = m.group(1), m.group(2)
+    if kind == "auto":
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    if kind == "cpu":
+        require(index in (None, "0"), f"--device={name!r}: there is one CPU device; use cpu")
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise KvvizError(f"--device={name!r}: this torch ({torch.__version__}) sees no CUDA device; use cpu or auto")
+    count = torch.cuda.device_count()
+    i = torch.cuda.current_device() if index is None else int(index)
+    require(i < count, f"--device={name!r}: there {'is' if count == 1 else 'are'} only {count} CUDA device(s) (0..{count - 1})")
+    return torch.device("cuda", i)
+
+
+def _meminfo_available() -> int | None:
+    """MemAvailable from /proc/meminfo in bytes (None where there is no such file)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def free_bytes(device: str | torch.device = "auto") -> int | None:
+    """Free memory of a device in bytes: torch.cuda.mem_get_info on CUDA, MemAvailable on CPU."""
+    dev = resolve_device(device)
+    if dev.type == "cuda":
+        return int(torch.cuda.mem_get_info(dev)[0])
+    return _meminfo_available()
+
+
+def _gib(n: int) -> str:
+    return f"{n:,} B ({n / GIB:.2f} GiB)"
+
+
+def check_fits(nbytes: int, device: str | torch.device = "auto", *, what: str = "pool") -> None:
+    """Raise KvvizError (requested vs free, bytes and GiB) unless `nbytes` fit in the device's free memory.
+
+    `what` names the field the request came from, e.g. "num_blocks=100000".
+    """
+    require(isinstance(nbytes, int) and nbytes >= 0, f"{what}: nbytes={nbytes!r} must be a non-negative integer")
+    dev = resolve_device(device)
+    free = free_bytes(dev)
+    if free is None:  # the platform does not say; let the allocator decide
+        return
+    if nbytes > free:
+        raise KvvizError(f"{what}: needs {_gib(nbytes)} but {dev} has only {_gib(free)} free")
+
+
+# ---- the pool ----------------------------------------------------------------------------------
+def check_views(layout: Layout) -> None:
+    """Refuse layouts in which some layer cannot be viewed as its dtype (REFERENCE.md 8)."""
+    stride = layout.block_stride
+    for p in layout.placements:
+        size = p.cache.dtype_size
+        dtype = p.cache.row_format.view_dtype
+        where = f"layer {p.name!r} (group {layout.groups[p.group].name!r})"
+        require(p.page_bytes > 0, f"{where}: page_bytes=0, a zero-size page has no view")
+        require(p.offset >= 0 and p.end <= stride,
+                f"{where}: offset {p.offset} + page {p.page_bytes} lies outside the block stride {stride}")
+        require(p.offset % size == 0,
+                f"{where}: offset={p.offset} is not divisible by the {dtype} size {size}; its view is impossible")
+        require(stride % size == 0,
+                f"{where}: block_stride={stride} is not divisible by the {dtype} size {size}; its view is impossible")
+        require(p.page_bytes % size == 0,
+                f"{where}: page_bytes={p.page_bytes} is not divisible by the {dtype} size {size}; its view is impossible")
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorView:
+    """One of the layout's shared tensors over the pool.
+
+    PR-era planners (``layer_stride is None``): ``view`` is (num_blocks, extent) uint8 from the
+    tensor's offset, extent = the largest page of the layers that share it. vLLM 0.33
+    (``layer_stride`` set): ``view`` is (num_blocks, len(layers), layer_stride) uint8.
+    """
+
+    tensor: SharedTensor
+    view: torch.Tensor
+
+
+class Pool:
+    """ONE uint8 backing of num_blocks * block_stride bytes and zero-copy views of every layer."""
+
+    def __init__(self, layout: Layout, num_blocks: int, device: str | torch.device = "auto") -> None:
+        require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
+        require(isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks > 0,
+                f"num_blocks={num_blocks!r}: must be a positive integer")
+        self.layout = layout
+        self.num_blocks = num_blocks
+        self.block_stride = layout.block_stride
+        self.device = resolve_device(device)
+        check_views(layout)
+        self.nbytes = num_blocks * layout.block_stride
+        check_fits(self.nbytes, self.device, what=f"num_blocks={num_blocks} x block_stride={layout.block_stride}")
+        try:
+            self.backing = torch.zeros(self.nbytes, dtype=torch.uint8, device=self.device)
+        except (torch.OutOfMemoryError, RuntimeError) as e:  # the free-memory check raced or lied
+            raise KvvizError(f"num_blocks={num_blocks}: allocating {_gib(self.nbytes)} on {self.device} failed "
+                             f"({str(e).splitlines()[0]})") from None
+        self.blocks = self.backing.view(num_blocks, layout.block_stride)
+
+    @classmethod
+    def from_budget(cls, layout: Layout, budget_bytes: int, device: str | torch.device = "auto") -> "Pool":
+        """floor(budget / stride) blocks (kvviz.capacity.num_blocks)."""
+        from .capacity import num_blocks
+
+        n = num_blocks(layout, budget_bytes)
+        require(n > 0, f"budget_bytes={budget_bytes}: smaller than one block stride ({layout.block_stride:,} B); "
+                       f"num_blocks would be 0")
+        return cls(layout, n, device)
+
+    # ---- lookups -------------------------------------------------------------------------------
+    def placement(self, name: str) -> Placement:
+        p = self.layout.by_name.get(name)
+        if p is None:
+            raise KvvizError(f"layer={name!r}: not in this layout")
+        return p
+
+    @property
+    def data_ptr(self) -> int:
+        return self.backing.data_ptr()
+
+    def byte_address(self, block: int, name: str) -> int:
+        """Where layer `name`'s page of block `block` starts: base + block * stride + offset."""
+        require(0 <= block < self.num_blocks, f"block={block}: outside 0..{self.num_blocks - 1}")
+        return self.data_ptr + block * self.block_stride + self.placement(name).offset
+
+    # ---- views ---------------------------------------------------------------------------------
+    def page_view(self, name: str) -> torch.Tensor:
+        """(num_blocks, page_bytes) uint8: the backing as (num_blocks, stride), columns [offset, offset+page)."""
+        p = self.placement(name)
+        return self.blocks[:, p.offset:p.end]
+
+    def typed_view(self, name: str) -> torch.Tensor:
+        """(num_blocks, page_bytes / dtype_size) in the layer's view dtype (uint8, bfloat16, float32)."""
+        p = self.placement(name)
+        return self.page_view(name).view(VIEW_DTYPES[p.cache.row_format.view_dtype])
+
+    def row_view(self, name: str) -> torch.Tensor:
+        """(num_blocks, rows, row_bytes / dtype_size) over the content region (padding left out).
+
+        Only for formats without a footer: with a footer, a row's payload and its scales are
+        `rows * payload_bytes` apart, so a row is not one contiguous run (use payload_view and
+        footer_view).
+        """
+        p = self.placement(name)
+        fmt = p.cache.row_format
+        if fmt.footer_bytes:
+            raise KvvizError(
+                f"layer {name!r}: format {fmt.name} keeps its scales in a footer after all rows' payloads, "
+                f"so a row is not contiguous; use payload_view/footer_view"
+            )
+        content = p.cache.rows * fmt.row_bytes
+        typed = self.blocks[:, p.offset:p.offset + content].view(VIEW_DTYPES[fmt.view_dtype])
+        return typed.unflatten(1, (p.cache.rows, fmt.row_bytes // fmt.dtype_size))
+
+    def payload_view(self, name: str) -> torch.Tensor:
+        """(num_blocks, rows, payload_bytes) uint8: every row's payload (the page's first region)."""
+        p = self.placement(name)
+        fmt = p.cache.row_format
+        n = p.cache.rows * fmt.payload_bytes
+        return self.blocks[:, p.offset:p.offset + n].unflatten(1, (p.cache.rows, fmt.payload_bytes))
+
+    def footer_view(self, name: str) -> torch.Tensor:
+        """(num_blocks, rows, footer_bytes) uint8: every row's footer (scales), after all payloads."""
+        p = self.placement(name)
+        fmt = p.cache.row_format
+        start = p.offset + p.cache.rows * fmt.payload_bytes
+        n = p.cache.rows * fmt.footer_bytes
+        return self.blocks[:, start:start + n].unflatten(1, (p.cache.rows, fmt.footer_bytes))
+
+    def tensor_views(self) -> tuple[TensorView, ...]:
+        """Views of the layout's shared tensors (see TensorView), in the layout's order."""
+        out = []
+        for t in self.layout.tensors:
+            if t.layer_stride is None:
+                extent = max(self.layout.by_name[n].page_bytes for n in t.layers)
+                out.append(TensorView(t, self.blocks[:, t.offset:t.offset + extent]))
+            else:
+                n = len(t.layers)
+                v = self.blocks[:, t.offset:t.offset + n * t.layer_stride].unflatten(1, (n, t.layer_stride))
+                out.append(TensorView(t, v))
+        return tuple(out)
+
+    def __repr__(self) -> str:
+        return (f"Pool({self.layout.planner}, num_blocks={self.num_blocks}, block_stride={self.block_stride}, "
+                f"{_gib(self.nbytes)} on {self.device})")
+
+
+# ---- block ownership ---------------------------------------------------------------------------
+class BlockPool:
+    """Hands block ids to groups and takes them back; one owner per block unless a hazard says so.
+
+    `allocate` hands out the lowest free ids (deterministic). `claim(group, block, hazard=True)`
+    on a block another group holds records the double ownership in `hazards` instead of raising.
+    Groups are any hashable labels (verify uses group indices).
+    """
+
+    def __init__(self, num_blocks: int) -> None:
+        require(isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks > 0,
+                f"num_blocks={num_blocks!r}: must be a positive integer")
+        self.num_blocks = num_blocks
+        self._owners: list[list[Hashable]] = [[] for _ in range(num_blocks)]
+        self._free = set(range(num_blocks))
+        self._heap = list(range(num_blocks))  # lazily pruned: entries not in _free are stale
+        self.hazards: list[tuple[int, tuple[Hashable, ...]]] = []
+
+    def _check_block(self, block: int) -> None:
+        require(isinstance(block, int) and not isinstance(block, bool) and 0 <= block < self.num_blocks,
+                f"block={block!r}: outside 0..{self.num_blocks - 1}")
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    def allocate(self, group: Hashable, n: int) -> list[int]:
+        """The `n` lowest free block ids, now owned by `group`."""
+        require(isinstance(n, int) and not isinstance(n, bool) and n >= 0, f"n={n!r}: must be a non-negative integer")
+        require(n <= len(self._free), f"n={n}: group {group!r} asks for {n} blocks but only {len(self._free)} are free")
+        out = []
+        while len(out) < n:
+            b = heapq.heappop(self._heap)
+            if b in self._free:
+                self._free.discard(b)
+                self._owners[b].append(group)
+                out.append(b)
+        return out
+
+    def claim(self, group: Hashable, block: int, *, hazard: bool = False) -> None:
+        """Take one specific block. Held by another group: KvvizError, or with hazard=True record it."""
+        self._check_block(block)
+        owners = self._owners[block]
+        if group in owners:
+            raise KvvizError(f"block {block}: group {group!r} already owns it")
+        if owners and not hazard:
+            raise KvvizError(f"block {block}: group {group!r} claims it but group {owners[0]!r} owns it "
+                             f"(one owner per block id, or the overlaid groups corrupt each other)")
+        if owners:
+            owners.append(group)
+            self.hazards.append((block, tuple(owners)))
+        else:
+            self._free.discard(block)  # its heap entry goes stale
+            owners.append(group)
+
+    def free(self, group: Hashable, ids) -> None:
+        """Give blocks back. Every id must be owned by `group` (checked before anything is freed)."""
+        ids = list(ids)
+        for b in ids:
+            self._check_block(b)
+            if group not in self._owners[b]:
+                o = self._owners[b]
+                raise KvvizError(f"block {b}: group {group!r} frees it but "
+                                 + (f"group {o[0]!r} owns it" if o else "nobody owns it"))
+        require(len(set(ids)) == len(ids), f"ids: a block appears twice in one free() ({ids})")
+        for b in ids:
+            self._owners[b].remove(group)
+            if not self._owners[b]:
+                self._free.add(b)
+                heapq.heappush(self._heap, b)
+
+    def owner(self, block: int):
+        """The group holding `block` (the first one, under a recorded hazard), or None."""
+        self._check_block(block)
+        o = self._owners[block]
+        return o[0] if o else None
+
+    def owners(self, block: int) -> tuple:
+        """Every group holding `block` (more than one only after claim(..., hazard=True))."""
+        self._check_block(block)
+        return tuple(self._owners[block])
+
+    def blocks_of(self, group: Hashable) -> list[int]:
+        """The blocks `group` holds, ascending."""
+        return [b for b, o in enumerate(self._owners) if group in o]

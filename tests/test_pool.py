@@ -1,0 +1,296 @@
+"""kvviz.pool: one uint8 backing, zero-copy views at base + block*stride + offset, block ownership,
+and one-line errors for pools that cannot exist."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvviz import formats
+from kvviz.cli import main
+from kvviz.config import load_model
+from kvviz.errors import KvvizError
+from kvviz.grouping import KVGroup
+from kvviz.planners import plan, plan_model
+from kvviz.pool import BlockPool, Pool, check_fits, free_bytes, resolve_device
+from kvviz.specs import CacheKind, CacheOptions, CacheSpec, custom_cache
+
+PRO = load_model("deepseek-v4-pro")
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def layout(planner="overlay", backend="flashmla", indexer="mxfp4"):
+    return plan_model(PRO, CacheOptions(backend=backend, indexer_format=indexer), planner)
+
+
+def one_line(e: Exception) -> str:
+    msg = str(e)
+    assert msg and "\n" not in msg
+    return msg
+
+
+# ---- views are where vLLM's worker puts them ---------------------------------------------------
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("planner", ["overlay", "overlay-by-spec", "bucketed"])
+def test_view_pointers_are_base_plus_block_stride_plus_offset(planner, device):
+    lay = layout(planner)
+    pool = Pool(lay, 3, device)
+    base, stride = pool.backing.data_ptr(), lay.block_stride
+    assert pool.backing.numel() == 3 * stride and pool.backing.dtype == torch.uint8
+    for p in lay.placements:
+        page, typed = pool.page_view(p.name), pool.typed_view(p.name)
+        assert page.shape == (3, p.page_bytes) and page.stride() == (stride, 1)
+        assert typed.shape == (3, p.page_bytes // p.cache.dtype_size)
+        assert typed.element_size() == p.cache.dtype_size
+        assert page.untyped_storage().data_ptr() == base  # same memory, no copy
+        for b in range(3):
+            want = base + b * stride + p.offset
+            assert page[b].data_ptr() == want
+            assert typed[b].data_ptr() == want
+            assert pool.byte_address(b, p.name) == want
+
+
+def test_typed_views_have_the_layer_dtypes():
+    pool = Pool(layout(backend="none"), 1, "cpu")
+    kinds = {p.cache.row_format.name: pool.typed_view(p.name).dtype for p in pool.layout.placements}
+    assert kinds["fp32"] == torch.float32 and kinds["fp8_ds_mla"] == torch.uint8
+    assert kinds["indexer_mxfp4"] == torch.uint8
+    bf = plan_model(PRO, CacheOptions(backend="flashinfer", main_format="bf16"), "overlay")
+    pool = Pool(bf, 1, "cpu")
+    assert {pool.typed_view(p.name).dtype for p in bf.placements} == {torch.bfloat16, torch.uint8, torch.float32}
+
+
+def test_writes_through_a_page_view_land_at_the_flat_offsets():
+    lay = layout()
+    pool = Pool(lay, 4, "cpu")
+    stride = lay.block_stride
+    p = next(p for p in lay.placements if p.cache.kind is CacheKind.INDEXER_K and p.offset > 0)
+    pattern = (torch.arange(p.page_bytes) % 251 + 1).to(torch.uint8)
+    pool.page_view(p.name)[2] = pattern
+    lo = 2 * stride + p.offset
+    assert torch.equal(pool.backing[lo:lo + p.page_bytes], pattern)
+    assert int(pool.backing.count_nonzero()) == p.page_bytes  # nothing else moved
+    # footer_view / payload_view: row t's scales at rows*P + t*F, its payload at t*P
+    fmt = p.cache.row_format
+    rows, P, F = p.cache.rows, fmt.payload_bytes, fmt.footer_bytes
+    pool.footer_view(p.name)[3, 5] = torch.tensor([7, 8, 9, 10], dtype=torch.uint8)[:F]
+    at = 3 * stride + p.offset + rows * P + 5 * F
+    assert pool.backing[at:at + F].tolist() == [7, 8, 9, 10][:F]
+    pool.payload_view(p.name)[1, 4] = 0xAB
+    at = 1 * stride + p.offset + 4 * P
+    assert torch.all(pool.backing[at:at + P] == 0xAB) and pool.backing[at + P] == 0
+
+
+def test_row_view_of_an_fp32_state_writes_whole_rows():
+    lay = layout()
+    pool = Pool(lay, 3, "cpu")
+    p = next(p for p in lay.placements if p.cache.row_format.name == "fp32" and p.offset > 0)
+    rv = pool.row_view(p.name)
+    fmt = p.cache.row_format
+    assert rv.shape == (3, p.cache.rows, fmt.dims) and rv.dtype == torch.float32
+    assert rv[1, 2].data_ptr() == pool.backing.data_ptr() + lay.block_stride + p.offset + 2 * fmt.row_bytes
+    rv[1, 2] = torch.arange(fmt.dims, dtype=torch.float32)
+    lo = lay.block_stride + p.offset + 2 * fmt.row_bytes
+    assert torch.equal(pool.backing[lo:lo + fmt.row_bytes].view(torch.float32), torch.arange(fmt.dims, dtype=torch.float32))
+
+
+def test_row_view_refuses_formats_with_a_footer():
+    lay = layout()
+    pool = Pool(lay, 1, "cpu")
+    p = next(p for p in lay.placements if p.cache.row_format.name == "fp8_ds_mla")
+    with pytest.raises(KvvizError) as e:
+        pool.row_view(p.name)
+    assert p.name in one_line(e.value) and "footer" in str(e.value)
+
+
+def test_fp8_rows_are_plain_uint8_rows():
+    lay = layout(backend="flashinfer")
+    pool = Pool(lay, 2, "cpu")
+    p = next(p for p in lay.placements if p.cache.row_format.name == "fp8")
+    assert pool.row_view(p.name).shape == (2, p.cache.rows, 512)
+
+
+@pytest.mark.parametrize("planner", ["overlay", "overlay-by-spec"])
+def test_tensor_views_cover_their_layers(planner):
+    lay = layout(planner)
+    pool = Pool(lay, 2, "cpu")
+    base, stride = pool.backing.data_ptr(), lay.block_stride
+    views = pool.tensor_views()
+    assert len(views) == len(lay.tensors)
+    for tv in views:
+        assert tv.view[1].data_ptr() == base + stride + tv.tensor.offset
+        for i, name in enumerate(tv.tensor.layers):
+            if tv.tensor.layer_stride is None:
+                assert lay.by_name[name].offset == tv.tensor.offset
+                assert lay.by_name[name].page_bytes <= tv.view.shape[1]
+            else:
+                assert tv.view[:, i].data_ptr() == pool.page_view(name).data_ptr()
+                assert tv.view.shape[2] == lay.by_name[name].page_bytes
+
+
+def test_from_budget_uses_floor():
+    lay = layout()
+    pool = Pool.from_budget(lay, 3 * lay.block_stride + 5, "cpu")
+    assert pool.num_blocks == 3 and pool.nbytes == 3 * lay.block_stride
+    with pytest.raises(KvvizError, match="budget_bytes"):
+        Pool.from_budget(lay, lay.block_stride - 1, "cpu")
+
+
+# ---- devices and memory ------------------------------------------------------------------------
+def test_resolve_device():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(" CPU ") == torch.device("cpu")
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    for bad in ("tpu", "cuda:x", "auto:1", "", "gpu"):
+        with pytest.raises(KvvizError) as e:
+            resolve_device(bad)
+        assert "--device" in one_line(e.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this torch has CUDA")
+def test_cuda_without_cuda_is_refused():
+    with pytest.raises(KvvizError) as e:
+        resolve_device("cuda:0")
+    assert "--device" in one_line(e.value) and "CUDA" in str(e.value)
+
+
+def test_check_fits_names_both_numbers():
+    free = free_bytes("cpu")
+    assert free is None or free > 0
+    check_fits(1, "cpu")
+    with pytest.raises(KvvizError) as e:
+        check_fits(2**62, "cpu", what="num_blocks=7")
+    msg = one_line(e.value)
+    assert msg.startswith("num_blocks=7") and f"{2**62:,} B" in msg and "GiB" in msg and "free" in msg
+
+
+@pytest.mark.parametrize("blocks", [0, -3])
+def test_zero_or_negative_blocks(blocks):
+    with pytest.raises(KvvizError) as e:
+        Pool(layout(), blocks, "cpu")
+    assert f"num_blocks={blocks}" in one_line(e.value)
+
+
+def test_absurd_pool_does_not_fit():
+    with pytest.raises(KvvizError) as e:
+        Pool(layout(), 10**9, "cpu")
+    msg = one_line(e.value)
+    assert "num_blocks=1000000000" in msg and "GiB" in msg and "free" in msg
+
+
+def test_unknown_device():
+    with pytest.raises(KvvizError) as e:
+        Pool(layout(), 1, "tpu:0")
+    assert "--device" in one_line(e.value)
+
+
+def misaligned_layout():
+    """An fp32 state after an odd-sized opaque page: its offset (7) is not a multiple of 4."""
+    odd = custom_cache("odd", 7)
+    state = CacheSpec(name="state", kind=CacheKind.CUSTOM, layer=None, row_format=formats.state_row(4), rows=2,
+                      tokens_per_block=256)
+    return plan((KVGroup(name="g", layers=(odd, state)),), "overlay")
+
+
+def test_offset_not_divisible_by_the_dtype_size():
+    lay = misaligned_layout()
+    assert lay.by_name["state"].offset == 7
+    with pytest.raises(KvvizError) as e:
+        Pool(lay, 2, "cpu")
+    msg = one_line(e.value)
+    assert "'state'" in msg and "offset=7" in msg and "float32" in msg
+
+
+def test_stride_not_divisible_by_the_dtype_size():
+    state = CacheSpec(name="state", kind=CacheKind.CUSTOM, layer=None, row_format=formats.state_row(4), rows=2,
+                      tokens_per_block=256)
+    lay = plan((KVGroup(name="a", layers=(state,)), KVGroup(name="b", layers=(custom_cache("odd", 33),))), "overlay")
+    with pytest.raises(KvvizError) as e:
+        Pool(lay, 2, "cpu")
+    assert "block_stride=33" in one_line(e.value) and "'state'" in str(e.value)
+
+
+def test_unknown_layer_name():
+    pool = Pool(layout(), 1, "cpu")
+    with pytest.raises(KvvizError, match="nope"):
+        pool.page_view("nope")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--blocks", "0"], "--blocks=0"),
+    (["--blocks", "1000000000"], "GiB"),
+    (["--device", "tpu"], "--device"),
+    (["--blocks", "x"], "--blocks"),
+])
+def test_cli_bad_pool_is_one_line_exit_2(capsys, argv, needle):
+    code = main(["verify", "--model", "deepseek-v4-pro", *argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and needle in err and err.startswith("kvviz: error:")
+
+
+# ---- block ownership ---------------------------------------------------------------------------
+def test_block_pool_rules():
+    bp = BlockPool(8)
+    assert bp.allocate("full", 3) == [0, 1, 2]
+    assert bp.allocate("swa", 2) == [3, 4]
+    assert bp.owner(1) == "full" and bp.owner(7) is None and bp.num_free == 3
+    with pytest.raises(KvvizError) as e:
+        bp.claim("swa", 1)
+    msg = one_line(e.value)
+    assert "block 1" in msg and "'swa'" in msg and "'full'" in msg
+    with pytest.raises(KvvizError, match="block 3"):
+        bp.free("full", [0, 3])  # not all its own: nothing freed
+    assert bp.owner(0) == "full"
+    bp.free("full", [1])
+    assert bp.owner(1) is None and bp.allocate("swa", 1) == [1]
+    bp.claim("state", 6)
+    assert bp.owner(6) == "state" and bp.allocate("x", 1) == [5]
+    bp.claim("state", 0, hazard=True)
+    assert bp.owners(0) == ("full", "state") and bp.hazards == [(0, ("full", "state"))]
+    with pytest.raises(KvvizError, match="n=9"):
+        bp.allocate("x", 9)
+    with pytest.raises(KvvizError, match="block=8"):
+        bp.claim("x", 8)
+    with pytest.raises(KvvizError, match="nobody owns it"):
+        bp.free("x", [7])
+    with pytest.raises(KvvizError, match="num_blocks=0"):
+        BlockPool(0)
+
+
+ops = st.lists(
+    st.tuples(st.sampled_from(["allocate", "free", "claim"]), st.integers(0, 3), st.integers(0, 11)),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops)
+def test_block_pool_never_gives_one_block_to_two_groups(seq):
+    bp = BlockPool(12)
+    held: dict[int, set[int]] = {g: set() for g in range(4)}  # the model
+    for op, g, k in seq:
+        try:
+            if op == "allocate":
+                ids = bp.allocate(g, k % 4)
+                assert len(ids) == len(set(ids)) and not set(ids) & set().union(*held.values())
+                held[g] |= set(ids)
+            elif op == "free":
+                mine = sorted(held[g])
+                ids = mine[: k % 3] if mine else [k]
+                bp.free(g, ids)
+                held[g] -= set(ids)
+            else:
+                bp.claim(g, k)
+                held[g].add(k)
+        except KvvizError:
+            pass
+        owned = [b for s in held.values() for b in s]
+        assert len(owned) == len(set(owned))  # never two groups on one block
+        for b in range(12):
+            owners = [x for x, s in held.items() if b in s]
+            assert bp.owners(b) == tuple(owners)
+        assert bp.num_free == 12 - len(owned)
+    assert bp.hazards == []

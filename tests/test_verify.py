@@ -1,0 +1,248 @@
+"""kvviz.verify: clean round trips through a real pool, and each hazard's victims exactly as the
+layout's offsets predict (interval overlap, computed here independently of kvviz.verify)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from kvviz import formats
+from kvviz.cli import main
+from kvviz.config import load_model
+from kvviz.errors import KvvizError
+from kvviz.grouping import KVGroup, groups_from_json
+from kvviz.planners import plan, plan_model
+from kvviz.specs import CacheKind, CacheOptions, CacheSpec, custom_cache
+from kvviz.verify import verify
+
+PRO = load_model("deepseek-v4-pro")
+HAZARD_BLOCKS = 10  # two blocks per group (5 groups), round robin: block b belongs to group b % 5
+
+
+def pro(backend="flashmla", indexer="mxfp4", planner="overlay"):
+    return plan_model(PRO, CacheOptions(backend=backend, indexer_format=indexer), planner)
+
+
+def content(p):
+    """[start, end) of a placement's rows (payloads + footers) inside the block; padding left out."""
+    regions = [r for r in formats.page_regions(p.cache.row_format, p.cache.rows, p.page_bytes) if r.name != "padding"]
+    return p.offset + regions[0].start, p.offset + regions[-1].end
+
+
+def overlap(a, b):
+    lo, hi = max(a[0], b[0]), min(a[1], b[1])
+    return (lo, hi) if lo < hi else None
+
+
+def victims(report):
+    return {(c.layer, c.block) for c in report.corrupted}
+
+
+# ---- clean runs --------------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["flashmla", "flashinfer"])
+@pytest.mark.parametrize("indexer", ["fp8", "mxfp4"])
+def test_clean_pro_64_blocks(backend, indexer):
+    lay = pro(backend, indexer)
+    r = verify(lay, 64, device="cpu", seed=1)
+    assert r.clean and r.corrupted == () and r.within_bounds and r.ok
+    assert r.layers == len(lay.placements) == 244 and r.blocks == 64
+    assert [len(g.blocks) for g in r.groups] == [13, 13, 13, 13, 12]
+    assert all(b % 5 == gi for gi, g in enumerate(r.groups) for b in g.blocks)  # round robin
+    want_pages = sum(len(g.layers) * len(gb.blocks) for g, gb in zip(lay.groups, r.groups))
+    want_bytes = sum(g.total_bytes * len(gb.blocks) for g, gb in zip(lay.groups, r.groups))
+    assert r.pages == want_pages and r.bytes_written == r.bytes_read == want_bytes
+    main_fmt = "fp8_ds_mla" if backend == "flashmla" else "fp8"
+    by = {f.format: f for f in r.formats}
+    assert set(by) == {main_fmt, f"indexer_{indexer}", "fp32"}
+    assert by["fp32"].max_abs_error == 0.0
+    for f in r.formats:
+        assert 0 <= f.max_error_over_bound <= 1.0 and f.values > 0
+    assert by[main_fmt].max_abs_error > 0  # the quantizers ran
+    doc = json.loads(json.dumps(r.to_json()))
+    assert doc["clean"] and doc["corrupted"] == [] and doc["hazard"] is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("hazard", [None, "shared-block", "zeroer", "misread"])
+def test_on_cuda(hazard):
+    r = verify(pro(), 10, device="cuda", hazard=hazard)
+    assert r.device.startswith("cuda") and r.ok
+    assert r.clean == (hazard in (None, "misread"))
+
+
+def test_contiguous_assignment_and_opaque_groups():
+    raw = {"groups": [{"name": "a", "layers": [{"name": "a0", "page_bytes": 1000}, {"name": "a1", "page_bytes": 24}]},
+                      {"name": "b", "layers": [{"name": "b0", "page_bytes": 333}]}]}
+    lay = plan(groups_from_json(raw), "overlay")
+    r = verify(lay, 7, device="cpu", assignment="contiguous")
+    assert r.clean and r.ok and r.formats == ()  # bytes only, no codec
+    assert [g.blocks for g in r.groups] == [(0, 1, 2, 3), (4, 5, 6)]
+    assert r.bytes_written == 4 * 1024 + 3 * 333
+    z = verify(lay, 7, device="cpu", hazard="zeroer", hazard_layer="a1")
+    # round robin: a holds 0, 2, 4, 6 and b 1, 3, 5. a1 is [1000, 1024) of a 1024-byte stride, the
+    # last of its group: no neighbours, 1000 bytes spill over b0 = [0, 333) of block 1.
+    assert z.hazard.facts["spill_range"] == [0, 1000] and z.hazard.facts["spill_owner"] == "b"
+    assert victims(z) == {("b0", 1)} and z.corrupted[0].note == "spill"
+
+
+# ---- hazards: victims exactly as the layout predicts -------------------------------------------
+@pytest.mark.parametrize("backend, indexer", [("flashmla", "mxfp4"), ("flashinfer", "fp8")])
+def test_shared_block_victims(backend, indexer):
+    lay = pro(backend, indexer)
+    r = verify(lay, HAZARD_BLOCKS, device="cpu", hazard="shared-block")
+    f = r.hazard.facts
+    assert (f["block"], f["owner"], f["intruder"]) == (0, lay.groups[0].name, lay.groups[1].name)
+    assert (f["earlier_writer"], f["later_writer"]) == (lay.groups[0].name, lay.groups[1].name)
+    # Predicted independently: a layer of the earlier writer is hit where a page of the later one
+    # covers its rows, or the later one's rows cover its (zero) padding.
+    later = lay.group_placements(1)
+    predicted = {}
+    for p in lay.group_placements(0):
+        page = (p.offset, p.end)
+        hits = [overlap(content(p), (q.offset, q.end)) or overlap(page, content(q)) for q in later]
+        hits = [overlap(page, (q.offset, q.end)) for q, h in zip(later, hits) if h]
+        if hits:
+            predicted[p.name] = (min(h[0] for h in hits), max(h[1] for h in hits))
+    assert predicted and victims(r) == {(name, 0) for name in predicted}
+    for c in r.corrupted:
+        lo, hi = predicted[c.layer]
+        assert lo <= c.start < c.end <= hi and 0 < c.bytes_changed <= c.end - c.start
+        assert c.group == lay.groups[0].name and c.note == f"overwritten by {lay.groups[1].name}"
+    assert r.ok and not r.within_bounds  # the damage shows in the decoded values too
+
+
+@pytest.mark.parametrize("backend, indexer", [("flashmla", "mxfp4"), ("flashinfer", "fp8")])
+def test_zeroer_victims(backend, indexer):
+    lay = pro(backend, indexer)
+    r = verify(lay, HAZARD_BLOCKS, device="cpu", hazard="zeroer")
+    f = r.hazard.facts
+    target = lay.by_name[f["layer"]]
+    assert target.cache.kind is CacheKind.INDEXER_K and target.offset > 0
+    G, stride = len(lay.groups), lay.block_stride
+    b = f["block"]
+    assert b % G == target.group and f["spill_block"] == b + 1
+    assert f["zeroed"] == [b * stride + target.offset, b * stride + target.offset + stride]
+    # Predicted: the same group's layers in [end of target, stride) of block b, and the next block's
+    # owner's layers in [0, target.offset) of block b + 1.
+    predicted = {}
+    for p in lay.group_placements(target.group):
+        if p is not target and overlap(content(p), (target.end, stride)):
+            predicted[(p.name, b)] = overlap((p.offset, p.end), (target.end, stride))
+    for p in lay.group_placements((b + 1) % G):
+        if overlap(content(p), (0, target.offset)):
+            predicted[(p.name, b + 1)] = overlap((p.offset, p.end), (0, target.offset))
+    assert any(k[1] == b for k in predicted) and any(k[1] == b + 1 for k in predicted)
+    assert victims(r) == set(predicted)
+    for c in r.corrupted:
+        lo, hi = predicted[(c.layer, c.block)]
+        assert lo <= c.start < c.end <= hi
+        assert c.note == ("neighbour" if c.block == b else "spill")
+    spill = [c for c in r.corrupted if c.block == b + 1]
+    assert max(c.end for c in spill) <= target.offset == f["spill_range"][1]
+    assert {c.group for c in spill} == {lay.groups[(b + 1) % G].name} != {lay.groups[target.group].name}
+    assert r.ok
+
+
+def test_zeroer_at_offset_zero_has_no_spill():
+    lay = pro()
+    first = lay.group_placements(1)[0]
+    r = verify(lay, HAZARD_BLOCKS, device="cpu", hazard="zeroer", hazard_layer=first.name)
+    b = r.hazard.facts["block"]
+    predicted = {(p.name, b) for p in lay.group_placements(1)[1:]}
+    assert victims(r) == predicted and r.hazard.facts["spill_range"] == [0, 0]
+
+
+@pytest.mark.parametrize("indexer", ["mxfp4", "fp8"])
+def test_misread_reads_the_wrong_bytes(indexer):
+    lay = pro("flashmla", indexer)
+    r = verify(lay, HAZARD_BLOCKS, device="cpu", hazard="misread")
+    m = r.hazard.misread
+    p = lay.by_name[m.layer]
+    assert p.cache.kind is CacheKind.INDEXER_K and m.format == f"indexer_{indexer}"
+    rows, P, F = p.cache.rows, p.cache.row_format.payload_bytes, p.cache.row_format.footer_bytes
+    assert (m.rows, m.payload_bytes, m.footer_bytes) == (rows, P, F)
+    # Predicted: row t is read right only if both its payload (t*P vs t*(P+F)) and its scales
+    # (rows*P + t*F vs t*(P+F) + P) sit where the interleaved reader looks: never for rows > 1.
+    right = [t for t in range(rows) if t * P == t * (P + F) and rows * P + t * F == t * (P + F) + P]
+    assert right == [] and m.rows_wrong == rows and m.wrong_rows == tuple(range(rows))
+    for s in m.sample:
+        t, o = s.row, p.offset
+        assert s.payload == (o + t * P, o + (t + 1) * P) and s.footer == (o + rows * P + t * F, o + rows * P + (t + 1) * F)
+        assert s.read_payload == (o + t * (P + F), o + t * (P + F) + P)
+        assert s.read_footer == (o + t * (P + F) + P, o + (t + 1) * (P + F))
+        assert s.truth != s.misread and len(s.source) == len(s.truth) == 8
+    assert m.max_abs_error > m.truth_max_abs_error > 0
+    assert r.clean and r.within_bounds and r.ok  # the memory is intact; the reader is wrong
+
+
+def test_misread_needs_a_footer():
+    raw = {"groups": [{"name": "a", "layers": [{"name": "a0", "page_bytes": 64}]}]}
+    with pytest.raises(KvvizError, match="--hazard=misread"):
+        verify(plan(groups_from_json(raw), "overlay"), 2, device="cpu", hazard="misread")
+
+
+# ---- bad input ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"num_blocks": 4}, "num_blocks=4"),
+    ({"num_blocks": 0}, "num_blocks=0"),
+    ({"num_blocks": 10**9}, "GiB"),
+    ({"device": "tpu"}, "--device"),
+    ({"hazard": "flood"}, "--hazard"),
+    ({"seed": -1}, "--seed"),
+    ({"hazard": "zeroer", "hazard_layer": "nope"}, "--hazard-layer"),
+    ({"assignment": "random"}, "assignment"),
+])
+def test_bad_input_is_one_line(kwargs, needle):
+    kwargs = {"num_blocks": 5, "device": "cpu", **kwargs}
+    with pytest.raises(KvvizError) as e:
+        verify(pro(), kwargs.pop("num_blocks"), **kwargs)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_misaligned_layout_is_refused():
+    odd = custom_cache("odd", 7)  # an fp32 state after a 7-byte page: offset 7, not a multiple of 4
+    state = CacheSpec(name="state", kind=CacheKind.CUSTOM, layer=None, row_format=formats.state_row(4), rows=2,
+                      tokens_per_block=256)
+    with pytest.raises(KvvizError, match="offset=7") as e:
+        verify(plan((KVGroup(name="g", layers=(odd, state)),), "overlay"), 2, device="cpu")
+    assert "'state'" in str(e.value) and "\n" not in str(e.value)
+
+
+# ---- CLI ---------------------------------------------------------------------------------------
+def test_cli_clean_text(capsys):
+    code = main(["verify", "--model", "deepseek-v4-pro", "--blocks", "5", "--device", "cpu"])
+    out, err = capsys.readouterr()
+    assert code == 0 and err == ""
+    assert "corrupted layers: none" in out and "fp8_ds_mla" in out and out.rstrip().endswith("OK")
+
+
+def test_cli_hazard_json_lists_victims(capsys):
+    code = main(["verify", "--model", "deepseek-v4-pro", "--blocks", "5", "--device", "cpu", "--hazard", "zeroer",
+                 "--json"])
+    out, _ = capsys.readouterr()
+    doc = json.loads(out)
+    assert code == 0 and doc["hazard"]["name"] == "zeroer" and doc["ok"]
+    assert doc["corrupted"] and set(doc["corrupted"][0]) == {"layer", "group", "block", "start", "end",
+                                                            "bytes_changed", "note"}
+
+
+def test_cli_budget(capsys):
+    lay = pro()
+    code = main(["verify", "--model", "deepseek-v4-pro", "--budget-bytes", str(6 * lay.block_stride + 1),
+                 "--device", "cpu", "--json", "--indexer", "mxfp4"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["num_blocks"] == 6 and doc["clean"]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--blocks", "3", "--budget-gib", "1"], "--blocks"),
+    (["--hazard", "flood"], "--hazard"),
+    (["--budget-bytes", "100"], "block stride"),
+    (["--blocks", "2"], "num_blocks=2"),
+])
+def test_cli_errors(capsys, argv, needle):
+    code = main(["verify", "--model", "deepseek-v4-pro", "--device", "cpu", *argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1 and needle in err
