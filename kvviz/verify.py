@@ -237,11 +237,12 @@ class VerifyReport:
                    f"wrote {self.bytes_written:,} B, read back {self.bytes_read:,} B in {self.seconds:.2f} s")
         if self.formats:
             out.append("decode error vs the fp32 source (read-back bytes decoded):")
+            damaged = " (includes the corrupted pages)" if self.corrupted else ""
             w = max(len(f.format) for f in self.formats)
             for f in self.formats:
                 out.append(f"  {f.format:<{w}}  {f.layers:>4} layers  {f.values:>12,} values  "
                            f"max abs {f.max_abs_error:.3g}  max err/bound {f.max_error_over_bound:.3g}"
-                           f"{'' if f.within_bound else '  OUT OF BOUND'}")
+                           f"{'' if f.within_bound else '  OUT OF BOUND' + damaged}")
         if self.hazard is not None:
             out.append(f"hazard {self.hazard.name}: {self.hazard.description}")
         if self.corrupted:
