@@ -192,6 +192,10 @@ class VerifyReport:
     hazard: HazardReport | None = None
     seconds: float = 0.0
     timings: tuple[tuple[str, float], ...] = ()
+    # Which group holds each block (the first holder under a shared-block hazard; None: free), and,
+    # with verify(..., keep_pool=True), the pool itself as the run left it (for kvviz.plot.live_bytes).
+    block_groups: tuple[str | None, ...] = ()
+    pool: Pool | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def clean(self) -> bool:
@@ -367,9 +371,10 @@ def _hazard_layer(layout: Layout, name: str | None, default) -> Placement:
 # ---- verify ------------------------------------------------------------------------------------
 def verify(layout: Layout, num_blocks: int = 64, *, device: str | torch.device = "auto", seed: int = 0,
            hazard: str | None = None, assignment: str = "round-robin",
-           hazard_layer: str | None = None) -> VerifyReport:
+           hazard_layer: str | None = None, keep_pool: bool = False) -> VerifyReport:
     """Write encoded data into every layer of every owned block of a real pool, read it back,
-    report corruption and decode errors (see the module docstring); `hazard` acts one out."""
+    report corruption and decode errors (see the module docstring); `hazard` acts one out.
+    keep_pool=True keeps the pool in the report (`report.pool.blocks`: the bytes as left)."""
     t_start = time.perf_counter()
     require(hazard is None or hazard in HAZARDS, f"--hazard={hazard!r}: unknown; choose one of {', '.join(HAZARDS)}")
     require(assignment in ASSIGNMENTS, f"assignment={assignment!r}: unknown; choose one of {', '.join(ASSIGNMENTS)}")
@@ -576,6 +581,8 @@ def verify(layout: Layout, num_blocks: int = 64, *, device: str | torch.device =
         bytes_written=bytes_written, bytes_read=bytes_read, formats=formats,
         corrupted=tuple(corrupted[k] for k in order), hazard=haz,
         seconds=time.perf_counter() - t_start, timings=(("write", t_write), ("check", t_check)),
+        block_groups=tuple(None if bp.owner(b) is None else group_name[bp.owner(b)] for b in range(num_blocks)),
+        pool=pool if keep_pool else None,
     )
 
 

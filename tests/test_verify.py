@@ -87,6 +87,19 @@ def test_contiguous_assignment_and_opaque_groups():
     assert victims(z) == {("b0", 1)} and z.corrupted[0].note == "spill"
 
 
+
+def test_keep_pool_hands_back_the_real_bytes_and_owners():
+    raw = {"groups": [{"name": "a", "layers": [{"name": "a0", "page_bytes": 64}]},
+                      {"name": "b", "layers": [{"name": "b0", "page_bytes": 32}]}]}
+    lay = plan(groups_from_json(raw), "overlay")
+    r = verify(lay, 4, device="cpu", assignment="contiguous", keep_pool=True)
+    assert r.block_groups == ("a", "a", "b", "b")
+    blocks = r.pool.blocks
+    assert tuple(blocks.shape) == (4, 64)
+    # b owns blocks 2 and 3 but only writes [0, 32): the rest of those blocks stays zero.
+    assert int(blocks[2:, 32:].count_nonzero()) == 0 and int(blocks[2:, :32].count_nonzero()) > 0
+    assert verify(lay, 4, device="cpu").pool is None
+
 # ---- hazards: victims exactly as the layout predicts -------------------------------------------
 @pytest.mark.parametrize("backend, indexer", [("flashmla", "mxfp4"), ("flashinfer", "fp8")])
 def test_shared_block_victims(backend, indexer):
