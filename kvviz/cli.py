@@ -138,9 +138,9 @@ def _run_compare(args) -> int:
 def _run_models(args) -> int:
     for name in model_names():
         c = load_model(name)
-        kinds = [c.ratio(i) for i in range(c.num_hidden_layers)]
+        mix = c.layer_mix
         print(f"{name}: {c.num_hidden_layers} layers (+{c.num_nextn_predict_layers} MTP): "
-              f"{kinds.count(4)} c4, {kinds.count(128)} c128, {sum(r in (0, 1) for r in kinds)} SWA-only; "
+              f"{mix['c4']} c4, {mix['c128']} c128, {mix['swa']} SWA-only; "
               f"head_dim {c.head_dim}, index_head_dim {c.index_head_dim}")
     return 0
 

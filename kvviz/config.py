@@ -65,6 +65,12 @@ class ModelConfig:
     def num_layers_with_mtp(self) -> int:
         return self.num_hidden_layers + self.num_nextn_predict_layers
 
+    @property
+    def layer_mix(self) -> dict[str, int]:
+        """How many c4, c128 and sliding-window-only layers (MTP slots not counted)."""
+        ratios = [self.ratio(i) for i in range(self.num_hidden_layers)]
+        return {"c4": ratios.count(4), "c128": ratios.count(128), "swa": sum(r in (0, 1) for r in ratios)}
+
     def ratio(self, layer: int) -> int:
         """Compression ratio of a layer; MTP layers (index >= num_hidden_layers) count as 1 (SWA only)."""
         if layer >= self.num_hidden_layers:
@@ -135,8 +141,7 @@ def with_layer_mix(config: ModelConfig, *, c4: int, c128: int, swa: int) -> Mode
     for field, n in (("c4", c4), ("c128", c128), ("swa", swa)):
         require(isinstance(n, int) and n >= 0, f"{field}={n!r}: must be a non-negative integer")
     require(c4 + c128 + swa > 0, "layer mix: needs at least one layer")
-    ratios = [config.ratio(i) for i in range(config.num_hidden_layers)]
-    if (ratios.count(4), ratios.count(128), sum(r in (0, 1) for r in ratios)) == (c4, c128, swa):
+    if config.layer_mix == {"c4": c4, "c128": c128, "swa": swa}:
         return config
     mixed, placed4 = [], 0
     total = c4 + c128

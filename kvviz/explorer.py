@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import ipywidgets as widgets
 
-from . import capacity
+from . import capacity, plot
 from .config import ModelConfig, load_model, model_names, with_layer_mix
 from .errors import KvvizError
 from .formats import INDEXER_FORMATS, MAIN_FORMATS
@@ -86,17 +86,11 @@ def _preset(name: str) -> ModelConfig:
     return load_model(name)
 
 
-def layer_mix(config: ModelConfig) -> dict[str, int]:
-    """How many c4, c128 and sliding-window-only layers a config has (MTP slots not counted)."""
-    ratios = [config.ratio(i) for i in range(config.num_hidden_layers)]
-    return {"c4": ratios.count(4), "c128": ratios.count(128), "swa": sum(r in (0, 1) for r in ratios)}
-
-
 def preset_knobs(name: str) -> dict:
     """The model knobs a preset sets (formats, backend, planner and budget are left alone)."""
     c = _preset(name)
     return {"head_dim": c.head_dim, "rope_dim": c.qk_rope_head_dim, "index_head_dim": c.index_head_dim,
-            "mtp": c.num_nextn_predict_layers > 0, **layer_mix(c)}
+            "mtp": c.num_nextn_predict_layers > 0, **c.layer_mix}
 
 
 def default_knobs(model: str = DEFAULT_MODEL, **changes) -> dict:
@@ -207,24 +201,6 @@ def sweep(knob: str, values, **kwargs):
     return compare_knobs([{knob: v} for v in values], **kwargs)
 
 
-def _block_map_builder():
-    """kvviz.plot.block_map when the plotting module is there, else None (text map instead)."""
-    try:
-        from . import plot
-    except ModuleNotFoundError as e:
-        if e.name != "kvviz.plot":
-            raise
-        return None
-    return getattr(plot, "block_map", None)
-
-
-def figure_png(fig, dpi: int) -> bytes:
-    """A Figure as PNG bytes (kvviz.plot builds figures without pyplot: nothing to close)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    return buf.getvalue()
-
-
 def _running_loop():
     """The kernel's asyncio loop when called inside Jupyter, else None (pytest, scripts)."""
     try:
@@ -243,7 +219,7 @@ class Explorer:
     Public controls (set `.value` to drive it): model, head_dim, rope_dim, index_head_dim,
     main_format, indexer_format, backend, block_size, mtp, c4, c128, swa, planner, budget_gib.
     Outputs: stride_label, blocks_label, change_label, figure (PNG Image) and figure_caption
-    (names the layout the picture shows), text_map (when kvviz.plot is missing), table,
+    (names the layout the picture shows), text_map (with figure=False: the text byte map instead of the picture), table,
     derivation, error_label. State: `layout` (last good Layout), `result`, `error` ("" when the
     knobs are fine), `widget` (the box to display).
 
@@ -256,7 +232,7 @@ class Explorer:
                  figure: bool = True, defer_figure: bool = True) -> None:
         self.dpi = dpi
         self.defer_figure = defer_figure
-        self._block_map = _block_map_builder() if figure else None
+        self._block_map = plot.block_map if figure else None
         self._holding = False
         self._cache: OrderedDict[tuple, list] = OrderedDict()
         self._pending: tuple | None = None
@@ -439,7 +415,7 @@ class Explorer:
         entry = self._cache[key]
         if entry[2] is None:
             try:
-                entry[2] = figure_png(self._block_map(entry[0], width=FIGURE_WIDTH_IN), self.dpi)
+                entry[2] = plot.to_png_bytes(self._block_map(entry[0], width=FIGURE_WIDTH_IN), dpi=self.dpi)
             except Exception as e:
                 self._show_error(f"block map: {type(e).__name__}: {e}")
                 return
