@@ -103,3 +103,16 @@ def test_bad_knobs_name_the_field(kwargs, field):
     dims = {k: kwargs.pop(k) for k in ("head_dim", "index_head_dim") if k in kwargs}
     with pytest.raises(KvvizError, match=field):
         model_caches(PRO.with_overrides(**dims), CacheOptions(**kwargs))
+
+
+@pytest.mark.parametrize("main_format", ["fp8_ds_mla", "fp8", "bf16"])
+@pytest.mark.parametrize("indexer", ["fp8", "mxfp4"])
+def test_codecs_agree_with_row_anatomy(main_format, indexer):
+    """kvviz.quant sizes its rows on its own; both must give the same payload and footer bytes."""
+    from kvviz.quant import get_codec
+
+    for head_dim in (512, 576):
+        cfg = PRO.with_overrides(head_dim=head_dim)
+        rows = {c.row_format for c in model_caches(cfg, CacheOptions(main_format=main_format, indexer_format=indexer))}
+        for row in rows:
+            assert get_codec(row.name).row_bytes(row.dims) == (row.payload_bytes, row.footer_bytes), row.name
