@@ -12,8 +12,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[lab,test]'
 	touch $(STAMP)
 
+# JupyterLab refuses to start as root unless told; containers and lent machines run as root.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG)
 
 test: $(STAMP)
 	$(BIN)/nbstripout --verify notebooks/*.ipynb
