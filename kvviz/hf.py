@@ -136,11 +136,20 @@ def _transformers_config(raw: dict, *, name: str):
 
     if model_type not in CONFIG_MAPPING:
         raise KvvizError(f"{name}: model_type {model_type!r}: unknown to transformers; kvviz cannot read this architecture")
+    for where, part in (("", raw), ("text_config.", raw.get("text_config"))):
+        kinds = part.get("layer_types") if isinstance(part, dict) else None
+        if isinstance(kinds, list):  # name an unknown kind before transformers' own multi-line error
+            for i, kind in enumerate(kinds):
+                if kind not in LAYER_KINDS:
+                    raise KvvizError(f"{name}: {where}layer_types[{i}]={kind!r}: unknown layer kind; "
+                                     f"kvviz knows {', '.join(LAYER_KINDS)}")
     try:
         return CONFIG_MAPPING[model_type].from_dict(raw)
-    except (TypeError, ValueError, KeyError, AttributeError) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise KvvizError(f"{name}: transformers rejects the {model_type} config: {first}") from None
+    except Exception as e:  # noqa: BLE001 - any rejection by transformers becomes one line
+        cause = e.__cause__ or e
+        lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+        raise KvvizError(f"{name}: transformers rejects the {model_type} config: "
+                         f"{lines[0] if lines else type(cause).__name__}") from None
 
 
 def _int_or_none(text, field: str, *, name: str) -> int | None:

@@ -520,7 +520,7 @@ def layer_planes(layout: Layout, num_blocks: int) -> tuple[TensorPlanes, ...]:
         page = first.page_bytes
         start = group_cursor.get(first.group, 0)
         stride = num_blocks * page
-        planes = [Plane(name, start + k * stride, start + (k + 1) * stride) for k, name in enumerate(t.layers)]
+        planes = tuple(Plane(name, start + k * stride, start + (k + 1) * stride) for k, name in enumerate(t.layers))
         group_cursor[first.group] = start + len(t.layers) * stride
         out.append((first.group, TensorPlanes(layout.groups[first.group].name, start, page, stride, page, size, planes)))
     result = []
