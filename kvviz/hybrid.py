@@ -19,8 +19,6 @@ and the requests a budget serves side by side; `layer_planes` gives the layer-ou
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
-from functools import cached_property
 
 from . import capacity
 from .defaults import GIB
