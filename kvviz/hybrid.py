@@ -34,7 +34,7 @@ from .specs import CacheKind, CacheSpec
 __all__ = [
     "HybridOptions", "HybridLayout", "SeparatePools", "Waste", "GroupNeed", "HybridSummary", "TensorPlanes", "Plane",
     "hybrid_caches", "hybrid_groups", "packed_groups", "plan_hybrid", "summarize", "compare_hybrid",
-    "format_comparison", "layer_planes", "HYBRID_PLANNERS",
+    "format_comparison", "comparison_json", "plan_json", "layer_planes", "HYBRID_PLANNERS",
 ]
 
 HYBRID_PLANNERS = ("vllm", "packed", "separate")
@@ -455,6 +455,32 @@ def comparison_json(summaries: tuple[HybridSummary, ...]) -> dict:
     first = summaries[0]
     return {"model": first.model, "context": first.context, "budget_bytes": first.budget_bytes,
             "budget_gib": first.budget_bytes / GIB, "planners": [s.to_json() for s in summaries]}
+
+
+# The context length `plan_json` sizes separate pools for when none is given (the issue's example).
+DEFAULT_CONTEXT = 32_768
+
+
+def plan_json(layout_or_pools, config: HybridConfig, options: HybridOptions = HybridOptions(), *,
+              budget_bytes: int | None = None, context: int = DEFAULT_CONTEXT) -> dict:
+    """What `kvviz plan --json` prints for a hybrid model: the Layout fields it prints today
+    (planner, block_stride, num_blocks, groups with their layers, tensors, derivation), plus the
+    model, its tokens per block and, with a budget, the summary at `context` tokens (separate
+    pools need the context to split the budget)."""
+    summary = None
+    if budget_bytes is not None:
+        summary = summarize(layout_or_pools, config, options, budget_bytes=budget_bytes, context=context)
+    if isinstance(layout_or_pools, SeparatePools):
+        blocks = None if summary is None else [g.num_blocks for g in summary.groups]
+        out = layout_or_pools.to_json(num_blocks=blocks)
+    else:
+        out = layout_or_pools.to_json(num_blocks=None if summary is None else summary.num_blocks)
+    out["model"] = config.name
+    out["tokens_per_block"] = layout_or_pools.tokens_per_block
+    out["budget_bytes"] = budget_bytes
+    if summary is not None:
+        out["summary"] = summary.to_json()
+    return out
 
 
 def format_comparison(summaries: tuple[HybridSummary, ...]) -> str:

@@ -16,7 +16,7 @@ from kvviz.defaults import GIB, MAX_NUM_BATCHED_TOKENS
 from kvviz.errors import KvvizError
 from kvviz.hf import CHUNKED, FULL, LINEAR, SLIDING, HybridConfig
 from kvviz.hybrid import (HybridLayout, HybridOptions, SeparatePools, compare_hybrid, comparison_json,
-                          format_comparison, hybrid_caches, layer_planes, plan_hybrid, summarize)
+                          format_comparison, hybrid_caches, layer_planes, plan_hybrid, plan_json, summarize)
 from kvviz.hybrid_specs import attention_block_size, kernel_block_alignment, state_row
 from kvviz.specs import CacheKind
 
@@ -197,6 +197,15 @@ def test_plan_json_keeps_the_layout_fields(gpt_oss, qwen):
     assert all(t["offset"] == 0 and t["layer_stride"] == 32_768 for t in j["tensors"])
     sep = plan_hybrid(qwen, NO_PC, "separate").to_json(num_blocks=[3, 4])
     assert sep["num_blocks"] == 7 and {"block_stride", "num_blocks", "groups"} <= set(sep)
+
+
+def test_plan_json_with_a_budget(qwen):
+    j = plan_json(plan_hybrid(qwen, NO_PC), qwen, NO_PC, budget_bytes=BUDGET_40)
+    assert j["num_blocks"] == BUDGET_40 // 13_369_344 and j["tokens_per_block"] == 544
+    assert j["summary"]["admission_bytes_per_request"] == 13_369_344 * (3 + cdiv(CONTEXT, 544))
+    sep = plan_json(plan_hybrid(qwen, NO_PC, "separate"), qwen, NO_PC, budget_bytes=BUDGET_40, context=CONTEXT)
+    assert sep["num_blocks"] == sum(g["num_blocks"] for g in sep["groups"]) == sep["summary"]["num_blocks"]
+    assert plan_json(plan_hybrid(qwen), qwen)["num_blocks"] is None
 
 
 def test_text_map_shows_padding(qwen):
