@@ -11,3 +11,5 @@ Data flows one way: config -> specs -> groups -> layout -> pool / figures.
 """
 
 __version__ = "0.1.0"
+
+from .hf import load_hf_config  # noqa: E402,F401  (light: transformers is imported only when a config is parsed)

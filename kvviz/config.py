@@ -1,19 +1,25 @@
 """Model configs: the HF `config.json` fields that decide which KV caches a layer registers.
 
-Presets live in the repository's `data/models/*.json` (REFERENCE.md section 2), found next to
-the package (kvviz is installed editable from its checkout, as `make lab`/`make test` do); any
-other file of the same shape can be loaded with `load_config(path)`.
+Presets ship inside the package as `kvviz/presets/*.json` (package data, so they work from a
+wheel as well as from a checkout; docs/overlay.md#models), each the real config.json fields that
+matter for the KV cache. DeepSeek V4 presets load as `ModelConfig`; the others are hybrid models
+read through transformers (`kvviz.hf`) and load as `HybridConfig`. Users' own configs live
+anywhere (the repository's data/ folder is the documented place): `load_config(path)` for the
+DeepSeek V4 shape, `kvviz.hf.load_hf_config(path)` for hybrid models, `load_any(path)` for either.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+from importlib.resources import files
 from pathlib import Path
 
 from .errors import KvvizError, require
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
+MODELS_DIR = files("kvviz") / "presets"  # a Traversable: `/ name`, `.read_text()`, `.iterdir()`
+DEEPSEEK_V4_MODEL_TYPE = "deepseek_v4"
 
 # Fields read from config.json; every one is required.
 REQUIRED_FIELDS = (
@@ -122,16 +128,77 @@ def load_config(path: str | Path) -> ModelConfig:
 
 
 def model_names() -> list[str]:
-    """The presets kvviz ships (file stems in data/models)."""
-    return sorted(p.stem for p in MODELS_DIR.glob("*.json"))
+    """The presets kvviz ships (file stems in kvviz/presets), DeepSeek V4 and hybrid alike."""
+    return sorted(p.name[: -len(".json")] for p in MODELS_DIR.iterdir() if p.name.endswith(".json"))
 
 
-def load_model(name: str) -> ModelConfig:
-    """Load a shipped preset by name, e.g. 'deepseek-v4-pro'."""
+def _preset_raw(name: str) -> dict:
     names = model_names()
     if name not in names:
         raise KvvizError(f"--model {name!r}: unknown model; known: {', '.join(names)}")
-    return load_config(MODELS_DIR / f"{name}.json")
+    try:
+        return json.loads((MODELS_DIR / f"{name}.json").read_text())
+    except json.JSONDecodeError as e:  # a broken package, not bad user input, but still one line
+        raise KvvizError(f"preset {name!r}: malformed JSON at line {e.lineno}: {e.msg}") from None
+
+
+def is_deepseek_v4(raw: dict) -> bool:
+    """Whether a parsed config.json is of the DeepSeek V4 shape (planned by kvviz.specs)."""
+    return raw.get("model_type") == DEEPSEEK_V4_MODEL_TYPE
+
+
+def is_hybrid(config) -> bool:
+    """Whether a loaded config is a hybrid model's (`kvviz.hf.HybridConfig`), not DeepSeek V4's."""
+    return not isinstance(config, ModelConfig)
+
+
+def hybrid_model_names() -> list[str]:
+    """The presets that load as HybridConfig (read from the raw JSON; transformers not imported)."""
+    return [n for n in model_names() if not is_deepseek_v4(_preset_raw(n))]
+
+
+@functools.lru_cache(maxsize=None)
+def load_model(name: str):
+    """Load a shipped preset by name: `ModelConfig` for DeepSeek V4 ('deepseek-v4-pro'),
+    `kvviz.hf.HybridConfig` for the hybrid models ('gpt-oss-120b', ...). Configs are frozen, so
+    each preset is parsed once per process (a hybrid one goes through transformers)."""
+    raw = _preset_raw(name)
+    if is_deepseek_v4(raw):
+        return config_from_dict(raw, name=name)
+    from .hf import hybrid_config_from_dict
+
+    return hybrid_config_from_dict(raw, name=name)
+
+
+def load_any(path: str | Path):
+    """A config.json (or a folder holding one) of either shape: DeepSeek V4 -> ModelConfig,
+    anything else -> HybridConfig through transformers."""
+    from .hf import config_json_path, load_hf_config
+
+    p = config_json_path(path, what="--hf-config")
+    raw = read_json(p, what="--hf-config")
+    if isinstance(raw, dict) and is_deepseek_v4(raw):
+        return config_from_dict(raw, name=Path(path).stem)
+    return load_hf_config(p)
+
+
+def preset_summary(name: str) -> str:
+    """One line about a preset for `kvviz models`, from the raw JSON only (no transformers)."""
+    raw = _preset_raw(name)
+    if is_deepseek_v4(raw):
+        c = config_from_dict(raw, name=name)
+        mix = c.layer_mix
+        return (f"{name}: {c.num_hidden_layers} layers (+{c.num_nextn_predict_layers} MTP): "
+                f"{mix['c4']} c4, {mix['c128']} c128, {mix['swa']} SWA-only; "
+                f"head_dim {c.head_dim}, index_head_dim {c.index_head_dim}")
+    text = raw.get("text_config") or raw
+    arch = (raw.get("architectures") or [raw.get("model_type", "?")])[0]
+    parts = [f"{text.get('num_hidden_layers', '?')} layers",
+             f"num_key_value_heads {text.get('num_key_value_heads', '?')}", f"head_dim {text.get('head_dim', '?')}"]
+    for field in ("sliding_window", "attention_chunk_size", "full_attention_interval", "linear_num_value_heads"):
+        if text.get(field) is not None:
+            parts.append(f"{field} {text[field]}")
+    return f"{name}: hybrid {arch}: " + ", ".join(parts)
 
 
 def with_layer_mix(config: ModelConfig, *, c4: int, c128: int, swa: int) -> ModelConfig:

@@ -29,6 +29,11 @@ class CacheKind(enum.Enum):
     STATE_C128 = ("compressor state c128", "D")
     INDEXER_STATE = ("indexer state", "E")
     CUSTOM = ("custom", "?")
+    # Hybrid models (docs/hybrid.md#hybrid-caches): one K|V page per layer, or one recurrent state.
+    FULL_ATTENTION = ("full-attention K|V", "F")
+    SLIDING_ATTENTION = ("sliding-window K|V", "S")
+    CHUNKED_ATTENTION = ("chunked-local K|V", "L")
+    LINEAR_STATE = ("linear-attention state", "M")
 
     def __init__(self, label: str, letter: str) -> None:
         self.label = label
@@ -76,6 +81,7 @@ class CacheSpec:
     rows: int
     tokens_per_block: int
     sliding_window: int | None = None  # None: full attention (kept for the whole request)
+    attention_chunk_size: int | None = None  # chunked local attention (Llama 4): blocks of one chunk
     alignment: int = 1
     padded_page_bytes: int | None = None  # pre-#48993 only: small pages grown to a main page size
 

@@ -1,0 +1,170 @@
+"""Hybrid models' HF configs read through transformers, and the presets that ship in the package
+(docs/hybrid.md#hybrid-caches). Each preset is parsed once per session (config.load_model caches)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvviz import config
+from kvviz.config import MODELS_DIR, ModelConfig, is_hybrid, load_any, load_model, model_names, preset_summary
+from kvviz.errors import KvvizError
+from kvviz.hf import CHUNKED, FULL, LINEAR, SLIDING, HybridConfig, load_hf_config
+
+HYBRID = ("gpt-oss-120b", "gemma-3-27b", "qwen3-next-80b-a3b", "llama-4-scout")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def small_raw(**changes) -> dict:
+    """A small qwen3 config with explicit layer_types (any architecture with layer_types plans)."""
+    raw = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 4,
+           "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "hidden_size": 512,
+           "use_sliding_window": True, "sliding_window": 256,
+           "layer_types": [FULL, SLIDING, FULL, SLIDING], "torch_dtype": "bfloat16"}
+    raw.update(changes)
+    return raw
+
+
+def test_presets_ship_inside_the_package():
+    # Package data (issue 10): found next to the modules, not in the repository's data/ folder.
+    assert Path(str(MODELS_DIR)).resolve().parent == (REPO / "kvviz").resolve()
+    assert set(model_names()) == {"deepseek-v4-pro", "deepseek-v4-flash", *HYBRID}
+    for name in model_names():
+        raw = json.loads((MODELS_DIR / f"{name}.json").read_text())
+        assert "model_type" in raw
+
+
+def test_deepseek_presets_load_as_before():
+    pro = load_model("deepseek-v4-pro")
+    assert isinstance(pro, ModelConfig) and not is_hybrid(pro)
+    assert pro.num_hidden_layers == 61 and pro.layer_mix == {"c4": 30, "c128": 31, "swa": 0}
+
+
+@pytest.mark.parametrize("name", HYBRID)
+def test_hybrid_presets_load_as_hybrid_configs(name):
+    c = load_model(name)
+    assert isinstance(c, HybridConfig) and is_hybrid(c)
+    assert len(c.layer_types) == c.num_hidden_layers
+
+
+def test_gpt_oss_alternates_starting_with_sliding():
+    c = load_model("gpt-oss-120b")
+    assert c.num_hidden_layers == 36 and (c.num_key_value_heads, c.head_dim, c.sliding_window) == (8, 64, 128)
+    assert c.layer_types == tuple(SLIDING if i % 2 == 0 else FULL for i in range(36))
+
+
+def test_gemma3_text_config_and_sliding_window_pattern():
+    c = load_model("gemma-3-27b")  # multimodal: the text config is read
+    assert c.model_type == "gemma3_text" and c.architecture == "Gemma3ForConditionalGeneration"
+    assert (c.num_hidden_layers, c.num_key_value_heads, c.head_dim, c.sliding_window) == (62, 16, 128, 1024)
+    assert c.layer_types == tuple(FULL if (i + 1) % 6 == 0 else SLIDING for i in range(62))
+
+
+def test_qwen3_next_full_attention_interval_and_gdn_fields():
+    c = load_model("qwen3-next-80b-a3b")
+    assert c.layer_types == tuple(FULL if (i + 1) % 4 == 0 else LINEAR for i in range(48))
+    assert (c.num_key_value_heads, c.head_dim) == (2, 256)
+    assert (c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
+            c.linear_conv_kernel_dim) == (16, 32, 128, 128, 4)
+    assert c.conv_dim == 2 * 16 * 128 + 32 * 128
+
+
+def test_llama4_chunked_layers_follow_no_rope_layers():
+    c = load_model("llama-4-scout")
+    # vLLM's llama4.py: a layer is NoPE (global, full attention) when no_rope_layers[i] == 0; the
+    # others use chunked local attention. transformers fills no_rope_layers every 4th layer.
+    assert "no_rope_layers" in c.kind_source
+    assert c.layer_types == tuple(FULL if (i + 1) % 4 == 0 else CHUNKED for i in range(48))
+    assert (c.num_key_value_heads, c.head_dim, c.attention_chunk_size) == (8, 128, 8192)
+
+
+def test_load_hf_config_reads_a_file_or_a_folder(tmp_path):
+    folder = tmp_path / "tiny-model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(small_raw()))
+    by_folder = load_hf_config(folder)
+    by_file = load_hf_config(folder / "config.json")
+    assert by_folder == by_file
+    assert by_folder.name == "tiny-model"
+    assert by_folder.layer_types == (FULL, SLIDING, FULL, SLIDING) and by_folder.sliding_window == 256
+
+
+def test_load_any_keeps_deepseek_on_its_own_path(tmp_path):
+    p = tmp_path / "v4.json"
+    p.write_text((MODELS_DIR / "deepseek-v4-flash.json").read_text())
+    assert isinstance(load_any(p), ModelConfig)
+    q = tmp_path / "gemma.json"
+    q.write_text((MODELS_DIR / "gemma-3-27b.json").read_text())
+    assert load_any(q) == dataclass_replace_name(load_model("gemma-3-27b"), "gemma")
+
+
+def dataclass_replace_name(c, name):
+    import dataclasses
+
+    return dataclasses.replace(c, name=name)
+
+
+@pytest.mark.parametrize("raw,field", [
+    (small_raw(layer_types=[FULL, "mystery_attention", FULL, FULL]), "layer_types[1]='mystery_attention'"),
+    (small_raw(layer_types=[FULL, "conv", FULL, FULL]), "layer_types[1]='conv'"),
+    (small_raw(model_type="no_such_model"), "model_type 'no_such_model'"),
+    ({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 64},
+     "model_type 'llama'"),
+    ({"num_hidden_layers": 2}, "model_type"),
+    (small_raw(sliding_window=None, use_sliding_window=False), "sliding_window"),
+    (small_raw(layer_types=[FULL] * 3), "layer_types"),
+])
+def test_bad_configs_are_refused_in_one_line(tmp_path, raw, field):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(raw))
+    with pytest.raises(KvvizError) as e:
+        load_hf_config(p)
+    assert field in str(e.value) and "\n" not in str(e.value)
+
+
+def test_bad_paths_and_json_are_one_line(tmp_path):
+    with pytest.raises(KvvizError, match="no such file"):
+        load_hf_config(tmp_path / "missing.json")
+    with pytest.raises(KvvizError, match="no config.json"):
+        load_hf_config(tmp_path)
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    with pytest.raises(KvvizError, match="malformed JSON"):
+        load_hf_config(bad)
+
+
+def test_unknown_model_lists_the_presets():
+    with pytest.raises(KvvizError) as e:
+        load_model("llama-2")
+    assert "\n" not in str(e.value) and all(n in str(e.value) for n in model_names())
+
+
+def test_preset_summaries_do_not_import_transformers():
+    code = ("import sys; from kvviz import config; "
+            "lines = [config.preset_summary(n) for n in config.model_names()]; "
+            "assert 'transformers' not in sys.modules and 'torch' not in sys.modules; print(len(lines))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                         env={"PYTHONPATH": str(REPO), "PATH": ""})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(len(model_names()))
+
+
+def test_preset_summary_of_deepseek_matches_the_models_command_line():
+    assert preset_summary("deepseek-v4-pro") == (
+        "deepseek-v4-pro: 61 layers (+1 MTP): 30 c4, 31 c128, 0 SWA-only; head_dim 512, index_head_dim 128")
+    assert preset_summary("qwen3-next-80b-a3b").startswith("qwen3-next-80b-a3b: hybrid Qwen3NextForCausalLM")
+
+
+def test_hybrid_config_validates_its_own_fields():
+    good = load_model("gpt-oss-120b")
+    import dataclasses
+
+    with pytest.raises(KvvizError, match="head_dim"):
+        dataclasses.replace(good, head_dim=0)
+    with pytest.raises(KvvizError, match="layer_types"):
+        dataclasses.replace(good, layer_types=good.layer_types[:-1])
+    with pytest.raises(KvvizError, match="linear_num_key_heads"):
+        dataclasses.replace(good, layer_types=(LINEAR,) + good.layer_types[1:])
+    assert config.hybrid_model_names() == sorted(HYBRID)
