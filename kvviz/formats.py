@@ -78,7 +78,9 @@ class RowFormat:
 
     @property
     def dtype_size(self) -> int:
-        return {"uint8": 1, "bfloat16": 2, "float32": 4}[self.view_dtype]
+        """Bytes of one element of the layer's view dtype (from the Element widths)."""
+        return {"uint8": Element.BYTE.bits // 8, "bfloat16": Element.BF16.bits // 8,
+                "float32": Element.FP32.bits // 8}[self.view_dtype]
 
     def field(self, name: str) -> Field:
         """The field called `name` (payload or footer), e.g. ``row.field("scale").count``."""
