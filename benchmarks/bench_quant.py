@@ -1,11 +1,12 @@
-"""Throughput of kvviz.quant on CPU: encode + decode ~64 MiB of cache rows per format.
+"""Throughput of kvviz.quant: encode + decode ~64 MiB of cache rows per format, vs a plain copy.
 
-For MXFP4 indexer rows (68 B, head_dim 128) and fp8_ds_mla rows (584 B, head_dim 512) it
-prints the GB/s of encode and decode, counted in cache-row bytes (what lands in the cache),
-next to a plain torch copy of the same number of bytes measured in the same run, and the ratio.
-No assertions: this is a yardstick, not a test.
+For the MXFP4 indexer rows and the fp8_ds_mla rows of DeepSeek-V4-Pro (head dims from the
+shipped preset: 68 B rows of 128 values, 584 B rows of 512) it prints the GB/s (10^9 bytes per
+second) of encode and decode, counted in cache-row bytes (what lands in the cache), next to a
+plain torch copy of the same number of bytes measured in the same run, and the ratios; min and
+median time over the repeats. No assertions: this is a yardstick, not a test.
 
-    python benchmarks/bench_quant.py [--mib 64] [--threads N]
+    python benchmarks/bench_quant.py [--mib 64] [--repeats 5] [--threads N] [--device cpu|cuda]
 
 The copy is ``src.clone()`` (it allocates its output, as encode and decode do). On a shared,
 busy machine torch's intra-op threads can stall each other; ``--threads 1`` gives steadier
@@ -15,59 +16,72 @@ numbers there.
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 import torch
 
 from kvviz import quant as q
+from kvviz.quant_parity import parity_cases
 
-REPEATS = 3
+FORMATS = ("indexer_mxfp4", "fp8_ds_mla")
 
 
-def best_seconds(fn) -> float:
-    fn()  # warm up
-    times = []
-    for _ in range(REPEATS):
+def timings(fn, dev: torch.device, repeats: int) -> list[float]:
+    fn()  # warm up (tables, allocator)
+    out = []
+    for _ in range(repeats):
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
         t0 = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        out.append(time.perf_counter() - t0)
+    return out
 
 
-def bench(name: str, dims: int, target_bytes: int) -> None:
+def bench(name: str, dims: int, opts: dict, target_bytes: int, dev: torch.device, repeats: int) -> None:
     codec = q.get_codec(name)
-    p, f = codec.row_bytes(dims)
-    row = p + f
-    rows = max(1, target_bytes // row)
-    nbytes = rows * row
-    x = torch.randn(rows, dims, generator=torch.Generator().manual_seed(0))
-    enc = codec.encode(x)
+    row = codec.row_format(dims, **opts)
+    rows = max(1, target_bytes // row.row_bytes)
+    nbytes = rows * row.row_bytes
+    x = torch.randn(rows, dims, generator=torch.Generator().manual_seed(0)).to(dev)
+    enc = codec.encode(x, **opts)
+    src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, generator=torch.Generator().manual_seed(1)).to(dev)
 
-    t_enc = best_seconds(lambda: codec.encode(x))
-    t_dec = best_seconds(lambda: codec.decode(enc))
-    src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8)
-    t_copy = best_seconds(lambda: src.clone())
-
-    gbs = lambda t: nbytes / t / 1e9  # noqa: E731
-    print(
-        f"{name:>14}  {rows:>9,} rows x {row:>3} B = {nbytes / 2**20:6.1f} MiB "
-        f"(fp32 input {x.numel() * 4 / 2**20:6.1f} MiB) | "
-        f"encode {gbs(t_enc):6.3f} GB/s  decode {gbs(t_dec):6.3f} GB/s  copy {gbs(t_copy):6.2f} GB/s | "
-        f"encode/copy {t_copy / t_enc:.4f}  decode/copy {t_copy / t_dec:.4f}"
-    )
+    t = {"encode": timings(lambda: codec.encode(x, **opts), dev, repeats),
+         "decode": timings(lambda: codec.decode(enc), dev, repeats),
+         "copy": timings(lambda: src.clone(), dev, repeats)}
+    gbs = {k: (nbytes / min(v) / 1e9, nbytes / statistics.median(v) / 1e9) for k, v in t.items()}
+    print(f"{name:>14}  {rows:>9,} rows x {row.row_bytes:>3} B = {nbytes / 2**20:6.1f} MiB "
+          f"(fp32 input {x.numel() * 4 / 2**20:6.1f} MiB)")
+    for k in ("encode", "decode", "copy"):
+        best, med = gbs[k]
+        ratio = "" if k == "copy" else (f"   {k}/copy {best / gbs['copy'][0]:.4f} (min)  "
+                                        f"{med / gbs['copy'][1]:.4f} (median)")
+        print(f"{'':>16}{k:>6}  {best:8.3f} GB/s min time  {med:8.3f} GB/s median time{ratio}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=float, default=64.0, help="cache-row MiB per format (default 64)")
+    ap.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (default 5)")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    dev = torch.device(args.device)
     target = int(args.mib * 2**20)
-    print(f"kvviz.quant on CPU, torch {torch.__version__}, {torch.get_num_threads()} threads, best of {REPEATS}")
-    bench("indexer_mxfp4", 128, target)
-    bench("fp8_ds_mla", 512, target)
+    where = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    print(f"kvviz.quant on {where}, torch {torch.__version__}, {args.repeats} repeats (GB/s at the min and median time)")
+    cases: dict = {}
+    for c in parity_cases():  # the first case of a codec is its default options at the model's dims
+        cases.setdefault(c.codec, c)
+    for name in FORMATS:
+        c = cases[name]
+        bench(name, c.dims, dict(c.opts), target, dev, args.repeats)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,13 @@
-"""Row and page anatomy, byte-exact (REFERENCE.md section 4).
+"""Row and page anatomy, byte-exact (docs/row-formats.md#row-formats).
 
 A `RowFormat` is a list of named fields; every byte count is built from those fields, never
 typed in. Inside a page all rows' payloads come first, then all rows' footers, then alignment
-padding (`page_regions`).
+padding: `PageAnatomy` states that rule once (docs/row-formats.md#page-anatomy), and
+`page_regions` and `kvviz.quant`'s page writers and readers ask it.
+
+This module is the one home of the sizes the kernels fix (block of values per scale, footer
+alignment, RoPE dims of the fp8_ds_mla row, element widths): `kvviz.quant` imports them and
+builds its row sizes from the `RowFormat`s here, never typing them again.
 """
 
 from __future__ import annotations
@@ -44,6 +49,10 @@ class Field:
     def num_bytes(self) -> int:
         return self.count * self.element.bits // 8
 
+    def describe(self) -> str:
+        """'448 E4M3 NoPE'; a field named like its element ('pad') is not named twice."""
+        return f"{self.count} {self.element.label}" + ("" if self.name == self.element.label else f" {self.name}")
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RowFormat:
@@ -69,40 +78,60 @@ class RowFormat:
 
     @property
     def dtype_size(self) -> int:
-        return {"uint8": 1, "bfloat16": 2, "float32": 4}[self.view_dtype]
+        """Bytes of one element of the layer's view dtype (from the Element widths)."""
+        return {"uint8": Element.BYTE.bits // 8, "bfloat16": Element.BF16.bits // 8,
+                "float32": Element.FP32.bits // 8}[self.view_dtype]
+
+    def field(self, name: str) -> Field:
+        """The field called `name` (payload or footer), e.g. ``row.field("scale").count``."""
+        for f in self.payload + self.footer:
+            if f.name == name:
+                return f
+        raise KvvizError(f"field={name!r}: row format {self.name!r} has no such field")
 
     def describe(self) -> str:
-        """e.g. '448 E4M3 NoPE + 64 bf16 RoPE | footer 7 UE8M0 scale + 1 pad = 584 B'."""
-        def part(fields):
-            return " + ".join(f"{f.count} {f.element.label}" + ("" if f.name == f.element.label else f" {f.name}")
-                              for f in fields)
-
-        text = part(self.payload)
+        """e.g. '448 E4M3 NoPE + 64 bf16 RoPE | footer 7 UE8M0 scale + 1 pad = 584 B'
+        (thousands separated: '1,024 B')."""
+        text = " + ".join(f.describe() for f in self.payload)
         if self.footer:
-            text += f" | footer {part(self.footer)}"
-        return f"{text} = {self.row_bytes} B"
+            text += " | footer " + " + ".join(f.describe() for f in self.footer)
+        return f"{text} = {self.row_bytes:,} B"
 
 
-# fp8_ds_mla: one UE8M0 scale per this many NoPE dims (DeepSeek V4 FlashMLA kernel).
+# ---- sizes the kernels fix (docs/row-formats.md#row-formats); kvviz.quant asks for them here ----
+
+# fp8_ds_mla: one UE8M0 scale per this many NoPE dims (DeepSeek V4's FlashMLA sparse kernel and
+# vLLM's fp8_ds_mla cache writer; docs/row-formats.md#fp8_ds_mla).
 DS_MLA_SCALE_BLOCK = 64
-# The ds_mla footer (scales) is padded with zero bytes to a multiple of this (7 scales + 1 pad).
+# The fp8_ds_mla footer (scales) is padded with zero bytes to a multiple of this: 7 scales + 1 pad
+# (the same writer; docs/row-formats.md#fp8_ds_mla).
 DS_MLA_FOOTER_ALIGN = 8
-# Indexer FP8: one fp32 scale per this many values.
+# RoPE dims of the fp8_ds_mla row when none are given: DeepSeek V4's qk_rope_head_dim, the
+# 64 bf16 tail the FlashMLA kernel reads after 448 E4M3 NoPE dims (docs/row-formats.md#fp8_ds_mla).
+# Layouts pass the model config's qk_rope_head_dim; this is only kvviz.quant's default.
+DS_MLA_ROPE_DIMS = 64
+# Indexer FP8: one fp32 scale per this many values (vLLM's indexer_k_quant_and_cache
+# quant_block_size; docs/row-formats.md#fp8-indexer-row).
 INDEXER_FP8_BLOCK = 128
-# MXFP4: one UE8M0 scale per 32 values (OCP MX block size).
+# MXFP4: one UE8M0 scale per 32 values (the OCP MX block size; vLLM #48993's MXFP4 indexer
+# writer; docs/row-formats.md#mxfp4-indexer-row).
 MXFP4_BLOCK = 32
 
 
 @functools.lru_cache(maxsize=None)
-def ds_mla_row(head_dim: int, rope_dims: int) -> RowFormat:
-    """DeepSeek V4 `fp8_ds_mla`: NoPE dims as E4M3 + RoPE dims as bf16; footer of UE8M0 scales + pad."""
+def ds_mla_row(head_dim: int, rope_dims: int, scale_block: int = DS_MLA_SCALE_BLOCK) -> RowFormat:
+    """DeepSeek V4 `fp8_ds_mla`: NoPE dims as E4M3 + RoPE dims as bf16; footer of UE8M0 scales + pad.
+
+    One scale per `scale_block` NoPE dims (the kernel's 64; other values only for kvviz.quant's
+    what-ifs); the footer is padded to a multiple of DS_MLA_FOOTER_ALIGN bytes.
+    """
     nope = head_dim - rope_dims
     require(nope > 0, f"qk_rope_head_dim={rope_dims}: must be smaller than head_dim={head_dim}")
     require(
-        nope % DS_MLA_SCALE_BLOCK == 0,
-        f"head_dim={head_dim}: fp8_ds_mla needs head_dim - qk_rope_head_dim ({nope}) to be a multiple of {DS_MLA_SCALE_BLOCK}",
+        nope % scale_block == 0,
+        f"head_dim={head_dim}: fp8_ds_mla needs head_dim - qk_rope_head_dim ({nope}) to be a multiple of {scale_block}",
     )
-    scales = nope // DS_MLA_SCALE_BLOCK
+    scales = nope // scale_block
     pad = -scales % DS_MLA_FOOTER_ALIGN
     footer = [Field(name="scale", element=Element.UE8M0, count=scales)]
     if pad:
@@ -133,17 +162,17 @@ def bf16_row(head_dim: int) -> RowFormat:
 
 
 @functools.lru_cache(maxsize=None)
-def indexer_fp8_row(index_head_dim: int) -> RowFormat:
-    """Indexer K as FP8: E4M3 values, footer of one fp32 scale per 128 values (132 B at 128 dims)."""
+def indexer_fp8_row(index_head_dim: int, block: int = INDEXER_FP8_BLOCK) -> RowFormat:
+    """Indexer K as FP8: E4M3 values, footer of one fp32 scale per `block` (128) values (132 B at 128 dims)."""
     require(
-        index_head_dim % INDEXER_FP8_BLOCK == 0,
-        f"index_head_dim={index_head_dim}: the FP8 indexer needs a multiple of {INDEXER_FP8_BLOCK}",
+        index_head_dim % block == 0,
+        f"index_head_dim={index_head_dim}: the FP8 indexer needs a multiple of {block}",
     )
     return RowFormat(
         name="indexer_fp8",
         dims=index_head_dim,
         payload=(Field(name="K", element=Element.E4M3, count=index_head_dim),),
-        footer=(Field(name="scale", element=Element.FP32, count=index_head_dim // INDEXER_FP8_BLOCK),),
+        footer=(Field(name="scale", element=Element.FP32, count=index_head_dim // block),),
     )
 
 
@@ -209,15 +238,78 @@ class Region:
     def end(self) -> int:
         return self.start + self.size
 
+    @property
+    def slice(self) -> slice:
+        """``slice(start, end)``, to index a page's last dim."""
+        return slice(self.start, self.end)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PageAnatomy:
+    """Where each byte of one page goes (docs/row-formats.md#page-anatomy), the one statement of
+    the rule: all `rows` payloads first (row t at t * payload_bytes), then all footers (row t at
+    rows * payload_bytes + t * footer_bytes), then padding up to `page_bytes`.
+
+    Mirrors vLLM's packed DeepSeek V4 pages (the fp8_ds_mla and indexer cache writers address a
+    row's scales past the whole block's values). Bad sizes raise KvvizError naming the field.
+    """
+
+    rows: int
+    payload_bytes: int  # per row
+    footer_bytes: int  # per row
+    page_bytes: int
+
+    def __post_init__(self) -> None:
+        for name in ("rows", "payload_bytes", "footer_bytes"):
+            v = getattr(self, name)
+            require(isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                    f"{name}={v!r}: must be a non-negative integer")
+        pb = self.page_bytes
+        require(isinstance(pb, int) and not isinstance(pb, bool) and pb > 0,
+                f"page_bytes={pb!r}: must be a positive integer")
+        require(self.content.size <= pb,
+                f"page_bytes={pb}: smaller than {self.rows} rows of {self.payload_bytes} + {self.footer_bytes} B "
+                f"= {self.content.size} B")
+
+    @classmethod
+    def of(cls, row: RowFormat, rows: int, page_bytes: int) -> "PageAnatomy":
+        """The anatomy of a page of `rows` rows of format `row`."""
+        return cls(rows=rows, payload_bytes=row.payload_bytes, footer_bytes=row.footer_bytes, page_bytes=page_bytes)
+
+    @property
+    def payload(self) -> Region:
+        return Region("payload", 0, self.rows * self.payload_bytes)
+
+    @property
+    def footer(self) -> Region:
+        return Region("footer", self.payload.end, self.rows * self.footer_bytes)
+
+    @property
+    def padding(self) -> Region:
+        return Region("padding", self.footer.end, self.page_bytes - self.footer.end)
+
+    @property
+    def content(self) -> Region:
+        """Payloads and footers together (everything but the padding)."""
+        return Region("content", 0, self.rows * (self.payload_bytes + self.footer_bytes))
+
+    def payload_offset(self, row: int) -> int:
+        """Byte offset of row `row`'s payload in the page."""
+        return self.payload.start + row * self.payload_bytes
+
+    def footer_offset(self, row: int) -> int:
+        """Byte offset of row `row`'s footer in the page."""
+        return self.footer.start + row * self.footer_bytes
+
+    @property
+    def regions(self) -> tuple[Region, ...]:
+        """Payload, footer and padding regions, empty ones left out."""
+        return tuple(r for r in (self.payload, self.footer, self.padding) if r.size)
+
 
 def page_regions(row: RowFormat, rows: int, page_bytes: int) -> tuple[Region, ...]:
     """Payload region, footer region and trailing padding of one page (empty regions omitted)."""
-    payload = rows * row.payload_bytes
-    footer = rows * row.footer_bytes
-    require(payload + footer <= page_bytes, f"page_bytes={page_bytes}: smaller than {rows} rows of {row.row_bytes} B")
-    regions = [Region("payload", 0, payload), Region("footer", payload, footer),
-               Region("padding", payload + footer, page_bytes - payload - footer)]
-    return tuple(r for r in regions if r.size)
+    return PageAnatomy.of(row, rows, page_bytes).regions
 
 
 def lcm(values) -> int:

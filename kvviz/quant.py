@@ -1,9 +1,14 @@
-"""Byte-exact quantizers and decoders for DeepSeek V4 KV-cache rows (REFERENCE.md section 4).
+"""Byte-exact quantizers and decoders for DeepSeek V4 KV-cache rows (docs/row-formats.md#row-formats).
 
 Everything is computed in fp32 with torch, bytes are built by hand and handed out as uint8
 tensors, and every function is vectorised over arbitrary leading batch dims ``...`` (for example
 ``[blocks, rows, D]``). Nothing is tied to a device: outputs are allocated on the input's device,
-so the same code runs on CPU and CUDA.
+and the same input gives the same bytes on CPU and CUDA (every division is an IEEE division on
+both, see `_true_div`; `kvviz.quant_parity` checks it).
+
+Row and page anatomy (values per scale, footer alignment, element widths, where payloads and
+footers sit in a page) is `kvviz.formats`'s: the codecs size their rows from its `RowFormat`s
+and place them with its `PageAnatomy`.
 
 Formats
 -------
@@ -58,7 +63,9 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from . import formats
 from .errors import KvvizError, require
+from .formats import DS_MLA_ROPE_DIMS, DS_MLA_SCALE_BLOCK, INDEXER_FP8_BLOCK, MXFP4_BLOCK, PageAnatomy
 
 __all__ = [
     "E2M1_VALUES",
@@ -191,6 +198,32 @@ def _from_bytes(b: torch.Tensor, dtype: torch.dtype, what: str) -> torch.Tensor:
     if not b.is_contiguous() or b.storage_offset() % k:
         b = b.clone(memory_format=torch.contiguous_format)
     return b.view(dtype)
+
+
+_constants: dict = {}
+
+
+def _true_div(x: torch.Tensor, divisor: float | torch.Tensor) -> torch.Tensor:
+    """``x / divisor`` rounded once (an IEEE division), giving the same bits on every device.
+
+    Every division in this module goes through here. Why: on CUDA, torch computes a division by
+    a Python number, or by a 0-dim CPU tensor (both count as a host scalar), as
+    ``x * (1 / divisor)`` (ATen's ``div_true_kernel_cuda``: "this may lose one bit of precision
+    compared to computing the division"), while the CPU kernel divides. With the rounded
+    reciprocal, ``amax / 448`` and ``x / scale`` came out one bit off on an H200 for some inputs,
+    so FP8 codes differed between CPU and CUDA. vLLM's kernels divide (``scale = amax / 448``,
+    then ``x / scale``); a divisor tensor on x's own device and of x's dtype makes torch run its
+    elementwise division on every device, which is what we do here.
+    """
+    if not isinstance(divisor, torch.Tensor):
+        key = (float(divisor), x.dtype, str(x.device))
+        d = _constants.get(key)
+        if d is None:
+            d = _constants[key] = torch.tensor(float(divisor), dtype=x.dtype, device=x.device)
+        divisor = d
+    elif divisor.device != x.device or divisor.dtype != x.dtype:
+        divisor = divisor.to(device=x.device, dtype=x.dtype)
+    return torch.div(x, divisor)
 
 
 def _groups(x: torch.Tensor, size: int) -> torch.Tensor:
@@ -347,7 +380,7 @@ def ue8m0_decode(byte: torch.Tensor) -> torch.Tensor:
 
 
 def _check_mxfp4_dim(d: int) -> None:
-    require(d > 0 and d % 32 == 0, f"head_dim={d}: MXFP4 needs a positive multiple of 32")
+    require(d > 0 and d % MXFP4_BLOCK == 0, f"head_dim={d}: MXFP4 needs a positive multiple of {MXFP4_BLOCK}")
 
 
 def mxfp4_encode(
@@ -358,16 +391,16 @@ def mxfp4_encode(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """x [..., D] -> (packed uint8 [..., D/2], scales uint8 [..., D/32]).
 
-    Mirrors vLLM's MXFP4 indexer K writer: one UE8M0 scale per 32 values (ceil rule, amax
-    floored at 6*2^-126), elements = E2M1(x / scale), element 2i in the low nibble.
+    Mirrors vLLM's MXFP4 indexer K writer: one UE8M0 scale per MXFP4_BLOCK (32) values (ceil
+    rule, amax floored at 6*2^-126), elements = E2M1(x / scale), element 2i in the low nibble.
     """
     x = _f32(x, "x")
     d = _last_dim(x, "x")
     _check_mxfp4_dim(d)
-    g = _groups(x, 32)
+    g = _groups(x, MXFP4_BLOCK)
     amax = _absmax(g)
     scales = ue8m0_from_amax(amax, max_elem=E2M1_MAX, rule=scale_rule, amax_floor=amax_floor)
-    q = e2m1_encode(g / ue8m0_decode(scales).unsqueeze(-1)).reshape(x.shape)
+    q = e2m1_encode(_true_div(g, ue8m0_decode(scales).unsqueeze(-1))).reshape(x.shape)
     pairs = _groups(q, 2)
     return torch.bitwise_left_shift(pairs[..., 1], 4).bitwise_or_(pairs[..., 0]), scales
 
@@ -378,13 +411,14 @@ def mxfp4_decode(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     scales = _u8(scales, "scales")
     d = 2 * _last_dim(packed, "packed")
     _check_mxfp4_dim(d)
+    n_scales = d // MXFP4_BLOCK
     require(
-        tuple(scales.shape) == tuple(packed.shape[:-1]) + (d // 32,),
-        f"scales: shape {tuple(scales.shape)} does not match packed {tuple(packed.shape)} (needs [..., {d // 32}])",
+        tuple(scales.shape) == tuple(packed.shape[:-1]) + (n_scales,),
+        f"scales: shape {tuple(scales.shape)} does not match packed {tuple(packed.shape)} (needs [..., {n_scales}])",
     )
     # one lookup per byte gives both values (a 256-entry table of fp32 pairs)
     v = torch.take(_e2m1_pair_table(packed.device), packed.long()).view(torch.float32)
-    v = v.reshape(*packed.shape[:-1], d // 32, 32)
+    v = v.reshape(*packed.shape[:-1], n_scales, MXFP4_BLOCK)
     return v.mul_(ue8m0_decode(scales).unsqueeze(-1)).reshape(*packed.shape[:-1], d)
 
 
@@ -425,7 +459,7 @@ def _pow2_ceil(s: torch.Tensor) -> torch.Tensor:
 def fp8_indexer_encode(
     x: torch.Tensor,
     *,
-    block: int = 128,
+    block: int = INDEXER_FP8_BLOCK,
     pow2_scale: bool = False,
     amax_floor: float = FP8_AMAX_FLOOR,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -433,8 +467,9 @@ def fp8_indexer_encode(
 
     Mirrors vLLM's ``indexer_k_quant_and_cache``: scale = max(amax, 1e-4) / 448 in fp32,
     optionally rounded UP to a power of two (its ``use_ue8m0`` variant, exp2(ceil(log2 s)), here
-    computed exactly), codes = saturating E4M3(x / scale). One difference: the kernel's fmaxf
-    drops a NaN from amax, here a NaN propagates into that block's scale (the block decodes NaN).
+    computed exactly), codes = saturating E4M3(x / scale). Both divisions are true divisions
+    (`_true_div`), as in the kernel, on every device. One difference: the kernel's fmaxf drops a
+    NaN from amax, here a NaN propagates into that block's scale (the block decodes NaN).
     """
     x = _f32(x, "x")
     d = _last_dim(x, "x")
@@ -442,10 +477,10 @@ def fp8_indexer_encode(
     require(amax_floor > 0, f"amax_floor={amax_floor!r}: must be > 0 (the scale divides)")
     g = _groups(x, block)
     amax = _absmax(g)
-    scales = torch.clamp(amax, min=float(torch.tensor(amax_floor, dtype=torch.float32))) / E4M3_MAX
+    scales = _true_div(torch.clamp(amax, min=float(torch.tensor(amax_floor, dtype=torch.float32))), E4M3_MAX)
     if pow2_scale:
         scales = _pow2_ceil(scales)
-    codes = e4m3_encode(g / scales.unsqueeze(-1))
+    codes = e4m3_encode(_true_div(g, scales.unsqueeze(-1)))
     return codes.reshape(x.shape), scales
 
 
@@ -468,8 +503,8 @@ def fp8_indexer_decode(codes: torch.Tensor, scales: torch.Tensor) -> torch.Tenso
 # DeepSeek V4 fp8_ds_mla (584 B rows for head_dim 512)
 
 
-def ds_mla_row_bytes(head_dim: int, *, rope_dims: int = 64, scale_block: int = 64) -> tuple[int, int]:
-    """(payload_bytes, footer_bytes) of one fp8_ds_mla row; (576, 8) for head_dim 512."""
+def _ds_mla_row(head_dim: int, rope_dims: int, scale_block: int) -> formats.RowFormat:
+    """formats.ds_mla_row after checking the arguments under kvviz.quant's names."""
     require(isinstance(head_dim, int) and head_dim > 0, f"head_dim={head_dim!r}: must be a positive integer")
     require(isinstance(rope_dims, int) and rope_dims >= 0, f"rope_dims={rope_dims!r}: must be a non-negative integer")
     require(rope_dims < head_dim, f"rope_dims={rope_dims}: must be smaller than head_dim={head_dim}")
@@ -479,15 +514,22 @@ def ds_mla_row_bytes(head_dim: int, *, rope_dims: int = 64, scale_block: int = 6
         nope % scale_block == 0,
         f"head_dim={head_dim}: NoPE dims (head_dim - rope_dims = {nope}) must be a multiple of scale_block={scale_block}",
     )
-    n_scales = nope // scale_block
-    return nope + 2 * rope_dims, -(-n_scales // 8) * 8
+    return formats.ds_mla_row(head_dim, rope_dims, scale_block)
+
+
+def ds_mla_row_bytes(
+    head_dim: int, *, rope_dims: int = DS_MLA_ROPE_DIMS, scale_block: int = DS_MLA_SCALE_BLOCK
+) -> tuple[int, int]:
+    """(payload_bytes, footer_bytes) of one fp8_ds_mla row (formats.ds_mla_row); (576, 8) for head_dim 512."""
+    row = _ds_mla_row(head_dim, rope_dims, scale_block)
+    return row.payload_bytes, row.footer_bytes
 
 
 def ds_mla_encode(
     x: torch.Tensor,
     *,
-    rope_dims: int = 64,
-    scale_block: int = 64,
+    rope_dims: int = DS_MLA_ROPE_DIMS,
+    scale_block: int = DS_MLA_SCALE_BLOCK,
     amax_floor: float = FP8_AMAX_FLOOR,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """x [..., D] -> (payload uint8 [..., nope + 2*rope_dims], footer uint8 [..., F]).
@@ -495,18 +537,19 @@ def ds_mla_encode(
     Mirrors DeepSeek V4's FlashMLA ``fp8_ds_mla`` row as vLLM writes it: the first D - rope_dims
     (NoPE) dims as E4M3 with one UE8M0 scale per 64 dims (ceil rule, max 448, amax floored at
     1e-4), then the RoPE dims as bf16 little-endian. Footer = the scale bytes, then zero bytes up
-    to a multiple of 8. head_dim 512: payload 448 + 128 = 576, footer 7 + 1 = 8, row 584.
+    to a multiple of 8 (the row's fields: formats.ds_mla_row). head_dim 512: payload 448 + 128 =
+    576, footer 7 + 1 = 8, row 584.
     """
     x = _f32(x, "x")
     d = _last_dim(x, "x")
-    _, f_bytes = ds_mla_row_bytes(d, rope_dims=rope_dims, scale_block=scale_block)
-    nope = d - rope_dims
+    row = _ds_mla_row(d, rope_dims, scale_block)
+    nope = row.field("NoPE").count
     g = _groups(x[..., :nope], scale_block)
     amax = _absmax(g)
     sbytes = ue8m0_from_amax(amax, max_elem=E4M3_MAX, rule="ceil", amax_floor=amax_floor)
-    codes = e4m3_encode(g / ue8m0_decode(sbytes).unsqueeze(-1)).reshape(*x.shape[:-1], nope)
+    codes = e4m3_encode(_true_div(g, ue8m0_decode(sbytes).unsqueeze(-1))).reshape(*x.shape[:-1], nope)
     payload = torch.cat((codes, bf16_encode(x[..., nope:])), dim=-1)
-    pad = sbytes.new_zeros(*sbytes.shape[:-1], f_bytes - sbytes.shape[-1])
+    pad = sbytes.new_zeros(*sbytes.shape[:-1], row.footer_bytes - sbytes.shape[-1])
     footer = torch.cat((sbytes, pad), dim=-1)
     return payload, footer
 
@@ -515,8 +558,8 @@ def ds_mla_decode(
     payload: torch.Tensor,
     footer: torch.Tensor,
     *,
-    rope_dims: int = 64,
-    scale_block: int = 64,
+    rope_dims: int = DS_MLA_ROPE_DIMS,
+    scale_block: int = DS_MLA_SCALE_BLOCK,
 ) -> torch.Tensor:
     """(payload [..., nope + 2*rope_dims], footer [..., F]) -> float32 [..., nope + rope_dims].
 
@@ -526,10 +569,10 @@ def ds_mla_decode(
     footer = _u8(footer, "footer")
     p = _last_dim(payload, "payload")
     require(isinstance(rope_dims, int) and rope_dims >= 0, f"rope_dims={rope_dims!r}: must be a non-negative integer")
-    nope = p - 2 * rope_dims
+    rope_bytes = formats.Field(name="RoPE", element=formats.Element.BF16, count=rope_dims).num_bytes
+    nope = p - rope_bytes  # E4M3: one byte per NoPE dim
     require(nope > 0, f"rope_dims={rope_dims}: payload of {p} bytes leaves no NoPE dims")
-    ds_mla_row_bytes(nope + rope_dims, rope_dims=rope_dims, scale_block=scale_block)
-    n_scales = nope // scale_block
+    n_scales = _ds_mla_row(nope + rope_dims, rope_dims, scale_block).field("scale").count
     require(
         footer.shape[-1] >= n_scales and tuple(footer.shape[:-1]) == tuple(payload.shape[:-1]),
         f"footer: shape {tuple(footer.shape)} cannot hold {n_scales} scales for payload {tuple(payload.shape)}",
@@ -560,12 +603,12 @@ def fp8_tensor_encode(
     if scale is None:
         require(amax_floor > 0, f"amax_floor={amax_floor!r}: must be > 0 (the scale divides)")
         amax = _absmax(x.reshape(1, -1))[0] if x.numel() else x.new_zeros(())
-        s = torch.clamp(amax, min=float(torch.tensor(amax_floor, dtype=torch.float32))) / E4M3_MAX
+        s = _true_div(torch.clamp(amax, min=float(torch.tensor(amax_floor, dtype=torch.float32))), E4M3_MAX)
     else:
         if isinstance(scale, (int, float)):
             require(0 < scale < float("inf"), f"scale={scale!r}: must be positive and finite")
         s = torch.as_tensor(scale, dtype=torch.float32, device=x.device).reshape(())
-    return e4m3_encode(x / s), s
+    return e4m3_encode(_true_div(x, s)), s
 
 
 def fp8_tensor_decode(codes: torch.Tensor, scale: float | torch.Tensor) -> torch.Tensor:
@@ -621,7 +664,7 @@ def bf16_half_ulp(x: torch.Tensor) -> torch.Tensor:
 
 def _e4m3_scaled_bound(x: torch.Tensor, s: torch.Tensor, *, exact_scale: bool) -> torch.Tensor:
     """Bound on |E4M3(x/s)*s - x| for scale s (broadcast to x)."""
-    u = x.abs() / s
+    u = _true_div(x.abs(), s)
     if exact_scale:
         h = e4m3_half_ulp(u)
         return s * torch.maximum(h, u - E4M3_MAX)
@@ -632,20 +675,23 @@ def _e4m3_scaled_bound(x: torch.Tensor, s: torch.Tensor, *, exact_scale: bool) -
 def _mxfp4_bound(x: torch.Tensor, *, scale_rule: str = "ceil", amax_floor: float = MXFP4_AMAX_FLOOR) -> torch.Tensor:
     d = _last_dim(x, "x")
     _check_mxfp4_dim(d)
-    g = _groups(x, 32)
+    g = _groups(x, MXFP4_BLOCK)
     sb = ue8m0_from_amax(_absmax(g), max_elem=E2M1_MAX, rule=scale_rule, amax_floor=amax_floor)
     s = ue8m0_decode(sb).unsqueeze(-1)
-    u = g.abs() / s
+    u = _true_div(g.abs(), s)
     h = torch.where(u < 2, 0.25, torch.where(u < 4, 0.5, 1.0))
     return (s * torch.maximum(h, u - E2M1_MAX)).reshape(x.shape)
 
 
 def _ds_mla_bound(
-    x: torch.Tensor, *, rope_dims: int = 64, scale_block: int = 64, amax_floor: float = FP8_AMAX_FLOOR
+    x: torch.Tensor,
+    *,
+    rope_dims: int = DS_MLA_ROPE_DIMS,
+    scale_block: int = DS_MLA_SCALE_BLOCK,
+    amax_floor: float = FP8_AMAX_FLOOR,
 ) -> torch.Tensor:
     d = _last_dim(x, "x")
-    ds_mla_row_bytes(d, rope_dims=rope_dims, scale_block=scale_block)
-    nope = d - rope_dims
+    nope = _ds_mla_row(d, rope_dims, scale_block).field("NoPE").count
     g = _groups(x[..., :nope], scale_block)
     sb = ue8m0_from_amax(_absmax(g), max_elem=E4M3_MAX, rule="ceil", amax_floor=amax_floor)
     b = _e4m3_scaled_bound(g, ue8m0_decode(sb).unsqueeze(-1), exact_scale=True)
@@ -653,7 +699,7 @@ def _ds_mla_bound(
 
 
 def _indexer_fp8_bound(
-    x: torch.Tensor, *, block: int = 128, pow2_scale: bool = False, amax_floor: float = FP8_AMAX_FLOOR
+    x: torch.Tensor, *, block: int = INDEXER_FP8_BLOCK, pow2_scale: bool = False, amax_floor: float = FP8_AMAX_FLOOR
 ) -> torch.Tensor:
     _, s = fp8_indexer_encode(x, block=block, pow2_scale=pow2_scale, amax_floor=amax_floor)
     b = _e4m3_scaled_bound(_groups(x, block), s.unsqueeze(-1), exact_scale=pow2_scale)
@@ -713,9 +759,10 @@ class Encoded:
 class Codec:
     """A row format: encode rows to (payload, footer, side) bytes, decode them back, size them.
 
-    ``encode(x, **opts)`` takes x [..., D]; ``row_bytes(dims, **opts)`` gives
-    (payload_bytes, footer_bytes) for head dim ``dims``; ``error_bound(x, **opts)`` gives the
-    per-element absolute error bound. Unknown options raise ValueError naming them.
+    ``encode(x, **opts)`` takes x [..., D]; ``row_format(dims, **opts)`` is the row's anatomy
+    (a `kvviz.formats.RowFormat`, the one source of its sizes) and ``row_bytes(dims, **opts)``
+    its (payload_bytes, footer_bytes); ``error_bound(x, **opts)`` gives the per-element absolute
+    error bound. Unknown options raise ValueError naming them.
     """
 
     name: str
@@ -723,7 +770,7 @@ class Codec:
     options: tuple[str, ...]
     _encode: Callable[..., tuple[torch.Tensor, torch.Tensor, Any]] = dataclasses.field(repr=False)
     _decode: Callable[..., torch.Tensor] = dataclasses.field(repr=False)
-    _row_bytes: Callable[..., tuple[int, int]] = dataclasses.field(repr=False)
+    _row: Callable[..., formats.RowFormat] = dataclasses.field(repr=False)
 
     def _check_opts(self, opts: Mapping[str, Any]) -> None:
         for k in opts:
@@ -745,10 +792,16 @@ class Codec:
         )
         return self._decode(enc, **dict(enc.opts))
 
-    def row_bytes(self, dims: int, **opts: Any) -> tuple[int, int]:
+    def row_format(self, dims: int, **opts: Any) -> formats.RowFormat:
+        """The kvviz.formats row this codec writes for head dim `dims` with these options."""
         self._check_opts(opts)
         require(isinstance(dims, int) and dims > 0, f"head_dim={dims!r}: must be a positive integer")
-        return self._row_bytes(dims, **opts)
+        return self._row(dims, **opts)
+
+    def row_bytes(self, dims: int, **opts: Any) -> tuple[int, int]:
+        """(payload_bytes, footer_bytes) of one row, from `row_format`."""
+        row = self.row_format(dims, **opts)
+        return row.payload_bytes, row.footer_bytes
 
     def error_bound(self, x: torch.Tensor, **opts: Any) -> torch.Tensor:
         return error_bound(self.name, x, **opts)
@@ -763,8 +816,12 @@ def _enc_ds_mla(x, **o):
     return p, f, None
 
 
-def _dec_ds_mla(e, rope_dims=64, scale_block=64, amax_floor=None):
+def _dec_ds_mla(e, rope_dims=DS_MLA_ROPE_DIMS, scale_block=DS_MLA_SCALE_BLOCK, amax_floor=None):
     return ds_mla_decode(e.payload, e.footer, rope_dims=rope_dims, scale_block=scale_block)
+
+
+def _row_ds_mla(d, rope_dims=DS_MLA_ROPE_DIMS, scale_block=DS_MLA_SCALE_BLOCK, amax_floor=None):
+    return _ds_mla_row(d, rope_dims, scale_block)
 
 
 def _enc_fp8(x, **o):
@@ -781,9 +838,9 @@ def _dec_idx_fp8(e, **o):
     return fp8_indexer_decode(e.payload, _from_bytes(e.footer, torch.float32, "footer"))
 
 
-def _rb_idx_fp8(d, block=128, pow2_scale=False, amax_floor=None):
+def _row_idx_fp8(d, block=INDEXER_FP8_BLOCK, pow2_scale=False, amax_floor=None):
     _check_block(d, block, "indexer FP8")
-    return d, 4 * (d // block)
+    return formats.indexer_fp8_row(d, block)
 
 
 def _enc_mxfp4(x, **o):
@@ -791,9 +848,9 @@ def _enc_mxfp4(x, **o):
     return p, s, None
 
 
-def _rb_mxfp4(d, **o):
+def _row_mxfp4(d, **o):
     _check_mxfp4_dim(d)
-    return d // 2, d // 32
+    return formats.indexer_mxfp4_row(d)
 
 
 CODECS: dict[str, Codec] = {
@@ -805,7 +862,7 @@ CODECS: dict[str, Codec] = {
             ("rope_dims", "scale_block", "amax_floor"),
             _enc_ds_mla,
             _dec_ds_mla,
-            lambda d, **o: ds_mla_row_bytes(d, **{k: v for k, v in o.items() if k != "amax_floor"}),
+            _row_ds_mla,
         ),
         Codec(
             "fp8",
@@ -813,7 +870,7 @@ CODECS: dict[str, Codec] = {
             ("scale", "amax_floor"),
             _enc_fp8,
             lambda e, **o: fp8_tensor_decode(e.payload, e.side),
-            lambda d, **o: (d, 0),
+            lambda d, **o: formats.fp8_row(d),
         ),
         Codec(
             "bf16",
@@ -821,7 +878,7 @@ CODECS: dict[str, Codec] = {
             (),
             lambda x: (lambda p: (p, _empty_footer(p), None))(bf16_encode(x)),
             lambda e: bf16_decode(e.payload),
-            lambda d: (2 * d, 0),
+            formats.bf16_row,
         ),
         Codec(
             "indexer_fp8",
@@ -829,7 +886,7 @@ CODECS: dict[str, Codec] = {
             ("block", "pow2_scale", "amax_floor"),
             _enc_idx_fp8,
             _dec_idx_fp8,
-            _rb_idx_fp8,
+            _row_idx_fp8,
         ),
         Codec(
             "indexer_mxfp4",
@@ -837,7 +894,7 @@ CODECS: dict[str, Codec] = {
             ("scale_rule", "amax_floor"),
             _enc_mxfp4,
             lambda e, **o: mxfp4_decode(e.payload, e.footer),
-            _rb_mxfp4,
+            _row_mxfp4,
         ),
         Codec(
             "fp32",
@@ -845,7 +902,7 @@ CODECS: dict[str, Codec] = {
             (),
             lambda x: (lambda p: (p, _empty_footer(p), None))(fp32_encode(x)),
             lambda e: fp32_decode(e.payload),
-            lambda d: (4 * d, 0),
+            formats.state_row,
         ),
     )
 }
@@ -875,14 +932,9 @@ def _check_rows(payload: torch.Tensor, footer: torch.Tensor) -> tuple[int, int, 
     return int(payload.shape[-2]), int(payload.shape[-1]), int(footer.shape[-1])
 
 
-def _check_page_fits(rows: int, p: int, f: int, page_bytes: int) -> None:
-    for name, v in (("rows", rows), ("P", p), ("F", f)):
-        require(isinstance(v, int) and v >= 0, f"{name}={v!r}: must be a non-negative integer")
-    require(isinstance(page_bytes, int) and page_bytes > 0, f"page_bytes={page_bytes!r}: must be a positive integer")
-    require(
-        rows * (p + f) <= page_bytes,
-        f"page_bytes={page_bytes}: too small for {rows} rows x ({p} + {f}) bytes = {rows * (p + f)}",
-    )
+def _anatomy(rows: int, p: int, f: int, page_bytes: int) -> PageAnatomy:
+    """The page's anatomy (formats.PageAnatomy: payloads, then footers, then padding), checked."""
+    return PageAnatomy(rows=rows, payload_bytes=p, footer_bytes=f, page_bytes=page_bytes)
 
 
 def write_page(
@@ -890,24 +942,23 @@ def write_page(
 ) -> torch.Tensor:
     """Write rows into an existing page view ``dst`` uint8 [..., page_bytes], in place.
 
-    Mirrors the packed layout: row t's payload at t*P, its footer at rows*P + t*F, the rest
-    zeroed (``zero_padding=False`` leaves it untouched). ``dst`` may be a non-contiguous column
-    slice of a larger backing tensor (e.g. (num_blocks, stride)[:, off:off+page]); it is never
-    reallocated. Returns dst.
+    Mirrors the packed layout (formats.PageAnatomy): row t's payload at t*P, its footer at
+    rows*P + t*F, the rest zeroed (``zero_padding=False`` leaves it untouched). ``dst`` may be a
+    non-contiguous column slice of a larger backing tensor (e.g. (num_blocks, stride)[:, off:off+page]);
+    it is never reallocated. Returns dst.
     """
     dst = _u8(dst, "dst")
     rows, p, f = _check_rows(payload, footer)
-    page_bytes = _last_dim(dst, "dst")
-    _check_page_fits(rows, p, f, page_bytes)
+    page = _anatomy(rows, p, f, _last_dim(dst, "dst"))
     lead = tuple(payload.shape[:-2])
     require(
         tuple(dst.shape[:-1]) == lead,
         f"dst: leading dims {tuple(dst.shape[:-1])} differ from the rows' {lead}",
     )
-    dst[..., : rows * p].copy_(payload.reshape(*lead, rows * p))
-    dst[..., rows * p : rows * (p + f)].copy_(footer.reshape(*lead, rows * f))
+    dst[..., page.payload.slice].copy_(payload.reshape(*lead, page.payload.size))
+    dst[..., page.footer.slice].copy_(footer.reshape(*lead, page.footer.size))
     if zero_padding:
-        dst[..., rows * (p + f) :].zero_()
+        dst[..., page.padding.slice].zero_()
     return dst
 
 
@@ -915,10 +966,10 @@ def pack_page(payload: torch.Tensor, footer: torch.Tensor, page_bytes: int) -> t
     """(payload uint8 [..., rows, P], footer uint8 [..., rows, F]) -> page uint8 [..., page_bytes].
 
     All rows' payloads first (row t at t*P), then all footers (row t at rows*P + t*F), then zero
-    padding; ValueError naming page_bytes if rows*(P+F) > page_bytes.
+    padding (formats.PageAnatomy); ValueError naming page_bytes if rows*(P+F) > page_bytes.
     """
     rows, p, f = _check_rows(payload, footer)
-    _check_page_fits(rows, p, f, page_bytes)
+    _anatomy(rows, p, f, page_bytes)
     out = torch.empty(*payload.shape[:-2], page_bytes, dtype=torch.uint8, device=payload.device)
     return write_page(out, payload, footer)
 
@@ -926,13 +977,13 @@ def pack_page(payload: torch.Tensor, footer: torch.Tensor, page_bytes: int) -> t
 def unpack_page(page: torch.Tensor, rows: int, P: int, F: int) -> tuple[torch.Tensor, torch.Tensor]:
     """page uint8 [..., page_bytes] -> (payload [..., rows, P], footer [..., rows, F]).
 
-    The inverse of pack_page; returns views of ``page`` where torch can (reshape).
+    The inverse of pack_page (formats.PageAnatomy); returns views of ``page`` where torch can (reshape).
     """
     page = _u8(page, "page")
-    _check_page_fits(rows, P, F, _last_dim(page, "page"))
+    a = _anatomy(rows, P, F, _last_dim(page, "page"))
     lead = tuple(page.shape[:-1])
-    payload = page[..., : rows * P].reshape(*lead, rows, P)
-    footer = page[..., rows * P : rows * (P + F)].reshape(*lead, rows, F)
+    payload = page[..., a.payload.slice].reshape(*lead, rows, P)
+    footer = page[..., a.footer.slice].reshape(*lead, rows, F)
     return payload, footer
 
 
@@ -945,7 +996,7 @@ def read_interleaved(page: torch.Tensor, rows: int, P: int, F: int) -> tuple[tor
     taken from the middle of other rows' values, except row 0's payload.
     """
     page = _u8(page, "page")
-    _check_page_fits(rows, P, F, _last_dim(page, "page"))
+    a = _anatomy(rows, P, F, _last_dim(page, "page"))
     lead = tuple(page.shape[:-1])
-    recs = page[..., : rows * (P + F)].reshape(*lead, rows, P + F)
+    recs = page[..., a.content.slice].reshape(*lead, rows, P + F)
     return recs[..., :P], recs[..., P:]

@@ -1,4 +1,4 @@
-"""Byte-exact tests of kvviz.quant (REFERENCE.md section 4): hand-worked bytes, exact references,
+"""Byte-exact tests of kvviz.quant (docs/row-formats.md#row-formats): hand-worked bytes, exact references,
 round-trip error bounds, page placement, and input validation."""
 
 from __future__ import annotations
@@ -517,21 +517,4 @@ def test_decode_refuses_other_codecs_encoding():
         q.get_codec("fp32").decode(enc)
 
 
-# ---------------------------------------------------------------------------- devices
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("name", sorted(q.CODECS))
-def test_cuda_bytes_equal_cpu_bytes(name):
-    dims = DIMS[name][0]
-    x = rand((8, 64, dims), seed=11, log2_scale=3.0, zero_frac=0.1)
-    codec = q.get_codec(name)
-    cpu = codec.encode(x)
-    gpu = codec.encode(x.cuda())
-    assert gpu.payload.is_cuda and gpu.footer.is_cuda
-    assert torch.equal(gpu.payload.cpu(), cpu.payload) and torch.equal(gpu.footer.cpu(), cpu.footer)
-    assert torch.equal(codec.decode(gpu).cpu(), codec.decode(cpu))
-    assert torch.equal(q.error_bound(name, x.cuda()).cpu(), q.error_bound(name, x))
-    pages = q.pack_page(gpu.payload, gpu.footer, 64 * (dims * 4 + 64))
-    p, f = q.unpack_page(pages, 64, gpu.payload.shape[-1], gpu.footer.shape[-1])
-    assert torch.equal(p.cpu(), cpu.payload)
+# CPU/CUDA byte parity of every codec: tests/test_parity.py (marked `cuda`).
