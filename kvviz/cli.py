@@ -92,9 +92,9 @@ def add_model_arguments(p: argparse.ArgumentParser, *, planner_default: str = "o
                      help='arbitrary groups as JSON: {"groups": [{"name", "layers": [{"name", "page_bytes"}]}]}')
     p.add_argument("--planner", default=planner_default, choices=PLANNERS, help=f"default {planner_default}")
     knobs = p.add_argument_group("model knobs (with --model or --config; refused with --groups)")
-    knobs.add_argument("--backend", help=f"page alignment ({', '.join(BACKENDS)}); default {d.backend}")
-    knobs.add_argument("--main-format", help="fp8_ds_mla, fp8 or bf16 (default: the backend's)")
-    knobs.add_argument("--indexer", help=f"indexer K row: fp8 (132 B) or mxfp4 (68 B); default {d.indexer_format}")
+    knobs.add_argument("--backend", type=_nonempty("the backend"), help=f"page alignment ({', '.join(BACKENDS)}); default {d.backend}")
+    knobs.add_argument("--main-format", type=_nonempty("the format"), help="fp8_ds_mla, fp8 or bf16 (default: the backend's)")
+    knobs.add_argument("--indexer", type=_nonempty("the format"), help=f"indexer K row: fp8 (132 B) or mxfp4 (68 B); default {d.indexer_format}")
     knobs.add_argument("--no-mtp", action="store_true", help="leave out the MTP layer(s)")
     knobs.add_argument("--block-size", type=_int_in(1, MAX_TOKENS_PER_BLOCK), metavar="TOKENS",
                        help=f"tokens per block of the main caches (default {d.block_size})")

@@ -22,7 +22,7 @@ from .errors import KvvizError, require
 
 # ---- bounds (each in the message that enforces it) -----------------------------------------
 MAX_INPUT_BYTES = 1 << 20  # 1 MiB: an HF config.json is a few KiB, a groups file of MAX_LAYERS layers < 1 MiB
-MAX_INT_DIGITS = 20  # JSON integers: enough for any byte count below 2^64
+MAX_INT_DIGITS = 100  # JSON integers: far above every bound below, far below Python's 4,300-digit limit
 MAX_LAYERS = 4096  # layers of a model (MTP included), or layer entries of a groups file
 MAX_DIM = 1 << 16  # head_dim, qk_rope_head_dim, index_head_dim
 MAX_TOKENS_PER_BLOCK = 1 << 20  # --block-size and a groups file's tokens_per_block
@@ -111,6 +111,8 @@ def parse_json(data: bytes, *, what: str) -> object:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise KvvizError(f"{what}: is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start:,})") from None
+    if "\x00" in text:  # valid UTF-8, but no JSON text holds a NUL: UTF-16 or binary
+        raise KvvizError(f"{what}: is not UTF-8 text (a NUL byte at offset {data.index(0):,}; UTF-16?)")
     try:
         doc = json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant)
     except json.JSONDecodeError as e:
