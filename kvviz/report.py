@@ -114,9 +114,14 @@ def render_report(out_dir, *, layout: Layout, before: Layout | None = None, afte
     low, high = DPI_RANGE
     require(type(dpi) is int and low <= dpi <= high, f"dpi={dpi!r}: must be an integer from {low} to {high}")
     out = prepare_out_dir(out_dir)
+    figures = list(report_figures(layout, before=before, after=after))
+    names = [f"{n}.{ext}" for n, _, _ in figures for ext in ("png", "svg")[: 1 + svg]] + ["report.html"]
+    for name in names:  # refuse a link before writing anything
+        require(not (out / name).is_symlink(),
+                f"out_dir: {str(out / name)!r} is a symbolic link; refusing to write through it")
     written: list[Path] = []
     rendered = []
-    for name, caption, build in report_figures(layout, before=before, after=after):
+    for name, caption, build in figures:
         fig = build()
         png = plot.to_png_bytes(fig, dpi=dpi)
         write_file(out / f"{name}.png", png)
