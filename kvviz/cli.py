@@ -41,9 +41,13 @@ class _Parser(argparse.ArgumentParser):
 # ---- option types: each refuses what it cannot use, with the bound in the message ----------
 def _int_in(low: int, high: int):
     def parse(text: str) -> int:
+        digits = text.strip().lstrip("+-").lstrip("0")
+        if digits.isdigit() and len(digits) > len(str(high)):  # before int(): it refuses 4,301 digits
+            raise argparse.ArgumentTypeError(f"a {len(digits):,}-digit number is out of range: "
+                                             f"must be from {low:,} to {high:,}")
         try:
             value = int(text)
-        except ValueError:  # also the digit limit of int(): "1" * 5000
+        except ValueError:
             raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer") from None
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{value:,} is out of range: must be from {low:,} to {high:,}")
