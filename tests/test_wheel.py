@@ -5,6 +5,7 @@ installed into an empty folder, and run from another directory with no site-pack
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -23,6 +24,15 @@ NOT_PACKAGED = "presets not packaged: kvviz/presets/*.json is missing from the s
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """(wheel path, folder the wheel is installed into)."""
+    # Offline means no build isolation: the build backend must already be here. setuptools has
+    # built wheels by itself since 70.1; older ones need the `wheel` package.
+    if importlib.util.find_spec("setuptools") is None:
+        pytest.fail("building the wheel offline needs setuptools in the venv")
+    import setuptools
+
+    major, minor = (int(x) for x in setuptools.__version__.split(".")[:2])
+    if (major, minor) < (70, 1) and importlib.util.find_spec("wheel") is None:
+        pytest.fail(f"setuptools {setuptools.__version__} without `wheel` cannot build the wheel offline")
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"  # a copy, so the build leaves no build/ or *.egg-info in the checkout
     src.mkdir()
