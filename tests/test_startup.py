@@ -7,7 +7,6 @@ process imports, which is what makes it fast.
 from __future__ import annotations
 
 import ast
-import importlib
 import json
 import subprocess
 import sys
@@ -79,12 +78,8 @@ def test_all_is_short_and_listed_by_dir():
 @pytest.mark.parametrize("name", kvviz.__all__)
 def test_each_public_name_resolves_to_its_module(name):
     module = kvviz._PUBLIC[name]
-    try:
-        importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name != module:
-            raise
-        pytest.skip(f"{module} is not in this branch yet (another helper adds it): {name} cannot resolve")
+    if not (PACKAGE / (module.split(".", 1)[1] + ".py")).exists():
+        pytest.skip(f"{module} is not in this checkout yet (another branch adds it): {name} cannot resolve")
     value = getattr(kvviz, name)
     assert value is getattr(sys.modules[module], name)
     assert getattr(value, "__module__", module).startswith("kvviz")
