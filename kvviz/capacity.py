@@ -17,6 +17,7 @@ def budget_bytes(*, gib: float | None = None, num_bytes: int | None = None) -> i
     if gib is not None:
         require(isinstance(gib, (int, float)) and math.isfinite(gib) and gib > 0,
                 f"budget_gib={gib!r}: must be a positive number")
+        require(math.isfinite(gib * GIB), f"budget_gib={gib!r}: too large to count in bytes")  # 1e308: int(inf)
         return int(gib * GIB)
     require(isinstance(num_bytes, int) and num_bytes > 0, f"budget_bytes={num_bytes!r}: must be a positive integer")
     return num_bytes

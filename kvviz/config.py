@@ -17,6 +17,8 @@ from importlib.resources import files
 from pathlib import Path
 
 from .errors import KvvizError, require
+from .inputs import MAX_DIM, MAX_LAYERS
+from .inputs import read_json as _read_json_safely
 
 MODELS_DIR = files("kvviz") / "presets"  # a Traversable: `/ name`, `.read_text()`, `.iterdir()`
 DEEPSEEK_V4_MODEL_TYPE = "deepseek_v4"
@@ -49,13 +51,20 @@ class ModelConfig:
     index_topk: int | None = None
 
     def __post_init__(self) -> None:
+        require(isinstance(self.name, str), f"name={self.name!r}: must be a string")
         for field in ("num_hidden_layers", "head_dim", "qk_rope_head_dim", "sliding_window", "index_head_dim"):
             value = getattr(self, field)
-            require(isinstance(value, int) and value > 0, f"{field}={value!r}: must be a positive integer")
+            # type() is int: JSON's true/false are bools, and bool is a subclass of int.
+            require(type(value) is int and value > 0, f"{field}={value!r}: must be a positive integer")
         require(
-            isinstance(self.num_nextn_predict_layers, int) and self.num_nextn_predict_layers >= 0,
+            type(self.num_nextn_predict_layers) is int and self.num_nextn_predict_layers >= 0,
             f"num_nextn_predict_layers={self.num_nextn_predict_layers!r}: must be a non-negative integer",
         )
+        # Bounds on what sizes work (kvviz.inputs): a billion MTP layers would never finish.
+        require(self.num_layers_with_mtp <= MAX_LAYERS,
+                f"num_hidden_layers + num_nextn_predict_layers = {self.num_layers_with_mtp:,}: at most {MAX_LAYERS:,}")
+        for field in ("head_dim", "qk_rope_head_dim", "index_head_dim"):
+            require(getattr(self, field) <= MAX_DIM, f"{field}={getattr(self, field):,}: at most {MAX_DIM:,}")
         require(
             self.qk_rope_head_dim < self.head_dim,
             f"qk_rope_head_dim={self.qk_rope_head_dim}: must be smaller than head_dim={self.head_dim}",
@@ -65,7 +74,7 @@ class ModelConfig:
             f"compress_ratios: has {len(self.compress_ratios)} entries, needs at least num_hidden_layers={self.num_hidden_layers}",
         )
         for i, r in enumerate(self.compress_ratios):
-            require(isinstance(r, int) and r >= 0, f"compress_ratios[{i}]={r!r}: must be a non-negative integer")
+            require(type(r) is int and r >= 0, f"compress_ratios[{i}]={r!r}: must be a non-negative integer")
 
     @property
     def num_layers_with_mtp(self) -> int:
@@ -110,16 +119,9 @@ def config_from_dict(raw: dict, *, name: str) -> ModelConfig:
 
 
 def read_json(path: str | Path, *, what: str) -> object:
-    """Parse a JSON file, turning I/O and syntax errors into one-line KvvizErrors."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise KvvizError(f"{what} {str(p)!r}: cannot read ({e.strerror})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise KvvizError(f"{what} {str(p)!r}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    """Parse a JSON file given as option `what`: a regular file, size-limited, UTF-8, bounded
+    (kvviz.inputs); every failure a one-line KvvizError."""
+    return _read_json_safely(path, what=what)
 
 
 def load_config(path: str | Path) -> ModelConfig:

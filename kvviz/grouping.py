@@ -12,6 +12,7 @@ from functools import cached_property
 
 from .config import read_json
 from .errors import KvvizError, require
+from .inputs import MAX_LAYERS, MAX_PAGE_BYTES, MAX_SLIDING_WINDOW, MAX_TOKENS_PER_BLOCK, short_repr, bounded_int
 from .specs import CacheKind, CacheSpec, custom_cache
 
 
@@ -131,37 +132,48 @@ def groups_from_json(raw: object, *, source: str = "--groups") -> tuple[KVGroup,
     """Arbitrary groups: {"groups": [{"name": ..., "layers": [{"name": ..., "page_bytes": ...}]}]}.
 
     Optional per layer: "tokens_per_block" (default 256) and "sliding_window" (default null = full).
+    Names are strings, unique among groups and among layers; numbers are integers within the
+    bounds of kvviz.inputs.
     """
+    if isinstance(raw, dict) and "groups" not in raw and "num_hidden_layers" in raw:
+        raise KvvizError(f"{source}: this is a model config, not a groups file; give it with --config")
     require(isinstance(raw, dict) and isinstance(raw.get("groups"), list),
             f'{source}: expected an object {{"groups": [...]}}')
     require(len(raw["groups"]) > 0, f"{source}: groups is empty")
-    groups, seen = [], set()
+    groups, seen, group_names = [], set(), set()
     for gi, g in enumerate(raw["groups"]):
         require(isinstance(g, dict), f"{source}: groups[{gi}] must be an object")
         name = g.get("name", f"group{gi}")
+        require(isinstance(name, str) and name != "", f"{source}: groups[{gi}].name={short_repr(name)}: must be a non-empty string")
+        require(name not in group_names, f"{source}: groups[{gi}].name={name!r}: appears twice")
+        group_names.add(name)
         layers = g.get("layers")
         require(isinstance(layers, list) and layers, f"{source}: groups[{gi}] ({name!r}) has no layers")
+        require(len(seen) + len(layers) <= MAX_LAYERS, f"{source}: more than {MAX_LAYERS:,} layers")
         specs = []
         for li, layer in enumerate(layers):
             where = f"{source}: groups[{gi}].layers[{li}]"
             require(isinstance(layer, dict), f"{where} must be an object")
             require("page_bytes" in layer, f"{where} is missing page_bytes")
-            pb = layer["page_bytes"]
-            require(isinstance(pb, int) and not isinstance(pb, bool) and pb > 0,
-                    f"{where}.page_bytes={pb!r}: must be a positive integer")
+            pb = bounded_int(layer["page_bytes"], field=f"{where}.page_bytes", low=1, high=MAX_PAGE_BYTES)
             lname = layer.get("name", f"{name}.{li}")
+            require(isinstance(lname, str) and lname != "", f"{where}.name={short_repr(lname)}: must be a non-empty string")
             require(lname not in seen, f"{where}.name={lname!r}: appears twice")
             seen.add(lname)
+            tokens = bounded_int(layer.get("tokens_per_block", 256), field=f"{where}.tokens_per_block", low=1,
+                                 high=MAX_TOKENS_PER_BLOCK)
+            window = layer.get("sliding_window")
+            if window is not None:
+                window = bounded_int(window, field=f"{where}.sliding_window", low=1, high=MAX_SLIDING_WINDOW)
             kind = CacheKind.CUSTOM
             if "kind" in layer:
-                try:
-                    kind = CacheKind[str(layer["kind"]).upper()]
-                except KeyError:
-                    raise KvvizError(f"{where}.kind={layer['kind']!r}: unknown; choose one of "
-                                     f"{', '.join(k.name.lower() for k in CacheKind)}") from None
-            specs.append(custom_cache(lname, pb, kind=kind, tokens_per_block=layer.get("tokens_per_block", 256),
-                                      sliding_window=layer.get("sliding_window")))
-        groups.append(KVGroup(name=str(name), layers=tuple(specs)))
+                given = layer["kind"]
+                if not isinstance(given, str) or given.upper() not in CacheKind.__members__:
+                    raise KvvizError(f"{where}.kind={short_repr(given)}: unknown; choose one of "
+                                     f"{', '.join(k.name.lower() for k in CacheKind)}")
+                kind = CacheKind[given.upper()]
+            specs.append(custom_cache(lname, pb, kind=kind, tokens_per_block=tokens, sliding_window=window))
+        groups.append(KVGroup(name=name, layers=tuple(specs)))
     return tuple(groups)
 
 

@@ -1,18 +1,27 @@
-"""A layout's figures as PNG + SVG files and one self-contained `report.html`; `kvviz render`.
+"""A layout's figures as PNG + SVG files and one self-contained `report.html` (`kvviz render`).
 
 The HTML holds everything it shows: the figures as base64 PNGs, the group and layout tables,
 the text byte map and the stride derivation. It links to nothing outside itself.
+
+Writing never follows a symbolic link: each file is written to a fresh temporary file inside the
+output folder and renamed into place, an output name that is a link is refused, and an
+interrupted run leaves no half-written file under its final name.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import html
+import os
+import tempfile
 from pathlib import Path
+from typing import Callable
 
 from . import plot
 from .errors import KvvizError, require
+from .inputs import DPI_RANGE
 from .layout import Layout, Placement
 
 
@@ -26,20 +35,53 @@ class RenderedFigure:
 
 
 def prepare_out_dir(path, *, what: str = "out_dir") -> Path:
-    """Create the output folder (parents too); a KvvizError naming `what` if that is impossible."""
+    """Create the output folder (parents too) and check it takes new files; a KvvizError naming
+    `what` if that is impossible."""
+    require(str(path) != "", f"{what} '': needs a folder name")
     p = Path(path)
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise KvvizError(f"{what} {str(p)!r}: cannot create the folder ({e.strerror or e})") from None
     require(p.is_dir(), f"{what} {str(p)!r}: is not a folder")
-    probe = p / ".kvviz-write-test"
-    try:
-        probe.write_bytes(b"")
-        probe.unlink()
+    try:  # a probe under a fresh name (O_EXCL): never opens an existing file or link
+        fd, probe = tempfile.mkstemp(prefix=".kvviz-write-test-", dir=p)
+        os.close(fd)
+        os.unlink(probe)
     except OSError as e:
         raise KvvizError(f"{what} {str(p)!r}: cannot write there ({e.strerror or e})") from None
     return p
+
+
+def write_file(path: Path, data: bytes | str | Callable[[Path], None]) -> None:
+    """Write `data` (bytes, text, or a function that writes a given path) to `path` through a
+    temporary file in the same folder renamed into place: never follows a link, and never leaves
+    a half-written file under the final name."""
+    require(not path.is_symlink(), f"out_dir: {str(path)!r} is a symbolic link; refusing to write through it")
+    tmp = None
+    try:
+        # Same suffix, so a writer that picks the format from the name (plot.save_figure) still can.
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a plain new file gets 0666 - umask
+        with os.fdopen(fd, "wb") as f:
+            if not callable(data):
+                f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        if callable(data):
+            data(Path(tmp))
+        os.replace(tmp, path)  # replaces a link itself, never its target
+        tmp = None
+    except OSError as e:
+        raise KvvizError(f"out_dir: cannot write {str(path)!r} ({e.strerror or e})") from None
+    finally:
+        if tmp is not None:  # failed or interrupted (KeyboardInterrupt passes through here)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
 
 
 def report_figures(layout: Layout, *, before: Layout | None = None, after: Layout | None = None):
@@ -63,39 +105,33 @@ def report_figures(layout: Layout, *, before: Layout | None = None, after: Layou
                lambda c=p.cache: plot.page_anatomy(c))
 
 
-def _write(path: Path, data: bytes | str, written: list[Path]) -> None:
-    try:
-        if isinstance(data, str):
-            path.write_text(data, encoding="utf-8")
-        else:
-            path.write_bytes(data)
-    except OSError as e:
-        raise KvvizError(f"out_dir: cannot write {str(path)!r} ({e.strerror or e})") from None
-    written.append(path)
-
-
 def render_report(out_dir, *, layout: Layout, before: Layout | None = None, after: Layout | None = None,
                   title: str, dpi: int = plot.DEFAULT_DPI, svg: bool = True) -> list[Path]:
     """Write every figure as <name>.png (and <name>.svg) plus report.html; return the paths written
     (report.html last)."""
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
     require((before is None) == (after is None), "before/after: give both layouts or neither")
-    require(isinstance(dpi, int) and 20 <= dpi <= 600, f"dpi={dpi!r}: must be an integer from 20 to 600")
+    low, high = DPI_RANGE
+    require(type(dpi) is int and low <= dpi <= high, f"dpi={dpi!r}: must be an integer from {low} to {high}")
     out = prepare_out_dir(out_dir)
+    figures = list(report_figures(layout, before=before, after=after))
+    names = [f"{n}.{ext}" for n, _, _ in figures for ext in ("png", "svg")[: 1 + svg]] + ["report.html"]
+    for name in names:  # refuse a link before writing anything
+        require(not (out / name).is_symlink(),
+                f"out_dir: {str(out / name)!r} is a symbolic link; refusing to write through it")
     written: list[Path] = []
     rendered = []
-    for name, caption, build in report_figures(layout, before=before, after=after):
+    for name, caption, build in figures:
         fig = build()
         png = plot.to_png_bytes(fig, dpi=dpi)
-        _write(out / f"{name}.png", png, written)
+        write_file(out / f"{name}.png", png)
+        written.append(out / f"{name}.png")
         if svg:
-            try:
-                plot.save_figure(fig, out / f"{name}.svg", dpi=dpi)
-            except OSError as e:
-                raise KvvizError(f"out_dir: cannot write {str(out / f'{name}.svg')!r} ({e.strerror or e})") from None
+            write_file(out / f"{name}.svg", lambda tmp, fig=fig: plot.save_figure(fig, tmp, dpi=dpi))
             written.append(out / f"{name}.svg")
         rendered.append(RenderedFigure(name, caption, png))
-    _write(out / "report.html", report_html(layout, rendered, title=title, before=before, after=after), written)
+    write_file(out / "report.html", report_html(layout, rendered, title=title, before=before, after=after))
+    written.append(out / "report.html")
     return written
 
 
@@ -145,42 +181,3 @@ def report_html(layout: Layout, figures: list[RenderedFigure], *, title: str, be
               f"<details><summary>{layout.num_layers} rows</summary>", _table_html(layout.to_dataframe()),
               "</details>", "</body>", "</html>", ""]
     return "\n".join(parts)
-
-
-# ---- kvviz render -------------------------------------------------------------------------
-def register(subparsers) -> None:
-    """Add `kvviz render` to the CLI (called by kvviz.cli.build_parser)."""
-    from .cli import add_model_arguments
-
-    p = subparsers.add_parser("render", help="write the figures (PNG + SVG) and a self-contained report.html")
-    add_model_arguments(p)
-    p.add_argument("--out", required=True, help="output folder (created when missing)")
-    p.add_argument("--title", default=None, help="report title (default: model, backend, planner)")
-    p.add_argument("--dpi", type=int, default=plot.DEFAULT_DPI, help=f"PNG resolution (default {plot.DEFAULT_DPI})")
-    p.add_argument("--no-svg", action="store_true", help="write PNGs only")
-    p.set_defaults(func=run)
-
-
-def run(args) -> int:
-    from .cli import config_from_args, layout_from_args
-    from .planners import compare_layouts
-
-    require(20 <= args.dpi <= 600, f"--dpi {args.dpi}: must be from 20 to 600")
-    layout = layout_from_args(args)
-    before = after = None
-    if args.groups:
-        source = Path(args.groups).name
-    else:
-        config = config_from_args(args)
-        source = args.model or Path(args.config).stem
-        # vLLM #48993's own before/after for this backend (its knobs: padding + FP8 indexer vs
-        # overlay + MXFP4), whatever planner the main figure uses.
-        before, after = compare_layouts(config, args.backend, mtp=not args.no_mtp, main_format=args.main_format,
-                                        block_size=args.block_size)
-    out = prepare_out_dir(args.out, what="--out")  # after the layouts: bad input creates no folder
-    setting = f"{layout.planner} layout" if args.groups else f"{args.backend}, {layout.planner} layout"
-    title = args.title or f"{source}: {setting}"
-    for path in render_report(out, layout=layout, before=before, after=after, title=title, dpi=args.dpi,
-                              svg=not args.no_svg):
-        print(path)
-    return 0

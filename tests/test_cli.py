@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from kvviz.cli import main
-from kvviz.config import MODELS_DIR
+from kvviz.config import MODELS_DIR, load_model
+from kvviz.planners import compare_layouts
+from kvviz.published import PUBLISHED_TABLE
 
 VLLM = json.loads((Path(__file__).parent / "data" / "vllm-0.33-deepseek-v4-pro.json").read_text())
 
@@ -104,10 +106,10 @@ BAD = [
     (["plan", "--model", "deepseek-v4-pro", "--backend", "tpu"], "backend"),
     (["plan", "--model", "deepseek-v4-pro", "--planner", "magic"], "planner"),
     (["plan", "--model", "deepseek-v4-pro", "--indexer", "mxfp4", "--index-head-dim", "100"], "index_head_dim=100"),
-    (["plan", "--model", "deepseek-v4-pro", "--head-dim", "0"], "head_dim"),
-    (["plan", "--model", "deepseek-v4-pro", "--budget-gib", "0"], "budget_gib"),
-    (["plan", "--model", "deepseek-v4-pro", "--budget-gib", "-3"], "budget_gib"),
-    (["plan", "--model", "deepseek-v4-pro", "--budget-bytes", "-1"], "budget_bytes"),
+    (["plan", "--model", "deepseek-v4-pro", "--head-dim", "0"], "--head-dim"),
+    (["plan", "--model", "deepseek-v4-pro", "--budget-gib", "0"], "--budget-gib"),
+    (["plan", "--model", "deepseek-v4-pro", "--budget-gib", "-3"], "--budget-gib"),
+    (["plan", "--model", "deepseek-v4-pro", "--budget-bytes", "-1"], "--budget-bytes"),
     (["plan", "--model", "deepseek-v4-pro", "--budget-gib", "lots"], "--budget-gib"),
     (["plan"], "required"),
     (["compare", "--model", "deepseek-v4-pro", "--backend", "none", "--budget-gib", "1"], "--backend"),
@@ -159,3 +161,71 @@ def test_console_script_and_module_entry_points():
         assert ok.returncode == 0 and json.loads(ok.stdout)["block_stride"] == 1_315_008
         bad = subprocess.run(cmd + ["plan", "--model", "nope"], capture_output=True, text=True)
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+# ---- compare says where the published counts come from (docs/published-numbers.md#budget-rounding)
+@pytest.mark.parametrize("row", PUBLISHED_TABLE, ids=lambda r: r.backend)
+def test_compare_names_the_budget_range_behind_the_published_counts(capsys, row):
+    code, out, _ = run(capsys, "compare", "--model", row.model, "--backend", row.backend,
+                       "--budget-gib", str(row.budget_gib))
+    assert code == 0
+    before, after = compare_layouts(load_model(row.model), row.backend)
+    # Derived independently: the budgets B with B // stride == published count, for both strides.
+    lo = max(row.blocks_before * before.block_stride, row.blocks_after * after.block_stride)
+    hi = min((row.blocks_before + 1) * before.block_stride, (row.blocks_after + 1) * after.block_stride) - 1
+    assert lo <= hi
+    last = out.rstrip("\n").splitlines()[-1]
+    assert f"{row.blocks_before:,} -> {row.blocks_after:,} blocks at {row.budget_gib} GiB" in last
+    assert "rounded to 0.01 GiB" in last and f"{lo:,}..{hi:,} B" in last
+    code, out, _ = run(capsys, "compare", "--model", row.model, "--backend", row.backend,
+                       "--budget-bytes", str(lo), "--json")
+    doc = json.loads(out)
+    assert (doc["before"]["num_blocks"], doc["after"]["num_blocks"]) == (row.blocks_before, row.blocks_after)
+    assert doc["published"]["budget_range_bytes"] == [lo, hi]
+
+
+def test_compare_json_carries_the_budget_as_given(capsys):
+    code, out, _ = run(capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashmla",
+                       "--budget-gib", "26.09", "--json")
+    doc = json.loads(out)
+    assert doc["budget_gib"] == 26.09 and doc["budget_bytes"] == int(26.09 * 2**30) == 28_013_924_188
+    code, out, _ = run(capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashmla",
+                       "--budget-bytes", "28013924188", "--json")
+    doc = json.loads(out)
+    assert doc["budget_gib"] is None and doc["budget_bytes"] == 28_013_924_188
+
+
+def test_compare_without_mtp_claims_no_published_counts(capsys):
+    code, out, _ = run(capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashmla", "--no-mtp",
+                       "--budget-gib", "26.09", "--json")
+    assert code == 0 and json.loads(out)["published"] is None
+
+
+def test_plan_budget_below_one_block_prints_nothing_but_the_error(capsys):
+    for extra in ([], ["--json"]):
+        code, out, err = run(capsys, "plan", "--model", "deepseek-v4-pro", "--budget-gib", "1e-12", *extra)
+        assert (code, out) == (2, "")
+        assert err == "kvviz: error: --budget-gib 1e-12: 0 B is smaller than one block stride (1,315,008 B)\n"
+
+
+def test_model_knobs_with_groups_are_refused_not_ignored(capsys, tmp_path):
+    groups = _write(tmp_path, "g.json", json.dumps({"groups": [{"name": "g", "layers": [{"page_bytes": 64}]}]}))
+    code, out, err = run(capsys, "plan", "--groups", groups, "--head-dim", "256")
+    assert (code, out) == (2, "") and err.startswith("kvviz: error: --head-dim: a model knob")
+    code, out, _ = run(capsys, "plan", "--groups", groups, "--json")
+    assert code == 0 and json.loads(out)["block_stride"] == 64
+
+
+def test_config_option_given_a_groups_file_points_to_groups(capsys, tmp_path):
+    groups = _write(tmp_path, "g.json", json.dumps({"groups": [{"name": "g", "layers": [{"page_bytes": 64}]}]}))
+    code, _, err = run(capsys, "plan", "--config", groups)
+    assert code == 2 and "is a groups file" in err and "--groups" in err
+
+
+def test_help_lists_every_subcommand(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("plan", "compare", "models", "render"):
+        assert f"    {command} " in out

@@ -115,3 +115,54 @@ def test_cli_render_bad_option_is_one_line_and_status_2(tmp_path, capsys, argv, 
     assert err.startswith("kvviz: error: ") and err.count("\n") == 1
     assert needle in err
     assert not (tmp_path / "out").exists()  # bad input writes nothing
+
+
+# ---- writing never follows a link ------------------------------------------------------------
+def test_probe_never_truncates_through_a_link(tmp_path):
+    victim = tmp_path / "outside.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".kvviz-write-test").symlink_to(victim)  # the old probe name
+    assert report.prepare_out_dir(out) == out
+    assert victim.read_text() == "keep me"
+    assert sorted(p.name for p in out.iterdir()) == [".kvviz-write-test"]  # no probe left behind
+
+
+def test_output_name_that_is_a_link_is_refused(tmp_path, capsys):
+    victim = tmp_path / "outside.html"
+    victim.write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.html").symlink_to(victim)
+    assert main(["render", "--model", "deepseek-v4-flash", "--out", str(out), "--no-svg", "--dpi", "30"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "symbolic link" in err and "report.html" in err
+    assert victim.read_text() == "keep me" and (out / "report.html").is_symlink()
+    assert [p.name for p in out.iterdir()] == ["report.html"]  # nothing written before the refusal
+
+
+def test_write_file_replaces_whole_files_and_keeps_the_umask(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_text("a much longer old content")
+    report.write_file(path, "new")
+    assert path.read_text() == "new"
+    assert path.stat().st_mode & 0o777 == 0o666 & ~_umask()
+    report.write_file(tmp_path / "b.svg", lambda p: p.write_text(f"suffix {p.suffix}"))
+    assert (tmp_path / "b.svg").read_text() == "suffix .svg"  # writers that go by the suffix still can
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.svg"]
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def test_empty_out_is_an_error(capsys):
+    assert main(["render", "--model", "deepseek-v4-flash", "--out", ""]) == 2
+    assert capsys.readouterr().err == "kvviz: error: argument --out: the output folder is empty\n"
+    with pytest.raises(KvvizError, match="needs a folder name"):
+        report.prepare_out_dir("")

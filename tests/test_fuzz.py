@@ -1,0 +1,528 @@
+"""Bad and odd invocations of `kvviz`: each ends with exit status 2, exactly one line on stderr,
+nothing on stdout and no traceback; Ctrl-C ends with `kvviz: interrupted` and status 130.
+
+Every class of failure the fuzzing in the issue found has its own cases (a file that is not
+UTF-8, a 5,000-digit integer, JSON nested 5,000 deep, a list where a name belongs, a lone
+surrogate, an empty source, a budget of 1e308 GiB, a budget below one block, page_bytes of
+10^30, /dev/zero, a FIFO, a billion MTP layers), then hypothesis (fixed seed) corrupts valid
+groups files, configs and command lines at random. Most cases call `kvviz.cli.main` in this
+process; the ones that need a process of their own (FIFO, /dev/zero, SIGINT) run one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+
+from kvviz.cli import main
+from kvviz.config import MODELS_DIR
+from kvviz.defaults import GIB
+from kvviz.inputs import MAX_BUDGET_BYTES, MAX_DIM, MAX_LAYERS, MAX_PAGE_BYTES, MAX_TOKENS_PER_BLOCK
+
+ROOT = Path(__file__).resolve().parent.parent
+PRO_TEXT = (MODELS_DIR / "deepseek-v4-pro.json").read_text()
+PRO = json.loads(PRO_TEXT)
+PRO_STRIDE = 1_315_008  # overlay, flashmla, mxfp4 (checked against vLLM in test_cli)
+FUZZ = settings(max_examples=90, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+SEED = 20261130
+
+# A valid groups file; "@@" marks where a case puts its raw JSON text.
+GROUPS = {"groups": [
+    {"name": "attn", "layers": [{"name": "a0", "page_bytes": 300, "tokens_per_block": 16},
+                                {"name": "a1", "page_bytes": 300, "sliding_window": 128}]},
+    {"name": "mamba", "layers": [{"name": "m0", "page_bytes": 500, "kind": "custom"}]},
+]}
+
+
+def invoke(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def assert_refused(argv: list[str], needle: str | None = None) -> str:
+    code, out, err = invoke(argv)
+    assert code == 2, (argv, code, out, err)
+    assert out == "", (argv, out)
+    assert err.startswith("kvviz: error: ") and err.endswith("\n") and err.count("\n") == 1, (argv, err)
+    assert "Traceback" not in err
+    if needle is not None:
+        assert needle in err, (argv, err)
+    return err
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Writes a file (text or bytes) under a fresh name and returns its path."""
+    folder = tmp_path_factory.mktemp("fuzz")
+    count = iter(range(10**9))
+
+    def write(data: str | bytes, suffix: str = ".json") -> str:
+        path = folder / f"f{next(count)}{suffix}"
+        path.write_bytes(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
+        return str(path)
+
+    write.folder = folder
+    return write
+
+
+def groups_with(fragment: str, at: tuple = (0, "layers", 0, "page_bytes")) -> str:
+    """The valid groups file with the value at `at` (group index, then keys) replaced by raw JSON text."""
+    doc = json.loads(json.dumps(GROUPS))
+    node = doc["groups"]
+    for key in at[:-1]:
+        node = node[key]
+    node[at[-1]] = "@@"
+    return json.dumps(doc).replace('"@@"', fragment)
+
+
+def config_with(field: str, fragment: str | None) -> str:
+    """The Pro preset with one field's value replaced by raw JSON text (None: the field removed)."""
+    doc = dict(PRO)
+    if fragment is None:
+        del doc[field]
+        return json.dumps(doc)
+    doc[field] = "@@"
+    return json.dumps(doc).replace('"@@"', fragment)
+
+
+DEEP = "[" * 5000 + "]" * 5000
+HUGE_INT = "1" * 5000
+
+# ---- the classes from the issue, one or more cases each -----------------------------------
+NOT_UTF8 = [
+    ("binary", bytes(range(256)) * 4),
+    ("latin-1", json.dumps(GROUPS).replace("attn", "attn\u00e9").encode("latin-1")),
+    ("utf-16", json.dumps(GROUPS).encode("utf-16")),
+    ("utf-16-le", json.dumps(GROUPS).encode("utf-16-le")),
+    ("utf-32", PRO_TEXT.encode("utf-32")),
+    ("lone 0xff", b'{"groups": [\xff]}'),
+]
+
+
+@pytest.mark.parametrize("option", ["--groups", "--config"])
+@pytest.mark.parametrize("label,data", NOT_UTF8, ids=[n for n, _ in NOT_UTF8])
+def test_file_that_is_not_utf8(files, option, label, data):
+    assert_refused(["plan", option, files(data)], "not UTF-8")
+
+
+@pytest.mark.parametrize("text,needle", [
+    (groups_with(HUGE_INT), "5,000 digits (at most 100)"),
+    (groups_with("-" + HUGE_INT), "5,000 digits"),
+    (groups_with(HUGE_INT, (0, "layers", 0, "tokens_per_block")), "digits"),
+    (groups_with(HUGE_INT, (0, "layers", 1, "sliding_window")), "digits"),
+    (config_with("num_hidden_layers", HUGE_INT), "digits"),
+    (config_with("head_dim", "9" * 4301), "digits"),
+    (config_with("compress_ratios", f"[{HUGE_INT}]"), "digits"),
+])
+def test_integer_of_thousands_of_digits(files, text, needle):
+    option = "--groups" if text.startswith('{"groups"') else "--config"
+    assert_refused(["plan", option, files(text)], needle)
+
+
+@pytest.mark.parametrize("text", [DEEP, "{\"a\": " * 5000 + "1" + "}" * 5000, groups_with(DEEP),
+                                  groups_with(DEEP, (0, "name")), config_with("compress_ratios", DEEP),
+                                  config_with("name", DEEP)])
+@pytest.mark.parametrize("option", ["--groups", "--config"])
+def test_json_nested_thousands_deep(files, text, option):
+    assert_refused(["plan", option, files(text)])
+
+
+WRONG_TYPES = [((0, "name"), "[]"), ((0, "name"), "{}"), ((0, "name"), "1"), ((0, "name"), "null"),
+               ((0, "name"), '""'), ((0, "layers", 0, "name"), "[]"), ((0, "layers", 0, "name"), "{}"),
+               ((0, "layers", 0, "name"), "7"), ((0, "layers", 0, "tokens_per_block"), "[1]"),
+               ((0, "layers", 0, "tokens_per_block"), '"x"'), ((0, "layers", 0, "tokens_per_block"), "true"),
+               ((0, "layers", 0, "tokens_per_block"), "16.0"), ((0, "layers", 1, "sliding_window"), "{}"),
+               ((0, "layers", 1, "sliding_window"), "[128]"), ((0, "layers", 1, "sliding_window"), '"128"'),
+               ((0, "layers", 0, "page_bytes"), "[300]"), ((0, "layers", 0, "page_bytes"), '"300"'),
+               ((0, "layers", 0, "page_bytes"), "true"), ((0, "layers", 0, "page_bytes"), "300.0"),
+               ((0, "layers", 0, "page_bytes"), "null"), ((1, "layers", 0, "kind"), "[]"),
+               ((1, "layers", 0, "kind"), "{}"), ((1, "layers", 0, "kind"), "3"), ((0, "layers"), "{}"),
+               ((0, "layers"), '"a0"'), ((0, "layers", 0), "[]"), ((0, "layers", 0), "300")]
+
+
+@pytest.mark.parametrize("at,fragment", WRONG_TYPES)
+def test_wrong_type_where_a_name_or_number_belongs(files, at, fragment):
+    assert_refused(["plan", "--groups", files(groups_with(fragment, at))])
+
+
+@pytest.mark.parametrize("field", ["num_hidden_layers", "num_nextn_predict_layers", "head_dim", "qk_rope_head_dim",
+                                   "sliding_window", "index_head_dim"])
+@pytest.mark.parametrize("fragment", ["true", "false", "[61]", "{}", '"61"', "61.0", "null"])
+def test_config_field_of_the_wrong_type(files, field, fragment):
+    assert_refused(["plan", "--config", files(config_with(field, fragment))], field)
+
+
+@pytest.mark.parametrize("text,option", [
+    (groups_with('"\\ud800"', (0, "name")), "--groups"),
+    (groups_with('"a\\udfffb"', (0, "layers", 0, "name")), "--groups"),
+    (groups_with('"\\ud800"', (1, "layers", 0, "kind")), "--groups"),
+    (config_with("name", '"\\ud800"'), "--config"),
+    ('{"\\ud800": 1}', "--config"),
+])
+def test_lone_surrogate(files, text, option):
+    assert_refused(["plan", option, files(text)], "surrogate")
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "--groups", ""], ["plan", "--config", ""], ["plan", "--model", ""], ["render", "--model", ""],
+    ["render", "--groups", "", "--out", "x"], ["compare", "--model", "", "--backend", "flashmla", "--budget-gib", "1"],
+    ["render", "--model", "deepseek-v4-pro", "--out", ""],
+])
+def test_empty_source_or_output(argv):
+    assert_refused(argv)
+
+
+@pytest.mark.parametrize("budget", ["1e308", "inf", "-inf", "nan", "1e10", "0", "-0", "-1e-300", "0x10", ""])
+@pytest.mark.parametrize("command", ["plan", "compare"])
+def test_budget_gib_out_of_range(budget, command):
+    extra = ["--backend", "flashmla"] if command == "compare" else []
+    assert_refused([command, "--model", "deepseek-v4-pro", *extra, "--budget-gib", budget], "--budget-gib")
+
+
+@pytest.mark.parametrize("option,value", [("--budget-gib", "1e-12"), ("--budget-gib", "1e-9"),
+                                          ("--budget-gib", str((PRO_STRIDE - 1) / GIB)), ("--budget-bytes", "1"),
+                                          ("--budget-bytes", str(PRO_STRIDE - 1))])
+@pytest.mark.parametrize("command", ["plan", "plan-json", "compare", "compare-json"])
+def test_budget_smaller_than_one_block(option, value, command):
+    argv = {"plan": ["plan"], "compare": ["compare", "--backend", "flashmla"]}[command.split("-")[0]]
+    argv = argv + ["--model", "deepseek-v4-pro", option, value] + (["--json"] if command.endswith("json") else [])
+    assert_refused(argv, "smaller than one block stride")
+
+
+@pytest.mark.parametrize("backend,budget", [(b, n) for b in ("flashmla", "flashinfer") for n in ("1", "2", "1000")]
+                         + [("flashinfer", "1228799"), ("flashinfer", "1308671"), ("flashmla", "1315007"),
+                            ("flashmla", "1473407")])
+def test_compare_budget_below_the_larger_stride(backend, budget):
+    assert_refused(["compare", "--model", "deepseek-v4-pro", "--backend", backend, "--budget-bytes", budget],
+                   "smaller than one block stride")
+
+
+@pytest.mark.parametrize("command", ["plan", "render"])
+@pytest.mark.parametrize("page", [str(10**30), str(MAX_PAGE_BYTES + 1), str(2**63), "1e30"])
+def test_page_bytes_beyond_the_bound(files, tmp_path, command, page):
+    argv = [command, "--groups", files(groups_with(page))]
+    if command == "render":
+        argv += ["--out", str(tmp_path / "out")]
+    err = assert_refused(argv, "page_bytes")
+    assert page == "1e30" or f"{MAX_PAGE_BYTES:,}" in err  # the bound is in the message
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("num_nextn_predict_layers", "1000000000", f"{MAX_LAYERS:,}"),
+    ("num_hidden_layers", "100000", f"{MAX_LAYERS:,}"),
+    ("head_dim", str(MAX_DIM + 1), f"{MAX_DIM:,}"),
+    ("index_head_dim", str(2**40), f"{MAX_DIM:,}"),
+])
+def test_counts_that_size_work_are_bounded(files, field, value, needle):
+    assert_refused(["plan", "--config", files(config_with(field, value))], needle)
+
+
+def test_groups_file_with_too_many_layers(files):
+    doc = {"groups": [{"name": "g", "layers": [{"name": f"l{i}", "page_bytes": 8} for i in range(MAX_LAYERS + 1)]}]}
+    assert_refused(["plan", "--groups", files(json.dumps(doc))], f"{MAX_LAYERS:,}")
+
+
+@pytest.mark.parametrize("at,fragment,needle", [
+    ((0, "layers", 0, "tokens_per_block"), "0", "tokens_per_block"),
+    ((0, "layers", 0, "tokens_per_block"), "-1", "tokens_per_block"),
+    ((0, "layers", 0, "tokens_per_block"), '"x"', "tokens_per_block"),
+    ((0, "layers", 0, "tokens_per_block"), str(MAX_TOKENS_PER_BLOCK + 1), "tokens_per_block"),
+    ((0, "layers", 1, "sliding_window"), "-1", "sliding_window"),
+    ((0, "layers", 1, "sliding_window"), "0", "sliding_window"),
+    ((1, "name"), '"attn"', "appears twice"),
+    ((1, "layers", 0, "name"), '"a0"', "appears twice"),
+])
+def test_silently_accepted_before(files, at, fragment, needle):
+    assert_refused(["plan", "--groups", files(groups_with(fragment, at))], needle)
+
+
+def test_bool_where_a_count_belongs(files):
+    assert_refused(["plan", "--config", files(config_with("num_hidden_layers", "true"))], "num_hidden_layers")
+
+
+# ---- odd files ----------------------------------------------------------------------------
+@pytest.mark.parametrize("option", ["--groups", "--config"])
+@pytest.mark.parametrize("content", [b"", b" ", b"null", b"[]", b"{}", b'"text"', b"1e999", b"NaN", b"Infinity",
+                                     b"\xef\xbb\xbf{}", b"\x00" * 64, b"{}{}", b'{"groups": {}}', b"[" * 100])
+def test_odd_file_contents(files, option, content):
+    assert_refused(["plan", option, files(content)])
+
+
+@pytest.mark.parametrize("option", ["--groups", "--config"])
+def test_odd_paths(files, option, tmp_path):
+    assert_refused(["plan", option, str(tmp_path)], "folder")  # a folder
+    assert_refused(["plan", option, str(tmp_path / "absent.json")], "cannot read")
+    assert_refused(["plan", option, str(tmp_path / "absent" / "x.json")], "cannot read")
+    big = files(b" " * (1 << 20) + b"{}")
+    assert_refused(["plan", option, big], "at most")
+    link = tmp_path / "dangling.json"
+    link.symlink_to(tmp_path / "nowhere")
+    assert_refused(["plan", option, str(link)], "cannot read")
+    unreadable = Path(files(b"{}"))
+    unreadable.chmod(0)
+    if os.geteuid() != 0:  # root reads anything
+        assert_refused(["plan", option, str(unreadable)], "cannot read")
+
+
+def test_files_given_to_the_wrong_option(files):
+    assert_refused(["plan", "--config", files(json.dumps(GROUPS))], "--groups")
+    assert_refused(["plan", "--groups", files(PRO_TEXT)], "--config")
+
+
+# ---- options that do not apply, and the command line itself --------------------------------
+@pytest.mark.parametrize("knob", [["--head-dim", "512"], ["--rope-dim", "64"], ["--index-head-dim", "128"],
+                                  ["--indexer", "fp8"], ["--main-format", "bf16"], ["--backend", "flashinfer"],
+                                  ["--no-mtp"], ["--block-size", "256"]])
+@pytest.mark.parametrize("command", ["plan", "render"])
+def test_model_knobs_refused_with_groups(files, tmp_path, knob, command):
+    argv = [command, "--groups", files(json.dumps(GROUPS)), *knob]
+    if command == "render":
+        argv += ["--out", str(tmp_path / "out")]
+    assert_refused(argv, knob[0])
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["nope"], ["plan", "--model"], ["plan", "--model", "deepseek-v4-pro", "--model", "x", "--config", "y"],
+    ["plan", "--model", "deepseek-v4-pro", "--budget-gib", "1", "--budget-bytes", "5"],
+    ["plan", "--model", "deepseek-v4-pro", "--budget", "1"], ["plan", "--model", "deepseek-v4-pro", "extra"],
+    ["plan", "--model", "deepseek-v4-pro", "--unknown"], ["plan", "--model", "deepseek-v4-pro", "a\nb"],
+    ["plan", "--model", "deepseek-v4-pro\n"], ["plan", "--model", "\udcff"], ["plan", "--model", "a\rb"],
+    ["plan", "--model", "deepseek-v4-pro", "--planner", "\x1b[31m"], ["models", "--json"], ["models", "x"],
+    ["compare", "--model", "deepseek-v4-pro", "--backend", "none", "--budget-gib", "1"],
+    ["compare", "--model", "deepseek-v4-pro", "--backend", "flashmla"],
+    ["compare", "--model", "nope", "--backend", "flashmla", "--budget-gib", "1"],
+    ["compare", "--config", "x", "--backend", "flashmla", "--budget-gib", "1"],
+    ["render", "--model", "deepseek-v4-pro"], ["render", "--out", "x"],
+    ["plan", "--model", "deepseek-v4-pro", "--block-size", "100"],
+    ["plan", "--model", "deepseek-v4-pro", "--block-size", "4"],
+    ["plan", "--model", "deepseek-v4-pro", "--rope-dim", "512"],
+    ["plan", "--model", "deepseek-v4-pro", "--indexer", "mxfp4", "--index-head-dim", "100"],
+    ["plan", "--model", "deepseek-v4-pro", "--main-format", ""], ["plan", "--model", "deepseek-v4-pro", "--backend", ""],
+])
+def test_bad_command_lines(argv):
+    assert_refused(argv)
+
+
+@pytest.mark.parametrize("option,low,high", [("--block-size", 1, MAX_TOKENS_PER_BLOCK), ("--head-dim", 1, MAX_DIM),
+                                             ("--rope-dim", 1, MAX_DIM), ("--index-head-dim", 1, MAX_DIM),
+                                             ("--budget-bytes", 1, MAX_BUDGET_BYTES)])
+@pytest.mark.parametrize("value", ["LOW", "HIGH", "-1", "1" * 5000, "x", "1.5", "", "0x10", "1e3", "\udcff"])
+def test_integer_options_out_of_range(option, low, high, value):
+    value = {"LOW": str(low - 1), "HIGH": str(high + 1)}.get(value, value)
+    assert_refused(["plan", "--model", "deepseek-v4-pro", option, value], option)
+
+
+@pytest.mark.parametrize("dpi", ["0", "19", "601", "10" * 3000, "x", "-5"])
+def test_render_dpi_out_of_range(tmp_path, dpi):
+    assert_refused(["render", "--model", "deepseek-v4-pro", "--out", str(tmp_path / "o"), "--dpi", dpi], "--dpi")
+    assert not (tmp_path / "o").exists()
+
+
+def test_render_title_that_is_not_unicode(tmp_path):
+    assert_refused(["render", "--model", "deepseek-v4-flash", "--out", str(tmp_path / "o"), "--title", "\udcff"], "--title")
+
+
+# ---- hypothesis: random corruptions of valid inputs (fixed seed) ---------------------------
+GROUP_SPOTS = [(0, "name"), (1, "name"), (0, "layers"), (0, "layers", 0), (0, "layers", 0, "name"),
+               (0, "layers", 0, "page_bytes"), (0, "layers", 1, "page_bytes"), (1, "layers", 0, "page_bytes"),
+               (0, "layers", 0, "tokens_per_block"), (0, "layers", 1, "sliding_window"), (1, "layers", 0, "kind")]
+NUMBER_SPOTS = {"page_bytes": MAX_PAGE_BYTES, "tokens_per_block": MAX_TOKENS_PER_BLOCK, "sliding_window": 1 << 40}
+BAD_FRAGMENTS = st.one_of(
+    st.sampled_from(["[]", "{}", "null", "true", "false", '""', '"\\ud800"', '"\\udfff"', DEEP, HUGE_INT, "1e999",
+                     "NaN", "-Infinity", "[[[[]]]]", '{"a": []}']),
+    st.lists(st.integers(), max_size=3).map(json.dumps),
+    st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: not x.is_integer()).map(repr),
+)
+
+
+def bad_number(high: int):
+    return st.one_of(st.integers(max_value=0), st.integers(min_value=high + 1, max_value=10**40)).map(str)
+
+
+@seed(SEED)
+@FUZZ
+@given(data=st.data())
+def test_random_groups_corruption(files, data):
+    spot = data.draw(st.sampled_from(GROUP_SPOTS))
+    if spot[-1] in NUMBER_SPOTS and data.draw(st.booleans()):
+        fragment = data.draw(bad_number(NUMBER_SPOTS[spot[-1]]))
+    elif spot[-1] == "kind":
+        fragment = data.draw(st.one_of(BAD_FRAGMENTS, st.text(min_size=1).filter(
+            lambda s: s.upper() not in ("MAIN_C4", "MAIN_C128", "INDEXER_K", "SWA_KV", "STATE_C4", "STATE_C128",
+                                        "INDEXER_STATE", "CUSTOM")).map(json.dumps)))
+    elif spot[-1] == "name":
+        fragment = data.draw(st.one_of(BAD_FRAGMENTS.filter(lambda f: not f.startswith('"') or "\\ud" in f),
+                                       st.just('"attn"' if spot == (1, "name") else '""')))
+    else:
+        fragment = data.draw(BAD_FRAGMENTS)
+    command = data.draw(st.sampled_from(["plan", "plan-json", "render"]))
+    argv = ["plan" if command.startswith("plan") else "render", "--groups", files(groups_with(fragment, spot))]
+    argv += ["--json"] if command == "plan-json" else []
+    argv += ["--out", str(files.folder / "never")] if command == "render" else []
+    assert_refused(argv)
+    assert not (files.folder / "never").exists()
+
+
+CONFIG_FIELDS = ["num_hidden_layers", "num_nextn_predict_layers", "head_dim", "qk_rope_head_dim", "sliding_window",
+                 "index_head_dim", "compress_ratios", "name"]
+
+
+@seed(SEED)
+@FUZZ
+@given(data=st.data())
+def test_random_config_corruption(files, data):
+    field = data.draw(st.sampled_from(CONFIG_FIELDS))
+    how = data.draw(st.sampled_from(["remove", "fragment", "number", "truncate"]))
+    if how == "truncate":
+        text = PRO_TEXT[: data.draw(st.integers(min_value=0, max_value=PRO_TEXT.rindex("}") - 1))]
+    elif how == "remove" and field != "name":
+        text = config_with(field, None)
+    elif how == "number" and field not in ("compress_ratios", "name"):
+        high = {"num_hidden_layers": MAX_LAYERS, "num_nextn_predict_layers": MAX_LAYERS}.get(field, MAX_DIM)
+        low = 0 if field == "num_nextn_predict_layers" else 1
+        too_big = st.integers(min_value=high + 1, max_value=10**19)
+        value = data.draw(st.integers(max_value=low - 1) if field == "sliding_window" else  # tokens: no upper bound
+                          st.one_of(st.integers(max_value=low - 1), too_big))
+        text = config_with(field, str(value))
+    elif field == "compress_ratios":
+        text = config_with(field, data.draw(st.one_of(
+            BAD_FRAGMENTS.filter(lambda f: not f.startswith("[") or f.startswith("[[") or f == DEEP),
+            st.sampled_from(["[]", "[4]", "[16]" * 1, json.dumps([4] * 10), json.dumps(PRO["compress_ratios"][:60]),
+                             json.dumps([-1] + PRO["compress_ratios"][1:]), json.dumps([True] * 62)]))))
+    elif field == "name":
+        text = config_with(field, data.draw(BAD_FRAGMENTS.filter(lambda f: f not in ("null",) and not (
+            f.startswith('"') and "\\ud" not in f))))
+    else:
+        text = config_with(field, data.draw(BAD_FRAGMENTS))
+    assert_refused(["plan", "--config", files(text), *data.draw(st.sampled_from([[], ["--json"]]))])
+
+
+def _not_a_valid_gib(x: float) -> bool:
+    return not (PRO_STRIDE / GIB <= x <= MAX_BUDGET_BYTES / GIB)
+
+
+@seed(SEED)
+@FUZZ
+@given(data=st.data())
+def test_random_command_lines(data):
+    kind = data.draw(st.sampled_from(["gib", "bytes", "int-option", "junk-option", "dpi"]))
+    command = data.draw(st.sampled_from(["plan", "compare"])) if kind in ("gib", "bytes") else "plan"
+    argv = [command, "--model", "deepseek-v4-pro"] + (["--backend", "flashinfer"] if command == "compare" else [])
+    if kind == "gib":
+        value = data.draw(st.one_of(st.floats().filter(_not_a_valid_gib).map(repr),
+                                    st.text(alphabet="0123456789.e-+x ", max_size=12).filter(
+                                        lambda s: not _parses_to_valid_gib(s))))
+        argv += ["--budget-gib", value]
+    elif kind == "bytes":
+        argv += ["--budget-bytes", str(data.draw(st.one_of(st.integers(max_value=1_308_671),
+                                                           st.integers(min_value=MAX_BUDGET_BYTES + 1))))]
+    elif kind == "int-option":
+        option = data.draw(st.sampled_from(["--block-size", "--head-dim", "--rope-dim", "--index-head-dim"]))
+        high = MAX_TOKENS_PER_BLOCK if option == "--block-size" else MAX_DIM
+        argv += [option, str(data.draw(st.one_of(st.integers(max_value=0), st.integers(min_value=high + 1))))]
+    elif kind == "junk-option":
+        argv += ["--" + data.draw(st.text(alphabet="abcdefghijklmnopqrstuvwxyz-", min_size=2, max_size=10).filter(
+            lambda s: not any(o.startswith(s) for o in _PLAN_OPTIONS)))]
+    else:
+        argv = ["render", "--model", "deepseek-v4-flash", "--out", "never-written",
+                "--dpi", str(data.draw(st.one_of(st.integers(max_value=19), st.integers(min_value=601))))]
+    assert_refused(argv)
+    assert not Path("never-written").exists()
+
+
+_PLAN_OPTIONS = ["model", "config", "groups", "planner", "backend", "main-format", "indexer", "no-mtp", "block-size",
+                 "head-dim", "rope-dim", "index-head-dim", "budget-gib", "budget-bytes", "json", "help"]
+
+
+def _parses_to_valid_gib(text: str) -> bool:
+    try:
+        return not _not_a_valid_gib(float(text))
+    except ValueError:
+        return False
+
+
+# ---- what needs a process of its own ------------------------------------------------------
+def _kvviz(*argv, timeout=60, **kw):
+    return subprocess.run([sys.executable, "-m", "kvviz", *argv], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT, **kw)
+
+
+@pytest.mark.parametrize("option", ["--groups", "--config"])
+@pytest.mark.parametrize("source", ["fifo", "/dev/zero", "/dev/null", "/dev/stdin"])
+def test_files_that_are_not_regular_are_refused_at_once(tmp_path, option, source):
+    if source == "fifo":
+        source = str(tmp_path / "fifo")
+        os.mkfifo(source)
+    r = _kvviz("plan", option, source, timeout=30, stdin=subprocess.PIPE if source == "/dev/stdin" else None)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.count("\n") == 1 and "not a regular file" in r.stderr
+
+
+_SLOW = textwrap.dedent("""
+    import pathlib, sys, time
+    from kvviz import cli, plot
+    ready = pathlib.Path(sys.argv[1])
+
+    def wait(*args, **kwargs):
+        ready.write_text("ready")
+        time.sleep(120)
+
+    def slow_save(fig, path, dpi=100):
+        pathlib.Path(path).write_bytes(b"<svg half-written")
+        wait()
+
+    if sys.argv[2] == "plan":
+        cli.plan_model = wait
+    else:
+        plot.save_figure = slow_save
+    sys.exit(cli.main(sys.argv[2:]))
+""")
+
+
+@pytest.mark.parametrize("argv", [["plan", "--model", "deepseek-v4-pro"],
+                                  ["render", "--model", "deepseek-v4-flash", "--dpi", "40", "--out", "OUT"]])
+def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, argv):
+    out = tmp_path / "out"
+    argv = [a.replace("OUT", str(out)) for a in argv]
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW, str(ready), *argv], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(1200):  # until the command is inside its long step (at most 60 s)
+            if ready.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert ready.exists(), proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert (proc.returncode, stderr) == (130, "kvviz: interrupted\n")
+    if argv[0] == "render":
+        # The PNG finished before the interrupt; the half-written SVG never got its final name
+        # and its temporary file is gone.
+        assert sorted(os.listdir(out)) == ["block-map.png"]
+    else:
+        assert stdout == ""
+
+
+def test_console_script_refuses_with_one_line():
+    r = subprocess.run([str(Path(sys.executable).parent / "kvviz"), "plan", "--groups", "/dev/zero"],
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr.count("\n")) == (2, "", 1)
