@@ -11,18 +11,20 @@ line `kvviz: interrupted` and exit status 130.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
 from pathlib import Path
 
 from . import capacity
-from .config import config_from_dict, load_model, model_names
-from .defaults import GIB
+from .config import config_from_dict, is_hybrid, load_any, load_model, model_names, preset_summary
+from .defaults import CONTEXT_TOKENS as DEFAULT_CONTEXT, GIB
 from .errors import KvvizError, require
 from .grouping import load_groups
-from .inputs import DPI_RANGE, MAX_BUDGET_BYTES, MAX_DIM, MAX_TOKENS_PER_BLOCK, read_json
+from .inputs import DPI_RANGE, MAX_BUDGET_BYTES, MAX_CONTEXT_TOKENS, MAX_DIM, MAX_TOKENS_PER_BLOCK, read_json
 from .planners import PLANNERS, compare_layouts, plan, plan_model
+from .hybrid_specs import KV_DTYPES, SSM_DTYPES, HybridOptions
 from .published import published_row
 from .specs import BACKENDS, CacheOptions
 
@@ -84,17 +86,52 @@ def _nonempty(what: str):
 MODEL_KNOBS = (("backend", "--backend"), ("main_format", "--main-format"), ("indexer", "--indexer"),
                ("no_mtp", "--no-mtp"), ("block_size", "--block-size"), ("head_dim", "--head-dim"),
                ("rope_dim", "--rope-dim"), ("index_head_dim", "--index-head-dim"))
+# The knobs of a hybrid model (docs/hybrid.md#hybrid-caches); refused with DeepSeek V4 and --groups.
+HYBRID_KNOBS = (("kv_dtype", "--kv-dtype"), ("mamba_ssm_dtype", "--mamba-ssm-dtype"),
+                ("no_prefix_caching", "--no-prefix-caching"), ("sliding_window", "--sliding-window"),
+                ("context", "--context"))
+# DeepSeek V4's planners, and the three layouts of a hybrid model (docs/hybrid.md#hybrid-planners).
+# On DeepSeek V4, `vllm` is what vLLM 0.33 does (overlay-by-spec) and `packed` is vLLM #48993's
+# overlay; `separate` is defined for hybrid models only.
+HYBRID_PLANNERS = ("vllm", "packed", "separate")
+DSV4_PLANNER_ALIASES = {"vllm": "overlay-by-spec", "packed": "overlay"}
+DEFAULT_HYBRID_PLANNER = "vllm"
 
 
-def add_model_arguments(p: argparse.ArgumentParser, *, planner_default: str = "overlay") -> None:
-    """--model/--config/--groups and the knobs every layout-producing command takes."""
-    d = _OPTION_DEFAULTS
+def add_source_arguments(p: argparse.ArgumentParser, *, groups: bool = True) -> None:
+    """Where the model comes from: a preset, a config.json, or (plan/render/verify) a groups file."""
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", help=f"a shipped preset ({', '.join(model_names())})")
-    src.add_argument("--config", metavar="FILE", help="an HF config.json of the DeepSeek V4 shape")
-    src.add_argument("--groups", metavar="FILE",
-                     help='arbitrary groups as JSON: {"groups": [{"name", "layers": [{"name", "page_bytes"}]}]}')
-    p.add_argument("--planner", default=planner_default, choices=PLANNERS, help=f"default {planner_default}")
+    src.add_argument("--model", type=_nonempty("the model name"), help=f"a shipped preset ({', '.join(model_names())})")
+    src.add_argument("--hf-config", metavar="PATH", type=_nonempty("the config path"),
+                     help="a Hugging Face config.json, or a folder holding one (any hybrid model kvviz knows, "
+                          "or DeepSeek V4)")
+    if groups:
+        src.add_argument("--config", metavar="FILE", type=_nonempty("the config path"),
+                         help="an HF config.json of the DeepSeek V4 shape")
+        src.add_argument("--groups", metavar="FILE", type=_nonempty("the groups path"),
+                         help='arbitrary groups as JSON: {"groups": [{"name", "layers": [{"name", "page_bytes"}]}]}')
+
+
+def add_hybrid_arguments(p: argparse.ArgumentParser) -> None:
+    knobs = p.add_argument_group("hybrid model knobs (gpt-oss, Gemma 3, Llama 4, Qwen3-Next, any --hf-config)")
+    knobs.add_argument("--kv-dtype", choices=KV_DTYPES, help="attention KV dtype (default: the model's, bf16)")
+    knobs.add_argument("--mamba-ssm-dtype", choices=SSM_DTYPES,
+                       help="linear-attention state dtype (default: the config's, else bf16)")
+    knobs.add_argument("--no-prefix-caching", action="store_true",
+                       help="vLLM 0.33 turns prefix caching on for hybrid models ('align' state mode); turn it off")
+    knobs.add_argument("--sliding-window", type=_int_in(1, MAX_TOKENS_PER_BLOCK), metavar="TOKENS",
+                       help="replace the config's sliding window")
+    knobs.add_argument("--context", type=_int_in(1, MAX_CONTEXT_TOKENS), metavar="TOKENS",
+                       help=f"request length for admission and capacity (default {DEFAULT_CONTEXT:,})")
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """--model/--hf-config/--config/--groups and the knobs every layout-producing command takes."""
+    d = _OPTION_DEFAULTS
+    add_source_arguments(p)
+    p.add_argument("--planner", choices=(*PLANNERS, *HYBRID_PLANNERS),
+                   help=f"DeepSeek V4 and --groups: {', '.join(PLANNERS)} (default overlay; vllm = overlay-by-spec, "
+                        f"packed = overlay); hybrid models: {', '.join(HYBRID_PLANNERS)} (default {DEFAULT_HYBRID_PLANNER})")
     knobs = p.add_argument_group("model knobs (with --model or --config; refused with --groups)")
     knobs.add_argument("--backend", type=_nonempty("the backend"), help=f"page alignment ({', '.join(BACKENDS)}); default {d.backend}")
     knobs.add_argument("--main-format", type=_nonempty("the format"), help="fp8_ds_mla, fp8 or bf16 (default: the backend's)")
@@ -105,6 +142,7 @@ def add_model_arguments(p: argparse.ArgumentParser, *, planner_default: str = "o
     knobs.add_argument("--head-dim", type=_int_in(1, MAX_DIM), help="override the config's head_dim")
     knobs.add_argument("--rope-dim", type=_int_in(1, MAX_DIM), help="override qk_rope_head_dim")
     knobs.add_argument("--index-head-dim", type=_int_in(1, MAX_DIM), help="override index_head_dim")
+    add_hybrid_arguments(p)
 
 
 def add_budget_arguments(p: argparse.ArgumentParser, *, required: bool = False) -> None:
@@ -128,12 +166,15 @@ def require_budget_holds_a_block(args, budget: int, stride: int) -> None:
     require(budget >= stride, f"{_budget_option(args)}: {budget:,} B is smaller than one block stride ({stride:,} B)")
 
 
+def _given(args, knobs) -> list[str]:
+    return [option for dest, option in knobs if getattr(args, dest, None) not in (None, False)]
+
+
 def refuse_model_knobs_with_groups(args) -> None:
-    if args.groups is None:
+    if getattr(args, "groups", None) is None:
         return
-    for dest, option in MODEL_KNOBS:
-        if getattr(args, dest) not in (None, False):
-            raise KvvizError(f"{option}: a model knob; it does not apply to --groups (the file gives the page sizes)")
+    for option in _given(args, MODEL_KNOBS + HYBRID_KNOBS):
+        raise KvvizError(f"{option}: a model knob; it does not apply to --groups (the file gives the page sizes)")
 
 
 def options_from_args(args, **overrides) -> CacheOptions:
@@ -151,18 +192,92 @@ def _load_config_file(path: str):
     return config_from_dict(raw, name=Path(path).stem)
 
 
+def _loaded_config(args):
+    """The config --model, --hf-config or --config names: DeepSeek V4's ModelConfig or a hybrid
+    model's HybridConfig."""
+    if args.model is not None:
+        return load_model(args.model)
+    if getattr(args, "hf_config", None) is not None:
+        return load_any(args.hf_config)
+    return _load_config_file(args.config)
+
+
+def _refuse_knobs(args, knobs, config, kind: str) -> None:
+    for option in _given(args, knobs):
+        raise KvvizError(f"{option}: does not apply to {config.name} (a {kind} model)")
+
+
 def config_from_args(args):
-    config = load_model(args.model) if args.model is not None else _load_config_file(args.config)
-    return config.with_overrides(head_dim=args.head_dim, qk_rope_head_dim=args.rope_dim,
-                                 index_head_dim=args.index_head_dim)
+    """The config the command's source names, with the knobs that apply to it; a knob of the other
+    family of models is refused, not ignored."""
+    config = _loaded_config(args)
+    if is_hybrid(config):
+        _refuse_knobs(args, [k for k in MODEL_KNOBS if k[0] != "block_size"], config, "hybrid")
+        return config
+    _refuse_knobs(args, HYBRID_KNOBS, config, "DeepSeek V4")
+    return config.with_overrides(head_dim=getattr(args, "head_dim", None),
+                                 qk_rope_head_dim=getattr(args, "rope_dim", None),
+                                 index_head_dim=getattr(args, "index_head_dim", None))
+
+
+def hybrid_options_from_args(args) -> HybridOptions:
+    """HybridOptions from the knobs given; a knob not given keeps HybridOptions' default."""
+    values = dict(kv_dtype=args.kv_dtype, mamba_ssm_dtype=args.mamba_ssm_dtype,
+                  block_size=getattr(args, "block_size", None), sliding_window=args.sliding_window,
+                  prefix_caching=False if args.no_prefix_caching else None)
+    return HybridOptions(**{k: v for k, v in values.items() if v is not None})
+
+
+def context_from_args(args) -> int:
+    return DEFAULT_CONTEXT if args.context is None else args.context
+
+
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """What a layout-producing command planned: the layout (a `Layout`, or `SeparatePools` for a
+    hybrid model's separate planner) and, for a model, its config and options."""
+
+    layout: object
+    config: object = None
+    options: object = None
+
+    @property
+    def hybrid(self) -> bool:
+        return self.config is not None and is_hybrid(self.config)
+
+
+def _planner_for(args, hybrid: bool) -> str:
+    planner = args.planner
+    if hybrid:
+        if planner is None:
+            return DEFAULT_HYBRID_PLANNER
+        require(planner in HYBRID_PLANNERS, f"--planner {planner}: a DeepSeek V4 planner; a hybrid model takes "
+                                            f"{', '.join(HYBRID_PLANNERS)}")
+        return planner
+    if planner is None:
+        return "overlay"
+    require(planner != "separate", "--planner separate: defined for hybrid models only (one pool per cache kind)")
+    return DSV4_PLANNER_ALIASES.get(planner, planner)
+
+
+def plan_from_args(args) -> Planned:
+    """The layout a command's source, knobs and --planner describe."""
+    if getattr(args, "groups", None) is not None:
+        refuse_model_knobs_with_groups(args)
+        return Planned(plan(load_groups(args.groups), _planner_for(args, hybrid=False)))
+    config = config_from_args(args)
+    if is_hybrid(config):
+        from .hybrid import plan_hybrid
+
+        options = hybrid_options_from_args(args)
+        return Planned(plan_hybrid(config, options, _planner_for(args, hybrid=True)), config, options)
+    options = options_from_args(args)
+    return Planned(plan_model(config, options, _planner_for(args, hybrid=False)), config, options)
 
 
 def layout_from_args(args):
-    """The Layout a command's --model/--config/--groups and knobs describe."""
-    if args.groups is not None:
-        refuse_model_knobs_with_groups(args)
-        return plan(load_groups(args.groups), args.planner)
-    return plan_model(config_from_args(args), options_from_args(args), args.planner)
+    """The Layout (or SeparatePools) a command's source and knobs describe."""
+    return plan_from_args(args).layout
 
 
 def _print_json(obj) -> None:
@@ -179,7 +294,12 @@ def _fmt_table(rows: list[list], header: list[str]) -> str:
 
 # ---- plan ---------------------------------------------------------------------------------
 def _run_plan(args) -> int:
-    layout = layout_from_args(args)
+    planned = plan_from_args(args)
+    if planned.hybrid:
+        return _run_plan_hybrid(args, planned)
+    if args.context is not None:
+        raise KvvizError("--context: applies to hybrid models only")
+    layout = planned.layout
     budget = budget_from_args(args)
     blocks = None
     if budget is not None:
@@ -201,12 +321,40 @@ def _run_plan(args) -> int:
     return 0
 
 
+def _run_plan_hybrid(args, planned: Planned) -> int:
+    from . import hybrid  # hybrid models only: keeps their module off DeepSeek V4's path
+
+    layout, config, options = planned.layout, planned.config, planned.options
+    budget = budget_from_args(args)
+    if budget is not None:
+        require_budget_holds_a_block(args, budget, layout.block_stride)
+    context = context_from_args(args)
+    if args.json:
+        _print_json(hybrid.plan_json(layout, config, options, budget_bytes=budget, context=context))
+        return 0
+    pools = layout.pools if isinstance(layout, hybrid.SeparatePools) else (layout,)
+    rows = [[g.name, len(g.layers), f"{p.group_total(i):,}", f"{p.group_unused(i):,}",
+             "yes" if i == p.binding_group else ""]
+            for p in pools for i, g in enumerate(p.groups)]
+    print(config.describe())
+    print(_fmt_table(rows, ["group", "layers", "total B", "unused B", "binds"]))
+    print()
+    print(layout.text_map())
+    print()
+    print("\n".join(layout.derivation))
+    if budget is not None:
+        summary = hybrid.summarize(layout, config, options, budget_bytes=budget, context=context)
+        print()
+        print(hybrid.format_comparison((summary,)))
+    return 0
+
+
 # ---- compare ------------------------------------------------------------------------------
 def _published_budget(args, before, after) -> dict | None:
     """vLLM #48993's published counts for this model and backend, and the budgets (bytes) that
     give exactly those counts: the published budget is rounded to 0.01 GiB
     (docs/published-numbers.md#budget-rounding)."""
-    row = published_row(args.model, args.backend)
+    row = published_row(args.model, args.backend) if args.model is not None else None
     if row is None or args.no_mtp:  # the table counts the MTP layer
         return None
     common = capacity.common_budget_range([(before.block_stride, row.blocks_before),
@@ -217,7 +365,11 @@ def _published_budget(args, before, after) -> dict | None:
 
 
 def _run_compare(args) -> int:
-    config = load_model(args.model)
+    config = _loaded_config(args)
+    if is_hybrid(config):
+        return _run_compare_hybrid(args, config)
+    _refuse_knobs(args, HYBRID_KNOBS, config, "DeepSeek V4")
+    require(args.backend is not None, "--backend: compare of a DeepSeek V4 model needs flashmla or flashinfer")
     before, after = compare_layouts(config, args.backend, mtp=not args.no_mtp)
     budget = budget_from_args(args)
     require_budget_holds_a_block(args, budget, max(before.block_stride, after.block_stride))
@@ -229,7 +381,7 @@ def _run_compare(args) -> int:
         out["budget_bytes"] = budget
         out["budget_gib"] = args.budget_gib  # as given (None when given in bytes), not budget / 2^30
         out["admission_estimate_per_block"] = estimate
-        out["model"], out["backend"] = args.model, args.backend
+        out["model"], out["backend"] = config.name, args.backend
         out["published"] = published
         _print_json(out)
         return 0
@@ -237,7 +389,7 @@ def _run_compare(args) -> int:
     rows = [[name, f"{d['block_stride']:,}", f"{d['num_blocks']:,}", d["binding_group"], d["planner"]]
             for name, d in (("before", j["before"]), ("after", j["after"]))]
     given = f" ({args.budget_gib} GiB)" if args.budget_gib is not None else ""
-    print(f"{args.model}, {args.backend}, budget {budget:,} B{given}")
+    print(f"{config.name}, {args.backend}, budget {budget:,} B{given}")
     print(_fmt_table(rows, ["", "block stride", "blocks", "binding group", "planner"]))
     print(f"stride {cmp.stride_change_pct:+.2f}%, blocks {cmp.blocks_change_pct:+.2f}%")
     print(f"vLLM's admission estimate after the change: {estimate:,} B per block (real stride {after.block_stride:,})")
@@ -249,6 +401,29 @@ def _run_compare(args) -> int:
             lo, hi = published["budget_range_bytes"]
             print(f"Published (vLLM #48993): {counts} at {published['budget_gib']} GiB, a budget rounded to "
                   f"0.01 GiB; exactly those counts come from budgets {lo:,}..{hi:,} B.")
+    return 0
+
+
+def _run_compare_hybrid(args, config) -> int:
+    """The three layouts of a hybrid model side by side (docs/hybrid.md#hybrid-planners)."""
+    from . import hybrid  # hybrid models only
+
+    for option in _given(args, (("backend", "--backend"), ("no_mtp", "--no-mtp"))):
+        raise KvvizError(f"{option}: does not apply to {config.name} (a hybrid model)")
+    options = hybrid_options_from_args(args)
+    budget = budget_from_args(args)
+    summaries = hybrid.compare_hybrid(config, options, budget_bytes=budget, context=context_from_args(args))
+    for s in summaries:
+        require_budget_holds_a_block(args, budget, s.bytes_per_block)
+    if args.json:
+        out = hybrid.comparison_json(summaries)
+        out["budget_gib"] = args.budget_gib  # as given (None when given in bytes)
+        _print_json(out)
+        return 0
+    print(hybrid.format_comparison(summaries))
+    print("vllm: vLLM 0.33's hybrid manager (pages unified, groups overlaid); packed: state pages unpadded "
+          "inside the block (vLLM does not do this today); separate: one pool per cache kind "
+          "(docs/hybrid.md#separate-pools)")
     return 0
 
 
@@ -296,11 +471,7 @@ def _printable(text: str) -> str:
 # ---- models -------------------------------------------------------------------------------
 def _run_models(args) -> int:
     for name in model_names():
-        c = load_model(name)
-        mix = c.layer_mix
-        print(f"{name}: {c.num_hidden_layers} layers (+{c.num_nextn_predict_layers} MTP): "
-              f"{mix['c4']} c4, {mix['c128']} c128, {mix['swa']} SWA-only; "
-              f"head_dim {c.head_dim}, index_head_dim {c.index_head_dim}")
+        print(preset_summary(name))  # from the raw JSON: no transformers for the hybrid presets
     return 0
 
 
@@ -314,10 +485,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run_plan)
 
-    p = sub.add_parser("compare", help="vLLM #48993 before/after table")
-    p.add_argument("--model", required=True, choices=model_names())
-    p.add_argument("--backend", required=True, choices=("flashmla", "flashinfer"))
-    p.add_argument("--no-mtp", action="store_true", help="leave out the MTP layer(s)")
+    p = sub.add_parser("compare", help="DeepSeek V4: vLLM #48993 before/after; hybrid models: vllm, packed "
+                                       "and separate side by side")
+    add_source_arguments(p, groups=False)
+    p.add_argument("--backend", choices=("flashmla", "flashinfer"), help="DeepSeek V4 only (required there)")
+    p.add_argument("--no-mtp", action="store_true", help="DeepSeek V4: leave out the MTP layer(s)")
+    p.add_argument("--block-size", type=_int_in(1, MAX_TOKENS_PER_BLOCK), metavar="TOKENS",
+                   help="hybrid models: tokens per attention block (default: vLLM's)")
+    add_hybrid_arguments(p)
     add_budget_arguments(p, required=True)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run_compare)

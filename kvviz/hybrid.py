@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from . import capacity
-from .defaults import GIB
+from .defaults import CONTEXT_TOKENS, GIB
 from .errors import KvvizError, require
 from .grouping import KVGroup, approximate_gcd
 from .hf import HybridConfig
@@ -457,8 +457,8 @@ def comparison_json(summaries: tuple[HybridSummary, ...]) -> dict:
             "budget_gib": first.budget_bytes / GIB, "planners": [s.to_json() for s in summaries]}
 
 
-# The context length `plan_json` sizes separate pools for when none is given (the example).
-DEFAULT_CONTEXT = 32_768
+# The context length `plan_json` sizes separate pools for when none is given.
+DEFAULT_CONTEXT = CONTEXT_TOKENS
 
 
 def plan_json(layout_or_pools, config: HybridConfig, options: HybridOptions = HybridOptions(), *,

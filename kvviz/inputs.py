@@ -21,14 +21,16 @@ import stat
 from .errors import KvvizError, require
 
 # ---- bounds (each in the message that enforces it) -----------------------------------------
-MAX_INPUT_BYTES = 1 << 20  # 1 MiB: an HF config.json is a few KiB, a groups file of MAX_LAYERS layers < 1 MiB
+MAX_INPUT_BYTES = 32 << 20  # 32 MiB: an HF config.json is a few KiB, a groups file of MAX_LAYERS layers ~8 MiB
 MAX_INT_DIGITS = 100  # JSON integers: far above every bound below, far below Python's 4,300-digit limit
-MAX_LAYERS = 4096  # layers of a model (MTP included), or layer entries of a groups file
+MAX_LAYERS = 1 << 17  # 131,072 layers of a model (MTP included) or entries of a groups file: above the
+# 100,000 layers kvviz plans, prints and renders to JSON in seconds (benchmarks/bench_scale.py)
 MAX_DIM = 1 << 16  # head_dim, qk_rope_head_dim, index_head_dim
 MAX_TOKENS_PER_BLOCK = 1 << 20  # --block-size and a groups file's tokens_per_block
 MAX_SLIDING_WINDOW = 1 << 40  # tokens of a sliding window
-MAX_PAGE_BYTES = 1 << 40  # one layer's page (1 TiB): sums of MAX_LAYERS pages stay exact in float64 figures
+MAX_PAGE_BYTES = 1 << 36  # one layer's page (64 GiB): sums of MAX_LAYERS pages (< 2^53) stay exact in float64 figures
 MAX_BUDGET_BYTES = 1 << 60  # a KV budget (1 EiB)
+MAX_CONTEXT_TOKENS = 1 << 30  # a request's length in tokens (--context)
 DPI_RANGE = (20, 600)  # resolution of rendered PNGs: below 20 nothing is legible, above 600 a figure is ~100 MB
 
 

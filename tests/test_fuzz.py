@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from kvviz.cli import main
 from kvviz.config import MODELS_DIR
 from kvviz.defaults import GIB
-from kvviz.inputs import MAX_BUDGET_BYTES, MAX_DIM, MAX_LAYERS, MAX_PAGE_BYTES, MAX_TOKENS_PER_BLOCK
+from kvviz.inputs import MAX_BUDGET_BYTES, MAX_DIM, MAX_INPUT_BYTES, MAX_LAYERS, MAX_PAGE_BYTES, MAX_TOKENS_PER_BLOCK
 
 ROOT = Path(__file__).resolve().parent.parent
 PRO_TEXT = (MODELS_DIR / "deepseek-v4-pro.json").read_text()
@@ -224,7 +224,7 @@ def test_page_bytes_beyond_the_bound(files, tmp_path, command, page):
 
 @pytest.mark.parametrize("field,value,needle", [
     ("num_nextn_predict_layers", "1000000000", f"{MAX_LAYERS:,}"),
-    ("num_hidden_layers", "100000", f"{MAX_LAYERS:,}"),
+    ("num_hidden_layers", str(MAX_LAYERS + 1), f"{MAX_LAYERS:,}"),
     ("head_dim", str(MAX_DIM + 1), f"{MAX_DIM:,}"),
     ("index_head_dim", str(2**40), f"{MAX_DIM:,}"),
 ])
@@ -268,7 +268,7 @@ def test_odd_paths(files, option, tmp_path):
     assert_refused(["plan", option, str(tmp_path)], "folder")  # a folder
     assert_refused(["plan", option, str(tmp_path / "absent.json")], "cannot read")
     assert_refused(["plan", option, str(tmp_path / "absent" / "x.json")], "cannot read")
-    big = files(b" " * (1 << 20) + b"{}")
+    big = files(b" " * MAX_INPUT_BYTES + b"{}")
     assert_refused(["plan", option, big], "at most")
     link = tmp_path / "dangling.json"
     link.symlink_to(tmp_path / "nowhere")
