@@ -1,4 +1,4 @@
-"""The planners (REFERENCE.md section 6): groups in, one `Layout` out.
+"""The planners (docs/planners.md#bucketed, #overlay, #overlay-by-spec): groups in, one `Layout` out.
 
 * `plan_bucketed`: vLLM before #48993. The k-th layer of page size p in every group goes to
   slot (p, k); stride = sum over p of p x (most layers of size p in one group).
@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import Counter
 
 from .errors import KvvizError, require
-from .formats import lcm
 from .grouping import KVGroup
 from .layout import Layout, Placement, SharedTensor
 
@@ -37,7 +36,11 @@ def plan_bucketed(groups: tuple[KVGroup, ...]) -> Layout:
     """Page-size buckets: slot (p, k) is shared by the k-th layer of size p of every group."""
     _check_groups(groups)
     sizes = list(dict.fromkeys(c.page_bytes for g in groups for c in g.layers))
-    slots = {p: max(sum(1 for c in g.layers if c.page_bytes == p) for g in groups) for p in sizes}
+    slots = dict.fromkeys(sizes, 0)  # most layers of each size in one group: one Counter per group
+    for g in groups:
+        for p, n in Counter(c.page_bytes for c in g.layers).items():
+            if n > slots[p]:
+                slots[p] = n
     region, start = {}, 0
     for p in sizes:
         region[p] = start
@@ -59,10 +62,10 @@ def _group_terms(g: KVGroup) -> str:
     return " + ".join(f"{n} x {p:,}" for p, n in counts.items())
 
 
-def _overlay_derivation(groups, stride, note="") -> tuple[str, ...]:
+def _overlay_derivation(groups, stride) -> tuple[str, ...]:
     lines = [f"{g.name}: {_group_terms(g)} = {g.total_bytes:,} B" for g in groups]
     largest = max(groups, key=lambda g: g.total_bytes)
-    lines.append(f"= {stride:,} B block stride: the largest group ({largest.name}) binds{note}")
+    lines.append(f"= {stride:,} B block stride: the largest group ({largest.name}) binds")
     return tuple(lines)
 
 
@@ -80,11 +83,11 @@ def plan_overlay(groups: tuple[KVGroup, ...]) -> Layout:
                   _overlay_derivation(groups, stride))
 
 
-def plan_overlay_by_spec(groups: tuple[KVGroup, ...], *, stride_alignments: tuple[int, ...] = ()) -> Layout:
+def plan_overlay_by_spec(groups: tuple[KVGroup, ...]) -> Layout:
     """vLLM 0.33: per group, the layers of one spec stand together, one tensor per spec.
 
-    The stride is rounded up to the lcm of the layers' block-stride alignments (all 1 for
-    DeepSeek V4, so it equals the largest group total).
+    The stride is the largest group total (vLLM's `_get_kv_cache_bytes_per_block`, whose
+    rounding to the layers' block-stride alignments is a no-op here: every one is 1).
     """
     _check_groups(groups)
     placements, tensors = [], []
@@ -99,12 +102,9 @@ def plan_overlay_by_spec(groups: tuple[KVGroup, ...], *, stride_alignments: tupl
             for c in members:
                 placements.append(Placement(c, gi, offset))
                 offset += page
-    align = lcm(stride_alignments)
-    largest = max(g.total_bytes for g in groups)
-    stride = -(-largest // align) * align
-    note = f", rounded up to a multiple of {align}" if align > 1 else ""
+    stride = max(g.total_bytes for g in groups)
     return Layout("overlay-by-spec", tuple(groups), tuple(placements), stride, tuple(tensors),
-                  _overlay_derivation(groups, stride, note))
+                  _overlay_derivation(groups, stride))
 
 
 PLANNERS = {"overlay": plan_overlay, "overlay-by-spec": plan_overlay_by_spec, "bucketed": plan_bucketed}

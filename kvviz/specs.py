@@ -1,4 +1,5 @@
-"""A model config plus knobs -> every KV cache each layer registers (REFERENCE.md section 3).
+"""A model config plus knobs -> every KV cache each layer registers
+(docs/caches.md#the-caches-a-layer-registers).
 
 Caches come out in vLLM's registration order: per layer, sliding-window KV (C), indexer K (B),
 main compressed KV (A), indexer compressor state (E), main compressor state (D). The B-before-A
@@ -10,16 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from functools import cached_property
 
 from . import formats
 from .config import ModelConfig
+from .defaults import BLOCK_SIZE
 from .errors import KvvizError, require
 from .formats import RowFormat, round_up
 
 
 class CacheKind(enum.Enum):
-    """What a cache holds; `letter` is its row in REFERENCE.md section 3."""
+    """What a cache holds; `letter` is its row in docs/caches.md#the-caches-a-layer-registers."""
 
     MAIN_C4 = ("main KV c4", "A")
     MAIN_C128 = ("main KV c128", "A")
@@ -35,7 +36,7 @@ class CacheKind(enum.Enum):
         self.letter = letter
 
 
-# Backend page alignment (a kernel requirement, REFERENCE.md section 3): FlashMLA sparse wants
+# Backend page alignment (a kernel requirement, docs/caches.md#backend-alignment): FlashMLA sparse wants
 # every page a multiple of 576 B (one fp8_ds_mla payload row); FlashInfer wants the main KV and
 # indexer K pages (the ones its kernels read by page) a multiple of 512 B and leaves states alone.
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -65,9 +66,18 @@ COMPRESSOR = {4: {"coff": 2, "state_tokens": 4}, 128: {"coff": 1, "state_tokens"
 SWA_TOKENS_PER_BLOCK = 64  # the sliding-window KV cache has its own fixed block of 64 tokens
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+# Sizes derived once per cache: init=False, compare=False fields that __post_init__ fills, so a
+# slotted CacheSpec carries them without a __dict__ (a model of 100x the layers makes ~100x the
+# specs; each cached_property behind a __dict__ cost objects and time on every first access).
+_DERIVED = dict(init=False, repr=False, compare=False)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class CacheSpec:
-    """One cache one layer registers: `rows` rows of `row_format`, page rounded to `alignment`."""
+    """One cache one layer registers: `rows` rows of `row_format`, page rounded to `alignment`.
+
+    Mirrors one layer's vLLM `KVCacheSpec` and its `page_size_bytes` (vllm/v1/kv_cache_interface.py).
+    """
 
     name: str  # vLLM's layer name, e.g. model.layers.2.attn.indexer.k_cache
     kind: CacheKind
@@ -76,30 +86,33 @@ class CacheSpec:
     rows: int
     tokens_per_block: int
     sliding_window: int | None = None  # None: full attention (kept for the whole request)
+    attention_chunk_size: int | None = None  # chunked local attention (vLLM ChunkedLocalAttentionSpec)
     alignment: int = 1
     padded_page_bytes: int | None = None  # pre-#48993 only: small pages grown to a main page size
 
+    content_bytes: int = dataclasses.field(**_DERIVED)  # bytes of rows, before alignment
+    aligned_bytes: int = dataclasses.field(**_DERIVED)  # content rounded up to the alignment
+    page_bytes: int = dataclasses.field(**_DERIVED)  # the page vLLM allocates (padded if grown)
+    spec_key: tuple = dataclasses.field(**_DERIVED)  # everything but the name: one vLLM KVCacheSpec
+
     def __post_init__(self) -> None:
         require(self.rows > 0, f"{self.name}: rows={self.rows} must be positive")
-        require(self.row_format.row_bytes > 0, f"{self.name}: page_bytes must be positive (got a zero-size row)")
+        row_bytes = self.row_format.row_bytes
+        require(row_bytes > 0, f"{self.name}: page_bytes must be positive (got a zero-size row)")
         require(self.alignment > 0, f"{self.name}: alignment={self.alignment} must be positive")
+        content = self.rows * row_bytes
+        aligned = round_up(content, self.alignment)
+        page = self.padded_page_bytes if self.padded_page_bytes is not None else aligned
+        set_derived = object.__setattr__  # frozen: derived sizes are written once, here
+        set_derived(self, "content_bytes", content)
+        set_derived(self, "aligned_bytes", aligned)
+        set_derived(self, "page_bytes", page)
+        set_derived(self, "spec_key", (self.kind, self.row_format, self.rows, self.tokens_per_block,
+                                       self.sliding_window, self.attention_chunk_size, self.alignment, page))
 
     @property
     def row_bytes(self) -> int:
         return self.row_format.row_bytes
-
-    @cached_property
-    def content_bytes(self) -> int:
-        """Bytes of rows, before alignment."""
-        return self.rows * self.row_bytes
-
-    @cached_property
-    def aligned_bytes(self) -> int:
-        return round_up(self.content_bytes, self.alignment)
-
-    @cached_property
-    def page_bytes(self) -> int:
-        return self.padded_page_bytes if self.padded_page_bytes is not None else self.aligned_bytes
 
     @property
     def padding_bytes(self) -> int:
@@ -118,11 +131,12 @@ class CacheSpec:
         """(tokens per block, sliding window): vLLM buckets non-full caches by this."""
         return (self.tokens_per_block, self.sliding_window)
 
-    @cached_property
-    def spec_key(self) -> tuple:
-        """Everything but the layer name: equal keys = one vLLM KVCacheSpec."""
-        return (self.kind, self.row_format, self.rows, self.tokens_per_block, self.sliding_window,
-                self.alignment, self.page_bytes)
+    def with_page_bytes(self, page_bytes: int) -> "CacheSpec":
+        """The same cache with its page grown to `page_bytes` (pre-#48993 padding)."""
+        return CacheSpec(name=self.name, kind=self.kind, layer=self.layer, row_format=self.row_format,
+                         rows=self.rows, tokens_per_block=self.tokens_per_block,
+                         sliding_window=self.sliding_window, attention_chunk_size=self.attention_chunk_size,
+                         alignment=self.alignment, padded_page_bytes=page_bytes)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -132,7 +146,7 @@ class CacheOptions:
     backend: str = "flashmla"
     main_format: str | None = None
     indexer_format: str = "mxfp4"
-    block_size: int = 256
+    block_size: int = BLOCK_SIZE
     mtp: bool = True
 
     def __post_init__(self) -> None:
@@ -205,7 +219,7 @@ def model_caches(config: ModelConfig, options: CacheOptions = CacheOptions()) ->
     return tuple(c for layer in range(layers) for c in layer_caches(config, layer, options))
 
 
-def custom_cache(name: str, page_bytes: int, *, kind: CacheKind = CacheKind.CUSTOM, tokens_per_block: int = 256,
+def custom_cache(name: str, page_bytes: int, *, kind: CacheKind = CacheKind.CUSTOM, tokens_per_block: int = BLOCK_SIZE,
                  sliding_window: int | None = None) -> CacheSpec:
     """A cache known only by its page size (groups given as JSON)."""
     require(isinstance(page_bytes, int) and page_bytes > 0, f"{name}: page_bytes={page_bytes!r} must be a positive integer")
