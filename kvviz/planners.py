@@ -26,9 +26,12 @@ def _check_groups(groups: tuple[KVGroup, ...]) -> None:
 
 
 def _tensors_by_offset(placements: list[Placement]) -> tuple[SharedTensor, ...]:
+    """One tensor per distinct offset, its layers in group order. The planners emit placements
+    group by group and never put two layers of one group at one offset, so walking them in order
+    lists each offset's layers in group order (no sort of every placement needed)."""
     by_offset: dict[int, list[str]] = {}
-    for p in sorted(placements, key=lambda p: (p.offset, p.group)):
-        by_offset.setdefault(p.offset, []).append(p.name)
+    for p in placements:
+        by_offset.setdefault(p.offset, []).append(p.cache.name)
     return tuple(SharedTensor(offset=o, layers=tuple(v)) for o, v in sorted(by_offset.items()))
 
 
@@ -47,10 +50,12 @@ def plan_bucketed(groups: tuple[KVGroup, ...]) -> Layout:
         start += p * slots[p]
     placements = []
     for gi, g in enumerate(groups):
-        seen: Counter = Counter()
+        free: dict[int, int] = {}  # page size -> the group's next free slot in that size's region
         for c in g.layers:
-            placements.append(Placement(c, gi, region[c.page_bytes] + seen[c.page_bytes] * c.page_bytes))
-            seen[c.page_bytes] += 1
+            p = c.page_bytes
+            offset = free.get(p, region[p])
+            placements.append(Placement(c, gi, offset))
+            free[p] = offset + p
     derivation = [f"{slots[p]} x {p:,} B (page size {p:,}: most layers of that size in one group)" for p in sizes]
     derivation.append(f"= {start:,} B block stride (sum over page sizes)")
     return Layout("bucketed", tuple(groups), tuple(placements), start, _tensors_by_offset(placements),

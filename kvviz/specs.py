@@ -93,13 +93,16 @@ class CacheSpec:
     content_bytes: int = dataclasses.field(**_DERIVED)  # bytes of rows, before alignment
     aligned_bytes: int = dataclasses.field(**_DERIVED)  # content rounded up to the alignment
     page_bytes: int = dataclasses.field(**_DERIVED)  # the page vLLM allocates (padded if grown)
-    spec_key: tuple = dataclasses.field(**_DERIVED)  # everything but the name: one vLLM KVCacheSpec
 
     def __post_init__(self) -> None:
-        require(self.rows > 0, f"{self.name}: rows={self.rows} must be positive")
+        # Plain ifs, not require(): its message would be formatted for every cache of a model.
         row_bytes = self.row_format.row_bytes
-        require(row_bytes > 0, f"{self.name}: page_bytes must be positive (got a zero-size row)")
-        require(self.alignment > 0, f"{self.name}: alignment={self.alignment} must be positive")
+        if self.rows <= 0:
+            raise KvvizError(f"{self.name}: rows={self.rows} must be positive")
+        if row_bytes <= 0:
+            raise KvvizError(f"{self.name}: page_bytes must be positive (got a zero-size row)")
+        if self.alignment <= 0:
+            raise KvvizError(f"{self.name}: alignment={self.alignment} must be positive")
         content = self.rows * row_bytes
         aligned = round_up(content, self.alignment)
         page = self.padded_page_bytes if self.padded_page_bytes is not None else aligned
@@ -107,8 +110,6 @@ class CacheSpec:
         set_derived(self, "content_bytes", content)
         set_derived(self, "aligned_bytes", aligned)
         set_derived(self, "page_bytes", page)
-        set_derived(self, "spec_key", (self.kind, self.row_format, self.rows, self.tokens_per_block,
-                                       self.sliding_window, self.attention_chunk_size, self.alignment, page))
 
     @property
     def row_bytes(self) -> int:
@@ -130,6 +131,14 @@ class CacheSpec:
     def group_key(self) -> tuple[int, int | None]:
         """(tokens per block, sliding window): vLLM buckets non-full caches by this."""
         return (self.tokens_per_block, self.sliding_window)
+
+    @property
+    def spec_key(self) -> tuple:
+        """Everything but the layer name: equal keys = one vLLM KVCacheSpec. Built when asked
+        (only overlay-by-spec asks), not kept: a tuple per cache would be one more object for
+        every collection to walk."""
+        return (self.kind, self.row_format, self.rows, self.tokens_per_block, self.sliding_window,
+                self.attention_chunk_size, self.alignment, self.page_bytes)
 
     def with_page_bytes(self, page_bytes: int) -> "CacheSpec":
         """The same cache with its page grown to `page_bytes` (pre-#48993 padding)."""
