@@ -20,9 +20,9 @@ from .layout import Layout, Placement, SharedTensor
 def _check_groups(groups: tuple[KVGroup, ...]) -> None:
     require(len(groups) > 0, "groups: there are no groups to plan")
     names = [c.name for g in groups for c in g.layers]
-    dup = [n for n, k in Counter(names).items() if k > 1]
-    if dup:
-        raise KvvizError(f"layers: {dup[0]!r} appears more than once")
+    if len(set(names)) != len(names):
+        dup = next(n for n, k in Counter(names).items() if k > 1)
+        raise KvvizError(f"layers: {dup!r} appears more than once")
 
 
 def _tensors_by_offset(placements: list[Placement]) -> tuple[SharedTensor, ...]:
@@ -63,7 +63,9 @@ def plan_bucketed(groups: tuple[KVGroup, ...]) -> Layout:
 
 
 def _group_terms(g: KVGroup) -> str:
-    counts = Counter(c.page_bytes for c in g.layers)
+    counts: dict[int, int] = {}  # page size -> layers of that size, first-seen order
+    for c in g.layers:
+        counts[c.page_bytes] = counts.get(c.page_bytes, 0) + 1
     return " + ".join(f"{n} x {p:,}" for p, n in counts.items())
 
 

@@ -197,10 +197,9 @@ def layer_caches(config: ModelConfig, layer: int, options: CacheOptions) -> list
         return out
     if ratio not in COMPRESSOR:
         raise KvvizError(f"compress_ratios[{layer}]={ratio}: kvviz knows ratios 0, 1, {', '.join(map(str, COMPRESSOR))}")
-    require(
-        options.block_size % ratio == 0,
-        f"block_size={options.block_size}: must be a multiple of every compress ratio (layer {layer} has {ratio})",
-    )
+    if options.block_size % ratio:  # an if, not require(): no message formatted per layer
+        raise KvvizError(f"block_size={options.block_size}: must be a multiple of every compress ratio "
+                         f"(layer {layer} has {ratio})")
     geo = COMPRESSOR[ratio]
     state_window = geo["coff"] * ratio
     state_tokens = geo["state_tokens"]
