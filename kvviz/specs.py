@@ -66,12 +66,10 @@ COMPRESSOR = {4: {"coff": 2, "state_tokens": 4}, 128: {"coff": 1, "state_tokens"
 SWA_TOKENS_PER_BLOCK = 64  # the sliding-window KV cache has its own fixed block of 64 tokens
 
 
-# Sizes derived once per cache: init=False, compare=False fields that __post_init__ fills, so a
-# slotted CacheSpec carries them without a __dict__ (a model of 100x the layers makes ~100x the
-# specs; each cached_property behind a __dict__ cost objects and time on every first access).
-_DERIVED = dict(init=False, repr=False, compare=False)
-
-
+# The page size is derived once per cache: an init=False, compare=False field that __post_init__
+# fills, so a slotted CacheSpec carries it without a __dict__ (a model of 100x the layers makes
+# ~100x the specs; cached_propertys behind a __dict__ cost an object and a chain of lookups each).
+# content_bytes and aligned_bytes are one multiplication away and are not stored.
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class CacheSpec:
     """One cache one layer registers: `rows` rows of `row_format`, page rounded to `alignment`.
@@ -90,9 +88,8 @@ class CacheSpec:
     alignment: int = 1
     padded_page_bytes: int | None = None  # pre-#48993 only: small pages grown to a main page size
 
-    content_bytes: int = dataclasses.field(**_DERIVED)  # bytes of rows, before alignment
-    aligned_bytes: int = dataclasses.field(**_DERIVED)  # content rounded up to the alignment
-    page_bytes: int = dataclasses.field(**_DERIVED)  # the page vLLM allocates (padded if grown)
+    # The page vLLM allocates (aligned content, or the grown size when padded).
+    page_bytes: int = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Plain ifs, not require(): its message would be formatted for every cache of a model.
@@ -103,17 +100,24 @@ class CacheSpec:
             raise KvvizError(f"{self.name}: page_bytes must be positive (got a zero-size row)")
         if self.alignment <= 0:
             raise KvvizError(f"{self.name}: alignment={self.alignment} must be positive")
-        content = self.rows * row_bytes
-        aligned = round_up(content, self.alignment)
-        page = self.padded_page_bytes if self.padded_page_bytes is not None else aligned
-        set_derived = object.__setattr__  # frozen: derived sizes are written once, here
-        set_derived(self, "content_bytes", content)
-        set_derived(self, "aligned_bytes", aligned)
-        set_derived(self, "page_bytes", page)
+        page = self.padded_page_bytes
+        if page is None:
+            page = round_up(self.rows * row_bytes, self.alignment)
+        object.__setattr__(self, "page_bytes", page)  # frozen: the derived size is written once, here
 
     @property
     def row_bytes(self) -> int:
         return self.row_format.row_bytes
+
+    @property
+    def content_bytes(self) -> int:
+        """Bytes of rows, before alignment."""
+        return self.rows * self.row_format.row_bytes
+
+    @property
+    def aligned_bytes(self) -> int:
+        """Content rounded up to the backend's alignment (the page unless padded)."""
+        return round_up(self.rows * self.row_format.row_bytes, self.alignment)
 
     @property
     def padding_bytes(self) -> int:

@@ -117,3 +117,19 @@ def test_codecs_agree_with_row_anatomy(main_format, indexer):
         rows = {c.row_format for c in model_caches(cfg, CacheOptions(main_format=main_format, indexer_format=indexer))}
         for row in rows:
             assert get_codec(row.name).row_bytes(row.dims) == (row.payload_bytes, row.footer_bytes), row.name
+
+
+def test_cache_spec_is_a_frozen_record_with_its_sizes_derived_once():
+    """A slotted, frozen record: sizes follow its fields, copies recompute them, nothing mutates."""
+    import dataclasses
+
+    c = next(c for c in model_caches(PRO) if c.kind is CacheKind.MAIN_C4)
+    assert not hasattr(c, "__dict__")
+    assert (c.content_bytes, c.aligned_bytes, c.page_bytes, c.padding_bytes) == (64 * 584, 37_440, 37_440, 64)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.page_bytes = 1
+    grown = c.with_page_bytes(40_000)
+    assert (grown.page_bytes, grown.content_bytes, grown.padding_bytes) == (40_000, 64 * 584, 40_000 - 64 * 584)
+    assert dataclasses.replace(c, padded_page_bytes=40_000) == grown
+    assert dataclasses.replace(grown, padded_page_bytes=None).page_bytes == 37_440
+    assert c.attention_chunk_size is None and c.spec_key != grown.spec_key
