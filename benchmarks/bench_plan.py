@@ -2,7 +2,8 @@
 layers (config.with_layer_mix); prints the growth ratio, which should track the layer ratio
 (goal: 100x the layers in at most 110x the time).
 
-Timed with the cyclic GC on, as a user runs it: a plan that keeps many objects alive makes the
+Timed in process CPU time (time.process_time: steadier than wall time on a shared machine) with
+the cyclic GC on, as a user runs it: a plan that keeps many objects alive makes the
 collector's full passes more frequent and each one longer, a superlinear cost that belongs to the
 plan. Also printed, per plan of each model: the gc-tracked objects the result keeps alive (what
 every later full collection walks) and the collections by generation a plan triggers.
@@ -23,7 +24,7 @@ PLANNERS = (("bucketed", CacheOptions(indexer_format="fp8")), ("overlay", CacheO
 
 
 def seconds(fn, repeat):
-    """(min, median) wall seconds of `repeat` calls, gc enabled, each from a collected heap."""
+    """(min, median) CPU seconds of `repeat` calls, gc enabled, each from a collected heap."""
     times = []
     for _ in range(repeat):
         gc.collect()
