@@ -75,7 +75,7 @@ def main():
             base = base or (t_min, t_med, n)
             growth = f"{t_min / base[0]:.0f}x/{t_med / base[1]:.0f}x" if base[2] != n else "1x"
             print(f"{label:<5} {cfg.num_hidden_layers:>6} {planner:<16} {n:>7} {t_min * 1e3:>8.2f} {t_med * 1e3:>8.2f}"
-                  f" {growth:>9} ({n // base[2]}x)  {alive:>9,} {'/'.join(f'{c:.2f}' for c in per_plan):>21}")
+                  f" {growth:>9} ({n / base[2]:.1f}x)  {alive:>9,} {'/'.join(f'{c:.2f}' for c in per_plan):>21}")
     print("growth = min/median time over pro's; (Nx) = the cache ratio; goal at 100x: <= 110x")
 
 
