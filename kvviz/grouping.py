@@ -11,7 +11,6 @@ import dataclasses
 from collections import Counter
 
 from .config import read_json
-from .defaults import BLOCK_SIZE
 from .errors import KvvizError, require
 from .specs import CacheKind, CacheSpec, custom_cache
 
