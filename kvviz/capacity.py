@@ -24,9 +24,8 @@ def budget_bytes(*, gib: float | None = None, num_bytes: int | None = None) -> i
 
 
 def num_blocks(layout: Layout, budget: int) -> int:
-    """floor(budget / stride): how many per-block slabs the budget holds."""
-    require(isinstance(budget, int) and budget > 0, f"budget_bytes={budget!r}: must be a positive integer")
-    return budget // layout.block_stride
+    """floor(budget / stride): how many per-block slabs the budget holds (Layout.num_blocks)."""
+    return layout.num_blocks(budget)
 
 
 def budget_range(stride: int, blocks: int) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""vLLM's grouping of caches into KV-cache groups (REFERENCE.md section 5).
+"""vLLM's grouping of caches into KV-cache groups (docs/grouping.md#vllm-grouping).
 
 A group is a set of layers that share one block table. Groups never hold the same block id at
 the same time, which is what lets the overlay planner lay them over the same bytes.
@@ -6,9 +6,9 @@ the same time, which is what lets the overlay planner lay them over the same byt
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections import Counter
-from functools import cached_property
 
 from .config import read_json
 from .errors import KvvizError, require
@@ -16,24 +16,20 @@ from .inputs import MAX_LAYERS, MAX_PAGE_BYTES, MAX_SLIDING_WINDOW, MAX_TOKENS_P
 from .specs import CacheKind, CacheSpec, custom_cache
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class KVGroup:
     """A named group of caches, listed in the order vLLM lists them."""
 
     name: str
     layers: tuple[CacheSpec, ...]
+    # Sum of the group's pages: its extent under the overlay planner (computed once).
+    total_bytes: int = dataclasses.field(init=False, repr=False, compare=False)
+    is_full: bool = dataclasses.field(init=False, repr=False, compare=False)  # all full attention
 
     def __post_init__(self) -> None:
         require(len(self.layers) > 0, f"group {self.name!r}: has no layers")
-
-    @cached_property
-    def total_bytes(self) -> int:
-        """Sum of the group's pages: its extent under the overlay planner."""
-        return sum(c.page_bytes for c in self.layers)
-
-    @property
-    def is_full(self) -> bool:
-        return all(c.is_full_attention for c in self.layers)
+        object.__setattr__(self, "total_bytes", sum(c.page_bytes for c in self.layers))
+        object.__setattr__(self, "is_full", all(c.is_full_attention for c in self.layers))
 
 
 def page_sizes_first_seen(caches) -> list[int]:
@@ -48,12 +44,29 @@ def tuple_count(caches) -> int:
 def approximate_gcd(counts: list[int], lower_bound: int) -> int:
     """The group size d in [lower_bound, max(counts)] with the least padding sum(ceil(x/d)*d - x).
 
-    Ties go to the larger d (vLLM's choice: fewer, larger groups).
+    Ties go to the larger d (vLLM's choice: fewer, larger groups). Mirrors vLLM 0.33's
+    `_approximate_gcd` (vllm/v1/core/kv_cache_planning.py), which tries every d in that range.
+
+    pad(d) = d * sum_x ceil(x/d) - sum_x x, and ceil(x/d) counts the k >= 0 with k*d < x, so
+    sum_x ceil(x/d) = sum over k of #(counts > k*d): one strided slice of the "how many counts
+    exceed t" table per d. Every d is still tried, in O(max/d) each: O(max log max) in all
+    instead of O(max x len(counts)).
     """
     require(lower_bound > 0, f"lower_bound={lower_bound}: must be positive")
-    best, best_pad = None, None
-    for d in range(lower_bound, max(max(counts), lower_bound) + 1):
-        pad = sum(-(-x // d) * d - x for x in counts)
+    require(len(counts) > 0, "counts: needs at least one count")
+    require(all(isinstance(x, int) and x >= 0 for x in counts), f"counts={counts!r}: must be non-negative integers")
+    top = max(counts)
+    if top <= lower_bound:
+        return lower_bound  # the range holds only lower_bound
+    exceeding = [0] * (top + 1)  # exceeding[t] = how many counts are > t, for t in [0, top]
+    for x, n in Counter(counts).items():
+        exceeding[x - 1] += n if x > 0 else 0
+    for t in range(top - 1, -1, -1):
+        exceeding[t] += exceeding[t + 1]
+    total = sum(counts)
+    best, best_pad = lower_bound, None
+    for d in range(lower_bound, top + 1):
+        pad = d * sum(exceeding[::d]) - total
         if best_pad is None or pad <= best_pad:
             best, best_pad = d, pad
     return best
@@ -69,7 +82,10 @@ def split_bucket(caches: list[CacheSpec], d: int) -> list[list[CacheSpec]]:
     for c in caches:
         by_size[c.page_bytes].append(c)
     tuples_n = max(len(v) for v in by_size.values())
-    tuples = [[v[k] for v in by_size.values() if k < len(v)] for k in range(tuples_n)]
+    tuples: list[list[CacheSpec]] = [[] for _ in range(tuples_n)]
+    for same_size in by_size.values():  # size by size, so tuple k lists its sizes first-seen
+        for k, c in enumerate(same_size):
+            tuples[k].append(c)
     n = -(-tuples_n // d)
     return [[c for t in tuples[i::n] for c in t] for i in range(n)]
 
@@ -80,9 +96,9 @@ def pad_small_pages(caches: tuple[CacheSpec, ...]) -> tuple[CacheSpec, ...]:
     out = []
     for c in caches:
         if not c.is_full_attention:
-            bigger = [p for p in full_sizes if p >= c.page_bytes]
-            if bigger and bigger[0] != c.page_bytes:
-                c = dataclasses.replace(c, padded_page_bytes=bigger[0])
+            i = bisect.bisect_left(full_sizes, c.page_bytes)  # the smallest full size >= the page
+            if i < len(full_sizes) and full_sizes[i] != c.page_bytes:
+                c = c.with_page_bytes(full_sizes[i])
         out.append(c)
     return tuple(out)
 
@@ -104,25 +120,26 @@ def group_caches(caches: tuple[CacheSpec, ...], *, order: str = "full-first") ->
     """
     require(order in ("full-first", "first-seen"), f"order={order!r}: choose full-first or first-seen")
     require(len(caches) > 0, "caches: the model registers no KV caches")
-    full = [c for c in caches if c.is_full_attention]
+    full: list[CacheSpec] = []
     buckets: dict[tuple, list[CacheSpec]] = {}
-    for c in caches:
-        if not c.is_full_attention:
-            buckets.setdefault(c.group_key, []).append(c)
+    first_index: dict[tuple | None, int] = {}  # bucket key (None: full) -> its first registration index
+    for i, c in enumerate(caches):
+        key = None if c.is_full_attention else c.group_key
+        first_index.setdefault(key, i)
+        (full if key is None else buckets.setdefault(key, [])).append(c)
     counts = [tuple_count(b) for b in buckets.values()]
     lower = tuple_count(full) if full else 1
     d = approximate_gcd(([lower] if full else []) + counts, lower)
 
     named: list[tuple[int, KVGroup]] = []  # (first registration index of its bucket, group)
-    position = {c.name: i for i, c in enumerate(caches)}
     if full:
-        named.append((position[full[0].name], KVGroup(name="full", layers=tuple(full))))
-    for bucket in buckets.values():
+        named.append((first_index[None], KVGroup(name="full", layers=tuple(full))))
+    for key, bucket in buckets.items():
         base = _BUCKET_NAMES.get(bucket[0].kind, f"window{bucket[0].sliding_window}")
         parts = split_bucket(bucket, d)
         for i, part in enumerate(parts):
             name = base if len(parts) == 1 else f"{base}-{chr(ord('a') + i)}"
-            named.append((position[bucket[0].name], KVGroup(name=name, layers=tuple(part))))
+            named.append((first_index[key], KVGroup(name=name, layers=tuple(part))))
     if order == "first-seen":
         named.sort(key=lambda item: item[0])
     return tuple(g for _, g in named)

@@ -39,14 +39,7 @@ __all__ = [
 
 HYBRID_PLANNERS = ("vllm", "packed", "separate")
 
-# Text byte map glyphs of the hybrid kinds (the DeepSeek V4 ones live in layout.GLYPHS).
-HYBRID_GLYPHS = {CacheKind.FULL_ATTENTION: "F", CacheKind.SLIDING_ATTENTION: "S", CacheKind.CHUNKED_ATTENTION: "L",
-                 CacheKind.LINEAR_STATE: "M"}
-PADDING_GLYPH = "~"
-
-
-def _glyph(kind: CacheKind) -> str:
-    return HYBRID_GLYPHS.get(kind) or GLYPHS[kind]
+PADDING_GLYPH = "~"  # a state page's padding up to the attention page, in the text byte map
 
 
 # ---- grouping -----------------------------------------------------------------------------------
@@ -176,7 +169,7 @@ class HybridLayout(Layout):
             cells = ["."] * width
             for p in self.group_placements(i):
                 content_end = p.offset + p.cache.content_bytes
-                for lo_b, hi_b, glyph in ((p.offset, content_end, _glyph(p.cache.kind)),
+                for lo_b, hi_b, glyph in ((p.offset, content_end, GLYPHS[p.cache.kind]),
                                           (content_end, p.end, PADDING_GLYPH)):
                     if hi_b <= lo_b:
                         continue
@@ -186,7 +179,7 @@ class HybridLayout(Layout):
                         cells[x] = glyph
             lines.append(f"{g.name:>{name_w}} |{''.join(cells)}| {len(g.layers):>3} layers {self.group_total(i):>14,} B")
         kinds = dict.fromkeys(p.cache.kind for p in self.placements)
-        legend = "  ".join(f"{_glyph(k)}={k.label}" for k in kinds)
+        legend = "  ".join(f"{GLYPHS[k]}={k.label}" for k in kinds)
         if any(p.cache.padding_bytes for p in self.placements):
             legend += f"  {PADDING_GLYPH}=padding"
         lines.append(f"{'':>{name_w}}  bytes per block {self.block_stride:,} B, {self.tokens_per_block} tokens "

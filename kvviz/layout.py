@@ -6,11 +6,12 @@ import dataclasses
 from functools import cached_property
 
 from .errors import require
+from .defaults import GIB
 from .grouping import KVGroup
 from .specs import CacheKind, CacheSpec
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Placement:
     """One layer's page inside the per-block slab: bytes [offset, offset + page_bytes)."""
 
@@ -31,7 +32,7 @@ class Placement:
         return self.offset + self.cache.page_bytes
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class SharedTensor:
     """One tensor of the pool: layers that start at `offset` (PR-era planners: one per distinct
     offset, layers of all groups there in group order), or, for vLLM 0.33, one spec of one group
@@ -52,6 +53,10 @@ GLYPHS = {
     CacheKind.STATE_C128: "d",
     CacheKind.INDEXER_STATE: "E",
     CacheKind.CUSTOM: "#",
+    CacheKind.FULL_ATTENTION: "F",
+    CacheKind.SLIDING_ATTENTION: "S",
+    CacheKind.CHUNKED_ATTENTION: "L",
+    CacheKind.LINEAR_STATE: "M",
 }
 
 
@@ -77,8 +82,16 @@ class Layout:
     def placement(self, name: str) -> Placement:
         return self.by_name[name]
 
+    @cached_property
+    def _by_group(self) -> tuple[tuple[Placement, ...], ...]:
+        """Placements indexed by group once (in planner order), so per-group views stay linear."""
+        lanes: list[list[Placement]] = [[] for _ in self.groups]
+        for p in self.placements:
+            lanes[p.group].append(p)
+        return tuple(map(tuple, lanes))
+
     def group_placements(self, group: int) -> tuple[Placement, ...]:
-        return tuple(p for p in self.placements if p.group == group)
+        return self._by_group[group]
 
     # ---- derived sizes -------------------------------------------------------------------
     def group_total(self, group: int) -> int:
@@ -101,12 +114,12 @@ class Layout:
             out.append((cursor, self.block_stride))
         return out
 
-    @property
+    @cached_property
     def largest_group(self) -> int:
-        """Index of the group with the largest total."""
+        """Index of the group with the largest total (the first such group on a tie)."""
         return max(range(len(self.groups)), key=self.group_total)
 
-    @property
+    @cached_property
     def binding_group(self) -> int | None:
         """The group whose total is the stride (overlay planners); None when no group fills the
         stride (bucketed: the stride is a sum of page-size buckets)."""
@@ -123,9 +136,11 @@ class Layout:
         return len(self.placements)
 
     def num_blocks(self, budget_bytes: int) -> int:
-        from .capacity import num_blocks
-
-        return num_blocks(self, budget_bytes)
+        """floor(budget / stride): how many per-block slabs the budget holds (vLLM's
+        `available_memory // page_size` with the block stride as the page)."""
+        require(isinstance(budget_bytes, int) and not isinstance(budget_bytes, bool) and budget_bytes > 0,
+                f"budget_bytes={budget_bytes!r}: must be a positive integer")
+        return budget_bytes // self.block_stride
 
     # ---- views ---------------------------------------------------------------------------
     def to_records(self) -> list[dict]:
@@ -198,13 +213,15 @@ class Layout:
         """A compact byte map: one lane per group, one glyph per width-th of the stride, '.' unused."""
         lines = []
         name_w = max(len(g.name) for g in self.groups)
+        stride = self.block_stride
         for i, g in enumerate(self.groups):
             cells = ["."] * width
             for p in self.group_placements(i):
-                lo = p.offset * width // self.block_stride
-                hi = max(lo + 1, -(-p.end * width // self.block_stride))
-                for x in range(lo, min(hi, width)):
-                    cells[x] = GLYPHS[p.cache.kind]
+                # Cells floor(offset*w/stride) .. ceil(end*w/stride), at least one, clipped.
+                lo = p.offset * width // stride
+                hi = min(max(lo + 1, -(-p.end * width // stride)), width)
+                if hi > lo:
+                    cells[lo:hi] = GLYPHS[p.cache.kind] * (hi - lo)
             lines.append(f"{g.name:>{name_w}} |{''.join(cells)}| {self.group_total(i):>12,} B")
         kinds = dict.fromkeys(p.cache.kind for p in self.placements)
         legend = "  ".join(f"{GLYPHS[k]}={k.label}" for k in kinds) + "  .=unused"
@@ -217,7 +234,7 @@ class Layout:
         lines = list(self.derivation)
         if budget_bytes is not None:
             blocks = self.num_blocks(budget_bytes)
-            lines.append(f"{budget_bytes:,} B budget ({budget_bytes / 2**30:.4f} GiB) // {self.block_stride:,} B "
+            lines.append(f"{budget_bytes:,} B budget ({budget_bytes / GIB:.4f} GiB) // {self.block_stride:,} B "
                          f"= {blocks:,} blocks ({budget_bytes - blocks * self.block_stride:,} B left over)")
         return "\n".join(lines)
 

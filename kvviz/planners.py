@@ -1,4 +1,4 @@
-"""The planners (REFERENCE.md section 6): groups in, one `Layout` out.
+"""The planners (docs/planners.md#bucketed, #overlay, #overlay-by-spec): groups in, one `Layout` out.
 
 * `plan_bucketed`: vLLM before #48993. The k-th layer of page size p in every group goes to
   slot (p, k); stride = sum over p of p x (most layers of size p in one group).
@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import Counter
 
 from .errors import KvvizError, require
-from .formats import lcm
 from .grouping import KVGroup
 from .layout import Layout, Placement, SharedTensor
 
@@ -21,15 +20,18 @@ from .layout import Layout, Placement, SharedTensor
 def _check_groups(groups: tuple[KVGroup, ...]) -> None:
     require(len(groups) > 0, "groups: there are no groups to plan")
     names = [c.name for g in groups for c in g.layers]
-    dup = [n for n, k in Counter(names).items() if k > 1]
-    if dup:
-        raise KvvizError(f"layers: {dup[0]!r} appears more than once")
+    if len(set(names)) != len(names):
+        dup = next(n for n, k in Counter(names).items() if k > 1)
+        raise KvvizError(f"layers: {dup!r} appears more than once")
 
 
 def _tensors_by_offset(placements: list[Placement]) -> tuple[SharedTensor, ...]:
+    """One tensor per distinct offset, its layers in group order. The planners emit placements
+    group by group and never put two layers of one group at one offset, so walking them in order
+    lists each offset's layers in group order (no sort of every placement needed)."""
     by_offset: dict[int, list[str]] = {}
-    for p in sorted(placements, key=lambda p: (p.offset, p.group)):
-        by_offset.setdefault(p.offset, []).append(p.name)
+    for p in placements:
+        by_offset.setdefault(p.offset, []).append(p.cache.name)
     return tuple(SharedTensor(offset=o, layers=tuple(v)) for o, v in sorted(by_offset.items()))
 
 
@@ -37,17 +39,23 @@ def plan_bucketed(groups: tuple[KVGroup, ...]) -> Layout:
     """Page-size buckets: slot (p, k) is shared by the k-th layer of size p of every group."""
     _check_groups(groups)
     sizes = list(dict.fromkeys(c.page_bytes for g in groups for c in g.layers))
-    slots = {p: max(sum(1 for c in g.layers if c.page_bytes == p) for g in groups) for p in sizes}
+    slots = dict.fromkeys(sizes, 0)  # most layers of each size in one group: one Counter per group
+    for g in groups:
+        for p, n in Counter(c.page_bytes for c in g.layers).items():
+            if n > slots[p]:
+                slots[p] = n
     region, start = {}, 0
     for p in sizes:
         region[p] = start
         start += p * slots[p]
     placements = []
     for gi, g in enumerate(groups):
-        seen: Counter = Counter()
+        free: dict[int, int] = {}  # page size -> the group's next free slot in that size's region
         for c in g.layers:
-            placements.append(Placement(c, gi, region[c.page_bytes] + seen[c.page_bytes] * c.page_bytes))
-            seen[c.page_bytes] += 1
+            p = c.page_bytes
+            offset = free.get(p, region[p])
+            placements.append(Placement(c, gi, offset))
+            free[p] = offset + p
     derivation = [f"{slots[p]} x {p:,} B (page size {p:,}: most layers of that size in one group)" for p in sizes]
     derivation.append(f"= {start:,} B block stride (sum over page sizes)")
     return Layout("bucketed", tuple(groups), tuple(placements), start, _tensors_by_offset(placements),
@@ -55,14 +63,16 @@ def plan_bucketed(groups: tuple[KVGroup, ...]) -> Layout:
 
 
 def _group_terms(g: KVGroup) -> str:
-    counts = Counter(c.page_bytes for c in g.layers)
+    counts: dict[int, int] = {}  # page size -> layers of that size, first-seen order
+    for c in g.layers:
+        counts[c.page_bytes] = counts.get(c.page_bytes, 0) + 1
     return " + ".join(f"{n} x {p:,}" for p, n in counts.items())
 
 
-def _overlay_derivation(groups, stride, note="") -> tuple[str, ...]:
+def _overlay_derivation(groups, stride) -> tuple[str, ...]:
     lines = [f"{g.name}: {_group_terms(g)} = {g.total_bytes:,} B" for g in groups]
     largest = max(groups, key=lambda g: g.total_bytes)
-    lines.append(f"= {stride:,} B block stride: the largest group ({largest.name}) binds{note}")
+    lines.append(f"= {stride:,} B block stride: the largest group ({largest.name}) binds")
     return tuple(lines)
 
 
@@ -80,11 +90,11 @@ def plan_overlay(groups: tuple[KVGroup, ...]) -> Layout:
                   _overlay_derivation(groups, stride))
 
 
-def plan_overlay_by_spec(groups: tuple[KVGroup, ...], *, stride_alignments: tuple[int, ...] = ()) -> Layout:
+def plan_overlay_by_spec(groups: tuple[KVGroup, ...]) -> Layout:
     """vLLM 0.33: per group, the layers of one spec stand together, one tensor per spec.
 
-    The stride is rounded up to the lcm of the layers' block-stride alignments (all 1 for
-    DeepSeek V4, so it equals the largest group total).
+    The stride is the largest group total (vLLM's `_get_kv_cache_bytes_per_block`, whose
+    rounding to the layers' block-stride alignments is a no-op here: every one is 1).
     """
     _check_groups(groups)
     placements, tensors = [], []
@@ -99,12 +109,9 @@ def plan_overlay_by_spec(groups: tuple[KVGroup, ...], *, stride_alignments: tupl
             for c in members:
                 placements.append(Placement(c, gi, offset))
                 offset += page
-    align = lcm(stride_alignments)
-    largest = max(g.total_bytes for g in groups)
-    stride = -(-largest // align) * align
-    note = f", rounded up to a multiple of {align}" if align > 1 else ""
+    stride = max(g.total_bytes for g in groups)
     return Layout("overlay-by-spec", tuple(groups), tuple(placements), stride, tuple(tensors),
-                  _overlay_derivation(groups, stride, note))
+                  _overlay_derivation(groups, stride))
 
 
 PLANNERS = {"overlay": plan_overlay, "overlay-by-spec": plan_overlay_by_spec, "bucketed": plan_bucketed}

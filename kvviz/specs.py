@@ -1,4 +1,5 @@
-"""A model config plus knobs -> every KV cache each layer registers (REFERENCE.md section 3).
+"""A model config plus knobs -> every KV cache each layer registers
+(docs/caches.md#the-caches-a-layer-registers).
 
 Caches come out in vLLM's registration order: per layer, sliding-window KV (C), indexer K (B),
 main compressed KV (A), indexer compressor state (E), main compressor state (D). The B-before-A
@@ -10,16 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from functools import cached_property
 
 from . import formats
 from .config import ModelConfig
+from .defaults import BLOCK_SIZE
 from .errors import KvvizError, require
 from .formats import RowFormat, round_up
 
 
 class CacheKind(enum.Enum):
-    """What a cache holds; `letter` is its row in REFERENCE.md section 3."""
+    """What a cache holds; `letter` is its row in docs/caches.md#the-caches-a-layer-registers."""
 
     MAIN_C4 = ("main KV c4", "A")
     MAIN_C128 = ("main KV c128", "A")
@@ -40,7 +41,7 @@ class CacheKind(enum.Enum):
         self.letter = letter
 
 
-# Backend page alignment (a kernel requirement, REFERENCE.md section 3): FlashMLA sparse wants
+# Backend page alignment (a kernel requirement, docs/caches.md#backend-alignment): FlashMLA sparse wants
 # every page a multiple of 576 B (one fp8_ds_mla payload row); FlashInfer wants the main KV and
 # indexer K pages (the ones its kernels read by page) a multiple of 512 B and leaves states alone.
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -70,9 +71,16 @@ COMPRESSOR = {4: {"coff": 2, "state_tokens": 4}, 128: {"coff": 1, "state_tokens"
 SWA_TOKENS_PER_BLOCK = 64  # the sliding-window KV cache has its own fixed block of 64 tokens
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+# The page size is derived once per cache: an init=False, compare=False field that __post_init__
+# fills, so a slotted CacheSpec carries it without a __dict__ (a model of 100x the layers makes
+# ~100x the specs; cached_propertys behind a __dict__ cost an object and a chain of lookups each).
+# content_bytes and aligned_bytes are one multiplication away and are not stored.
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class CacheSpec:
-    """One cache one layer registers: `rows` rows of `row_format`, page rounded to `alignment`."""
+    """One cache one layer registers: `rows` rows of `row_format`, page rounded to `alignment`.
+
+    Mirrors one layer's vLLM `KVCacheSpec` and its `page_size_bytes` (vllm/v1/kv_cache_interface.py).
+    """
 
     name: str  # vLLM's layer name, e.g. model.layers.2.attn.indexer.k_cache
     kind: CacheKind
@@ -81,31 +89,40 @@ class CacheSpec:
     rows: int
     tokens_per_block: int
     sliding_window: int | None = None  # None: full attention (kept for the whole request)
-    attention_chunk_size: int | None = None  # chunked local attention (Llama 4): blocks of one chunk
+    attention_chunk_size: int | None = None  # chunked local attention (vLLM ChunkedLocalAttentionSpec)
     alignment: int = 1
     padded_page_bytes: int | None = None  # pre-#48993 only: small pages grown to a main page size
 
+    # The page vLLM allocates (aligned content, or the grown size when padded).
+    page_bytes: int = dataclasses.field(init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
-        require(self.rows > 0, f"{self.name}: rows={self.rows} must be positive")
-        require(self.row_format.row_bytes > 0, f"{self.name}: page_bytes must be positive (got a zero-size row)")
-        require(self.alignment > 0, f"{self.name}: alignment={self.alignment} must be positive")
+        # Plain ifs, not require(): its message would be formatted for every cache of a model.
+        row_bytes = self.row_format.row_bytes
+        if self.rows <= 0:
+            raise KvvizError(f"{self.name}: rows={self.rows} must be positive")
+        if row_bytes <= 0:
+            raise KvvizError(f"{self.name}: page_bytes must be positive (got a zero-size row)")
+        if self.alignment <= 0:
+            raise KvvizError(f"{self.name}: alignment={self.alignment} must be positive")
+        page = self.padded_page_bytes
+        if page is None:
+            page = round_up(self.rows * row_bytes, self.alignment)
+        object.__setattr__(self, "page_bytes", page)  # frozen: the derived size is written once, here
 
     @property
     def row_bytes(self) -> int:
         return self.row_format.row_bytes
 
-    @cached_property
+    @property
     def content_bytes(self) -> int:
         """Bytes of rows, before alignment."""
-        return self.rows * self.row_bytes
+        return self.rows * self.row_format.row_bytes
 
-    @cached_property
+    @property
     def aligned_bytes(self) -> int:
-        return round_up(self.content_bytes, self.alignment)
-
-    @cached_property
-    def page_bytes(self) -> int:
-        return self.padded_page_bytes if self.padded_page_bytes is not None else self.aligned_bytes
+        """Content rounded up to the backend's alignment (the page unless padded)."""
+        return round_up(self.rows * self.row_format.row_bytes, self.alignment)
 
     @property
     def padding_bytes(self) -> int:
@@ -117,18 +134,29 @@ class CacheSpec:
 
     @property
     def is_full_attention(self) -> bool:
-        return self.sliding_window is None
+        """Kept for the whole request: no window, no chunk, not a recurrent state."""
+        return (self.sliding_window is None and self.attention_chunk_size is None
+                and self.kind is not CacheKind.LINEAR_STATE)
 
     @property
     def group_key(self) -> tuple[int, int | None]:
         """(tokens per block, sliding window): vLLM buckets non-full caches by this."""
         return (self.tokens_per_block, self.sliding_window)
 
-    @cached_property
+    @property
     def spec_key(self) -> tuple:
-        """Everything but the layer name: equal keys = one vLLM KVCacheSpec."""
+        """Everything but the layer name: equal keys = one vLLM KVCacheSpec. Built when asked
+        (only overlay-by-spec asks), not kept: a tuple per cache would be one more object for
+        every collection to walk."""
         return (self.kind, self.row_format, self.rows, self.tokens_per_block, self.sliding_window,
-                self.alignment, self.page_bytes)
+                self.attention_chunk_size, self.alignment, self.page_bytes)
+
+    def with_page_bytes(self, page_bytes: int) -> "CacheSpec":
+        """The same cache with its page grown to `page_bytes` (pre-#48993 padding)."""
+        return CacheSpec(name=self.name, kind=self.kind, layer=self.layer, row_format=self.row_format,
+                         rows=self.rows, tokens_per_block=self.tokens_per_block,
+                         sliding_window=self.sliding_window, attention_chunk_size=self.attention_chunk_size,
+                         alignment=self.alignment, padded_page_bytes=page_bytes)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -138,7 +166,7 @@ class CacheOptions:
     backend: str = "flashmla"
     main_format: str | None = None
     indexer_format: str = "mxfp4"
-    block_size: int = 256
+    block_size: int = BLOCK_SIZE
     mtp: bool = True
 
     def __post_init__(self) -> None:
@@ -180,10 +208,9 @@ def layer_caches(config: ModelConfig, layer: int, options: CacheOptions) -> list
         return out
     if ratio not in COMPRESSOR:
         raise KvvizError(f"compress_ratios[{layer}]={ratio}: kvviz knows ratios 0, 1, {', '.join(map(str, COMPRESSOR))}")
-    require(
-        options.block_size % ratio == 0,
-        f"block_size={options.block_size}: must be a multiple of every compress ratio (layer {layer} has {ratio})",
-    )
+    if options.block_size % ratio:  # an if, not require(): no message formatted per layer
+        raise KvvizError(f"block_size={options.block_size}: must be a multiple of every compress ratio "
+                         f"(layer {layer} has {ratio})")
     geo = COMPRESSOR[ratio]
     state_window = geo["coff"] * ratio
     state_tokens = geo["state_tokens"]
@@ -211,7 +238,7 @@ def model_caches(config: ModelConfig, options: CacheOptions = CacheOptions()) ->
     return tuple(c for layer in range(layers) for c in layer_caches(config, layer, options))
 
 
-def custom_cache(name: str, page_bytes: int, *, kind: CacheKind = CacheKind.CUSTOM, tokens_per_block: int = 256,
+def custom_cache(name: str, page_bytes: int, *, kind: CacheKind = CacheKind.CUSTOM, tokens_per_block: int = BLOCK_SIZE,
                  sliding_window: int | None = None) -> CacheSpec:
     """A cache known only by its page size (groups given as JSON)."""
     require(isinstance(page_bytes, int) and page_bytes > 0, f"{name}: page_bytes={page_bytes!r} must be a positive integer")

@@ -1,4 +1,5 @@
-"""Blocks, budget rounding, vLLM's admission estimate and request counts (REFERENCE.md 6-8)."""
+"""Blocks, budget rounding (docs/published-numbers.md#budget-rounding), vLLM's admission estimate
+(docs/published-numbers.md#admission-estimate) and request counts."""
 
 import pytest
 
@@ -9,7 +10,7 @@ from kvviz.errors import KvvizError
 
 PRO = load_model("deepseek-v4-pro")
 
-# Section 7: (backend, budget GiB, blocks before, blocks after).
+# docs/published-numbers.md#the-published-table: (backend, budget GiB, blocks before, blocks after).
 PUBLISHED = [("flashinfer", 26.46, 21_709, 23_120), ("flashmla", 26.09, 19_015, 21_306)]
 
 
@@ -52,12 +53,35 @@ def test_admission_estimate_vs_real_stride(backend, estimate, real):
     assert after.block_stride == real
 
 
-def test_published_percentages():
-    for backend, gib, before, after in PUBLISHED:
-        b, a = compare_layouts(PRO, backend)
-        pct = 100 * (a.block_stride - b.block_stride) / b.block_stride
-        assert round(pct, 2) == {"flashinfer": -6.10, "flashmla": -10.75}[backend]
-        assert round(100 * (after - before) / before, 2) == {"flashinfer": 6.50, "flashmla": 12.05}[backend]
+# docs/published-numbers.md#the-published-table: stride and block-count changes, in percent.
+PUBLISHED_PCT = {"flashinfer": (-6.10, 6.50), "flashmla": (-10.75, 12.05)}
+
+
+@pytest.mark.parametrize("backend,gib,before,after", PUBLISHED)
+def test_comparison_reproduces_the_published_percentages(backend, gib, before, after):
+    b, a = compare_layouts(PRO, backend)
+    # At a budget that gives both published block counts, kvviz's Comparison counts the blocks
+    # itself (floor(budget / stride)) and must land on the published percentages.
+    lo, hi = capacity.common_budget_range([(b.block_stride, before), (a.block_stride, after)])
+    for budget in (lo, hi):
+        comparison = capacity.Comparison(b, a, budget)
+        assert (comparison.blocks_before, comparison.blocks_after) == (before, after)
+        stride_pct, blocks_pct = PUBLISHED_PCT[backend]
+        assert round(comparison.stride_change_pct, 2) == stride_pct
+        assert round(comparison.blocks_change_pct, 2) == blocks_pct
+        assert comparison.to_json()["blocks_change_pct"] == blocks_pct
+
+
+def test_layout_and_capacity_count_blocks_alike():
+    """Layout.num_blocks is the floor; capacity.num_blocks asks it (one rule, one home)."""
+    _, a = compare_layouts(PRO, "flashmla")
+    stride = a.block_stride
+    for budget in (1, stride - 1, stride, 2 * stride + 5, capacity.budget_bytes(gib=26.09)):
+        assert a.num_blocks(budget) == capacity.num_blocks(a, budget) == sum(
+            1 for k in range(1, budget // stride + 2) if k * stride <= budget)
+    for bad in (0, -stride, 1.5, "1"):
+        with pytest.raises(KvvizError, match="budget_bytes"):
+            a.num_blocks(bad)
 
 
 def test_request_blocks_and_concurrency():

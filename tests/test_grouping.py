@@ -1,8 +1,11 @@
-"""vLLM's grouping rules (REFERENCE.md section 5)."""
+"""vLLM's grouping rules (docs/grouping.md#vllm-grouping)."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvviz.config import load_model
+from kvviz.errors import KvvizError
 from kvviz.grouping import approximate_gcd, group_caches, pad_small_pages, split_bucket
 from kvviz.specs import CacheKind, CacheOptions, custom_cache, model_caches
 
@@ -15,7 +18,7 @@ def sizes(cfg, mtp):
 
 
 def test_approximate_gcd_published_cases():
-    # Section 5.4: Pro counts [31, 61 or 62, 30, 31] -> 31; Flash [21, 43 or 44, 21, 20] -> 22.
+    # docs/grouping.md#vllm-grouping: Pro counts [31, 61 or 62, 30, 31] -> 31; Flash [21, 43 or 44, 21, 20] -> 22.
     assert approximate_gcd([31, 62, 30, 31], 31) == 31
     assert approximate_gcd([31, 61, 30, 31], 31) == 31
     assert approximate_gcd([21, 44, 21, 20], 21) == 22
@@ -30,7 +33,7 @@ def test_approximate_gcd_ties_go_to_larger():
 
 
 def test_group_sizes_pro_and_flash():
-    # Section 5.6.
+    # docs/grouping.md#vllm-grouping: the group sizes.
     assert sizes(PRO, True) == {"full": 91, "swa-a": 31, "swa-b": 31, "c128-state": 31, "c4-state": 60}
     assert sizes(PRO, False) == {"full": 91, "swa-a": 31, "swa-b": 30, "c128-state": 31, "c4-state": 60}
     assert sizes(FLASH, True) == {"full": 62, "swa-a": 22, "swa-b": 22, "c4-state": 42, "c128-state": 20}
@@ -65,7 +68,7 @@ def test_vllm_033_group_order_is_first_seen():
 
 
 @pytest.mark.parametrize("backend,changes", [
-    # Section 5.7: FlashMLA D 32,832 -> 37,440, E stays 8,640; FlashInfer E 8,192 -> 8,704.
+    # docs/grouping.md#padding-before-48993: FlashMLA D 32,832 -> 37,440, E stays 8,640; FlashInfer E 8,192 -> 8,704.
     ("flashmla", {CacheKind.STATE_C4: (32_832, 37_440), CacheKind.STATE_C128: (32_832, 37_440),
                   CacheKind.INDEXER_STATE: (8_640, 8_640), CacheKind.SWA_KV: (37_440, 37_440)}),
     ("flashinfer", {CacheKind.STATE_C4: (32_768, 32_768), CacheKind.INDEXER_STATE: (8_192, 8_704)}),
@@ -76,3 +79,43 @@ def test_pre_pr_padding(backend, changes):
     for kind, (was, now) in changes.items():
         i = next(i for i, c in enumerate(caches) if c.kind is kind)
         assert (caches[i].page_bytes, padded[i].page_bytes) == (was, now)
+
+
+def approximate_gcd_reference(counts, lower_bound):
+    """The definition, tried d by d (kvviz's first implementation, kept as the reference)."""
+    best, best_pad = None, None
+    for d in range(lower_bound, max(max(counts), lower_bound) + 1):
+        pad = sum(-(-x // d) * d - x for x in counts)
+        if best_pad is None or pad <= best_pad:
+            best, best_pad = d, pad
+    return best
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.integers(0, 300), min_size=1, max_size=12) | st.lists(st.integers(1, 40), min_size=1, max_size=60),
+       st.integers(1, 320))
+def test_approximate_gcd_equals_the_definition(counts, lower_bound):
+    assert approximate_gcd(counts, lower_bound) == approximate_gcd_reference(counts, lower_bound)
+
+
+def test_approximate_gcd_rejects_bad_counts():
+    for counts, field in (([], "counts"), ([3, -1], "counts"), ([3], "lower_bound")):
+        with pytest.raises(KvvizError, match=field):
+            approximate_gcd(counts, 0 if field == "lower_bound" else 1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([512, 1_024, 1_728, 4_608, 8_640, 32_832, 37_440]) | st.integers(1, 40_000),
+                min_size=1, max_size=20),
+       st.lists(st.integers(1, 40_000), min_size=1, max_size=20))
+def test_pad_small_pages_grows_to_the_smallest_full_size_at_least_as_big(full_pages, window_pages):
+    caches = tuple([custom_cache(f"f{i}", p) for i, p in enumerate(full_pages)]
+                   + [custom_cache(f"w{i}", p, sliding_window=128) for i, p in enumerate(window_pages)])
+    padded = pad_small_pages(caches)
+    assert [c.name for c in padded] == [c.name for c in caches]
+    for was, now in zip(caches, padded):
+        bigger = [p for p in full_pages if p >= was.page_bytes]
+        expected = min(bigger) if not was.is_full_attention and bigger else was.page_bytes
+        assert now.page_bytes == expected
+        assert (now.padded_page_bytes is not None) == (expected != was.page_bytes)
+        assert now.content_bytes == was.content_bytes

@@ -1,4 +1,5 @@
-"""Planners against the published numbers (REFERENCE.md sections 6-7) and vLLM 0.33's own output."""
+"""Planners (docs/planners.md#overlay) against the published numbers
+(docs/published-numbers.md#the-published-table) and vLLM 0.33's own output."""
 
 import json
 from pathlib import Path
@@ -26,7 +27,7 @@ def test_published_strides(backend, before, after):
 
 
 def test_stride_derivations_by_hand():
-    """Section 7's sums, written out from the page table."""
+    """docs/published-numbers.md#the-published-table's sums, written out from the page table."""
     b, a = compare_layouts(PRO, "flashmla")
     assert b.block_stride == 31 * 37_440 + 30 * 8_640 + 31 * 1_728
     assert a.block_stride == 30 * 37_440 + 30 * 4_608 + 31 * 1_728
@@ -92,8 +93,26 @@ def test_bucketed_slots_shared_across_groups():
 
 def test_text_map_and_dataframe():
     layout = plan_model(PRO, CacheOptions(), "overlay")
-    text = layout.text_map(width=40)
-    assert "1,315,008" in text and "B=indexer K" in text
+    lines = layout.text_map(width=40).splitlines()
+    # One lane per group: name, 40 cells, the group's total. Totals from the page table by hand
+    # (docs/published-numbers.md#the-published-table); a lane's pages are dense from byte 0, so its
+    # last ceil(total x 40 / stride) cells are glyphs and the rest '.'.
+    stride = 30 * 37_440 + 30 * 4_608 + 31 * 1_728
+    totals = {"full": stride, "swa-a": 31 * 37_440, "swa-b": 31 * 37_440, "c128-state": 31 * 32_832,
+              "c4-state": 30 * (32_832 + 8_640)}
+    assert len(lines) == len(totals) + 2
+    for line, (name, total) in zip(lines, totals.items()):
+        label, cells, printed = line.split("|")
+        assert label.strip() == name
+        assert printed == f" {total:>12,} B"
+        used = -(-total * 40 // stride)
+        assert cells == cells[:used] + "." * (40 - used) and "." not in cells[:used]
+    assert [line.split("|")[1].count(".") for line in lines[:5]] == [0, 4, 4, 9, 2]
+    assert lines[-2].strip() == "block stride 1,315,008 B (overlay)"
+    legend = lines[-1].split("  ")
+    assert legend[-1] == ".=unused"
+    assert set(legend[:-1]) - {""} == {"a=main KV c128", "B=indexer K", "A=main KV c4", "C=sliding-window KV",
+                                       "d=compressor state c128", "E=indexer state", "D=compressor state c4"}
     df = layout.to_dataframe()
     assert len(df) == layout.num_layers == 91 + 62 + 31 + 60
     assert (df["end"] - df["offset"] == df["page_bytes"]).all()

@@ -1,9 +1,16 @@
-"""Invariants of the planners over random group mixes (hypothesis)."""
+"""Invariants of the planners, the text map and synthetic layer mixes (hypothesis)."""
 
-from hypothesis import given, settings
+import itertools
+import math
+from fractions import Fraction
+
+import pytest
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from kvviz.config import load_model, with_layer_mix
 from kvviz.grouping import KVGroup
+from kvviz.layout import GLYPHS
 from kvviz.planners import plan_bucketed, plan_overlay, plan_overlay_by_spec
 from kvviz.specs import custom_cache
 
@@ -67,3 +74,84 @@ def test_bucketed_slot_is_shared_only_by_same_size_pages(groups):
     for t in layout.tensors:
         assert len({layout.placement(n).page_bytes for n in t.layers}) == 1
         assert len({layout.placement(n).group for n in t.layers}) == len(t.layers)
+
+
+KINDS = st.sampled_from(sorted(GLYPHS, key=lambda k: k.name))
+
+
+@st.composite
+def kinded_group_mixes(draw):
+    """Like group_mixes, with each layer's kind drawn too (so lanes hold several glyphs)."""
+    groups, k = [], 0
+    for g in range(draw(st.integers(1, 5))):
+        layers = []
+        for p in draw(st.lists(PAGE, min_size=1, max_size=10)):
+            layers.append(custom_cache(f"g{g}.l{k}", p, kind=draw(KINDS)))
+            k += 1
+        groups.append(KVGroup(name=f"group{g}", layers=tuple(layers)))
+    return tuple(groups)
+
+
+@settings(max_examples=150, deadline=None)
+@given(kinded_group_mixes(), st.sampled_from(ALL), st.integers(1, 120))
+def test_text_map_glyphs_land_on_the_bytes_they_stand_for(groups, planner, width):
+    """Each placement [offset, end) paints cells floor(offset*w/stride) .. ceil(end*w/stride) - 1
+    (at least one, clipped to the lane); a cell two pages share shows the later page of the group;
+    '.' where no page of the group lies; the printed total is the group's."""
+    layout = planner(groups)
+    lines = layout.text_map(width=width).splitlines()
+    assert len(lines) == len(groups) + 2
+    stride = layout.block_stride
+    for gi, line in enumerate(lines[:-2]):
+        label, cells, total = line.split("|")
+        assert label.strip() == groups[gi].name and len(cells) == width
+        assert int(total.strip().removesuffix(" B").replace(",", "")) == layout.group_total(gi) == sum(
+            c.page_bytes for c in groups[gi].layers)
+        expected = ["."] * width
+        for p in layout.group_placements(gi):
+            first = math.floor(Fraction(p.offset * width, stride))
+            last = max(first + 1, math.ceil(Fraction(p.end * width, stride)))
+            for x in range(first, min(last, width)):
+                expected[x] = GLYPHS[p.cache.kind]
+        assert cells == "".join(expected)
+    assert lines[-2].split() == ["block", "stride", f"{stride:,}", "B", f"({layout.planner})"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["deepseek-v4-pro", "deepseek-v4-flash"]), st.integers(0, 80), st.integers(0, 80),
+       st.integers(0, 10))
+def test_with_layer_mix_keeps_counts_mtp_and_spreads_c4_evenly(model, c4, c128, swa):
+    assume(c4 + c128 + swa > 0)
+    base = load_model(model)
+    cfg = with_layer_mix(base, c4=c4, c128=c128, swa=swa)
+    assert cfg.layer_mix == {"c4": c4, "c128": c128, "swa": swa}
+    assert cfg.num_hidden_layers == c4 + c128 + swa
+    # The MTP slot(s) stay as they were.
+    assert cfg.num_nextn_predict_layers == base.num_nextn_predict_layers
+    assert cfg.compress_ratios[cfg.num_hidden_layers:] == base.compress_ratios[base.num_hidden_layers:]
+    ratios = [cfg.ratio(i) for i in range(cfg.num_hidden_layers)]
+    if cfg is base:
+        return  # the preset's own order (checked below)
+    # SWA-only layers first, then the compressed ones.
+    assert all(r in (0, 1) for r in ratios[:swa]) and all(r in (4, 128) for r in ratios[swa:])
+    compressed, total = ratios[swa:], c4 + c128
+    # Evenly: after every prefix of k compressed layers, the c4 count is within half a layer of
+    # k x c4 / total ...
+    placed = 0
+    for k, r in enumerate(compressed, 1):
+        placed += r == 4
+        assert abs(2 * (placed * total - k * c4)) <= total
+    # ... so no run of one ratio is longer than total / (count of the other ratio).
+    for ratio, other in ((4, c128), (128, c4)):
+        longest = max((len(list(run)) for r, run in itertools.groupby(compressed) if r == ratio), default=0)
+        if other:
+            assert longest <= total // other
+
+
+@pytest.mark.parametrize("model", ["deepseek-v4-pro", "deepseek-v4-flash"])
+def test_with_layer_mix_keeps_the_preset_when_the_mix_is_unchanged(model):
+    base = load_model(model)
+    assert with_layer_mix(base, **base.layer_mix) == base
+    assert with_layer_mix(base, **base.layer_mix).compress_ratios == base.compress_ratios
+    mix = dict(base.layer_mix, c4=base.layer_mix["c4"] + 1)
+    assert with_layer_mix(base, **mix).compress_ratios != base.compress_ratios

@@ -1,4 +1,5 @@
-"""Caches and page sizes (REFERENCE.md sections 3 and 4), built from the row fields."""
+"""Caches and page sizes (docs/caches.md#the-caches-a-layer-registers, docs/row-formats.md#row-formats),
+built from the row fields."""
 
 import pytest
 
@@ -19,7 +20,7 @@ def pages(backend, indexer="fp8"):
     return out
 
 
-# REFERENCE.md section 3, page table: (kind, FlashMLA, FlashInfer), FP8 indexer.
+# docs/caches.md#the-caches-a-layer-registers, page table: (kind, FlashMLA, FlashInfer), FP8 indexer.
 PAGE_TABLE = [
     (CacheKind.MAIN_C4, 37_440, 32_768),
     (CacheKind.MAIN_C128, 1_728, 1_024),
@@ -43,7 +44,7 @@ def test_mxfp4_indexer_page_both_backends():
 
 
 def test_unaligned_content_bytes():
-    """Section 3's left column: rows x row bytes before alignment."""
+    """The page table's left column: rows x row bytes before alignment."""
     content = {c.kind: c.content_bytes for c in model_caches(PRO, CacheOptions(indexer_format="fp8"))}
     assert content[CacheKind.MAIN_C4] == 64 * 584 == 37_376
     assert content[CacheKind.MAIN_C128] == 2 * 584
@@ -64,7 +65,7 @@ def test_row_anatomy():
 
 
 def test_layer_kinds_and_cache_counts():
-    """Section 2: Pro 30 c4 + 31 c128; Flash 21 c4 + 20 c128 + 2 SWA-only; MTP is SWA-only."""
+    """docs/overlay.md#models: Pro 30 c4 + 31 c128; Flash 21 c4 + 20 c128 + 2 SWA-only; MTP is SWA-only."""
     for cfg, c4, c128, swa in ((PRO, 30, 31, 0), (FLASH, 21, 20, 2)):
         ratios = [cfg.ratio(i) for i in range(cfg.num_hidden_layers)]
         assert (ratios.count(4), ratios.count(128), sum(r in (0, 1) for r in ratios)) == (c4, c128, swa)
@@ -116,3 +117,19 @@ def test_codecs_agree_with_row_anatomy(main_format, indexer):
         rows = {c.row_format for c in model_caches(cfg, CacheOptions(main_format=main_format, indexer_format=indexer))}
         for row in rows:
             assert get_codec(row.name).row_bytes(row.dims) == (row.payload_bytes, row.footer_bytes), row.name
+
+
+def test_cache_spec_is_a_frozen_record_with_its_sizes_derived_once():
+    """A slotted, frozen record: sizes follow its fields, copies recompute them, nothing mutates."""
+    import dataclasses
+
+    c = next(c for c in model_caches(PRO) if c.kind is CacheKind.MAIN_C4)
+    assert not hasattr(c, "__dict__")
+    assert (c.content_bytes, c.aligned_bytes, c.page_bytes, c.padding_bytes) == (64 * 584, 37_440, 37_440, 64)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.page_bytes = 1
+    grown = c.with_page_bytes(40_000)
+    assert (grown.page_bytes, grown.content_bytes, grown.padding_bytes) == (40_000, 64 * 584, 40_000 - 64 * 584)
+    assert dataclasses.replace(c, padded_page_bytes=40_000) == grown
+    assert dataclasses.replace(grown, padded_page_bytes=None).page_bytes == 37_440
+    assert c.attention_chunk_size is None and c.spec_key != grown.spec_key
