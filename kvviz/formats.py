@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-import math
 from functools import cached_property
 
 from .errors import KvvizError, require
@@ -310,10 +309,3 @@ class PageAnatomy:
 def page_regions(row: RowFormat, rows: int, page_bytes: int) -> tuple[Region, ...]:
     """Payload region, footer region and trailing padding of one page (empty regions omitted)."""
     return PageAnatomy.of(row, rows, page_bytes).regions
-
-
-def lcm(values) -> int:
-    out = 1
-    for v in values:
-        out = math.lcm(out, v)
-    return out

@@ -11,6 +11,7 @@ import dataclasses
 from collections import Counter
 
 from .config import read_json
+from .defaults import BLOCK_SIZE
 from .errors import KvvizError, require
 from .inputs import MAX_LAYERS, MAX_PAGE_BYTES, MAX_SLIDING_WINDOW, MAX_TOKENS_PER_BLOCK, short_repr, bounded_int
 from .specs import CacheKind, CacheSpec, custom_cache
@@ -148,7 +149,7 @@ def group_caches(caches: tuple[CacheSpec, ...], *, order: str = "full-first") ->
 def groups_from_json(raw: object, *, source: str = "--groups") -> tuple[KVGroup, ...]:
     """Arbitrary groups: {"groups": [{"name": ..., "layers": [{"name": ..., "page_bytes": ...}]}]}.
 
-    Optional per layer: "tokens_per_block" (default 256) and "sliding_window" (default null = full).
+    Optional per layer: "tokens_per_block" (default defaults.BLOCK_SIZE, 256) and "sliding_window" (default null = full).
     Names are strings, unique among groups and among layers; numbers are integers within the
     bounds of kvviz.inputs.
     """
@@ -177,7 +178,7 @@ def groups_from_json(raw: object, *, source: str = "--groups") -> tuple[KVGroup,
             require(isinstance(lname, str) and lname != "", f"{where}.name={short_repr(lname)}: must be a non-empty string")
             require(lname not in seen, f"{where}.name={lname!r}: appears twice")
             seen.add(lname)
-            tokens = bounded_int(layer.get("tokens_per_block", 256), field=f"{where}.tokens_per_block", low=1,
+            tokens = bounded_int(layer.get("tokens_per_block", BLOCK_SIZE), field=f"{where}.tokens_per_block", low=1,
                                  high=MAX_TOKENS_PER_BLOCK)
             window = layer.get("sliding_window")
             if window is not None:
