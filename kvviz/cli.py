@@ -433,25 +433,36 @@ def _run_render(args) -> int:
     from . import report
 
     require(args.title is None or _is_utf8(args.title), f"--title {args.title!r}: is not valid Unicode")
-    layout = layout_from_args(args)
-    before = after = None
+    planned = plan_from_args(args)
+    layout, before, after = planned.layout, None, None
     if args.groups is not None:
-        source = Path(args.groups).name
+        source, setting = Path(args.groups).name, f"{layout.planner} layout"
+    elif planned.hybrid:
+        from .hybrid import SeparatePools, plan_hybrid
+
+        source, setting = planned.config.name, f"{layout.planner if not isinstance(layout, SeparatePools) else 'separate'} layout"
+        # What vLLM 0.33 does next to the packed overlay it would take with unpadded state pages.
+        before, after = (plan_hybrid(planned.config, planned.options, p) for p in ("vllm", "packed"))
     else:
-        config = config_from_args(args)
-        source = args.model if args.model is not None else Path(args.config).stem
+        opts = planned.options
+        source = args.model if args.model is not None else Path(args.config or args.hf_config).stem
+        setting = f"{opts.backend}, {layout.planner} layout"
         # vLLM #48993's own before/after for this backend (its knobs: padding + FP8 indexer vs
         # overlay + MXFP4), whatever planner the main figure uses.
-        opts = options_from_args(args)
-        before, after = compare_layouts(config, opts.backend, mtp=opts.mtp, main_format=args.main_format,
+        before, after = compare_layouts(planned.config, opts.backend, mtp=opts.mtp, main_format=args.main_format,
                                         block_size=opts.block_size)
     out = report.prepare_out_dir(args.out, what="--out")  # after the layouts: bad input creates no folder
-    setting = f"{layout.planner} layout" if args.groups is not None else f"{opts.backend}, {layout.planner} layout"
     title = args.title or f"{source}: {setting}"
     dpi = {} if args.dpi is None else {"dpi": args.dpi}
-    for path in report.render_report(out, layout=layout, before=before, after=after, title=title,
-                                     svg=not args.no_svg, **dpi):
-        print(_printable(str(path)))
+    # Separate pools (hybrid models): one report per pool, each in its own folder.
+    pools = getattr(layout, "pools", None)
+    targets = [(out, layout, title)] if pools is None else [
+        (report.prepare_out_dir(out / f"pool-{p.groups[0].name}", what="--out"), p, f"{title}: pool {p.groups[0].name}")
+        for p in pools]
+    for folder, one, heading in targets:
+        both = {} if pools is not None else {"before": before, "after": after}
+        for path in report.render_report(folder, layout=one, title=heading, svg=not args.no_svg, **both, **dpi):
+            print(_printable(str(path)))
     return 0
 
 
