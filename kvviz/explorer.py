@@ -72,11 +72,27 @@ CSS_CLASSES = {
 
 @dataclasses.dataclass(frozen=True)
 class Planned:
-    """One cached plan: the chosen planner's layout, the bucketed baseline and the map's data."""
+    """One cached plan: the chosen planner's layout, the bucketed baseline, the map's data and
+    the HTML of the group table and the derivation (they depend on the layout only)."""
 
     layout: Layout
     baseline: Layout
     map_data: dict  # BlockMapData.to_dict() of `layout`, what the live map draws
+    table_html: str
+    derivation_html: str
+
+
+def plan_for_display(knobs: dict) -> Planned:
+    """Plan the knobs and prepare everything the explorer shows of the layout. Raises KvvizError."""
+    layout, baseline = plan_pair(knobs)
+    data = block_map_data(layout, caption=f"block map of {describe_knobs(knobs)}: "
+                                          f"block stride {layout.block_stride:,} B")
+    table = TABLE_STYLE + layout.group_table().to_html(
+        index=False, border=0, classes="kvviz-groups", formatters={
+            "total_bytes": "{:,}".format, "unused_bytes": "{:,}".format,
+            "binds_stride": lambda b: "binds" if b else ""})
+    derivation = f'<pre style="{PRE_STYLE}">{html.escape(layout.explain())}</pre>'
+    return Planned(layout, baseline, data.to_dict(), table, derivation)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +110,10 @@ class Result:
 def result_at(planned: Planned, budget: int) -> Result:
     return Result(layout=planned.layout,
                   comparison=capacity.Comparison(before=planned.baseline, after=planned.layout, budget=budget))
+
+
+def _caption(text: str) -> str:
+    return f'<span style="font-size:12px;color:#555">{html.escape(text)}</span>'
 
 
 def _pct(x: float) -> str:
@@ -154,7 +174,7 @@ class Explorer:
         self.blocks_label = widgets.Label(style={"font_size": "16px"})
         self.change_label = widgets.Label()
         self.block_map = LiveBlockMap(layout=widgets.Layout(width="100%", max_width="1000px"))
-        self.map_caption = widgets.Label(style={"font_size": "12px", "text_color": "#555"})
+        self.map_caption = widgets.HTML()
         self.table = widgets.HTML()
         self.derivation = widgets.HTML()
 
@@ -240,10 +260,7 @@ class Explorer:
         key = layout_key(knobs)
         entry = self._cache.get(key)
         if entry is None:
-            layout, baseline = plan_pair(knobs)
-            data = block_map_data(layout, caption=f"block map of {describe_knobs(knobs)}: "
-                                                  f"block stride {layout.block_stride:,} B")
-            entry = self._cache[key] = Planned(layout, baseline, data.to_dict())
+            entry = self._cache[key] = plan_for_display(knobs)
             while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
         self._cache.move_to_end(key)
@@ -277,8 +294,8 @@ class Explorer:
         self.error_label.layout.display = None
         self.block_map.status = f"refused: {message}"
         if self.layout is not None:
-            self.map_caption.value = (f"still drawn: {describe_knobs(self._good_knobs)}: "
-                                      f"block stride {self.layout.block_stride:,} B")
+            self.map_caption.value = _caption(f"still drawn: {describe_knobs(self._good_knobs)}: "
+                                              f"block stride {self.layout.block_stride:,} B")
 
     def _show(self, result: Result, planned: Planned, knobs: dict) -> None:
         layout, cmp = result.layout, result.comparison
@@ -297,12 +314,9 @@ class Explorer:
         with self.block_map.hold_sync():
             self.block_map.status = ""
             self.block_map.data = planned.map_data
-        self.map_caption.value = planned.map_data["caption"]
-        self.table.value = TABLE_STYLE + layout.group_table().to_html(
-            index=False, border=0, classes="kvviz-groups", formatters={
-                "total_bytes": "{:,}".format, "unused_bytes": "{:,}".format,
-                "binds_stride": lambda b: "binds" if b else ""})
-        self.derivation.value = f'<pre style="{PRE_STYLE}">{html.escape(layout.explain())}</pre>'
+        self.map_caption.value = _caption(planned.map_data["caption"])
+        self.table.value = planned.table_html
+        self.derivation.value = planned.derivation_html
         self.updates += 1
 
     def _repr_mimebundle_(self, **kwargs):  # `Explorer()` as the last line of a cell shows the app

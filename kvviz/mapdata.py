@@ -107,6 +107,10 @@ class MapRange:
         return self.page_bytes - self.content_bytes
 
     @property
+    def anatomy_key(self) -> tuple:
+        return (self.kind, self.rows, self.row_format, self.row_describe, self.page_bytes, self.regions)
+
+    @property
     def kind_label(self) -> str:
         return self.kind.label
 
@@ -115,19 +119,30 @@ class MapRange:
         return short_layer_name(self.layer)
 
     def tooltip(self) -> str:
+        """What hovering the range shows (the live map writes the same lines from `to_dict`)."""
         return (f"{self.layer}\ngroup {self.group} · {self.kind.label}\n"
-                f"offset {self.offset:,} B · page {self.page_bytes:,} B ({format_bytes(self.page_bytes)}) · "
-                f"end {self.end:,} B")
+                f"offset {self.offset:,} B · page {_with_unit(self.page_bytes)} · end {self.end:,} B")
 
-    def to_dict(self) -> dict:
-        return {"layer": self.layer, "short": self.short_name, "group": self.group, "lane": self.lane,
-                "kind": self.kind.name.lower(), "kind_label": self.kind.label, "offset": self.offset,
-                "page_bytes": self.page_bytes, "end": self.end, "content_bytes": self.content_bytes,
-                "padding_bytes": self.padding_bytes, "rows": self.rows, "row_bytes": self.row_bytes,
-                "payload_bytes": self.payload_bytes, "footer_bytes": self.footer_bytes,
-                "row_format": self.row_format, "row_describe": self.row_describe,
-                "size_text": format_bytes(self.page_bytes), "tooltip": self.tooltip(),
+    def anatomy(self) -> dict:
+        """The page's anatomy: rows, row format and its payload / footer / padding regions."""
+        return {"rows": self.rows, "row_bytes": self.row_bytes, "payload_bytes": self.payload_bytes,
+                "footer_bytes": self.footer_bytes, "content_bytes": self.content_bytes,
+                "padding_bytes": self.padding_bytes, "row_format": self.row_format,
+                "row_describe": self.row_describe,
                 "regions": [{"name": r.name, "start": r.start, "size": r.size, "end": r.end} for r in self.regions]}
+
+    def to_dict(self, anatomy: int) -> dict:
+        """The range for the live map; `anatomy` indexes the map's list of distinct anatomies."""
+        return {"layer": self.layer, "group": self.group, "lane": self.lane, "kind": self.kind.name.lower(),
+                "offset": self.offset, "page_bytes": self.page_bytes, "end": self.end,
+                "padding_bytes": self.padding_bytes, "page_text": _with_unit(self.page_bytes),
+                "size_text": format_bytes(self.page_bytes), "anatomy": anatomy}
+
+
+def _with_unit(n: int) -> str:
+    """'8,640 B', or '4,608 B (4.5 KiB)' when a unit shows it exactly."""
+    short = format_bytes(n)
+    return f"{n:,} B" if short.endswith(" B") else f"{n:,} B ({short})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +199,10 @@ class BlockMapData:
     def lane_ranges(self, lane: int) -> tuple[MapRange, ...]:
         return tuple(r for r in self.ranges if r.lane == lane)
 
+    @property
+    def _anatomy_of(self) -> dict[tuple, MapRange]:
+        return {r.anatomy_key: r for r in reversed(self.ranges)}
+
     def range(self, layer: str) -> MapRange:
         for r in self.ranges:
             if r.layer == layer:
@@ -191,14 +210,17 @@ class BlockMapData:
         raise KeyError(layer)
 
     def to_dict(self) -> dict:
-        """JSON-able, for the live map: every number the browser draws, nothing it computes."""
+        """JSON-able, for the live map: every number the browser draws, nothing it computes.
+        Pages of one spec share one anatomy entry (a Pro map has 250 ranges, 9 anatomies)."""
+        anatomy_index: dict[tuple, int] = {}
         return {
             "planner": self.planner, "stride": self.stride, "stride_text": f"{self.stride:,} B",
             "binding_group": self.binding_group, "binding_label": self.binding_label, "caption": self.caption,
             "overlay_note": self.overlay_note,
             "ticks": [{"at": t, "text": format_bytes(t) if t else "0"} for t in byte_ticks(self.stride)],
             "lanes": [lane.to_dict(self.stride) for lane in self.lanes],
-            "ranges": [r.to_dict() for r in self.ranges],
+            "ranges": [r.to_dict(anatomy_index.setdefault(r.anatomy_key, len(anatomy_index))) for r in self.ranges],
+            "anatomies": [self._anatomy_of[key].anatomy() for key in anatomy_index],
             "kinds": [{"kind": k.name.lower(), "label": k.label, "color": KIND_COLORS[k]} for k in self.kinds],
             "colors": {"pad": PAD_COLOR, "unused": UNUSED_COLOR, "regions": REGION_COLORS},
         }

@@ -18,6 +18,13 @@ function fmt(n) {
   return Number(n).toLocaleString("en-US");
 }
 
+// The same lines as MapRange.tooltip() in kvviz/mapdata.py.
+function rangeTip(r, d) {
+  const k = d.kinds.find((q) => q.kind === r.kind);
+  return `${r.layer}\ngroup ${r.group} \u00b7 ${k.label}\n` +
+    `offset ${fmt(r.offset)} B \u00b7 page ${r.page_text} \u00b7 end ${fmt(r.end)} B`;
+}
+
 function svgFor(d) {
   const PW = W - LEFT - RIGHT;
   const sx = PW / d.stride;
@@ -68,7 +75,7 @@ function svgFor(d) {
     const w = r.page_bytes * sx;
     out.push(`<rect class="kvviz-range" data-index="${idx}" data-layer="${esc(r.layer)}" data-group="${esc(r.group)}" ` +
       `data-kind="${r.kind}" data-offset="${r.offset}" data-page-bytes="${r.page_bytes}" data-end="${r.end}" ` +
-      `data-tip="${esc(r.tooltip)}" x="${x(r.offset)}" y="${y}" width="${w}" height="${LANE_H}" ` +
+      `x="${x(r.offset)}" y="${y}" width="${w}" height="${LANE_H}" ` +
       `fill="${kinds[r.kind].color}" stroke="white" stroke-width="${edge}"/>`);
     if (r.padding_bytes > 0) {
       const pw = r.padding_bytes * sx;
@@ -120,23 +127,25 @@ function svgFor(d) {
 }
 
 function anatomyFor(r, d) {
-  const bar = r.regions.map((g) => `<div class="kvviz-region" data-region="${g.name}" data-start="${g.start}" ` +
+  const a = d.anatomies[r.anatomy];
+  const kind = d.kinds.find((q) => q.kind === r.kind);
+  const bar = a.regions.map((g) => `<div class="kvviz-region" data-region="${g.name}" data-start="${g.start}" ` +
     `data-size="${g.size}" style="flex:${g.size} 0 0;background:${d.colors.regions[g.name]}" ` +
     `title="${esc(`${g.name} [${fmt(g.start)}, ${fmt(g.end)})`)}"></div>`).join("");
   const text = {
-    payload: `${r.rows} rows \u00d7 ${fmt(r.payload_bytes)} B`,
-    footer: `${r.rows} rows \u00d7 ${fmt(r.footer_bytes)} B`,
+    payload: `${a.rows} rows \u00d7 ${fmt(a.payload_bytes)} B`,
+    footer: `${a.rows} rows \u00d7 ${fmt(a.footer_bytes)} B`,
     padding: `to the page size`,
   };
-  const rows = r.regions.map((g) => `<tr data-region="${g.name}"><td><i style="background:${d.colors.regions[g.name]}">` +
+  const rows = a.regions.map((g) => `<tr data-region="${g.name}"><td><i style="background:${d.colors.regions[g.name]}">` +
     `</i>${g.name}</td><td>${text[g.name]}</td><td>${fmt(g.size)} B</td>` +
     `<td>[${fmt(r.offset + g.start)}, ${fmt(r.offset + g.end)}) of the block</td></tr>`).join("");
   return `<div class="kvviz-anatomy-head" data-layer="${esc(r.layer)}"><b>${esc(r.layer)}</b> \u00b7 ` +
-    `${esc(r.group)} \u00b7 ${esc(r.kind_label)} \u00b7 ${esc(r.row_format)}: page ${fmt(r.page_bytes)} B = ` +
-    `${r.rows} rows \u00d7 ${fmt(r.row_bytes)} B (${fmt(r.content_bytes)} B) + ${fmt(r.padding_bytes)} B padding ` +
+    `${esc(r.group)} \u00b7 ${esc(kind.label)} \u00b7 ${esc(a.row_format)}: page ${fmt(r.page_bytes)} B = ` +
+    `${a.rows} rows \u00d7 ${fmt(a.row_bytes)} B (${fmt(a.content_bytes)} B) + ${fmt(a.padding_bytes)} B padding ` +
     `<button class="kvviz-anatomy-close" title="close">\u00d7</button></div>` +
     `<div class="kvviz-anatomy-bar">${bar}</div><table class="kvviz-anatomy-table">${rows}</table>` +
-    `<div class="kvviz-anatomy-row">row: ${esc(r.row_describe)}</div>`;
+    `<div class="kvviz-anatomy-row">row: ${esc(a.row_describe)}</div>`;
 }
 
 function render({ model, el }) {
@@ -167,11 +176,14 @@ function render({ model, el }) {
       map.innerHTML = "";
       return;
     }
+    const t0 = performance.now();
     map.innerHTML = svgFor(d);
     showAnatomy(model.get("selected"));
     draws += 1;
+    const t1 = performance.now();
     root.dataset.draws = String(draws);
-    root.dataset.drawnAt = String(performance.now());
+    root.dataset.drawnAt = String(t1);
+    root.dataset.drawMs = (t1 - t0).toFixed(2);  // building the SVG (the browser's layout and paint follow)
   }
 
   function drawStatus() {
@@ -181,12 +193,15 @@ function render({ model, el }) {
   }
 
   map.addEventListener("mousemove", (ev) => {
-    const t = ev.target.closest("[data-tip]");
+    // A range's tooltip is written when hovered (not for all 250 ranges at every redraw).
+    const r = ev.target.closest(".kvviz-range");
+    const t = r || ev.target.closest("[data-tip]");
     if (!t) {
       tip.style.display = "none";
       return;
     }
-    tip.textContent = t.getAttribute("data-tip");
+    const d = model.get("data");
+    tip.textContent = r ? rangeTip(d.ranges[+r.dataset.index], d) : t.getAttribute("data-tip");
     tip.style.display = "block";
     const box = root.getBoundingClientRect();
     const left = Math.min(ev.clientX - box.left + 14, Math.max(0, box.width - 340));
