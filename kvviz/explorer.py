@@ -82,15 +82,26 @@ class Planned:
     derivation_html: str
 
 
+GROUP_COLUMNS = ("group", "layers", "total_bytes", "unused_bytes", "binds_stride")
+
+
+def group_table_html(layout: Layout) -> str:
+    """The layout's group table (the columns of `Layout.group_table`) as an HTML table, written
+    here rather than by pandas: it is rebuilt on every change of layout."""
+    head = "".join(f"<th>{c}</th>" for c in GROUP_COLUMNS)
+    rows = "".join(
+        f"<tr><td>{html.escape(g.name)}</td><td>{len(g.layers)}</td><td>{layout.group_total(i):,}</td>"
+        f"<td>{layout.group_unused(i):,}</td><td>{'binds' if i == layout.binding_group else ''}</td></tr>"
+        for i, g in enumerate(layout.groups))
+    return f'{TABLE_STYLE}<table class="kvviz-groups"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+
+
 def plan_for_display(knobs: dict) -> Planned:
     """Plan the knobs and prepare everything the explorer shows of the layout. Raises KvvizError."""
     layout, baseline = plan_pair(knobs)
     data = block_map_data(layout, caption=f"block map of {describe_knobs(knobs)}: "
                                           f"block stride {layout.block_stride:,} B")
-    table = TABLE_STYLE + layout.group_table().to_html(
-        index=False, border=0, classes="kvviz-groups", formatters={
-            "total_bytes": "{:,}".format, "unused_bytes": "{:,}".format,
-            "binds_stride": lambda b: "binds" if b else ""})
+    table = group_table_html(layout)
     derivation = f'<pre style="{PRE_STYLE}">{html.escape(layout.explain())}</pre>'
     return Planned(layout, baseline, data.to_dict(), table, derivation)
 

@@ -14,6 +14,7 @@ reads back and compares with the planner.
 
 from __future__ import annotations
 
+import json
 from importlib.resources import files
 
 import anywidget
@@ -33,7 +34,8 @@ class LiveBlockMap(anywidget.AnyWidget):
 
     _esm = _static("blockmap.js")
     _css = _static("blockmap.css")
-    data = traitlets.Dict().tag(sync=True)
+    data = traitlets.Dict()  # what is drawn; sent to the browser as one JSON string (`_data_json`)
+    _data_json = traitlets.Unicode("").tag(sync=True)
     selected = traitlets.Unicode("").tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)  # a line shown over the map (e.g. a refused change)
 
@@ -41,6 +43,12 @@ class LiveBlockMap(anywidget.AnyWidget):
         super().__init__(**kwargs)  # `layout` here is the widget's CSS layout, as for every ipywidget
         if source is not None:
             self.show(source)
+
+    @traitlets.observe("data")
+    def _encode_data(self, change) -> None:
+        # One string, not a nested dict: ipywidgets walks a synced dict's every value looking for
+        # binary buffers, which costs more than the JSON encoding itself.
+        self._data_json = json.dumps(change["new"], separators=(",", ":"))
 
     def show(self, what: Layout | BlockMapData | dict) -> None:
         if isinstance(what, Layout):

@@ -108,7 +108,8 @@ class MapRange:
 
     @property
     def anatomy_key(self) -> tuple:
-        return (self.kind, self.rows, self.row_format, self.row_describe, self.page_bytes, self.regions)
+        """Equal for pages of one spec (their anatomies are the same)."""
+        return (self.kind, self.rows, self.row_describe, self.page_bytes)
 
     @property
     def kind_label(self) -> str:
@@ -199,10 +200,6 @@ class BlockMapData:
     def lane_ranges(self, lane: int) -> tuple[MapRange, ...]:
         return tuple(r for r in self.ranges if r.lane == lane)
 
-    @property
-    def _anatomy_of(self) -> dict[tuple, MapRange]:
-        return {r.anatomy_key: r for r in reversed(self.ranges)}
-
     def range(self, layer: str) -> MapRange:
         for r in self.ranges:
             if r.layer == layer:
@@ -213,14 +210,18 @@ class BlockMapData:
         """JSON-able, for the live map: every number the browser draws, nothing it computes.
         Pages of one spec share one anatomy entry (a Pro map has 250 ranges, 9 anatomies)."""
         anatomy_index: dict[tuple, int] = {}
+        ranges = [r.to_dict(anatomy_index.setdefault(r.anatomy_key, len(anatomy_index))) for r in self.ranges]
+        first = {}
+        for r in self.ranges:
+            first.setdefault(r.anatomy_key, r)
         return {
             "planner": self.planner, "stride": self.stride, "stride_text": f"{self.stride:,} B",
             "binding_group": self.binding_group, "binding_label": self.binding_label, "caption": self.caption,
             "overlay_note": self.overlay_note,
             "ticks": [{"at": t, "text": format_bytes(t) if t else "0"} for t in byte_ticks(self.stride)],
             "lanes": [lane.to_dict(self.stride) for lane in self.lanes],
-            "ranges": [r.to_dict(anatomy_index.setdefault(r.anatomy_key, len(anatomy_index))) for r in self.ranges],
-            "anatomies": [self._anatomy_of[key].anatomy() for key in anatomy_index],
+            "ranges": ranges,
+            "anatomies": [first[key].anatomy() for key in anatomy_index],
             "kinds": [{"kind": k.name.lower(), "label": k.label, "color": KIND_COLORS[k]} for k in self.kinds],
             "colors": {"pad": PAD_COLOR, "unused": UNUSED_COLOR, "regions": REGION_COLORS},
         }
@@ -235,14 +236,18 @@ def block_map_data(layout: Layout, *, caption: str | None = None) -> BlockMapDat
                        unused=tuple(layout.unused_ranges(i)), binds=i == binding)
                   for i, g in enumerate(layout.groups))
     ranges = []
+    per_spec: dict[tuple, dict] = {}  # pages of one spec share their anatomy (computed once)
     for p in layout.placements:
-        c, row = p.cache, p.cache.row_format
-        regions = tuple(Region(r.name, r.start, r.size) for r in page_regions(row, c.rows, c.page_bytes))
-        ranges.append(MapRange(layer=p.name, group=names[p.group], lane=p.group, kind=c.kind, offset=p.offset,
-                               page_bytes=c.page_bytes, content_bytes=c.content_bytes, rows=c.rows,
-                               row_bytes=c.row_bytes, payload_bytes=row.payload_bytes,
-                               footer_bytes=row.footer_bytes, row_format=row.name, row_describe=row.describe(),
-                               regions=regions))
+        c = p.cache
+        common = per_spec.get(c.spec_key)
+        if common is None:
+            row = c.row_format
+            common = per_spec[c.spec_key] = dict(
+                kind=c.kind, page_bytes=c.page_bytes, content_bytes=c.content_bytes, rows=c.rows,
+                row_bytes=c.row_bytes, payload_bytes=row.payload_bytes, footer_bytes=row.footer_bytes,
+                row_format=row.name, row_describe=row.describe(),
+                regions=tuple(Region(r.name, r.start, r.size) for r in page_regions(row, c.rows, c.page_bytes)))
+        ranges.append(MapRange(layer=p.name, group=names[p.group], lane=p.group, offset=p.offset, **common))
     if caption is None:
         caption = f"block map of the {layout.planner} layout, block stride {layout.block_stride:,} B"
     return BlockMapData(planner=layout.planner, stride=layout.block_stride, lanes=lanes, ranges=tuple(ranges),

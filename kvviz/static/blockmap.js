@@ -149,6 +149,15 @@ function anatomyFor(r, d) {
 }
 
 function render({ model, el }) {
+  let parsed = null, parsedFrom = null;
+  const data = () => {  // the map's data, parsed once per change
+    const text = model.get("_data_json");
+    if (text !== parsedFrom) {
+      parsedFrom = text;
+      parsed = text ? JSON.parse(text) : null;
+    }
+    return parsed;
+  };
   const root = document.createElement("div");
   root.className = "kvviz-livemap";
   const status = document.createElement("div");
@@ -164,14 +173,14 @@ function render({ model, el }) {
   let draws = 0;
 
   function showAnatomy(layer) {
-    const d = model.get("data");
+    const d = data();
     const r = d && d.ranges ? d.ranges.find((q) => q.layer === layer) : null;
     anatomy.innerHTML = r ? anatomyFor(r, d) : "";
     anatomy.style.display = r ? "block" : "none";
   }
 
   function draw() {
-    const d = model.get("data");
+    const d = data();
     if (!d || !d.ranges) {
       map.innerHTML = "";
       return;
@@ -200,7 +209,7 @@ function render({ model, el }) {
       tip.style.display = "none";
       return;
     }
-    const d = model.get("data");
+    const d = data();
     tip.textContent = r ? rangeTip(d.ranges[+r.dataset.index], d) : t.getAttribute("data-tip");
     tip.style.display = "block";
     const box = root.getBoundingClientRect();
@@ -224,13 +233,13 @@ function render({ model, el }) {
     showAnatomy("");
   });
 
-  model.on("change:data", draw);
+  model.on("change:_data_json", draw);
   model.on("change:selected", () => showAnatomy(model.get("selected")));
   model.on("change:status", drawStatus);
   draw();
   drawStatus();
   return () => {
-    model.off("change:data", draw);
+    model.off("change:_data_json", draw);
     model.off("change:status", drawStatus);
   };
 }
