@@ -8,7 +8,7 @@ const TOP = 52;         // overlay bracket and stride label
 const LANE_H = 26;
 const GAP = 6;
 const AXIS_H = 26;
-const MIN_VISIBLE_PX = 2;  // a kind whose widest page is narrower gets a note, not a legend entry
+const MIN_VISIBLE_PX = 3;  // a kind whose widest page is narrower gets a note, not a legend entry (as kvviz/plot.py)
 
 function esc(s) {
   return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
