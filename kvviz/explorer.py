@@ -124,7 +124,7 @@ def result_at(planned: Planned, budget: int) -> Result:
 
 
 def _caption(text: str) -> str:
-    return f'<span style="font-size:12px;color:#555">{html.escape(text)}</span>'
+    return f'<div style="font-size:12px;color:#555;line-height:1.35">{html.escape(text)}</div>'
 
 
 def _pct(x: float) -> str:

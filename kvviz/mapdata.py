@@ -169,6 +169,7 @@ class Lane:
     def to_dict(self, stride: int) -> dict:
         return {"name": self.name, "index": self.index, "num_layers": self.num_layers, "total": self.total,
                 "unused": [list(r) for r in self.unused], "unused_bytes": self.unused_bytes, "binds": self.binds,
+                "unused_text": [f"unused {format_bytes(hi - lo)}" for lo, hi in self.unused],
                 "tooltip": self.tooltip(stride)}
 
 

@@ -358,6 +358,9 @@ def _drive_explorer(lab, page, tmp_path) -> None:
     assert page.evaluate("() => getComputedStyle(document.querySelector('.kvviz-derivation pre')).whiteSpace")\
         == "pre"
 
+    # The screenshot shows a range's tooltip and the anatomy opened above.
+    page.locator(".kvviz-range[data-layer='model.layers.40.attn']").hover(force=True)
+    assert "model.layers.40.attn" in tip.inner_text()
     target = SCREENSHOT if os.environ.get("KVVIZ_SAVE_SCREENSHOT") == "1" else tmp_path / "explorer.png"
     target.parent.mkdir(parents=True, exist_ok=True)
     page.locator(".kvviz-explorer").screenshot(path=str(target), timeout=_ms(CHANGE_S))

@@ -241,7 +241,7 @@ def test_map_caption_names_the_configuration_drawn(app):
     caption = app.map_caption.value
     want = expected(PRO.with_overrides(head_dim=576), block_size=512)
     assert "block map of deepseek-v4-pro, head_dim 576," in caption and "512-token blocks" in caption
-    assert caption.endswith(f"block stride {want.block_stride:,} B</span>")
+    assert caption.endswith(f"block stride {want.block_stride:,} B</div>")
 
 
 def test_changing_the_preset_resets_the_model_knobs(app):

@@ -8,7 +8,9 @@ const TOP = 52;         // overlay bracket and stride label
 const LANE_H = 26;
 const GAP = 6;
 const AXIS_H = 26;
-const MIN_VISIBLE_PX = 3;  // a kind whose widest page is narrower gets a note, not a legend entry (as kvviz/plot.py)
+// A kind whose widest run of pages is narrower gets a line in the note, not a legend entry (the
+// rule of kvviz/plot.py, whose figure is 975 px across where this map's lanes are 736 px).
+const MIN_VISIBLE_PX = 2.5;
 
 function esc(s) {
   return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
@@ -48,8 +50,24 @@ function svgFor(d) {
   out.push(`<text class="kvviz-stride-mark" x="${x(d.stride)}" y="${by - 5}" font-size="11" ` +
     `text-anchor="end" font-weight="bold">stride ${esc(d.stride_text)}</text>`);
   const kinds = Object.fromEntries(d.kinds.map((k) => [k.kind, k]));
+  // Widest run of adjacent pages of one kind in one lane, in px (as kvviz/plot.py's legend rule).
   const widest = {};
-  for (const r of d.ranges) widest[r.kind] = Math.max(widest[r.kind] ?? 0, r.page_bytes * sx);
+  const byLane = d.lanes.map(() => []);
+  for (const r of d.ranges) byLane[r.lane].push(r);
+  for (const rs of byLane) {
+    rs.sort((a, b) => a.offset - b.offset);
+    let kind = null, start = 0, end = 0;
+    for (const r of rs) {
+      if (r.kind === kind && r.offset === end) {
+        end = r.end;
+      } else {
+        kind = r.kind;
+        start = r.offset;
+        end = r.end;
+      }
+      widest[kind] = Math.max(widest[kind] ?? 0, (end - start) * sx);
+    }
+  }
   const widths = d.ranges.map((r) => r.page_bytes * sx).sort((a, b) => a - b);
   const edge = widths.length && widths[widths.length >> 1] >= 4 ? 0.4 : 0;
   d.lanes.forEach((lane, i) => {
@@ -63,11 +81,16 @@ function svgFor(d) {
       `${esc(lane.name)}${lane.binds ? " \u25c0 binds" : ""}</text>`);
     out.push(`<text class="kvviz-lane-sub" x="${LEFT - 8}" y="${y + 23}" font-size="9.5" fill="#555" ` +
       `text-anchor="end">${lane.num_layers} layers \u00b7 ${fmt(lane.total)} B</text>`);
-    for (const [lo, hi] of lane.unused) {
+    lane.unused.forEach(([lo, hi], k) => {
       out.push(`<rect class="kvviz-unused" data-group="${esc(lane.name)}" data-start="${lo}" data-end="${hi}" ` +
         `data-tip="${esc(`${lane.name}: unused [${fmt(lo)}, ${fmt(hi)}) = ${fmt(hi - lo)} B\n${lane.tooltip}`)}" ` +
         `x="${x(lo)}" y="${y}" width="${(hi - lo) * sx}" height="${LANE_H}" fill="url(#kvviz-hatch)"/>`);
-    }
+      const text = lane.unused_text[k];
+      if ((hi - lo) * sx > 6.2 * text.length + 10) {
+        out.push(`<text class="kvviz-size" x="${x((lo + hi) / 2)}" y="${y + 17}" font-size="10" text-anchor="middle" ` +
+          `fill="#333" stroke="white" stroke-width="3" paint-order="stroke" pointer-events="none">${esc(text)}</text>`);
+      }
+    });
     out.push(`</g>`);
   });
   d.ranges.forEach((r, idx) => {
@@ -109,20 +132,22 @@ function svgFor(d) {
   const slivers = d.kinds.filter((k) => widest[k.kind] < MIN_VISIBLE_PX);
   const legend = visible.map((k) => `<span class="kvviz-key" data-kind="${k.kind}"><i style="background:${k.color}">` +
     `</i>${esc(k.label)}</span>`);
-  if (d.ranges.some((r) => r.padding_bytes > 0)) {
+  const maxPad = Math.max(0, ...d.ranges.map((r) => r.padding_bytes));
+  const padVisible = maxPad * sx >= MIN_VISIBLE_PX;
+  if (padVisible) {
     legend.push(`<span class="kvviz-key" data-kind="padding"><i style="background:${d.colors.pad}"></i>alignment padding</span>`);
   }
   if (d.lanes.some((l) => l.unused.length)) {
     legend.push(`<span class="kvviz-key" data-kind="unused"><i class="kvviz-hatch-swatch"></i>unused by the group</span>`);
   }
-  let note = "";
-  if (slivers.length) {
-    note = `<div class="kvviz-sliver-note">too thin to see at this scale (hover the lane or click near them): ` +
-      slivers.map((k) => {
-        const rs = d.ranges.filter((r) => r.kind === k.kind);
-        return `${esc(k.label)}: ${rs.length} page(s) of ${esc(rs[0].size_text)}`;
-      }).join("; ") + `</div>`;
-  }
+  const thin = slivers.map((k) => {
+    const rs = d.ranges.filter((r) => r.kind === k.kind);
+    const groups = [...new Set(rs.map((r) => r.group))].join(", ");
+    return `${esc(k.label)}: ${rs.length} pages of ${esc(rs[0].size_text)} in ${esc(groups)}`;
+  });
+  if (maxPad > 0 && !padVisible) thin.push(`alignment padding: at most ${fmt(maxPad)} B a page`);
+  const note = thin.length ? `<div class="kvviz-sliver-note">too thin to see at this scale (hover them): ` +
+    `${thin.join("; ")}</div>` : "";
   return out.join("") + `<div class="kvviz-legend">${legend.join("")}</div>${note}`;
 }
 
