@@ -24,8 +24,8 @@ import ipywidgets as widgets
 
 from . import capacity
 from .errors import KvvizError
-from .knobs import (BASELINE_PLANNER, DEFAULT_MODEL, KNOB_BY_NAME, KNOB_SPECS, KNOBS, budget_bytes, check_names,
-                    default_knobs, describe_knobs, knobs_for, layout_key, plan_pair, preset, preset_knobs)
+from .knobs import (BASELINE_PLANNER, DEFAULT_MODEL, KNOB_SPECS, KNOBS, budget_bytes, check_names,
+                    default_knobs, describe_knobs, knobs_for, layout_key, plan_pair, preset_knobs)
 from .layout import Layout
 from .livemap import LiveBlockMap
 from .mapdata import block_map_data
@@ -312,6 +312,11 @@ class Explorer:
         layout, cmp = result.layout, result.comparison
         self.layout, self.result, self.error = layout, result, ""
         self._good_knobs = knobs
+        # The map first: its message is the largest, so the browser starts on it while the
+        # labels' messages follow.
+        with self.block_map.hold_sync():
+            self.block_map.status = ""
+            self.block_map.data = planned.map_data
         self.error_label.value = ""
         self.error_label.layout.display = "none"
         self.stride_label.value = f"block stride: {layout.block_stride:,} B"
@@ -322,9 +327,6 @@ class Explorer:
             self.change_label.value = (
                 f"vs {BASELINE_PLANNER}: stride {cmp.before.block_stride:,} B ({_pct(cmp.stride_change_pct)}), "
                 f"blocks {cmp.blocks_before:,} ({_pct(cmp.blocks_change_pct)})")
-        with self.block_map.hold_sync():
-            self.block_map.status = ""
-            self.block_map.data = planned.map_data
         self.map_caption.value = _caption(planned.map_data["caption"])
         self.table.value = planned.table_html
         self.derivation.value = planned.derivation_html

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import math
-import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -367,7 +365,7 @@ class Visibility:
         for k in self.slivers:
             rs = next([r for r in d.ranges if r.kind is k] for d in datas if k in d.kinds)
             sizes = sorted({r.page_bytes for r in rs})
-            size = " to ".join(format_bytes(x) for x in (sizes[0], sizes[-1])) if len(sizes) > 1 else format_bytes(sizes[0])
+            size = " to ".join(format_bytes(x) for x in dict.fromkeys((sizes[0], sizes[-1])))
             groups = ", ".join(dict.fromkeys(r.group for r in rs))
             parts.append(f"{k.label}: {len(rs)} pages of {size} in {groups}")
         if self.max_padding and not self.padding_visible:
@@ -788,7 +786,7 @@ def binned_bytes(rows: np.ndarray, bins: int, *, stat: str = "nonzero") -> np.nd
 
 def _victim_pieces(victims, stride: int, num_blocks: int):
     """Victims as (index, block, start, end, layer) pieces inside one block each: a range that
-    runs past the stride spills into the next block (the zeroer incident, REFERENCE.md section 8)."""
+    runs past the stride spills into the next block (the zeroer incident, docs/hazards.md#zeroer)."""
     out = []
     for vi, v in enumerate(victims):
         block, start, end = _field(v, "block"), _field(v, "start"), _field(v, "end")

@@ -1,7 +1,7 @@
 """kvviz.plot: the figures are read back and compared with the layouts they draw.
 
 Expected byte ranges are recomputed here independently of kvviz.plot (a coverage mask per
-group), and the strides and percentages are the published ones (REFERENCE.md section 7).
+group), and the strides and percentages are the published ones (docs/published-numbers.md#the-published-table).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def test_block_map_draws_every_range_of_both_planners(layouts, model, backend):
 def test_block_map_texts_carry_stride_and_binding_group(layouts):
     before, after = layouts["deepseek-v4-pro", "flashmla"]
     texts = "\n".join(plot.figure_texts(plot.block_map(after)))
-    assert "block stride 1,315,008 B" in texts  # REFERENCE.md section 7
+    assert "block stride 1,315,008 B" in texts  # docs/published-numbers.md#the-published-table
     assert "binding group: full" in texts
     texts = "\n".join(plot.figure_texts(plot.block_map(before)))
     assert "block stride 1,473,408 B" in texts
@@ -279,7 +279,8 @@ def test_find_patches_filters_and_gids(pro):
     (page,) = plot.find_patches(fig, kind="page", layer=layer)
     p = pro.placement(layer)
     assert page.get_gid() == f"page:{layer}"
-    assert (page.get_x(), page.get_width()) == (p.offset, 4608)  # MXFP4 page, REFERENCE.md section 3
+    # MXFP4 page, docs/caches.md#the-caches-a-layer-registers
+    assert (page.get_x(), page.get_width()) == (p.offset, 4608)
     assert plot.find_patches(fig, kind="pad", layer=layer)[0].get_gid() == f"pad:{layer}"
     tails = plot.find_patches(fig, kind="unused", group="swa-a")
     assert [t.get_gid() for t in tails] == [f"unused:swa-a:{31 * 37440}"]
@@ -311,7 +312,7 @@ def test_block_map_refuses_non_layouts():
 
 # ---- before / after -----------------------------------------------------------------------
 @pytest.mark.parametrize("backend,before_s,after_s,pct", [
-    ("flashmla", "1,473,408", "1,315,008", "-10.75%"),  # REFERENCE.md section 7
+    ("flashmla", "1,473,408", "1,315,008", "-10.75%"),  # docs/published-numbers.md#the-published-table
     ("flashinfer", "1,308,672", "1,228,800", "-6.10%"),
 ])
 def test_before_after_shows_both_strides_and_the_saving(layouts, backend, before_s, after_s, pct):
@@ -339,7 +340,7 @@ def _ranges(fig, kind):
 
 
 def test_page_anatomy_fp8_ds_mla(pro):
-    cache = pro.placement("model.layers.2.attn").cache  # c4 main KV, REFERENCE.md section 4
+    cache = pro.placement("model.layers.2.attn").cache  # c4 main KV, docs/row-formats.md#fp8_ds_mla
     fig = plot.page_anatomy(cache)
     texts = "\n".join(plot.figure_texts(fig))
     assert "row 584 B = payload 576 B + footer 8 B" in texts
@@ -385,7 +386,7 @@ def test_live_bytes_marks_victims_and_spans(pro):
     torch = pytest.importorskip("torch")  # a pool's backing is a torch tensor; imported here, it is slow
     fig = plot.live_bytes(pro, torch.from_numpy(data), owners, victims=victims)
     marks = sorted((r.block, r.start, r.end) for r in plot.patch_ranges(fig, kind="victim"))
-    # The second victim runs past the stride: it continues into block 3 (REFERENCE.md section 8).
+    # The second victim runs past the stride: it continues into block 3 (docs/hazards.md#zeroer).
     assert marks == [(0, idx.offset, idx.end), (2, 1000, pro.block_stride), (3, 0, 1000)]
     assert all(p.get_edgecolor() == to_rgba(plot.VICTIM_COLOR) for p in plot.find_patches(fig, kind="victim"))
     check_readable(fig)
