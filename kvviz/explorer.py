@@ -42,6 +42,12 @@ TABLE_STYLE = ("<style>.kvviz-groups{border-collapse:collapse;font-size:12px}"
 # The derivation keeps its lines as they are (no wrapping inside a term).
 PRE_STYLE = "white-space:pre;overflow-x:auto;margin:0;font-size:12px"
 
+# Where the controls sit: three columns (model, deployment, layer mix and budget). A knob added to
+# kvviz.knobs.KNOB_SPECS and not listed here gets a fourth column.
+CONTROL_COLUMNS = (("model", "head_dim", "rope_dim", "index_head_dim", "mtp"),
+                   ("main_format", "indexer_format", "backend", "block_size", "planner"),
+                   ("c4", "c128", "swa", "budget_gib"))
+
 # Control name -> CSS class; outputs too. The browser test finds widgets by these.
 CSS_CLASSES = {
     "widget": "kvviz-explorer",
@@ -179,6 +185,7 @@ class Explorer:
         knobs = default_knobs(model, **changes)
         for knob in KNOB_SPECS:
             setattr(self, knob.name, _control(knob, knobs[knob.name]))
+            getattr(self, knob.name).add_class(f"kvviz-knob-{knob.name.replace('_', '-')}")
 
         self.error_label = widgets.HTML(layout=widgets.Layout(display="none"))
         self.stride_label = widgets.Label(style={"font_weight": "bold", "font_size": "16px"})
@@ -189,11 +196,10 @@ class Explorer:
         self.table = widgets.HTML()
         self.derivation = widgets.HTML()
 
-        controls = widgets.HBox([
-            widgets.VBox([self.model, self.head_dim, self.rope_dim, self.index_head_dim, self.mtp]),
-            widgets.VBox([self.main_format, self.indexer_format, self.backend, self.block_size, self.planner]),
-            widgets.VBox([self.c4, self.c128, self.swa, self.budget_gib]),
-        ])
+        placed = {name for column in CONTROL_COLUMNS for name in column}
+        extra = tuple(k.name for k in KNOB_SPECS if k.name not in placed)  # knobs added later: their own column
+        controls = widgets.HBox([widgets.VBox([getattr(self, name) for name in column])
+                                 for column in CONTROL_COLUMNS + ((extra,) if extra else ())])
         for label in (self.stride_label, self.blocks_label):
             label.layout.margin = "0 24px 0 0"
         self.table.layout.margin = "0 24px 0 0"
