@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from kvviz import plot  # noqa: E402
-from kvviz.cli import compare_layouts  # noqa: E402
+from kvviz.planners import compare_layouts  # noqa: E402
 from kvviz.config import load_model, with_layer_mix  # noqa: E402
 from kvviz.planners import plan_model  # noqa: E402
 from kvviz.specs import CacheKind, CacheOptions  # noqa: E402

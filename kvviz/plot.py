@@ -31,45 +31,39 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import math
-import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle  # only the nibble boxes of page_anatomy
-from matplotlib.ticker import FuncFormatter, MultipleLocator
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle  # the binding lane's outline and the nibble boxes of page_anatomy
+from matplotlib.ticker import FixedLocator, FixedFormatter
+from matplotlib.transforms import blended_transform_factory
 
 from .errors import require
 from .formats import page_regions
 from .layout import Layout
+from .mapdata import (KIND_COLORS, PAD_COLOR, REGION_COLORS, UNUSED_COLOR, BlockMapData, block_map_data,
+                      byte_ticks, format_bytes, short_layer_name)
 from .specs import CacheKind, CacheSpec
 
-# One colour per cache kind, the same in every figure (main KV blues, indexer orange, SWA green,
-# compressor states purples, indexer state brown).
-KIND_COLORS: dict[CacheKind, str] = {
-    CacheKind.MAIN_C4: "#1f77b4",
-    CacheKind.MAIN_C128: "#7fb8e0",
-    CacheKind.INDEXER_K: "#ff7f0e",
-    CacheKind.SWA_KV: "#2ca02c",
-    CacheKind.STATE_C4: "#9467bd",
-    CacheKind.STATE_C128: "#c9b3e0",
-    CacheKind.INDEXER_STATE: "#8c564b",
-    CacheKind.CUSTOM: "#17becf",
-}
-PAD_COLOR = "#1a1a1a"  # alignment padding inside a page
-UNUSED_COLOR = "#9a9a9a"  # hatch of bytes a group leaves unused
+__all__ = ["KIND_COLORS", "PAD_COLOR", "UNUSED_COLOR", "REGION_COLORS", "short_layer_name", "format_bytes"]
+
 HOLE_COLOR = "#d62728"  # hatch of the bucketed layout's holes in before_after
 SAVED_COLOR = "#2ca02c"
 VICTIM_COLOR = "#e41a1c"
-REGION_COLORS = {"payload": "#4c72b0", "footer": "#dd8452", "padding": PAD_COLOR}
 ELEMENT_COLORS = {"E4M3": "#4c72b0", "E2M1": "#64b5cd", "UE8M0": "#dd8452", "bf16": "#55a868",
                   "fp32": "#8172b3", "pad": "#555555", "byte": "#17becf"}
 
 DEFAULT_DPI = 100
 _LANE_H = 0.42  # inches per group lane
-_LEFT_IN, _RIGHT_IN = 1.75, 0.25  # margins of the lanes (the left one holds the group labels)
+# Margins of the lanes: the left one holds the group labels; the right one half a tick label, so
+# that a tick at the stride is not cut off.
+_LEFT_IN, _RIGHT_IN = 1.75, 0.45
+# A kind (or the padding) whose widest range is narrower than this many pixels is invisible: it
+# gets a line in the sliver note instead of a legend entry nobody could find in the figure.
+MIN_VISIBLE_PX = 3.0
 _LEGEND_ROW_H = 0.22
 
 
@@ -162,34 +156,15 @@ class RangePatch:
 
 
 # ---- helpers: byte ranges, formatting -------------------------------------------------------
-def short_layer_name(name: str) -> str:
-    """'model.layers.2.attn.indexer.k_cache' -> 'L2 indexer.k_cache'; other names unchanged."""
-    return re.sub(r"^model\.layers\.(\d+)\.attn\.?", r"L\1 ", name).strip()
-
-
-def _nice_step(span: float, target: int = 7) -> float:
-    raw = span / target
-    mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
-    for m in (1, 2, 2.5, 5, 10):
-        if m * mag >= raw:
-            return m * mag
-    return 10 * mag
-
-
 def _byte_axis(ax, stride: int, *, label: bool = True) -> None:
-    """x in bytes, ticks at round KiB (or bytes for tiny strides), limits [0, stride]."""
+    """x in bytes, limits [0, stride]; ticks at multiples of a power-of-two step, labelled exactly
+    (`kvviz.mapdata.byte_ticks` and `format_bytes`: 2,560 B is '2.5 KiB', never a rounded '2')."""
     ax.set_xlim(0, stride)
-    if stride >= 4096:
-        step = max(1, _nice_step(stride / 1024)) * 1024
-        ax.xaxis.set_major_locator(MultipleLocator(step))
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1024:,.0f}"))
-        unit = "KiB"
-    else:
-        ax.xaxis.set_major_locator(MultipleLocator(max(1, _nice_step(stride))))
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
-        unit = "B"
+    ticks = byte_ticks(stride)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FixedFormatter([format_bytes(t) if t else "0" for t in ticks]))
     if label:
-        ax.set_xlabel(f"offset in the block ({unit})", fontsize=8)
+        ax.set_xlabel("offset in the block", fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
 
 
@@ -280,10 +255,6 @@ def to_png_bytes(fig: Figure, *, dpi: int = DEFAULT_DPI) -> bytes:
 
 
 # ---- block map ----------------------------------------------------------------------------
-def _kinds_present(layouts: Iterable[Layout]) -> list[CacheKind]:
-    return list(dict.fromkeys(p.cache.kind for layout in layouts for p in layout.placements))
-
-
 @dataclasses.dataclass(frozen=True)
 class KeyEntry:
     """One entry of a figure's key (legend): a swatch and its label."""
@@ -325,18 +296,21 @@ def _key_shape(entries: Sequence[KeyEntry], avail_in: float) -> tuple[int, int, 
     return ncol, -(-len(entries) // ncol), colw
 
 
-def _key_below(ax, entries: Sequence[KeyEntry], *, offset_in: float = 0.5) -> None:
+def _key_below(ax, entries: Sequence[KeyEntry], *, offset_in: float = 0.5, note: str = "") -> None:
     """The key as a grid under the axes: swatches in collections, labels as texts (gid "key").
 
     Drawn by hand: matplotlib's Legend lays its texts out several times and costs about as much
     as all the pages of a 250-layer map together.
     """
-    if not entries:
-        return
     fig = ax.figure
     w, h = fig.get_size_inches()
     pos = ax.get_position()
-    ncol, _, colw = _key_shape(entries, pos.width * w)
+    ncol, nrows, colw = _key_shape(entries, pos.width * w)
+    if note:  # under the key: what is too thin to see at this scale
+        fig.text(pos.x0, (pos.y0 * h - offset_in - nrows * _LEGEND_ROW_H - 0.04) / h, note, fontsize=_KEY_FONT,
+                 color="#444444", ha="left", va="top", gid="sliver-note")
+    if not entries:
+        return
     left = (pos.x0 + pos.width / 2) * w - ncol * colw / 2
     top = pos.y0 * h - offset_in
     sw, sh = _KEY_SWATCH
@@ -353,58 +327,133 @@ def _key_below(ax, entries: Sequence[KeyEntry], *, offset_in: float = 0.5) -> No
                                       gid="key"))
 
 
-def _lane_label(layout: Layout, i: int) -> str:
-    g = layout.groups[i]
-    star = "  ◀ binds" if i == layout.binding_group else ""
-    return f"{g.name}{star}\n{len(g.layers)} layers · {layout.group_total(i):,} B"
+def _lane_label(data: BlockMapData, i: int) -> str:
+    lane = data.lanes[i]
+    star = "  ◀ binds" if lane.binds else ""
+    return f"{lane.name}{star}\n{lane.num_layers} layers · {lane.total:,} B"
 
 
-def _draw_lanes(ax, layout: Layout, *, show_padding: bool, panel: str | None = None,
-                unused_color: str = UNUSED_COLOR, lane_h: float = 0.8) -> None:
-    """One lane per group at y = group index: pages, padding bands, unused ranges."""
-    n = len(layout.groups)
+# A label fits a range when the range is wider than its text (7 pt, ~0.058 in a character) plus a margin.
+_LABEL_CHAR_W = 0.058
+_LABEL_MARGIN_IN = 0.08
+MIN_VISIBLE_IN = MIN_VISIBLE_PX / DEFAULT_DPI
+
+
+def _fits(width_in: float, text: str) -> bool:
+    return width_in > _LABEL_CHAR_W * max(map(len, text.splitlines())) + _LABEL_MARGIN_IN
+
+
+def _as_data(layout, name: str = "layout") -> BlockMapData:
+    if isinstance(layout, BlockMapData):
+        return layout
+    require(isinstance(layout, Layout), f"{name}: expected a kvviz Layout, got {type(layout).__name__}")
+    return block_map_data(layout)
+
+
+@dataclasses.dataclass(frozen=True)
+class Visibility:
+    """Which kinds a block map can show at its scale: a kind whose widest page is narrower than
+    MIN_VISIBLE_IN (and the padding, likewise) goes into the sliver note, not the legend."""
+
+    visible: tuple[CacheKind, ...]
+    slivers: tuple[CacheKind, ...]
+    padding_visible: bool
+    max_padding: int
+
+    def note(self, datas: Sequence[BlockMapData]) -> str:
+        parts = []
+        for k in self.slivers:
+            rs = next([r for r in d.ranges if r.kind is k] for d in datas if k in d.kinds)
+            sizes = sorted({r.page_bytes for r in rs})
+            size = " to ".join(format_bytes(x) for x in dict.fromkeys((sizes[0], sizes[-1])))
+            groups = ", ".join(dict.fromkeys(r.group for r in rs))
+            parts.append(f"{k.label}: {len(rs)} pages of {size} in {groups}")
+        if self.max_padding and not self.padding_visible:
+            parts.append(f"alignment padding: at most {format_bytes(self.max_padding)} a page")
+        return ("too thin to see at this scale: " + "; ".join(parts)) if parts else ""
+
+
+def _visibility(datas: Sequence[BlockMapData], in_per_byte: Sequence[float], *, show_padding: bool) -> Visibility:
+    widest: dict[CacheKind, float] = {}  # widest run of adjacent pages of the kind in one lane
+    pad_in, max_pad = 0.0, 0
+    for d, scale in zip(datas, in_per_byte):
+        for lane in d.lanes:
+            run_kind, run_start, run_end = None, 0, 0
+            for r in sorted(d.lane_ranges(lane.index), key=lambda r: r.offset) + [None]:
+                if r is not None and r.kind is run_kind and r.offset == run_end:
+                    run_end = r.end
+                    continue
+                if run_kind is not None:
+                    widest[run_kind] = max(widest.get(run_kind, 0.0), (run_end - run_start) * scale)
+                if r is not None:
+                    run_kind, run_start, run_end = r.kind, r.offset, r.end
+        for r in d.ranges:
+            if show_padding:
+                pad_in = max(pad_in, r.padding_bytes * scale)
+                max_pad = max(max_pad, r.padding_bytes)
+    kinds = list(dict.fromkeys(k for d in datas for k in d.kinds))
+    return Visibility(visible=tuple(k for k in kinds if widest[k] >= MIN_VISIBLE_IN),
+                      slivers=tuple(k for k in kinds if widest[k] < MIN_VISIBLE_IN),
+                      padding_visible=pad_in >= MIN_VISIBLE_IN, max_padding=max_pad)
+
+
+def _axes_width_in(ax) -> float:
+    return ax.figure.get_figwidth() * ax.get_position().width
+
+
+def _draw_lanes(ax, data: BlockMapData, *, show_padding: bool, panel: str | None = None,
+                unused_color: str = UNUSED_COLOR, lane_h: float = 0.8, scale_bytes: int | None = None) -> None:
+    """One lane per group at y = group index: pages, padding bands, unused ranges, the binding
+    group's outline, and the byte sizes of the ranges wide enough to carry them."""
+    n = len(data.lanes)
     half = lane_h / 2
-    names = [g.name for g in layout.groups]
     pages, pads, page_y, pad_y, colors = [], [], [], [], []
-    for p in layout.placements:
-        c = p.cache
-        end = p.offset + c.page_bytes
-        pages.append(PatchRange("page", p.offset, end, names[p.group], c.name, c.kind, panel=panel))
-        page_y.append(p.group - half)
-        colors.append(KIND_COLORS[c.kind])
-        pad = c.padding_bytes
-        if show_padding and pad > 0:
-            pads.append(PatchRange("pad", end - pad, end, names[p.group], c.name, c.kind, panel=panel))
-            pad_y.append(p.group + half - 0.4 * lane_h)
+    for r in data.ranges:
+        pages.append(PatchRange("page", r.offset, r.end, r.group, r.layer, r.kind, panel=panel))
+        page_y.append(r.lane - half)
+        colors.append(KIND_COLORS[r.kind])
+        if show_padding and r.padding_bytes > 0:
+            pads.append(PatchRange("pad", r.end - r.padding_bytes, r.end, r.group, r.layer, r.kind, panel=panel))
+            pad_y.append(r.lane + half - 0.4 * lane_h)
     # White page edges keep neighbouring pages of one kind apart, unless pages are so narrow
     # (thousands of layers) that the edges would wash the colours out. The padding band covers
     # the lower 40% of the lane so the page colour stays visible above it.
-    px_per_byte = ax.figure.get_figwidth() * ax.get_position().width * ax.figure.dpi / layout.block_stride
+    in_per_byte = _axes_width_in(ax) / (scale_bytes or data.stride)
+    px_per_byte = in_per_byte * ax.figure.dpi
     median_px = float(np.median([r.size for r in pages])) * px_per_byte
     _draw_ranges(ax, pages, page_y, lane_h, facecolors=colors, edgecolors="white",
                  linewidths=0.3 if median_px >= 4 else 0)
     _draw_ranges(ax, pads, pad_y, 0.4 * lane_h, facecolors=PAD_COLOR, zorder=1.1, snap=False)
     unused, unused_y = [], []
-    for gi, name in enumerate(names):
-        for lo, hi in layout.unused_ranges(gi):
-            unused.append(PatchRange("unused", lo, hi, name, panel=panel))
-            unused_y.append(gi - half)
+    for lane in data.lanes:
+        for lo, hi in lane.unused:
+            unused.append(PatchRange("unused", lo, hi, lane.name, panel=panel))
+            unused_y.append(lane.index - half)
+            label = f"unused {format_bytes(hi - lo)}"
+            if _fits((hi - lo) * in_per_byte, label):
+                ax.text((lo + hi) / 2, lane.index, label, ha="center", va="center", fontsize=7, zorder=3,
+                        color="#333333", gid="size", bbox=dict(boxstyle="square,pad=0.15", facecolor="white",
+                                                             edgecolor="none"))
     _draw_ranges(ax, unused, unused_y, lane_h, facecolors="white", edgecolors=unused_color, hatch="////")
-    # Layer names on the pages wide enough to carry one, in groups of a few pages only (a
-    # 60-layer lane labelled here and there reads as noise).
-    for gi in range(n):
-        group = layout.group_placements(gi)
-        if len(group) > 24:
-            continue
-        for p in group:
-            label = short_layer_name(p.name)
-            if p.page_bytes * px_per_byte > 6.5 * len(label) + 8:
-                ax.text(p.offset + p.page_bytes / 2, gi, label, ha="center", va="center", fontsize=7, zorder=3,
-                        clip_on=True)
+    # Byte sizes (and, in lanes of a few pages, layer names) on the pages wide enough to carry them.
+    for lane in data.lanes:
+        ranges = data.lane_ranges(lane.index)
+        for r in ranges:
+            width_in = r.page_bytes * in_per_byte
+            size = format_bytes(r.page_bytes)
+            named = f"{r.short_name}\n{size}"
+            label = named if len(ranges) <= 24 and _fits(width_in, named) else size if _fits(width_in, size) else None
+            if label:
+                ax.text(r.offset + r.page_bytes / 2, lane.index, label, ha="center", va="center", fontsize=7,
+                        zorder=3, color="white", gid="size")
+    binding = [lane.index for lane in data.lanes if lane.binds]
+    for i in binding:
+        ax.add_patch(Rectangle((0, i - half - 0.06), data.stride, lane_h + 0.12, facecolor="none",
+                               edgecolor="black", linewidth=1.4, zorder=4, gid="binding", clip_on=False))
     ax.set_ylim(n - 0.5, -0.5)
-    ax.set_yticks(range(n), [_lane_label(layout, i) for i in range(n)], fontsize=7.5)
-    if layout.binding_group is not None:
-        ax.get_yticklabels()[layout.binding_group].set_fontweight("bold")
+    ax.set_yticks(range(n), [_lane_label(data, i) for i in range(n)], fontsize=7.5)
+    for i in binding:
+        ax.get_yticklabels()[i].set_fontweight("bold")
     ax.tick_params(axis="y", length=0)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
@@ -413,7 +462,23 @@ def _draw_lanes(ax, layout: Layout, *, show_padding: bool, panel: str | None = N
 def _stride_line(ax, stride: int, text: str, *, color="black") -> None:
     ax.axvline(stride, color=color, linewidth=1.0, linestyle="--", zorder=4)
     ax.annotate(text, xy=(stride, 1.0), xycoords=("data", "axes fraction"), xytext=(-3, 3),
-                textcoords="offset points", ha="right", va="bottom", fontsize=7.5, color=color)
+                textcoords="offset points", ha="right", va="bottom", fontsize=7.5, color=color, gid="stride-mark")
+
+
+def _overlay_bracket(ax, data: BlockMapData) -> None:
+    """A bracket over the lanes from byte 0 to the stride, saying that every lane is those same
+    bytes of one block, and the stride marked at its right end (dashed line down the lanes)."""
+    h_in = ax.figure.get_figheight() * ax.get_position().height
+    y0, y1 = 1 + 0.05 / h_in, 1 + 0.11 / h_in
+    trans = blended_transform_factory(ax.transData, ax.transAxes)
+    ax.add_line(Line2D([0, 0, data.stride, data.stride], [y0, y1, y1, y0], transform=trans, color="#333333",
+                       linewidth=0.9, clip_on=False, gid="bracket"))
+    ax.axvline(data.stride, color="black", linewidth=1.0, linestyle="--", zorder=4)
+    ax.annotate(data.overlay_note, xy=(0, y1), xycoords=trans, xytext=(2, 2), textcoords="offset points",
+                ha="left", va="bottom", fontsize=7.5, color="#333333", gid="overlay-note")
+    ax.annotate(f"stride {data.stride:,} B", xy=(data.stride, y1), xycoords=trans, xytext=(0, 2),
+                textcoords="offset points", ha="right", va="bottom", fontsize=7.5, fontweight="bold",
+                gid="stride-mark")
 
 
 def _new_figure(width: float, height: float) -> Figure:
@@ -426,58 +491,72 @@ def _place_axes(fig: Figure, *, left: float, right: float, top: float, bottom: f
     return fig.add_axes((left / w, bottom / h, 1 - (left + right) / w, 1 - (top + bottom) / h))
 
 
-def block_map_title(layout: Layout) -> str:
-    return (f"{layout.planner} layout: block stride {layout.block_stride:,} B; "
-            f"binding group: {layout.binding_label}")
+def block_map_title(layout) -> str:
+    data = _as_data(layout)
+    return f"{data.planner} layout: block stride {data.stride:,} B; binding group: {data.binding_label}"
 
 
-def block_map(layout: Layout, *, ax=None, show_padding: bool = True, title: str | None = None,
+_NOTE_H = 0.22  # inches of the sliver note under the key
+
+
+def block_map(layout: Layout | BlockMapData, *, ax=None, show_padding: bool = True, title: str | None = None,
               width: float = 12.0) -> Figure:
-    """The block's bytes [0, block_stride) across, one lane per group.
+    """The block's bytes [0, block_stride) across, one lane per group, drawn from
+    `kvviz.mapdata.block_map_data(layout)` (a BlockMapData works too: the live map's data).
 
     One range per layer page (coloured by cache kind), one per padding range (a dark band at the
-    bottom of the page's tail) and one per unused range (hatched); the stride and the binding
-    group in the title (after `title`, when given).
+    bottom of the page's tail) and one per unused range (hatched, its size written when it fits);
+    a bracket over the lanes saying that every lane is the same bytes [0, stride) of one block;
+    the stride marked at its end; the binding group outlined and flagged; byte sizes on ranges
+    wide enough; a legend of the kinds visible at this scale and a note naming the slivers.
     """
-    require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
-    kinds = _kinds_present([layout])
-    has_pad = show_padding and any(p.cache.padding_bytes for p in layout.placements)
-    has_unused = any(layout.unused_ranges(i) for i in range(len(layout.groups)))
-    entries = _key_entries(kinds, padding=has_pad, unused=has_unused)
+    data = _as_data(layout)
+    has_unused = any(lane.unused for lane in data.lanes)
     if ax is None:
-        n = len(layout.groups)
-        _, key_rows, _ = _key_shape(entries, width - _LEFT_IN - _RIGHT_IN)
-        bottom = 0.6 + key_rows * _LEGEND_ROW_H + 0.1
-        fig = _new_figure(width, 0.55 + n * _LANE_H + bottom)
-        ax = _place_axes(fig, left=_LEFT_IN, right=_RIGHT_IN, top=0.55, bottom=bottom)
+        plot_w = width - _LEFT_IN - _RIGHT_IN
+    else:
+        plot_w = _axes_width_in(ax)
+    vis = _visibility([data], [plot_w / data.stride], show_padding=show_padding)
+    entries = _key_entries(vis.visible, padding=vis.padding_visible, unused=has_unused)
+    note = vis.note([data])
+    if ax is None:
+        n = len(data.lanes)
+        _, key_rows, _ = _key_shape(entries, plot_w)
+        bottom = 0.6 + key_rows * _LEGEND_ROW_H + 0.1 + (_NOTE_H if note else 0)
+        fig = _new_figure(width, 0.8 + n * _LANE_H + bottom)
+        ax = _place_axes(fig, left=_LEFT_IN, right=_RIGHT_IN, top=0.8, bottom=bottom)
     fig = ax.figure
-    _draw_lanes(ax, layout, show_padding=show_padding)
-    _byte_axis(ax, layout.block_stride)
-    # The stride is the right edge of the axes and stands in the title (texts are the costliest
-    # part of drawing this figure, so it is not repeated at the edge).
-    ax.set_title(f"{title}: {block_map_title(layout)}" if title else block_map_title(layout), fontsize=9.5,
-                 loc="left", pad=14)
-    _key_below(ax, entries)
+    _draw_lanes(ax, data, show_padding=show_padding)
+    _byte_axis(ax, data.stride)
+    _overlay_bracket(ax, data)
+    ax.set_title(f"{title}: {block_map_title(data)}" if title else block_map_title(data), fontsize=9.5,
+                 loc="left", pad=24)
+    _key_below(ax, entries, note=note)
     return fig
 
 
 # ---- before / after -----------------------------------------------------------------------
-def before_after(before: Layout, after: Layout, *, fig: Figure | None = None, show_padding: bool = True,
-                 labels: tuple[str, str] = ("before", "after"), width: float = 12.0) -> Figure:
+def before_after(before: Layout | BlockMapData, after: Layout | BlockMapData, *, fig: Figure | None = None,
+                 show_padding: bool = True, labels: tuple[str, str] = ("before", "after"),
+                 width: float = 12.0) -> Figure:
     """Both layouts on one x scale (the larger stride, normally the before one): both strides,
-    the bytes and percentage saved per block, and the holes of a bucketed layout in red."""
-    for name, layout in (("before", before), ("after", after)):
-        require(isinstance(layout, Layout), f"{name}: expected a kvviz Layout, got {type(layout).__name__}")
-    scale = max(before.block_stride, after.block_stride)
-    saved = before.block_stride - after.block_stride
-    pct = 100.0 * (after.block_stride - before.block_stride) / before.block_stride
-    kinds = _kinds_present([before, after])
-    holes = [layout.binding_group is None for layout in (before, after)]
-    entries = _key_entries(kinds, padding=show_padding, unused=not all(holes), holes=any(holes), saved=saved > 0)
-    nb, na = len(before.groups), len(after.groups)
+    the bytes and percentage saved per block, the binding groups outlined, and the holes of a
+    bucketed layout in red."""
+    datas = (_as_data(before, "before"), _as_data(after, "after"))
+    db, da = datas
+    scale = max(db.stride, da.stride)
+    saved = db.stride - da.stride
+    pct = 100.0 * (da.stride - db.stride) / db.stride
+    holes = [d.binding_group is None for d in datas]
     left, right = _LEFT_IN, _RIGHT_IN
-    _, key_rows, _ = _key_shape(entries, width - left - right)
-    top, gap, bottom = 0.8, 0.55, 0.6 + key_rows * _LEGEND_ROW_H + 0.1
+    plot_w = width - left - right
+    vis = _visibility(datas, [plot_w / scale] * 2, show_padding=show_padding)
+    entries = _key_entries(vis.visible, padding=vis.padding_visible, unused=not all(holes), holes=any(holes),
+                           saved=saved > 0)
+    note = vis.note(datas)
+    nb, na = len(db.lanes), len(da.lanes)
+    _, key_rows, _ = _key_shape(entries, plot_w)
+    top, gap, bottom = 1.0, 0.55, 0.6 + key_rows * _LEGEND_ROW_H + 0.1 + (_NOTE_H if note else 0)
     if fig is None:
         fig = _new_figure(width, top + (nb + na) * _LANE_H + gap + bottom)
     w, h = fig.get_size_inches()
@@ -485,28 +564,31 @@ def before_after(before: Layout, after: Layout, *, fig: Figure | None = None, sh
     hb = plot_h * nb / (nb + na)
     ax_b = fig.add_axes((left / w, (bottom + (plot_h - hb) + gap) / h, 1 - (left + right) / w, hb / h))
     ax_a = fig.add_axes((left / w, bottom / h, 1 - (left + right) / w, (plot_h - hb) / h), sharex=ax_b)
-    for ax, layout, panel, label in ((ax_b, before, "before", labels[0]), (ax_a, after, "after", labels[1])):
-        holes = layout.binding_group is None
-        _draw_lanes(ax, layout, show_padding=show_padding, panel=panel,
-                    unused_color=HOLE_COLOR if holes else UNUSED_COLOR)
-        _stride_line(ax, layout.block_stride, f"{label} stride {layout.block_stride:,} B")
-        text = f"{label}: {layout.planner}, binding group: {layout.binding_label}"
-        if holes:
-            unused = sum(layout.group_unused(i) for i in range(len(layout.groups)))
+    for ax, data, panel, label in ((ax_b, db, "before", labels[0]), (ax_a, da, "after", labels[1])):
+        hole = data.binding_group is None
+        _draw_lanes(ax, data, show_padding=show_padding, panel=panel,
+                    unused_color=HOLE_COLOR if hole else UNUSED_COLOR, scale_bytes=scale)
+        _stride_line(ax, data.stride, f"{label} stride {data.stride:,} B")
+        text = f"{label}: {data.planner}, binding group: {data.binding_label}"
+        if hole:
+            unused = sum(lane.unused_bytes for lane in data.lanes)
             text += f"; holes (red hatch): {unused:,} B unused, summed over the groups"
-        ax.set_title(text, fontsize=8.5, loc="left", pad=12)
+        ax.set_title(text, fontsize=8.5, loc="left", pad=13)
     if saved > 0:
-        _draw_ranges(ax_a, [PatchRange("saved", after.block_stride, before.block_stride, panel="after")], -0.5, na,
+        _draw_ranges(ax_a, [PatchRange("saved", da.stride, db.stride, panel="after")], -0.5, na,
                      facecolors=SAVED_COLOR, alpha=0.25, zorder=0.5)
-        ax_a.text(after.block_stride + saved / 2, (na - 1) / 2, f"saved\n{saved:,} B\n({pct:+.2f}%)",
+        ax_a.text(da.stride + saved / 2, (na - 1) / 2, f"saved\n{saved:,} B\n({pct:+.2f}%)",
                   ha="center", va="center", fontsize=7.5, color="#1b5e20", zorder=3)
     _byte_axis(ax_a, scale)
     ax_b.tick_params(axis="x", labelbottom=False)
     change = "saved" if saved > 0 else "added"
-    fig.suptitle(f"block stride {before.block_stride:,} B → {after.block_stride:,} B: {pct:+.2f}% "
+    fig.suptitle(f"block stride {db.stride:,} B → {da.stride:,} B: {pct:+.2f}% "
                  f"({abs(saved):,} B per block {change})", x=left / w, ha="left", y=1 - 0.12 / h,
                  va="top", fontsize=10)
-    _key_below(ax_a, entries)
+    fig.text(left / w, 1 - 0.42 / h, "every lane = bytes [0, stride) of the same block of its layout; "
+             "dashed lines mark each stride; the binding group is outlined", ha="left", va="top", fontsize=8,
+             color="#333333", gid="overlay-note")
+    _key_below(ax_a, entries, note=note)
     return fig
 
 
@@ -523,6 +605,9 @@ def _spread(centers: Sequence[float], widths: Sequence[float], pad: float = 0.02
     return xs
 
 
+_ANATOMY_CHAR_W = 0.066  # inches a character of the 7.5 pt anatomy labels takes, digits and commas included
+
+
 def _labelled_bar(ax, parts: list[tuple[str, int, int, str, str]], total: int, role: str, owner: str) -> None:
     """parts: (name, start, size, colour, label). One bar [0, total) across the axes; the labels
     under it, spread so they never overlap, each with a leader line to its range."""
@@ -533,7 +618,7 @@ def _labelled_bar(ax, parts: list[tuple[str, int, int, str, str]], total: int, r
                       for name, start, size, _, _ in parts], 0, 1,
                  facecolors=[color for _, _, _, color, _ in parts], edgecolors="white", linewidths=0.8)
     axes_w = ax.get_position().width * ax.figure.get_figwidth()
-    widths = [min(1.0, _KEY_CHAR_W * max(map(len, text.splitlines())) / axes_w) for *_, text in parts]
+    widths = [min(1.0, _ANATOMY_CHAR_W * max(map(len, text.splitlines())) / axes_w) for *_, text in parts]
     centers = [(start + size / 2) / total for _, start, size, _, _ in parts]
     for (name, start, size, color, text), x in zip(parts, _spread(centers, widths)):
         ax.annotate(text, xy=(start + size / 2, 0), xycoords="data", xytext=(x, -0.45),
@@ -701,7 +786,7 @@ def binned_bytes(rows: np.ndarray, bins: int, *, stat: str = "nonzero") -> np.nd
 
 def _victim_pieces(victims, stride: int, num_blocks: int):
     """Victims as (index, block, start, end, layer) pieces inside one block each: a range that
-    runs past the stride spills into the next block (the zeroer incident, REFERENCE.md section 8)."""
+    runs past the stride spills into the next block (the zeroer incident, docs/hazards.md#zeroer)."""
     out = []
     for vi, v in enumerate(victims):
         block, start, end = _field(v, "block"), _field(v, "start"), _field(v, "end")
@@ -718,6 +803,10 @@ def _victim_pieces(victims, stride: int, num_blocks: int):
     return out
 
 
+_VICTIM_ROW_H = 0.15  # inches a line of the victim table takes
+_VICTIM_LABEL_ROWS = 3  # rows of victim numbers a lane holds
+
+
 def live_bytes(layout: Layout, block_bytes, block_groups, *, blocks: Sequence[int] | None = None,
                victims: Iterable = (), bins: int = 2048, stat: str = "nonzero", max_blocks: int = 8,
                fig: Figure | None = None, width: float = 12.0) -> Figure:
@@ -730,7 +819,8 @@ def live_bytes(layout: Layout, block_bytes, block_groups, *, blocks: Sequence[in
     strip of the bytes binned to `bins` columns (fraction of non-zero bytes, or mean byte value
     with stat="mean"). victims (objects or dicts with block, start, end and optionally layer,
     start/end in bytes of that block; a range past the stride continues in the next block; a
-    kvviz.verify Corruption is one) get red outlines and labels. Default blocks: those the victims touch, then owned blocks, at
+    kvviz.verify Corruption is one) get red outlines and a number each, listed with their
+    block, bytes and layer in a table under the key (so labels never overlap). Default blocks: those the victims touch, then owned blocks, at
     most `max_blocks`.
     """
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
@@ -754,13 +844,20 @@ def live_bytes(layout: Layout, block_bytes, block_groups, *, blocks: Sequence[in
 
     image = binned_bytes(_rows_to_numpy(data, blocks), bins, stat=stat)
     n = len(blocks)
-    top, bottom = 0.6, 0.55 + 0.5
+    owners = [_owner(block_groups, b, layout) for b in blocks]
+    shown = [(vi, b, lo, hi, layer) for vi, b, lo, hi, layer in pieces if b in lane]
+    kinds = list(dict.fromkeys(p.cache.kind for g in owners if g is not None for p in layout.group_placements(g)))
+    entries = _key_entries(kinds, padding=False, unused=False, victims=bool(pieces))
+    plot_w = width - 1.5 - 1.0
+    _, key_rows, _ = _key_shape(entries, plot_w)
+    # Victims are numbered on the map and listed in a table under the key (labels never overlap).
+    table_h = (0.1 + _VICTIM_ROW_H * (len(shown) + 1)) if shown else 0.0
+    top, bottom = 0.6, 0.85 + key_rows * _LEGEND_ROW_H + table_h
     if fig is None:
         fig = _new_figure(width, top + n * 0.62 + bottom)
     w, h = fig.get_size_inches()
     ax = fig.add_axes((1.5 / w, bottom / h, 1 - (1.5 + 1.0) / w, 1 - (top + bottom) / h))
     span_h, img_lo, img_hi = 0.28, 0.32, 0.94
-    owners = [_owner(block_groups, b, layout) for b in blocks]
     spans, span_y, span_colors = [], [], []
     mappable = None
     for i, (b, g) in enumerate(zip(blocks, owners)):
@@ -778,39 +875,51 @@ def live_bytes(layout: Layout, block_bytes, block_groups, *, blocks: Sequence[in
     ax.set_ylim(n, 0)
     _byte_axis(ax, stride)
     marks, mark_y = [], []
-    per_lane: dict[int, int] = {}
-    for vi, b, lo, hi, layer in pieces:
-        if b not in lane:
-            continue
-        i = lane[b]
+    axes_in = _axes_width_in(ax)
+    per_lane: dict[int, list[tuple[float, str]]] = {}  # lane -> (centre as axes fraction, number)
+    table = []
+    for number, (vi, b, lo, hi, layer) in enumerate(shown, start=1):
         marks.append(PatchRange("victim", lo, hi, layer=None if layer is None else str(layer), block=b))
-        mark_y.append(i + 0.02)
-        k = per_lane.get(i, 0)
-        per_lane[i] = k + 1
+        mark_y.append(lane[b] + 0.02)
+        per_lane.setdefault(lane[b], []).append(((lo + hi) / 2 / stride, str(number)))
         name = short_layer_name(str(layer)) if layer is not None else f"victim {vi}"
-        # Label right of the range, or left of it near the right edge, or centred on a wide one.
-        if hi < 0.7 * stride:
-            x, ha, dx = hi, "left", 4
-        elif lo > 0.3 * stride:
-            x, ha, dx = lo, "right", -4
-        else:
-            x, ha, dx = (lo + hi) / 2, "center", 0
-        ax.annotate(f"{name} [{lo:,}, {hi:,})", xy=(x, i + 0.2 + 0.25 * (k % 3)), xycoords="data",
-                    xytext=(dx, 0), textcoords="offset points", ha=ha, va="center", fontsize=7,
-                    color=VICTIM_COLOR, zorder=6, annotation_clip=False,
-                    bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none", alpha=0.85))
+        table.append((str(number), str(b), f"[{lo:,}, {hi:,})", f"{hi - lo:,} B", name))
+    # Numbers over their ranges, in up to three rows a lane, each row spread so that no two overlap.
+    for i, labels in per_lane.items():
+        labels.sort()
+        for row in range(_VICTIM_LABEL_ROWS):
+            mine = labels[row::_VICTIM_LABEL_ROWS]
+            if not mine:
+                continue
+            widths = [(_LABEL_CHAR_W * len(text) + 0.12) / axes_in for _, text in mine]
+            for (_, text), x in zip(mine, _spread([c for c, _ in mine], widths, pad=0.04 / axes_in)):
+                ax.text(x * stride, i + 0.2 + 0.24 * row, text, ha="center", va="center", fontsize=7,
+                        color=VICTIM_COLOR, fontweight="bold", zorder=6, gid="victim-number",
+                        bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor=VICTIM_COLOR,
+                                  linewidth=0.6))
     _draw_ranges(ax, marks, mark_y, 0.96, facecolors="none", edgecolors=VICTIM_COLOR, linewidths=1.6, zorder=5)
-    shown = len(marks)
-    kinds = [r.cache_kind for r in spans]
-    hidden = len(pieces) - shown
+    hidden = len(pieces) - len(shown)
     what = "fraction of non-zero bytes" if stat == "nonzero" else "mean byte value / 255"
     title = f"live bytes of {n} block(s), block stride {stride:,} B; image: {what} per {stride / image.shape[1]:,.0f} B bin"
     if pieces:
-        title += f"; {shown} victim range(s) in red" + (f" ({hidden} outside the shown blocks)" if hidden else "")
+        title += f"; {len(shown)} victim range(s) in red" + (f" ({hidden} outside the shown blocks)" if hidden else "")
     ax.set_title(title, fontsize=9, loc="left", pad=8)
     cax = fig.add_axes((1 - 0.85 / w, bottom / h, 0.12 / w, 1 - (top + bottom) / h))
     cb = fig.colorbar(mappable, cax=cax)
     cb.ax.tick_params(labelsize=7)
     cb.set_label("non-zero fraction" if stat == "nonzero" else "mean byte / 255", fontsize=7.5)
-    _key_below(ax, _key_entries(list(dict.fromkeys(kinds)), padding=False, unused=False, victims=bool(pieces)))
+    _key_below(ax, entries)
+    if table:  # under the key: one line a numbered victim, columns aligned (monospace)
+        header = ("#", "block", "bytes [start, end) of the block", "size", "layer")
+        widths = [max(len(row[c]) for row in [header, *table]) for c in range(5)]
+
+        def line(row):
+            return "  ".join(cell.rjust(wd) if c in (0, 1, 3) else cell.ljust(wd)
+                             for c, (cell, wd) in enumerate(zip(row, widths))).rstrip()
+
+        y = bottom - 0.5 - key_rows * _LEGEND_ROW_H - 0.1
+        for k, row in enumerate([header, *table]):
+            fig.text(1.5 / w, y / h, line(row), fontsize=7, family="monospace", va="top",
+                     color="#444444" if k == 0 else VICTIM_COLOR, gid="victim-table")
+            y -= _VICTIM_ROW_H
     return fig

@@ -3,6 +3,11 @@
 Opens notebooks/03-explorer.ipynb (a temporary copy: nothing is written into the repository),
 runs all cells, moves the head_dim slider with the keyboard, picks the FP8 indexer, and checks
 that the stride shown is exactly the one kvviz.planners.plan_model computes for those knobs.
+It then reads the live block map back from the page (the data-* attributes of the SVG's
+ranges and lanes) and compares every range's offset and end and the binding lane with
+plan_model; clicks a range and reads its page anatomy; checks that a refused change says why in
+one line; and prints the time from a change (the input event) to the redrawn SVG, measured in
+chromium (printed, not asserted: speed goals are shown, not tested).
 
 Needs Debian's chromium at /usr/bin/chromium (`apt-get install -y chromium`); without it the test
 is skipped with that reason. KVVIZ_SAVE_SCREENSHOT=1 writes docs/img/explorer.png, otherwise the
@@ -54,6 +59,7 @@ PAGE_S = 60  # the notebook open in the page
 KERNEL_S = 90  # kernel started, cells run, the explorer on screen
 RUN_S = 30  # one "Run All Cells" until the explorer is on screen
 CHANGE_S = 30  # one knob change shown
+LATENCY_CHANGES = 21  # timed changes (printed, not asserted)
 STOP_S = 15  # JupyterLab shutting down
 
 
@@ -163,12 +169,99 @@ def _shown_stride(page) -> int:
     return int(m.group(1).replace(",", ""))
 
 
-def _expected_stride(*, head_dim: int, indexer_format: str) -> int:
-    """The library's stride for the knobs the test sets (the rest are the explorer's defaults)."""
+def _expected_layout(*, head_dim: int, indexer_format: str):
+    """The library's layout for the knobs the test sets (the rest are the explorer's defaults)."""
     config = load_model("deepseek-v4-pro").with_overrides(head_dim=head_dim)
     options = CacheOptions(backend="flashmla", main_format="fp8_ds_mla", indexer_format=indexer_format,
                            block_size=256, mtp=True)
-    return plan_model(config, options, "overlay").block_stride
+    return plan_model(config, options, "overlay")
+
+
+def _expected_stride(**knobs) -> int:
+    return _expected_layout(**knobs).block_stride
+
+
+# Reads the drawn map: every range's data-* attributes and x/width, every lane's.
+READ_MAP = """() => {
+  const svg = document.querySelector('.kvviz-block-map svg.kvviz-map-svg');
+  if (!svg) return null;
+  const ranges = [...svg.querySelectorAll('rect.kvviz-range')].map(r => ({
+    layer: r.dataset.layer, group: r.dataset.group, kind: r.dataset.kind, offset: +r.dataset.offset,
+    page_bytes: +r.dataset.pageBytes, end: +r.dataset.end,
+    x: +r.getAttribute('x'), width: +r.getAttribute('width')}));
+  const lanes = [...svg.querySelectorAll('g.kvviz-lane')].map(g => ({
+    group: g.dataset.group, binds: g.dataset.binds === 'true', total: +g.dataset.total}));
+  const binding = [...svg.querySelectorAll('rect.kvviz-binding')].map(r => r.dataset.group);
+  return {stride: +svg.dataset.stride, ranges, lanes, binding};
+}"""
+
+# Times a change in the page: sets a <select>'s value, dispatches its change event, and resolves
+# with the ms until the map's SVG shows `stride` (a MutationObserver on the map).
+TIME_CHANGE = """async ([selector, value, stride]) => {
+  const map = document.querySelector('.kvviz-block-map');
+  const select = document.querySelector(selector);
+  const label = document.querySelector('.kvviz-stride');
+  const digits = (s) => s.replace(/[^0-9]/g, '');
+  return await new Promise((resolve) => {
+    let t0 = 0, numbers = null, drawn = null, drawMs = null, painted = null;
+    const done = () => {
+      const now = performance.now();
+      if (numbers === null && digits(label.innerText) === String(stride)) numbers = now - t0;
+      const svg = map.querySelector('svg.kvviz-map-svg');
+      if (drawn === null && svg && +svg.dataset.stride === stride) {
+        drawn = now - t0;
+        drawMs = +map.querySelector('.kvviz-livemap').dataset.drawMs;
+        // The frame after the new SVG: its style, layout and paint are done.
+        requestAnimationFrame(() => setTimeout(() => { painted = performance.now() - t0; done(); }, 0));
+      }
+      if (painted !== null && numbers !== null) {
+        obs.disconnect();
+        numbersObs.disconnect();
+        resolve([drawn, drawMs, numbers, painted]);
+      }
+    };
+    const obs = new MutationObserver(done);
+    obs.observe(map, {childList: true, subtree: true});
+    const numbersObs = new MutationObserver(done);
+    numbersObs.observe(label, {childList: true, subtree: true, characterData: true});
+    t0 = performance.now();
+    select.value = value;
+    select.dispatchEvent(new Event('change', {bubbles: true}));
+  });
+}"""
+
+
+def _check_map(page, layout) -> None:
+    """What the page draws is the layout: every range at its offset and end, the binding lane."""
+    drawn = page.evaluate(READ_MAP)
+    assert drawn is not None, "no live block map on the page"
+    assert drawn["stride"] == layout.block_stride
+    names = [g.name for g in layout.groups]
+    want = sorted((p.name, names[p.group], p.offset, p.end) for p in layout.placements)
+    assert sorted((r["layer"], r["group"], r["offset"], r["end"]) for r in drawn["ranges"]) == want
+    assert all(r["end"] - r["offset"] == r["page_bytes"] for r in drawn["ranges"])
+    # x and width in the SVG are the bytes on one scale: x(offset) is affine in offset.
+    scale = {round(r["width"] / r["page_bytes"], 9) for r in drawn["ranges"]}
+    assert len(scale) == 1, scale
+    assert [lane["group"] for lane in drawn["lanes"]] == names
+    assert [lane["total"] for lane in drawn["lanes"]] == [g.total_bytes for g in layout.groups]
+    binding = [] if layout.binding_group is None else [names[layout.binding_group]]
+    assert [lane["group"] for lane in drawn["lanes"] if lane["binds"]] == binding
+    assert drawn["binding"] == binding
+
+
+def _check_no_wraps(page) -> None:
+    """Table cells and the derivation never wrap mid-word: every cell is one line high, and the
+    derivation's lines are as many as the text has."""
+    cells = page.evaluate("() => [...document.querySelectorAll('.kvviz-groups td, .kvviz-groups th')]"
+                          ".map(c => [c.innerText, c.getClientRects()[0].height,"
+                          " parseFloat(getComputedStyle(c).lineHeight) || 16])")
+    assert cells and all(h <= 1.6 * lh for _, h, lh in cells), cells
+    pre = page.evaluate("() => { const p = document.querySelector('.kvviz-derivation pre');"
+                        " const s = getComputedStyle(p); return [s.whiteSpace, p.innerText.split('\\n').length,"
+                        " p.getBoundingClientRect().height, parseFloat(s.lineHeight) || 16]; }")
+    space, lines, height, line_h = pre
+    assert space == "pre" and height <= (lines + 0.6) * line_h, pre
 
 
 def _wait_stride_change(page, old: int) -> int:
@@ -228,6 +321,8 @@ def _drive_explorer(lab, page, tmp_path) -> None:
                            timeout=_ms(CHANGE_S))
     start = _shown_stride(page)
     assert start == _expected_stride(head_dim=512, indexer_format="mxfp4") == 1_315_008
+    page.locator(".kvviz-block-map svg.kvviz-map-svg[data-stride='1315008']").wait_for(timeout=_ms(CHANGE_S))
+    _check_map(page, _expected_layout(head_dim=512, indexer_format="mxfp4"))
 
     # head_dim: two steps right on the slider handle (512 -> 576; 544 is not a valid fp8_ds_mla dim).
     slider = page.locator(".kvviz-head-dim")
@@ -244,14 +339,76 @@ def _drive_explorer(lab, page, tmp_path) -> None:
     # indexer format: the dropdown's <select>.
     page.locator(".kvviz-indexer select").select_option("fp8")
     shown = _wait_stride_change(page, after_head_dim)
-    assert shown == _expected_stride(head_dim=576, indexer_format="fp8")
+    fp8 = _expected_layout(head_dim=576, indexer_format="fp8")
+    assert shown == fp8.block_stride
     assert page.locator(".kvviz-error").is_hidden()
+    page.locator(f".kvviz-block-map svg.kvviz-map-svg[data-stride='{shown}']").wait_for(timeout=_ms(CHANGE_S))
+    page.locator(".kvviz-map-caption", has_text=f"block stride {shown:,} B").wait_for(timeout=_ms(CHANGE_S))
+    _check_map(page, fp8)
 
-    # The block map follows (drawn right after the numbers); its caption names the stride it shows.
-    page.locator(".kvviz-figure-caption", has_text=f"block stride {shown:,} B").wait_for(timeout=_ms(CHANGE_S))
-    page.wait_for_function("() => { const i = document.querySelector('.kvviz-figure');"
-                           " return i.complete && i.naturalWidth > 0; }", timeout=_ms(CHANGE_S))
+    # Hover a lane: its tooltip names the group's total and whether it binds the stride.
+    binding = fp8.groups[fp8.binding_group]
+    page.locator(f".kvviz-lane[data-group='{binding.name}'] .kvviz-lane-label").hover()
+    tip = page.locator(".kvviz-block-map .kvviz-tip")
+    assert f"total {binding.total_bytes:,} B" in tip.inner_text() and "binds the stride" in tip.inner_text()
+
+    # Click a range: its page anatomy opens below the map.
+    layer = "model.layers.2.attn.indexer.k_cache"
+    p = fp8.placement(layer)
+    page.locator(f".kvviz-range[data-layer='{layer}']").click(force=True)
+    head = page.locator(".kvviz-anatomy-head")
+    head.wait_for(timeout=_ms(CHANGE_S))
+    assert f"page {p.page_bytes:,} B = {p.cache.rows} rows × {p.cache.row_bytes:,} B" in head.inner_text()
+    regions = page.evaluate("() => [...document.querySelectorAll('.kvviz-anatomy-bar .kvviz-region')]"
+                            ".map(r => [r.dataset.region, +r.dataset.start, +r.dataset.size])")
+    rows, row = p.cache.rows, p.cache.row_format
+    assert regions == [["payload", 0, rows * row.payload_bytes], ["footer", rows * row.payload_bytes,
+                       rows * row.footer_bytes], ["padding", rows * row.row_bytes, p.cache.padding_bytes]]
+
+    _check_no_wraps(page)
+
+    # The screenshot shows a range's tooltip and the anatomy opened above.
+    page.locator(".kvviz-range[data-layer='model.layers.40.attn']").hover(force=True)
+    assert "model.layers.40.attn" in tip.inner_text()
     target = SCREENSHOT if os.environ.get("KVVIZ_SAVE_SCREENSHOT") == "1" else tmp_path / "explorer.png"
     target.parent.mkdir(parents=True, exist_ok=True)
     page.locator(".kvviz-explorer").screenshot(path=str(target), timeout=_ms(CHANGE_S))
     assert target.stat().st_size > 10_000
+
+    # Latency: a change (the select's change event) to the redrawn SVG, in chromium.
+    mx = _expected_stride(head_dim=576, indexer_format="mxfp4")
+    times = []
+    for i in range(LATENCY_CHANGES):
+        value, stride = ("mxfp4", mx) if i % 2 == 0 else ("fp8", shown)
+        times.append(page.evaluate(TIME_CHANGE, [".kvviz-indexer select", value, stride]))
+    def stats(values):
+        values = sorted(v for v in values if v is not None)
+        return f"median {values[len(values) // 2]:.1f} ms, min {values[0]:.1f} ms" if values else "not seen"
+
+    print(f"\nchromium, {len(times)} indexer changes (DeepSeek-V4-Pro), from the select's change event:\n"
+          f"  to the new SVG in the page:      {stats(t[0] for t in times)}\n"
+          f"  to the frame that shows it:      {stats(t[3] for t in times)}\n"
+          f"  to the new stride label:         {stats(t[2] for t in times)}\n"
+          f"  building the SVG (in the above): {stats(t[1] for t in times)}")
+
+    # The bucketed planner: no group binds; its group names (c4-state-a) and derivation stay on one line.
+    bucketed = plan_model(load_model("deepseek-v4-pro").with_overrides(head_dim=576),
+                          CacheOptions(backend="flashmla", main_format="fp8_ds_mla",
+                                       indexer_format=page.locator(".kvviz-indexer select").input_value(),
+                                       block_size=256, mtp=True), "bucketed")
+    page.locator(".kvviz-planner select").select_option("bucketed")
+    page.locator(f".kvviz-block-map svg.kvviz-map-svg[data-stride='{bucketed.block_stride}']").wait_for(
+        timeout=_ms(CHANGE_S))
+    _check_map(page, bucketed)
+    page.locator(".kvviz-groups td", has_text="c4-state-a").wait_for(timeout=_ms(CHANGE_S))
+    _check_no_wraps(page)
+
+    # A refused change says why in one line; the caption names the configuration still drawn.
+    before = page.evaluate(READ_MAP)
+    page.locator(".kvviz-block-size select").select_option("64")
+    error = page.locator(".kvviz-error")
+    error.wait_for(state="visible", timeout=_ms(CHANGE_S))
+    assert "block_size=64" in error.inner_text() and "\n" not in error.inner_text().strip()
+    page.locator(".kvviz-map-caption", has_text="still drawn:").wait_for(timeout=_ms(CHANGE_S))
+    assert "256-token blocks" in page.locator(".kvviz-map-caption").inner_text()
+    assert page.evaluate(READ_MAP) == before

@@ -1,25 +1,60 @@
 """The Explorer app driven from pytest: set widget values, compare with the library computed here.
 
 Every expected number is computed in the test from kvviz.planners.plan_model with the same knobs
-(or taken from REFERENCE.md section 7), never read back from the explorer's own helpers.
+(or taken from docs/published-numbers.md#the-published-table), never read back from the
+explorer's own helpers. The block map is checked through the data the live map draws.
 """
 
-import asyncio
+import dataclasses
+from html.parser import HTMLParser
 
 import ipywidgets as widgets
 import pytest
 
-from kvviz import explorer as explorer_module
-from kvviz.capacity import GIB, group_blocks_for_request, max_concurrency
+from kvviz import knobs as knobs_module
+from kvviz.capacity import GIB
 from kvviz.config import load_model, with_layer_mix
 from kvviz.errors import KvvizError
-from kvviz.explorer import CSS_CLASSES, Explorer, compare_knobs, default_knobs, sweep
+from kvviz.explorer import CSS_CLASSES, Explorer
+from kvviz.livemap import LiveBlockMap
 from kvviz.planners import plan_model
 from kvviz.specs import CacheOptions
 
 PRO = load_model("deepseek-v4-pro")
 FLASH = load_model("deepseek-v4-flash")
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+class _Table(HTMLParser):
+    """The cells of an HTML table, row by row (header row first)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.rows, self._cell = [], None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = ""
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th"):
+            self.rows[-1].append(self._cell.strip())
+            self._cell = None
+
+
+def drawn_ranges(app):
+    """(layer, group, offset, end) of every range the live map is given."""
+    return sorted((r["layer"], r["group"], r["offset"], r["end"]) for r in app.map_data["ranges"])
+
+
+def layout_ranges(layout):
+    return sorted((p.name, layout.groups[p.group].name, p.offset, p.end) for p in layout.placements)
 
 
 def expected(config=PRO, *, planner="overlay", **options):
@@ -31,21 +66,17 @@ def expected(config=PRO, *, planner="overlay", **options):
 
 @pytest.fixture
 def app():
-    """An explorer without the figure (fast); the figure tests use `drawn`."""
-    return Explorer(figure=False)
-
-
-@pytest.fixture
-def drawn():
     return Explorer()
 
 
 def test_starts_on_the_published_pro_flashmla_layout(app):
-    """REFERENCE.md section 7: FlashMLA after #48993, 1,315,008 B."""
+    """docs/published-numbers.md#the-published-table: FlashMLA after #48993, 1,315,008 B."""
     assert app.error == ""
     assert app.layout.block_stride == expected().block_stride == 1_315_008
     assert app.stride_label.value == "block stride: 1,315,008 B"
     assert isinstance(app.widget, widgets.Box)
+    assert isinstance(app.block_map, LiveBlockMap) and app.block_map in app.widget.children
+    assert drawn_ranges(app) == layout_ranges(expected())
 
 
 @pytest.mark.parametrize("changes,config,options,planner", [
@@ -68,6 +99,12 @@ def test_each_knob_recomputes_the_layout(app, changes, config, options, planner)
     assert app.layout.block_stride == want.block_stride
     assert [g.name for g in app.layout.groups] == [g.name for g in want.groups]
     assert app.stride_label.value == f"block stride: {want.block_stride:,} B"
+    # The map drawn in the browser is fed in the same handler: no stale picture.
+    assert drawn_ranges(app) == layout_ranges(want)
+    assert app.map_data["stride"] == want.block_stride
+    binding = None if want.binding_group is None else want.groups[want.binding_group].name
+    assert app.map_data["binding_group"] == binding
+    assert [lane["name"] for lane in app.map_data["lanes"] if lane["binds"]] == ([binding] if binding else [])
 
 
 @pytest.mark.parametrize("backend,indexer,planner,stride", [
@@ -77,7 +114,8 @@ def test_each_knob_recomputes_the_layout(app, changes, config, options, planner)
     ("flashinfer", "fp8", "bucketed", 1_308_672),
 ])
 def test_published_before_and_after(app, backend, indexer, planner, stride):
-    """REFERENCE.md section 7; choosing the backend picks its main format (FlashInfer: fp8)."""
+    """docs/published-numbers.md#the-published-table; choosing the backend picks its main
+    format (FlashInfer: fp8)."""
     app.backend.value = backend
     app.indexer_format.value = indexer
     app.planner.value = planner
@@ -102,11 +140,24 @@ def test_blocks_and_change_against_bucketed(app):
     assert "baseline" in app.change_label.value
 
 
-def test_group_table_lists_every_group(app):
-    for g in app.layout.groups:
-        assert f"<td>{g.name}</td>" in app.table.value
-    assert "binds" in app.table.value
-    assert f"{app.layout.block_stride:,}" in app.derivation.value
+@pytest.mark.parametrize("changes,options,planner", [
+    ({}, {}, "overlay"),
+    ({"backend": "flashinfer"}, {"backend": "flashinfer", "main_format": "fp8"}, "overlay"),
+    ({"planner": "bucketed", "indexer_format": "fp8"}, {"indexer_format": "fp8"}, "bucketed"),
+])
+def test_group_table_is_the_layouts_groups(app, changes, options, planner):
+    """One row per group: name, layers, total, unused, and "binds" on the group whose total is the
+    stride (the c4 state group under FlashInfer; none for the bucketed planner)."""
+    app.set(**changes)
+    want = expected(planner=planner, **options)
+    header, *rows = _Table(app.table.value).rows
+    assert header == list(want.group_table().columns)
+    assert rows == [[g.name, str(len(g.layers)), f"{g.total_bytes:,}", f"{want.block_stride - g.total_bytes:,}",
+                     "binds" if g.total_bytes == want.block_stride else ""] for g in want.groups]
+    assert "white-space:nowrap" in app.table.value  # c4-state-a never wraps mid-word
+    # The derivation: the layout's own lines, kept as they are (no wrapping inside a term).
+    assert app.derivation.value.startswith('<pre style="white-space:pre')
+    assert want.explain() in app.derivation.value.replace("&gt;", ">").replace("&#x27;", "'")
 
 
 @pytest.mark.parametrize("changes,field", [
@@ -117,19 +168,39 @@ def test_group_table_lists_every_group(app):
     ({"block_size": 64}, "block_size=64"),  # c128 layers need a multiple of 128
     ({"head_dim": 128, "rope_dim": 128}, "qk_rope_head_dim=128"),  # no NoPE dims left
 ])
-def test_impossible_knobs_show_a_message_and_keep_the_last_layout(drawn, changes, field):
+def test_impossible_knobs_show_a_message_and_keep_the_last_layout(app, changes, field):
     *fine, (name, value) = changes.items()
     for n, v in fine:  # the steps before the last one are still possible
-        getattr(drawn, n).value = v
-    assert drawn.error == ""
-    good, label, png = drawn.layout, drawn.stride_label.value, bytes(drawn.figure.value)
-    getattr(drawn, name).value = value  # must not raise
-    assert field in drawn.error
-    assert "\n" not in drawn.error
-    assert drawn.error_label.layout.display != "none"
-    assert field in drawn.error_label.value
-    assert drawn.layout is good
-    assert (drawn.stride_label.value, bytes(drawn.figure.value)) == (label, png)
+        getattr(app, n).value = v
+    assert app.error == ""
+    good, label, data = app.layout, app.stride_label.value, app.map_data
+    previous = getattr(app, name).value
+    getattr(app, name).value = value  # must not raise
+    assert app.error.startswith(field)
+    assert "\n" not in app.error
+    assert app.error_label.layout.display != "none"
+    assert field in app.error_label.value
+    assert app.block_map.status == f"refused: {app.error}"
+    assert app.layout is good
+    assert (app.stride_label.value, app.map_data) == (label, data)
+    # The caption names the configuration still drawn: the last good knobs, not the refused one.
+    caption = app.map_caption.value
+    assert "still drawn: deepseek-v4-pro" in caption and f"block stride {good.block_stride:,} B" in caption
+    shown = {"head_dim": "head_dim {}", "block_size": "{}-token blocks", "index_head_dim": "index_head_dim {}",
+             "rope_dim": "rope {}"}
+    if name in shown:
+        assert shown[name].format(previous) in caption
+        assert shown[name].format(value) not in caption
+
+
+@pytest.mark.parametrize("budget", [0.0, -1.0])
+def test_a_budget_of_zero_or_less_is_an_error_not_a_clamp(app, budget):
+    good = app.result
+    app.budget_gib.value = budget
+    assert app.budget_gib.value == budget  # the control does not clamp it
+    assert app.error == f"budget_gib={budget!r}: must be a positive number"
+    assert app.result is good
+    assert knobs_module.compare_knobs([{"budget_gib": budget}])["note"][0] == app.error
 
 
 def test_fixing_the_knobs_clears_the_message(app):
@@ -141,59 +212,36 @@ def test_fixing_the_knobs_clears_the_message(app):
 
 
 def test_an_internal_failure_is_shown_not_raised(app, monkeypatch):
+    from kvviz import explorer as explorer_module
+
     def boom(knobs):
         raise RuntimeError("planner exploded")
 
-    good = app.layout
+    good, data = app.layout, app.map_data
     monkeypatch.setattr(explorer_module, "plan_pair", boom)
     app.head_dim.value = 640
     assert app.error == "internal error (RuntimeError): planner exploded"
-    assert app.layout is good
+    assert app.layout is good and app.map_data == data
 
 
-def test_a_failing_figure_is_shown_not_raised(drawn, monkeypatch):
-    def broken(layout, **kwargs):
-        raise ValueError("no room to draw")
-
-    monkeypatch.setattr(drawn, "_block_map", broken)
-    drawn.head_dim.value = 640
-    assert "no room to draw" in drawn.error
-    assert drawn.layout.block_stride == expected(PRO.with_overrides(head_dim=640)).block_stride
-
-
-def test_figure_follows_the_layout_not_the_budget(drawn):
-    first = bytes(drawn.figure.value)
-    assert first.startswith(PNG_MAGIC) and drawn.figure_up_to_date
-    drawn.indexer_format.value = "fp8"
-    second = bytes(drawn.figure.value)
-    assert second.startswith(PNG_MAGIC) and second != first and drawn.figure_up_to_date
-    drawn.budget_gib.value = 40.0  # same layout: same picture, new block count
-    assert bytes(drawn.figure.value) == second
-    assert drawn.blocks_label.value.startswith(f"{int(40 * GIB) // drawn.layout.block_stride:,} blocks")
-    drawn.indexer_format.value = "mxfp4"  # back to a drawn layout: the cached picture
-    assert bytes(drawn.figure.value) == first
+def test_map_follows_the_layout_not_the_budget(app):
+    first = app.map_data
+    app.indexer_format.value = "fp8"
+    second = app.map_data
+    assert drawn_ranges(app) == layout_ranges(expected(indexer_format="fp8")) != layout_ranges(expected())
+    app.budget_gib.value = 40.0  # same layout: the same map data (not even re-sent), new block count
+    assert app.map_data is second
+    assert app.blocks_label.value.startswith(f"{int(40 * GIB) // app.layout.block_stride:,} blocks")
+    app.indexer_format.value = "mxfp4"  # back to a planned layout: its cached data
+    assert app.map_data is first
 
 
-def test_figure_is_drawn_after_the_numbers_inside_an_event_loop(drawn):
-    """In Jupyter the kernel's loop runs: numbers first, the block map right after."""
-    async def change():
-        drawn.head_dim.value = 640
-        numbers_first = (drawn.stride_label.value, drawn.figure_up_to_date)
-        await asyncio.sleep(0)
-        return numbers_first
-
-    stride = expected(PRO.with_overrides(head_dim=640)).block_stride
-    before = bytes(drawn.figure.value)
-    assert asyncio.run(change()) == (f"block stride: {stride:,} B", False)
-    assert drawn.figure_up_to_date and bytes(drawn.figure.value) != before
-    assert drawn.figure_caption.value.endswith(f"block stride {stride:,} B")
-
-
-def test_text_map_without_the_figure(app):
-    assert app.figure.layout.display == "none"
-    assert app.layout.text_map() in app.text_map.value.replace("&#x27;", "'")
-    app.c4.value = 12
-    assert f"block stride {app.layout.block_stride:,} B" in app.text_map.value
+def test_map_caption_names_the_configuration_drawn(app):
+    app.set(head_dim=576, block_size=512)
+    caption = app.map_caption.value
+    want = expected(PRO.with_overrides(head_dim=576), block_size=512)
+    assert "block map of deepseek-v4-pro, head_dim 576," in caption and "512-token blocks" in caption
+    assert caption.endswith(f"block stride {want.block_stride:,} B</div>")
 
 
 def test_changing_the_preset_resets_the_model_knobs(app):
@@ -224,37 +272,27 @@ def test_every_control_and_output_has_its_css_class(app):
         assert css in getattr(app, name)._dom_classes, name
 
 
-def test_default_knobs_follow_the_app():
-    knobs = default_knobs()
-    assert Explorer(figure=False).knobs() == knobs
-    assert default_knobs(backend="flashinfer")["main_format"] == "fp8"
-    assert default_knobs("deepseek-v4-flash")["swa"] == 2
-    with pytest.raises(KvvizError, match="head_size"):
-        default_knobs(head_size=1)
+def test_knobs_that_do_not_apply_are_hidden(app, monkeypatch):
+    """A knob declares the models it applies to; the explorer hides the others' controls."""
+    assert all(getattr(app, name).layout.display is None for name in knobs_module.KNOBS)
+    hidden = dataclasses.replace(knobs_module.KNOB_BY_NAME["index_head_dim"],
+                                 applies_to=lambda config: config.name != "deepseek-v4-flash")
+    specs = tuple(hidden if k.name == "index_head_dim" else k for k in knobs_module.KNOB_SPECS)
+    monkeypatch.setattr(knobs_module, "KNOB_SPECS", specs)
+    app.model.value = "deepseek-v4-flash"
+    assert app.index_head_dim.layout.display == "none"
+    assert app.head_dim.layout.display is None
+    app.model.value = "deepseek-v4-pro"
+    assert app.index_head_dim.layout.display is None
 
 
-def test_sweep_rows_are_the_library_numbers():
-    table = sweep("indexer_format", ["fp8", "mxfp4"], tokens=8192)
-    budget = int(26.09 * GIB)
-    for row, fmt in zip(table.to_dict("records"), ["fp8", "mxfp4"]):
-        layout = expected(indexer_format=fmt)
-        assert row["indexer_format"] == fmt
-        assert row["block stride"] == layout.block_stride
-        assert row["binding group"] == layout.binding_label
-        assert row["blocks"] == budget // layout.block_stride
-        assert row["blocks per request"] == sum(group_blocks_for_request(layout, 8192))
-        assert row["requests"] == round(max_concurrency(layout, budget, 8192), 2)
-    assert table["requests vs first %"][0] == 0.0
-
-
-def test_sweep_keeps_impossible_rows_with_their_message():
-    table = sweep("block_size", [64, 256])
-    assert table["note"][0].startswith("block_size=64")
-    assert table["block stride"].isna()[0]
-    assert table["block stride"][1] == expected().block_stride and table["note"][1] == ""
-
-
-def test_compare_knobs_shows_the_effective_value_of_every_changed_knob():
-    table = compare_knobs([{}, {"c4": 61, "c128": 0}])
-    assert table[["c4", "c128"]].values.tolist() == [[30, 31], [61, 0]]
-    assert table["block stride"][1] == expected(with_layer_mix(PRO, c4=61, c128=0, swa=0)).block_stride
+def test_the_app_starts_on_the_documented_knobs():
+    """The explorer's start: the Pro preset (config.json), FlashMLA with fp8_ds_mla rows, the
+    MXFP4 indexer, 256-token blocks, the overlay planner and FlashMLA's 26.09 GiB budget
+    (docs/published-numbers.md#the-published-table)."""
+    assert Explorer().knobs() == {
+        "model": "deepseek-v4-pro", "head_dim": PRO.head_dim, "rope_dim": PRO.qk_rope_head_dim,
+        "index_head_dim": PRO.index_head_dim, "main_format": "fp8_ds_mla", "indexer_format": "mxfp4",
+        "backend": "flashmla", "block_size": 256, "mtp": True, "c4": 30, "c128": 31, "swa": 0,
+        "planner": "overlay", "budget_gib": 26.09}
+    assert Explorer(backend="flashinfer").main_format.value == "fp8"

@@ -1,13 +1,15 @@
 """kvviz.plot: the figures are read back and compared with the layouts they draw.
 
 Expected byte ranges are recomputed here independently of kvviz.plot (a coverage mask per
-group), and the strides and percentages are the published ones (REFERENCE.md section 7).
+group), and the strides and percentages are the published ones (docs/published-numbers.md#the-published-table).
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from fractions import Fraction
 from types import SimpleNamespace
 
 import numpy as np
@@ -89,32 +91,168 @@ def test_block_map_draws_every_range_of_both_planners(layouts, model, backend):
 def test_block_map_texts_carry_stride_and_binding_group(layouts):
     before, after = layouts["deepseek-v4-pro", "flashmla"]
     texts = "\n".join(plot.figure_texts(plot.block_map(after)))
-    assert "block stride 1,315,008 B" in texts  # REFERENCE.md section 7
+    assert "block stride 1,315,008 B" in texts  # docs/published-numbers.md#the-published-table
     assert "binding group: full" in texts
     texts = "\n".join(plot.figure_texts(plot.block_map(before)))
     assert "block stride 1,473,408 B" in texts
     assert "none (sum of page-size buckets)" in texts
 
 
-def test_block_map_ticks_are_kib(pro):
+# ---- figures that explain themselves -------------------------------------------------------
+def text_boxes(fig):
+    """(text artist, its window extent) of every visible non-empty text, after an Agg draw.
+    An annotation's box is its text's, without the leader line."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    return [(t, Text.get_window_extent(t, renderer)) for t in fig.findobj(Text) if t.get_text() and t.get_visible()]
+
+
+def check_readable(fig):
+    """Nothing clipped at the edges (every text inside the canvas), no two texts overlapping."""
+    boxes = text_boxes(fig)
+    canvas = fig.bbox
+    for t, b in boxes:
+        assert b.x0 >= -0.5 and b.y0 >= -0.5 and b.x1 <= canvas.width + 0.5 and b.y1 <= canvas.height + 0.5, \
+            f"{t.get_text()!r} is cut at the edge: {b.bounds} in {canvas.bounds}"
+    for i, (t, a) in enumerate(boxes):
+        for u, b in boxes[i + 1:]:
+            assert not (a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1), \
+                f"{t.get_text()!r} overlaps {u.get_text()!r}"
+    return boxes
+
+
+def texts_with_gid(fig, gid):
+    from matplotlib.text import Text
+
+    return [t for t in fig.findobj(Text) if t.get_gid() == gid and t.get_text()]
+
+
+def exact_bytes(label: str) -> int:
+    """'2.5 KiB' -> 2560; fails unless the label is an exact byte count."""
+    value, unit = re.fullmatch(r"([\d,.]+) (B|KiB|MiB|GiB)", label).groups()
+    count = Fraction(value.replace(",", "")) * {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[unit]
+    assert count.denominator == 1, label
+    return int(count)
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("backend", ["flashmla", "flashinfer"])
+def test_figures_are_readable(layouts, model, backend):
+    before, after = layouts[model, backend]
+    for fig in (plot.block_map(after), plot.block_map(before), plot.before_after(before, after),
+                plot.page_anatomy(after.placements[0]), plot.page_anatomy(after.placement("model.layers.2.attn"))):
+        check_readable(fig)
+
+
+def test_block_map_ticks_are_exact(pro):
     fig = plot.block_map(pro)
-    plot.to_png_bytes(fig)  # tick labels get their text when drawn
+    boxes = check_readable(fig)  # the last tick label is inside the canvas
     ax = fig.axes[0]
-    assert "KiB" in ax.get_xlabel()
     ticks = [t for t in ax.get_xticks() if 0 <= t <= pro.block_stride]
-    assert all(t % 1024 == 0 for t in ticks) and len(ticks) >= 4
-    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
-    assert "1,000" in labels  # 1,000 KiB, thousands separated
+    step = ticks[1] - ticks[0]
+    assert step == 2**18 and ticks == [k * step for k in range(len(ticks))]  # 1,315,008 // 2**18 = 5
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["0", "256 KiB", "512 KiB", "768 KiB", "1 MiB", "1.25 MiB"]
+    assert [exact_bytes(x) for x in labels[1:]] == ticks[1:]
+    assert {t.get_text() for t, _ in boxes} >= set(labels)
 
 
-def test_block_map_legend_names_every_kind_present_and_only_those(layouts):
+def test_a_tick_at_the_stride_is_labelled_exactly_and_not_cut():
+    """A 2,560 B stride: 2,560 B is '2.5 KiB' (not '2'), at the right edge, inside the canvas."""
+    layout = plan((KVGroup(name="g", layers=(custom_cache("a", 1024), custom_cache("b", 1536))),), "overlay")
+    fig = plot.block_map(layout)
+    check_readable(fig)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "512 B", "1 KiB", "1.5 KiB", "2 KiB", "2.5 KiB"]
+    assert list(ax.get_xticks()) == [0, 512, 1024, 1536, 2048, 2560]
+
+
+def test_block_map_says_every_lane_is_the_same_bytes_and_marks_stride_and_binding(pro):
+    fig = plot.block_map(pro)
+    boxes = dict(check_readable(fig))
+    ax = fig.axes[0]
+    (note,) = texts_with_gid(fig, "overlay-note")
+    assert note.get_text() == "every lane = bytes [0, 1,315,008) of the same block"
+    (bracket,) = [line for line in ax.lines if line.get_gid() == "bracket"]
+    assert list(bracket.get_xdata()) == [0, 0, pro.block_stride, pro.block_stride]
+    (mark,) = texts_with_gid(fig, "stride-mark")
+    assert mark.get_text() == "stride 1,315,008 B"
+    stride_px = ax.transData.transform((pro.block_stride, 0))[0]
+    assert abs(boxes[mark].x1 - stride_px) < 1.5  # it ends at the stride
+    (outline,) = [p for p in ax.patches if p.get_gid() == "binding"]
+    full = [g.name for g in pro.groups].index("full")
+    assert (outline.get_x(), outline.get_width()) == (0, pro.block_stride)
+    assert outline.get_y() < full < outline.get_y() + outline.get_height()
+    assert ax.get_yticklabels()[full].get_text().startswith("full  ◀ binds")
+
+
+def test_bucketed_block_map_outlines_no_group(layouts):
+    before, _ = layouts["deepseek-v4-pro", "flashmla"]
+    fig = plot.block_map(before)
+    assert not [p for p in fig.axes[0].patches if p.get_gid() == "binding"]
+    assert not any("◀ binds" in t.get_text() for t in fig.axes[0].get_yticklabels())
+
+
+@pytest.mark.parametrize("planner", sorted(PLANNERS))
+def test_size_labels_sit_in_their_range_and_say_its_size(planner):
+    groups = (KVGroup(name="big", layers=(custom_cache("x", 40_960), custom_cache("y", 2_560))),
+              KVGroup(name="small", layers=(custom_cache("z", 10_240),)))
+    layout = plan(groups, planner)
+    fig = plot.block_map(layout)
+    boxes = dict(check_readable(fig))
+    ax = fig.axes[0]
+    names = [g.name for g in layout.groups]
+    ranges = [(r.start, r.end, names.index(r.group)) for r in plot.patch_ranges(fig, kind="page")] + \
+             [(r.start, r.end, names.index(r.group)) for r in plot.patch_ranges(fig, kind="unused")]
+    labels = texts_with_gid(fig, "size")
+    assert labels
+    for t in labels:
+        b = boxes[t]
+        x0, x1 = (ax.transData.inverted().transform((px, 0))[0] for px in (b.x0, b.x1))
+        lane = round(t.get_position()[1])
+        (start, end) = next((s, e) for s, e, g in ranges if s <= x0 and x1 <= e and g == lane)
+        assert exact_bytes(t.get_text().splitlines()[-1].removeprefix("unused ")) == end - start
+    assert "40 KiB" in {t.get_text().splitlines()[-1] for t in labels}
+
+
+def _widest_run_px(fig, kind):
+    """Widest run of adjacent drawn pages of one kind in one lane, in pixels (read off the figure)."""
+    ax = fig.axes[0]
+    px = ax.transData.transform([(0, 0), (1, 0)])
+    per_byte = px[1, 0] - px[0, 0]
+    by_lane: dict = {}
+    for r in sorted(plot.patch_ranges(fig, kind="page"), key=lambda r: (r.group, r.start)):
+        runs = by_lane.setdefault(r.group, [])
+        if runs and runs[-1][0] == r.cache_kind and runs[-1][2] == r.start:
+            runs[-1][2] = r.end
+        else:
+            runs.append([r.cache_kind, r.start, r.end])
+    return max((e - s) * per_byte for runs in by_lane.values() for k, s, e in runs if k == kind)
+
+
+def test_legend_lists_visible_kinds_and_a_note_names_the_slivers(layouts):
+    """Pro's main KV c128 pages (1,728 B, alone between 37 KiB pages) are ~1 px wide in a
+    1.3 MB block: not in the legend, named in the note with their size."""
     for before, after in layouts.values():
         for layout in (before, after):
-            labels = plot.legend_labels(plot.block_map(layout))
-            present = {p.cache.kind.label for p in layout.placements}
-            assert present <= set(labels)
-            absent = {k.label for k in CacheKind} - present
-            assert not absent & set(labels)
+            fig = plot.block_map(layout)
+            labels = set(plot.legend_labels(fig))
+            notes = [t.get_text() for t in texts_with_gid(fig, "sliver-note")]
+            for kind in {p.cache.kind for p in layout.placements}:
+                visible = _widest_run_px(fig, kind) >= plot.MIN_VISIBLE_PX
+                assert (kind.label in labels) == visible, kind
+                if not visible:
+                    size = plot.format_bytes(min(p.page_bytes for p in layout.placements if p.cache.kind is kind))
+                    assert any(f"{kind.label}: " in n and size in n for n in notes)
+            absent = {k.label for k in CacheKind} - {p.cache.kind.label for p in layout.placements}
+            assert not absent & labels
+    _, after = layouts["deepseek-v4-pro", "flashmla"]
+    (note,) = texts_with_gid(plot.block_map(after), "sliver-note")
+    assert "main KV c128: 31 pages of 1,728 B in full" in note.get_text()
 
 
 def test_colours_are_stable_and_distinct_per_kind(layouts):
@@ -141,7 +279,8 @@ def test_find_patches_filters_and_gids(pro):
     (page,) = plot.find_patches(fig, kind="page", layer=layer)
     p = pro.placement(layer)
     assert page.get_gid() == f"page:{layer}"
-    assert (page.get_x(), page.get_width()) == (p.offset, 4608)  # MXFP4 page, REFERENCE.md section 3
+    # MXFP4 page, docs/caches.md#the-caches-a-layer-registers
+    assert (page.get_x(), page.get_width()) == (p.offset, 4608)
     assert plot.find_patches(fig, kind="pad", layer=layer)[0].get_gid() == f"pad:{layer}"
     tails = plot.find_patches(fig, kind="unused", group="swa-a")
     assert [t.get_gid() for t in tails] == [f"unused:swa-a:{31 * 37440}"]
@@ -163,6 +302,7 @@ def test_block_map_of_random_layouts(groups, planner):
     fig = plot.block_map(layout)
     check_block_map(layout, fig)
     assert f"{layout.block_stride:,} B" in "\n".join(plot.figure_texts(fig))
+    check_readable(fig)
 
 
 def test_block_map_refuses_non_layouts():
@@ -172,7 +312,7 @@ def test_block_map_refuses_non_layouts():
 
 # ---- before / after -----------------------------------------------------------------------
 @pytest.mark.parametrize("backend,before_s,after_s,pct", [
-    ("flashmla", "1,473,408", "1,315,008", "-10.75%"),  # REFERENCE.md section 7
+    ("flashmla", "1,473,408", "1,315,008", "-10.75%"),  # docs/published-numbers.md#the-published-table
     ("flashinfer", "1,308,672", "1,228,800", "-6.10%"),
 ])
 def test_before_after_shows_both_strides_and_the_saving(layouts, backend, before_s, after_s, pct):
@@ -200,7 +340,7 @@ def _ranges(fig, kind):
 
 
 def test_page_anatomy_fp8_ds_mla(pro):
-    cache = pro.placement("model.layers.2.attn").cache  # c4 main KV, REFERENCE.md section 4
+    cache = pro.placement("model.layers.2.attn").cache  # c4 main KV, docs/row-formats.md#fp8_ds_mla
     fig = plot.page_anatomy(cache)
     texts = "\n".join(plot.figure_texts(fig))
     assert "row 584 B = payload 576 B + footer 8 B" in texts
@@ -246,17 +386,35 @@ def test_live_bytes_marks_victims_and_spans(pro):
     torch = pytest.importorskip("torch")  # a pool's backing is a torch tensor; imported here, it is slow
     fig = plot.live_bytes(pro, torch.from_numpy(data), owners, victims=victims)
     marks = sorted((r.block, r.start, r.end) for r in plot.patch_ranges(fig, kind="victim"))
-    # The second victim runs past the stride: it continues into block 3 (REFERENCE.md section 8).
+    # The second victim runs past the stride: it continues into block 3 (docs/hazards.md#zeroer).
     assert marks == [(0, idx.offset, idx.end), (2, 1000, pro.block_stride), (3, 0, 1000)]
     assert all(p.get_edgecolor() == to_rgba(plot.VICTIM_COLOR) for p in plot.find_patches(fig, kind="victim"))
-    texts = "\n".join(plot.figure_texts(fig))
-    assert "L2 indexer.k_cache" in texts and "zeroer spill" in texts
+    check_readable(fig)
+    # Each victim piece has a number on the map and a line in the table under the key.
+    numbers = sorted(int(t.get_text()) for t in texts_with_gid(fig, "victim-number"))
+    assert numbers == [1, 2, 3]
+    header, *rows = [t.get_text().split() for t in texts_with_gid(fig, "victim-table")]
+    assert header[:2] == ["#", "block"]
+    assert [(int(r[0]), int(r[1]), " ".join(r[2:4])) for r in rows] == [
+        (1, 0, f"[{idx.offset:,}, {idx.end:,})"), (2, 2, f"[1,000, {pro.block_stride:,})"), (3, 3, "[0, 1,000)")]
+    assert rows[0][-2:] == ["L2", "indexer.k_cache"] and rows[1][-2:] == ["zeroer", "spill"]
     assert "victim range" in plot.legend_labels(fig)
     spans = plot.patch_ranges(fig, kind="span")
     assert sorted((r.block, r.layer, r.start, r.end) for r in spans) == sorted(
         [(0, p.name, p.offset, p.end) for p in pro.group_placements(0)]
         + [(2, p.name, p.offset, p.end) for p in pro.group_placements(4)])
     assert [t.get_text().splitlines()[0] for t in fig.axes[0].get_yticklabels()] == ["block 0", "block 2", "block 3"]
+
+
+def test_adjacent_victims_get_labels_that_do_not_overlap(pro):
+    """Twelve 100-byte victims side by side in one block (a zeroer hitting row after row):
+    numbered in rows, spread apart, listed in the table."""
+    data = np.zeros((2, pro.block_stride), np.uint8)
+    victims = [{"block": 0, "start": 100 * k, "end": 100 * (k + 1), "layer": f"row {k}"} for k in range(12)]
+    fig = plot.live_bytes(pro, data, [0, None], victims=victims)
+    check_readable(fig)
+    assert sorted(int(t.get_text()) for t in texts_with_gid(fig, "victim-number")) == list(range(1, 13))
+    assert len(texts_with_gid(fig, "victim-table")) == 13
 
 
 def test_live_bytes_image_is_the_nonzero_fraction():
