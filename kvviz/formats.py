@@ -62,6 +62,9 @@ class RowFormat:
     payload: tuple[Field, ...]  # bytes that go first in the page, row after row
     footer: tuple[Field, ...] = ()  # bytes that follow all payloads (scales, pad)
     view_dtype: str = "uint8"  # torch dtype of the layer's view
+    # What the two parts are called where a reader sees them: a quantized row's payload and its
+    # footer of scales; an attention page's K and V halves; a recurrent state's conv and SSM parts.
+    part_names: tuple[str, str] = ("payload", "footer")
 
     @cached_property
     def payload_bytes(self) -> int:
@@ -93,7 +96,7 @@ class RowFormat:
         (thousands separated: '1,024 B')."""
         text = " + ".join(f.describe() for f in self.payload)
         if self.footer:
-            text += " | footer " + " + ".join(f.describe() for f in self.footer)
+            text += f" | {self.part_names[1]} " + " + ".join(f.describe() for f in self.footer)
         return f"{text} = {self.row_bytes:,} B"
 
 

@@ -29,6 +29,11 @@ KIND_COLORS: dict[CacheKind, str] = {
     CacheKind.STATE_C128: "#c9b3e0",
     CacheKind.INDEXER_STATE: "#8c564b",
     CacheKind.CUSTOM: "#17becf",
+    # hybrid models (docs/hybrid.md#hybrid-caches)
+    CacheKind.FULL_ATTENTION: "#3a6fb0",
+    CacheKind.SLIDING_ATTENTION: "#59a14f",
+    CacheKind.CHUNKED_ATTENTION: "#e377c2",
+    CacheKind.LINEAR_STATE: "#b07aa1",
 }
 PAD_COLOR = "#1a1a1a"  # alignment padding inside a page
 UNUSED_COLOR = "#9a9a9a"  # hatch of bytes a group leaves unused
@@ -97,6 +102,7 @@ class MapRange:
     row_format: str
     row_describe: str
     regions: tuple[Region, ...]
+    part_names: tuple[str, str] = ("payload", "footer")  # the row's two parts (K/V, conv/SSM state)
 
     @property
     def end(self) -> int:
@@ -130,7 +136,12 @@ class MapRange:
                 "footer_bytes": self.footer_bytes, "content_bytes": self.content_bytes,
                 "padding_bytes": self.padding_bytes, "row_format": self.row_format,
                 "row_describe": self.row_describe,
-                "regions": [{"name": r.name, "start": r.start, "size": r.size, "end": r.end} for r in self.regions]}
+                "regions": [{"name": r.name, "label": self.region_label(r.name), "start": r.start, "size": r.size,
+                             "end": r.end} for r in self.regions]}
+
+    def region_label(self, name: str) -> str:
+        """'payload' / 'footer' named as the row format names its parts ('K', 'conv state', ...)."""
+        return {"payload": self.part_names[0], "footer": self.part_names[1]}.get(name, name)
 
     def to_dict(self, anatomy: int) -> dict:
         """The range for the live map; `anatomy` indexes the map's list of distinct anatomies."""
@@ -246,7 +257,7 @@ def block_map_data(layout: Layout, *, caption: str | None = None) -> BlockMapDat
             common = per_spec[c.spec_key] = dict(
                 kind=c.kind, page_bytes=c.page_bytes, content_bytes=c.content_bytes, rows=c.rows,
                 row_bytes=c.row_bytes, payload_bytes=row.payload_bytes, footer_bytes=row.footer_bytes,
-                row_format=row.name, row_describe=row.describe(),
+                row_format=row.name, row_describe=row.describe(), part_names=row.part_names,
                 regions=tuple(Region(r.name, r.start, r.size) for r in page_regions(row, c.rows, c.page_bytes)))
         ranges.append(MapRange(layer=p.name, group=names[p.group], lane=p.group, offset=p.offset, **common))
     if caption is None:

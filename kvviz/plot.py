@@ -627,22 +627,10 @@ def _labelled_bar(ax, parts: list[tuple[str, int, int, str, str]], total: int, r
                                     relpos=(0.5, 1.0)))
 
 
-def _field_unit(f) -> str:
-    """'448 E4M3 NoPE'; a field named like its element ('pad') is not named twice."""
-    return f"{f.count} {f.element.label}" + (f" {f.name}" if f.name != f.element.label else "")
-
-
-def _describe(row) -> str:
-    text = " + ".join(map(_field_unit, row.payload))
-    if row.footer:
-        text += " | footer " + " + ".join(map(_field_unit, row.footer))
-    return f"{text} = {row.row_bytes:,} B"
-
-
 def _field_parts(fields):
     parts, start = [], 0
     for f in fields:
-        unit = _field_unit(f)
+        unit = f.describe()
         detail = f"{f.num_bytes:,} B" + (" packed, 2 per byte" if f.element.bits < 8 else "")
         parts.append((f.name, start, f.num_bytes, ELEMENT_COLORS.get(f.element.label, "#999999"),
                       f"{unit}\n{detail}, [{start:,}, {start + f.num_bytes:,})"))
@@ -670,9 +658,10 @@ def page_anatomy(cache, *, fig: Figure | None = None, width: float = 11.0) -> Fi
 
     page_y = h - 1.05 - bar_h
     ax_page = axes(page_y)
+    first, second = row.part_names  # payload/footer, K/V, conv/SSM state
     region_text = {
-        "payload": f"payload: {rows} rows x {row.payload_bytes:,} B = {rows * row.payload_bytes:,} B",
-        "footer": f"footer: {rows} rows x {row.footer_bytes:,} B = {rows * row.footer_bytes:,} B",
+        "payload": f"{first}: {rows} rows x {row.payload_bytes:,} B = {rows * row.payload_bytes:,} B",
+        "footer": f"{second}: {rows} rows x {row.footer_bytes:,} B = {rows * row.footer_bytes:,} B",
         "padding": (f"padding: {cache.padding_bytes:,} B\n"
                     + (f"(page grown to {cache.page_bytes:,} B)" if cache.padded_page_bytes is not None
                        else f"(to a multiple of {cache.alignment} B)")),
@@ -692,19 +681,19 @@ def page_anatomy(cache, *, fig: Figure | None = None, width: float = 11.0) -> Fi
         ax_pay, ax_foot = axes(row_y), None
     _labelled_bar(ax_pay, _field_parts(row.payload), row.payload_bytes, "field", "payload")
     fig.text(left / w, (row_y + bar_h + 0.08) / h,
-             f"row t, payload part (at t x {row.payload_bytes:,} in the page): {row.payload_bytes:,} B",
+             f"row t, {first} part (at t x {row.payload_bytes:,} in the page): {row.payload_bytes:,} B",
              fontsize=8.5, va="bottom")
     if ax_foot is not None:
         _labelled_bar(ax_foot, _field_parts(row.footer), row.footer_bytes, "field", "footer")
         fig.text((split + 0.3) / w, (row_y + bar_h + 0.08) / h,
-                 f"row t, footer part (at {rows} x {row.payload_bytes} + t x {row.footer_bytes}): "
-                 f"{row.footer_bytes} B", fontsize=8.5, va="bottom")
+                 f"row t, {second} part: {row.footer_bytes:,} B", 
+                 fontsize=8.5, va="bottom")
     if packed:
         _nibbles(axes(0.2, x1=left + 4.0, height_in=0.3), packed[0])
-    footer = f" = payload {row.payload_bytes:,} B + footer {row.footer_bytes:,} B" if row.footer else ""
+    footer = f" = {first} {row.payload_bytes:,} B + {second} {row.footer_bytes:,} B" if row.footer else ""
     fig.text(left / w, 1 - 0.12 / h, f"{cache.name} ({cache.kind.label}, {row.name}): row {row.row_bytes:,} B{footer}",
              ha="left", va="top", fontsize=10)
-    fig.text(left / w, 1 - 0.42 / h, _describe(row), fontsize=8, color="#444444", va="top")
+    fig.text(left / w, 1 - 0.42 / h, row.describe(), fontsize=8, color="#444444", va="top")
     return fig
 
 

@@ -156,14 +156,14 @@ function anatomyFor(r, d) {
   const kind = d.kinds.find((q) => q.kind === r.kind);
   const bar = a.regions.map((g) => `<div class="kvviz-region" data-region="${g.name}" data-start="${g.start}" ` +
     `data-size="${g.size}" style="flex:${g.size} 0 0;background:${d.colors.regions[g.name]}" ` +
-    `title="${esc(`${g.name} [${fmt(g.start)}, ${fmt(g.end)})`)}"></div>`).join("");
+    `title="${esc(`${g.label} [${fmt(g.start)}, ${fmt(g.end)})`)}"></div>`).join("");
   const text = {
     payload: `${a.rows} rows \u00d7 ${fmt(a.payload_bytes)} B`,
     footer: `${a.rows} rows \u00d7 ${fmt(a.footer_bytes)} B`,
     padding: `to the page size`,
   };
   const rows = a.regions.map((g) => `<tr data-region="${g.name}"><td><i style="background:${d.colors.regions[g.name]}">` +
-    `</i>${g.name}</td><td>${text[g.name]}</td><td>${fmt(g.size)} B</td>` +
+    `</i>${esc(g.label)}</td><td>${text[g.name]}</td><td>${fmt(g.size)} B</td>` +
     `<td>[${fmt(r.offset + g.start)}, ${fmt(r.offset + g.end)}) of the block</td></tr>`).join("");
   return `<div class="kvviz-anatomy-head" data-layer="${esc(r.layer)}"><b>${esc(r.layer)}</b> \u00b7 ` +
     `${esc(r.group)} \u00b7 ${esc(kind.label)} \u00b7 ${esc(a.row_format)}: page ${fmt(r.page_bytes)} B = ` +
