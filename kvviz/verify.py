@@ -21,11 +21,11 @@
    inside the block and the count of changed bytes. Every owned byte that no page of its group
    covers (`Layout.unused_ranges`) must still be zero, as in a fresh pool; a change there is
    reported as ``"unused bytes of group G"``.
-4. Decode errors: the read-back bytes of the first work item of every batch, and of every work
-   item with a changed page, are decoded and compared with the fp32 source (max absolute error
+4. Decode errors: the read-back bytes of every layer's first block, and of every work item with
+   a changed page, are decoded and compared with the fp32 source (max absolute error
    and max error / `quant.error_bound`, per format). Clean pages need no more: their bytes equal
    the encoding of their source, so their decode error is the codec's, which the first work item
-   already measured on the same code path.
+   already measured on the same code path, on every layer.
 
 Working memory stays bounded: at most about `CHUNK_VALUES` source values are in flight, whatever
 the pool's size, and the fit check counts them before the pool is allocated.
@@ -301,8 +301,8 @@ class VerifyReport:
                    f"{self.unused_bytes:,} B no page covers; wrote {self.bytes_written:,} B ({self.gb_written:.3f} GB), "
                    f"read back {self.bytes_read:,} B in {self.seconds:.2f} s = {self.gb_per_s:.3f} GB/s")
         if self.formats:
-            out.append("decode error vs the fp32 source (read-back bytes decoded; first blocks of every layer "
-                       "and every changed page):")
+            out.append("decode error vs the fp32 source (read-back bytes decoded: the first block of every "
+                       "layer and every changed page):")
             damaged = " (includes the corrupted pages)" if self.corrupted else ""
             w = max(len(f.format) for f in self.formats)
             for f in self.formats:
@@ -849,8 +849,9 @@ def _read_back(run: _Run, progress: Callable[[int], None], corrupted: list, erro
                 corrupted.append(Corruption(p.name, run.group_name(p.group), block, p.offset + f, p.offset + l + 1,
                                             c, run.note(block)))
         if batch.opts is not None and (item.k0 == 0 or damaged):
-            got = torch.cat([view for _, _, view in run.views(item)]) if len(item.pieces) > 1 else \
-                next(run.views(item))[2].contiguous()
+            got = torch.cat([view for _, _, view in run.views(item)])
+            if not damaged:  # a clean item: its first block is the sample (see the module docstring)
+                got, exp = got[:1], _Encoded(exp.pages[:1], exp.source[:1], exp.encoded)
             _decode_errors(run, item, exp, got, errors)
         read += item.bytes
         progress(item.bytes)

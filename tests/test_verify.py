@@ -48,10 +48,10 @@ def test_clean_pro_64_blocks(backend, indexer):
     r = verify(lay, 64, device="cpu", seed=1)
     assert r.clean and r.corrupted == () and r.within_bounds and r.ok
     assert r.layers == len(lay.placements) == 244 and r.blocks == 64
-    assert [len(g.blocks) for g in r.groups] == [13, 13, 13, 13, 12]
-    assert all(b % 5 == gi for gi, g in enumerate(r.groups) for b in g.blocks)  # round robin
-    want_pages = sum(len(g.layers) * len(gb.blocks) for g, gb in zip(lay.groups, r.groups))
-    want_bytes = sum(g.total_bytes * len(gb.blocks) for g, gb in zip(lay.groups, r.groups))
+    assert [g.num_blocks for g in r.groups] == [13, 13, 13, 13, 12]
+    assert all(b % 5 == gi for gi, g in enumerate(r.groups) for b in g.first_blocks)  # round robin
+    want_pages = sum(len(g.layers) * gb.num_blocks for g, gb in zip(lay.groups, r.groups))
+    want_bytes = sum(g.total_bytes * gb.num_blocks for g, gb in zip(lay.groups, r.groups))
     assert r.pages == want_pages and r.bytes_written == r.bytes_read == want_bytes
     main_fmt = "fp8_ds_mla" if backend == "flashmla" else "fp8"
     by = {f.format: f for f in r.formats}
@@ -64,6 +64,7 @@ def test_clean_pro_64_blocks(backend, indexer):
     assert doc["clean"] and doc["corrupted"] == [] and doc["hazard"] is None
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("hazard", [None, "shared-block", "zeroer", "misread"])
 def test_on_cuda(hazard):
@@ -78,7 +79,7 @@ def test_contiguous_assignment_and_opaque_groups():
     lay = plan(groups_from_json(raw), "overlay")
     r = verify(lay, 7, device="cpu", assignment="contiguous")
     assert r.clean and r.ok and r.formats == ()  # bytes only, no codec
-    assert [g.blocks for g in r.groups] == [(0, 1, 2, 3), (4, 5, 6)]
+    assert [g.first_blocks for g in r.groups] == [(0, 1, 2, 3), (4, 5, 6)]
     assert r.bytes_written == 4 * 1024 + 3 * 333
     z = verify(lay, 7, device="cpu", hazard="zeroer", hazard_layer="a1")
     # round robin: a holds 0, 2, 4, 6 and b 1, 3, 5. a1 is [1000, 1024) of a 1024-byte stride, the
@@ -118,9 +119,19 @@ def test_shared_block_victims(backend, indexer):
         hits = [overlap(page, (q.offset, q.end)) for q, h in zip(later, hits) if h]
         if hits:
             predicted[p.name] = (min(h[0] for h in hits), max(h[1] for h in hits))
+    # And each group's unused bytes (Layout.unused_ranges) that the other group's rows wrote into.
+    for mine, other in ((0, 1), (1, 0)):
+        hits = [overlap(u, content(q)) for u in lay.unused_ranges(mine) for q in lay.group_placements(other)]
+        hits = [h for h in hits if h]
+        if hits:
+            predicted[f"unused bytes of group {lay.groups[mine].name}"] = (min(h[0] for h in hits),
+                                                                          max(h[1] for h in hits))
     assert predicted and victims(r) == {(name, 0) for name in predicted}
     for c in r.corrupted:
         lo, hi = predicted[c.layer]
+        if c.unused:
+            assert lo <= c.start < c.end <= hi and c.note == f"overwritten by {lay.groups[1].name}"
+            continue
         assert lo <= c.start < c.end <= hi and 0 < c.bytes_changed <= c.end - c.start
         assert c.group == lay.groups[0].name and c.note == f"overwritten by {lay.groups[1].name}"
     assert r.ok and not r.within_bounds  # the damage shows in the decoded values too
