@@ -3,8 +3,8 @@
 Builds a `kvviz.pool.Pool` of at least --gib GiB (default 1) for DeepSeek-V4-Pro, hands the
 blocks round robin to the groups (group g holds blocks g, g+G, ...), and measures in one run:
 
-* views:  every layer's pages (seeded random bytes; the byte path does not care what they encode)
-          copied into its strided uint8 page view (fill), then compared with torch.equal against
+* views:  every batch of layers' pages (seeded random bytes; the byte path does not care what they
+          encode) copied into its strided uint8 view (fill), then compared with torch.equal against
           the expected bytes (verify): the byte path of `kvviz.verify`, without the codecs;
 * plain:  the same number of bytes copied from one flat uint8 tensor into another, then compared
           with torch.equal: the yardstick;
@@ -33,7 +33,7 @@ from kvviz.config import load_model
 from kvviz.planners import plan_model
 from kvviz.pool import Pool, resolve_device
 from kvviz.specs import CacheOptions
-from kvviz.verify import verify
+from kvviz.verify import layer_batches, verify
 
 REPEATS = 5
 
@@ -76,13 +76,13 @@ def main() -> None:
     print(f"pool: {num_blocks:,} blocks x {stride:,} B = {pool.nbytes:,} B ({pool.nbytes / GIB:.2f} GiB) on {dev}, "
           f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
 
-    # Expected pages of every layer for its group's blocks.
+    # Expected pages of every batch of layers (kvviz.verify.layer_batches: one format, equally spaced
+    # offsets, one strided view, as verify writes them) for its group's blocks.
     gen = torch.Generator(device=dev).manual_seed(0)
     jobs = []
-    for p in layout.placements:
-        n = len(range(p.group, num_blocks, G))
-        pages = torch.randint(0, 256, (n, p.page_bytes), generator=gen, device=dev, dtype=torch.uint8)
-        jobs.append((pool.page_view(p.name)[p.group::G], pages))
+    for batch in layer_batches(layout):
+        view = pool.stacked_view(batch.names, slice(batch.group, None, G))
+        jobs.append((view, torch.randint(0, 256, tuple(view.shape), generator=gen, device=dev, dtype=torch.uint8)))
     nbytes = sum(pages.numel() for _, pages in jobs)
 
     def fill():
@@ -110,7 +110,7 @@ def main() -> None:
     def gbs(t):
         return nbytes / t / 1e9
 
-    print(f"bytes moved per pass: {nbytes:,} ({len(jobs)} layer views)")
+    print(f"bytes moved per pass: {nbytes:,} ({len(jobs)} strided views of {len(layout.placements)} layers)")
     print(f"views fill+verify {gbs(min(views_t)):7.2f} GB/s best, {gbs(statistics.median(views_t)):7.2f} median")
     print(f"plain copy+equal  {gbs(min(plain_t)):7.2f} GB/s best, {gbs(statistics.median(plain_t)):7.2f} median")
     print(f"ratio views/plain (fill+verify vs copy+equal, same repeat): min {ratios[0]:.2f}, "

@@ -491,7 +491,7 @@ def _same_kind(a: Placement, b: Placement) -> bool:
             and a.cache.rows == b.cache.rows)
 
 
-def _batches(layout: Layout) -> tuple[Batch, ...]:
+def layer_batches(layout: Layout) -> tuple[Batch, ...]:
     """Each group's layers, in order, cut into runs of one format at equally spaced offsets, each
     run cut so that one block of it holds at most CHUNK_VALUES values."""
     index = {p.name: i for i, p in enumerate(layout.placements)}
@@ -951,7 +951,7 @@ def working_bytes(layout: Layout, num_blocks: int) -> int:
     G = len(layout.groups)
     per_group = -(-num_blocks // G)
     item_values = 0
-    for batch in _batches(layout):
+    for batch in layer_batches(layout):
         u = batch.unit_blocks
         blocks = min(per_group, u * max(1, CHUNK_VALUES // (u * batch.page_values * len(batch.placements))))
         item_values = max(item_values, (blocks + u) * len(batch.placements) * batch.page_values)
@@ -1000,7 +1000,7 @@ def verify(layout: Layout, num_blocks: int = VERIFY_BLOCKS, *, device: str | tor
     dev = resolve_device(device)
     check_views(layout)
     _check_fit(layout, num_blocks, dev)
-    batches = _batches(layout)
+    batches = layer_batches(layout)
     runs = _assignment_runs(len(layout.groups), num_blocks, assignment)
     plan = _setup_hazard(hazard, layout, runs, num_blocks, hazard_layer)
     bp = _block_pool(runs, num_blocks)
