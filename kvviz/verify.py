@@ -81,6 +81,9 @@ CHUNK_VALUES = 2**20
 # Bytes of working tensors per source value in flight: the fp32 source, the codec's fp32
 # temporaries (about six), the expected page, the bytes read back and the decoded values.
 WORK_BYTES_PER_VALUE = 48
+# Pages at least this large get a fingerprint (8 B each, under 1/32 of what they hold).
+FINGERPRINT_MIN_PAGE = 256
+FINGERPRINT_SEED = 0x6B7676  # seed of the fingerprint weights ("kvv")
 # Bytes of the pool one step of the unused-bytes check reads at a time.
 UNUSED_CHUNK_BYTES = 2**24
 JSON_BLOCKS = 64  # block ids listed per group in to_json()
@@ -485,6 +488,12 @@ class Batch:
         """Pages of one layer per generator (whole pages, at least one)."""
         return max(1, SEED_VALUES // self.page_values)
 
+    @property
+    def fingerprinted(self) -> bool:
+        """Whether the write step fingerprints the pages (4-byte words, pages worth 8 B of memory)."""
+        return (self.page_bytes >= FINGERPRINT_MIN_PAGE and self.page_bytes % 4 == 0
+                and all(p.offset % 4 == 0 for p in self.placements))
+
 
 def _same_kind(a: Placement, b: Placement) -> bool:
     return (a.cache.row_format == b.cache.row_format and a.page_bytes == b.page_bytes
@@ -699,6 +708,7 @@ class _Run:
     runs: tuple[GroupRuns, ...]  # the blocks each group writes (hazard claims included)
     batches: tuple[Batch, ...]
     hazard: HazardPlan | None
+    fingerprint_weights: dict = dataclasses.field(default_factory=dict)  # words -> weights (a cache)
 
     @property
     def device(self) -> torch.device:
@@ -720,13 +730,22 @@ class _Run:
         return torch.stack([_layer_values(item.batch, j, item.k0, item.k1, n, self.seed, self.device)
                             for j in range(len(item.batch.placements))], dim=1)
 
-    def views(self, item: WorkItem) -> Iterator[tuple[int, int, torch.Tensor]]:
-        """(first, last) positions in the item and the pool's strided view, per piece."""
+    def views(self, item: WorkItem) -> Iterator[tuple[int, int, range, torch.Tensor]]:
+        """Per piece: its [a, b) positions in the item, its block ids and the pool's strided view."""
         a = 0
         for piece in item.pieces:
             b = a + len(piece)
-            yield a, b, self.pool.stacked_view(item.batch.names, slice(piece.start, piece.stop, piece.step))
+            yield a, b, piece, self.pool.stacked_view(item.batch.names, slice(piece.start, piece.stop, piece.step))
             a = b
+
+    def weights(self, words: int) -> torch.Tensor:
+        """The fingerprint's odd int32 weight of each 4-byte word of a page (fixed, per page size)."""
+        w = self.fingerprint_weights.get(words)
+        if w is None:
+            gen = torch.Generator().manual_seed(FINGERPRINT_SEED)
+            w = torch.randint(-2**31, 2**31, (words,), generator=gen, dtype=torch.int32) | 1
+            w = self.fingerprint_weights[words] = w.to(self.device)
+        return w
 
 
 @dataclasses.dataclass(frozen=True)
@@ -746,21 +765,45 @@ def _encode(run: _Run, item: WorkItem) -> _Encoded:
     return _Encoded(quant.pack_page(enc.payload, enc.footer, item.batch.page_bytes), x, enc)
 
 
-def _write_layers(run: _Run, progress: Callable[[int], None]) -> int:
-    """Step 2: every batch's pages into the pool, through its strided views. Bytes written."""
-    written = 0
+def _fingerprint(run: _Run, pages: torch.Tensor) -> torch.Tensor:
+    """(blocks, layers) int64: sum over a page's 4-byte words of word * weight, the products taken
+    modulo 2^32 (int32 arithmetic wraps, two's complement, in torch's CPU and CUDA kernels).
+
+    Any single changed byte changes its page's fingerprint: the word changes by d * 2^(8i) with
+    0 < |d| < 256, i < 4, so its product changes by that times an odd weight, which is not 0
+    modulo 2^32. Other changes go unseen only if they cancel modulo 2^32 (about 2^-32 for unrelated
+    damage); a page whose fingerprint changed is compared byte for byte.
+    """
+    words = pages.view(torch.int32)
+    return (words * run.weights(words.shape[-1])).sum(-1, dtype=torch.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Written:
+    """What the write step keeps of one work item: its pages' fingerprints (None: not taken, the
+    read-back regenerates the item) and the decode errors of its first block when it is the first
+    work item of its batch."""
+
+    fingerprint: torch.Tensor | None
+    sample: tuple[str, "_ErrorSum"] | None
+
+
+def _write_layers(run: _Run, progress: Callable[[int], None]) -> tuple[int, list[_Written]]:
+    """Step 2: every batch's pages into the pool, through its strided views (one copy per view of
+    the pages quant.pack_page laid out). Bytes written, and what the read-back needs per item."""
+    written, kept = 0, []
     for item in run.items():
-        x = run.values(item)
-        if item.batch.opts is None:
-            for a, b, view in run.views(item):
-                view.copy_(x[a:b])
-        else:
-            enc = quant.get_codec(item.batch.fmt.name).encode(x, **item.batch.opts)
-            for a, b, view in run.views(item):
-                quant.write_page(view, enc.payload[a:b], enc.footer[a:b])  # in place, through the view
+        exp = _encode(run, item)
+        for a, b, _, view in run.views(item):
+            view.copy_(exp.pages[a:b])
+        sample = None
+        if item.k0 == 0 and item.batch.opts is not None:
+            first = _Encoded(exp.pages[:1], exp.source[:1], exp.encoded)
+            sample = _decode_errors(run, item, first, exp.pages[:1])
+        kept.append(_Written(_fingerprint(run, exp.pages) if item.batch.fingerprinted else None, sample))
         written += item.bytes
         progress(item.bytes)
-    return written
+    return written, kept
 
 
 def _apply_zeroer(run: _Run) -> None:
@@ -778,9 +821,16 @@ class _ErrorSum:
     max_abs_error: float = 0.0
     max_error_over_bound: float = 0.0
 
-    def add(self, layers, values: int, max_abs: float, max_ratio: float) -> "_ErrorSum":
-        return _ErrorSum(self.layers | frozenset(layers), self.values + values,
-                         max(self.max_abs_error, max_abs), max(self.max_error_over_bound, max_ratio))
+    def merge(self, other: "_ErrorSum") -> "_ErrorSum":
+        return _ErrorSum(self.layers | other.layers, self.values + other.values,
+                         max(self.max_abs_error, other.max_abs_error),
+                         max(self.max_error_over_bound, other.max_error_over_bound))
+
+
+def _add_errors(errors: dict, sample: tuple[str, _ErrorSum] | None) -> None:
+    if sample is not None:
+        fmt, s = sample
+        errors[fmt] = errors.get(fmt, _ErrorSum()).merge(s)
 
 
 def _changed_ranges(diff: torch.Tensor) -> tuple[list[int], list[int], list[int], list[int]]:
@@ -793,7 +843,7 @@ def _changed_ranges(diff: torch.Tensor) -> tuple[list[int], list[int], list[int]
     return rows.tolist(), first.tolist(), last.tolist(), d.sum(dim=1).tolist()
 
 
-def _decode_errors(run: _Run, item: WorkItem, exp: _Encoded, got: torch.Tensor, errors: dict) -> None:
+def _decode_errors(run: _Run, item: WorkItem, exp: _Encoded, got: torch.Tensor) -> tuple[str, _ErrorSum] | None:
     """Step 4 for one work item: decode the bytes read back, compare with the fp32 source."""
     batch = item.batch
     fmt = batch.fmt
@@ -810,62 +860,58 @@ def _decode_errors(run: _Run, item: WorkItem, exp: _Encoded, got: torch.Tensor, 
     if not bool(keep.all()):
         x, dec = x[keep], dec[keep]
     if not x.numel():
-        return
+        return None
     err = torch.nan_to_num((dec - x).abs(), nan=math.inf)
     bopts = dict(exp.encoded.opts)
     if fmt.name == "fp8" and bopts.get("scale") is None:
         bopts["scale"] = exp.encoded.side  # the per-tensor scale the encoder chose, held outside the cache
     bound = quant.error_bound(fmt.name, x, **bopts)
     ratio = torch.where(bound > 0, err / bound, torch.where(err > 0, math.inf, 0.0))
-    errors[fmt.name] = errors.get(fmt.name, _ErrorSum()).add(batch.names, x.numel(), float(err.max()),
-                                                              float(ratio.max()))
+    return fmt.name, _ErrorSum(frozenset(batch.names), x.numel(), float(err.max()), float(ratio.max()))
 
 
-def _read_back(run: _Run, progress: Callable[[int], None], corrupted: list, errors: dict) -> int:
-    """Step 3 (and 4): regenerate every work item, compare it with the pool byte for byte, decode
-    the first work item of every batch and every one with a changed page. Bytes read."""
+def _read_back(run: _Run, written: list[_Written], progress: Callable[[int], None], corrupted: list,
+               errors: dict) -> int:
+    """Step 3 (and 4). A work item whose pages' fingerprints are what the write step took is
+    intact (its first block's decode errors, measured on the bytes written, are those of the bytes
+    read). Any other work item is regenerated from the seed, compared with the pool byte for byte
+    (every changed page reported) and decoded: all of it when a page changed, else its first
+    block when it is a batch's first item. Bytes read."""
     read = 0
     zeroed = None if run.hazard is None else run.hazard.zeroed_page
-    for item in run.items():
+    for item, kept in zip(run.items(), written):
         batch = item.batch
+        read += item.bytes
+        progress(item.bytes)
+        if kept.fingerprint is not None:
+            now = torch.cat([_fingerprint(run, view) for _, _, _, view in run.views(item)])
+            if torch.equal(now, kept.fingerprint):
+                _add_errors(errors, kept.sample)
+                continue
         exp = _encode(run, item)
         if zeroed is not None and zeroed[0] in batch.names:
             k = run.runs[batch.group].position(zeroed[1])
             if k is not None and item.k0 <= k < item.k1:
                 exp.pages[k - item.k0, batch.names.index(zeroed[0])].zero_()  # what the zeroer meant
         damaged = False
-        for a, b, view in run.views(item):
+        for a, b, piece, view in run.views(item):
             want = exp.pages[a:b]
             if torch.equal(view, want):
                 continue
             damaged = True
-            piece = _piece_at(item, a)
             n, L, page = want.shape
             rows, first, last, count = _changed_ranges((view != want).reshape(n * L, page))
             for r, f, l, c in zip(rows, first, last, count):
                 k, j = divmod(r, L)
                 p = batch.placements[j]
-                block = piece[k]
-                corrupted.append(Corruption(p.name, run.group_name(p.group), block, p.offset + f, p.offset + l + 1,
-                                            c, run.note(block)))
+                corrupted.append(Corruption(p.name, run.group_name(p.group), piece[k], p.offset + f,
+                                            p.offset + l + 1, c, run.note(piece[k])))
         if batch.opts is not None and (item.k0 == 0 or damaged):
-            got = torch.cat([view for _, _, view in run.views(item)])
+            got = torch.cat([view for _, _, _, view in run.views(item)])
             if not damaged:  # a clean item: its first block is the sample (see the module docstring)
                 got, exp = got[:1], _Encoded(exp.pages[:1], exp.source[:1], exp.encoded)
-            _decode_errors(run, item, exp, got, errors)
-        read += item.bytes
-        progress(item.bytes)
+            _add_errors(errors, _decode_errors(run, item, exp, got))
     return read
-
-
-def _piece_at(item: WorkItem, a: int) -> range:
-    """The piece of a work item that starts at position a (relative to k0)."""
-    start = 0
-    for piece in item.pieces:
-        if start == a:
-            return piece
-        start += len(piece)
-    raise AssertionError("no piece starts there")  # unreachable: views() yields piece starts
 
 
 def _check_unused(run: _Run, corrupted: list) -> int:
@@ -947,15 +993,18 @@ def blocks_for_budget(layout: Layout, budget_bytes: int) -> int:
 
 def working_bytes(layout: Layout, num_blocks: int) -> int:
     """Bytes verify needs besides the pool: the largest work item's working copies (source values,
-    expected and read-back pages, decode buffers) and the per-block ownership bookkeeping."""
+    expected and read-back pages, decode buffers), the pages' fingerprints and the per-block
+    ownership bookkeeping."""
     G = len(layout.groups)
     per_group = -(-num_blocks // G)
-    item_values = 0
+    item_values = fingerprints = 0
     for batch in layer_batches(layout):
         u = batch.unit_blocks
         blocks = min(per_group, u * max(1, CHUNK_VALUES // (u * batch.page_values * len(batch.placements))))
         item_values = max(item_values, (blocks + u) * len(batch.placements) * batch.page_values)
-    return item_values * WORK_BYTES_PER_VALUE + BlockPool.nbytes_for(num_blocks, G)
+        if batch.fingerprinted:
+            fingerprints += 8 * per_group * len(batch.placements)
+    return item_values * WORK_BYTES_PER_VALUE + fingerprints + BlockPool.nbytes_for(num_blocks, G)
 
 
 def _check_fit(layout: Layout, num_blocks: int, device: torch.device) -> None:
@@ -1016,14 +1065,14 @@ def verify(layout: Layout, num_blocks: int = VERIFY_BLOCKS, *, device: str | tor
     with cpu_threads(dev, threads), progress_bar(progress, 2 * total) as tick:
         _sync(dev)
         t0 = time.perf_counter()
-        written = _write_layers(run, tick)
+        written, kept = _write_layers(run, tick)
         _apply_zeroer(run)
         if corrupt is not None:
             corrupt(pool)
         _sync(dev)
         t_write = time.perf_counter() - t0
         t0 = time.perf_counter()
-        read = _read_back(run, tick, corrupted, errors)
+        read = _read_back(run, kept, tick, corrupted, errors)
         unused = _check_unused(run, corrupted)
         misread = _misread_target(run)
         _sync(dev)
