@@ -27,8 +27,8 @@
    the encoding of their source, so their decode error is the codec's, which the first work item
    already measured on the same code path, on every layer.
 
-Working memory stays bounded: at most about `CHUNK_VALUES` source values are in flight, whatever
-the pool's size, and the fit check counts them before the pool is allocated.
+Working memory stays bounded: at most about `chunk_values(...)` source values are in flight,
+whatever the pool's size, and the fit check counts them before the pool is allocated.
 
 Hazards, each acted out on the real memory:
 
@@ -77,7 +77,10 @@ MISREAD_ROWS, MISREAD_VALUES = 4, 8  # how much of the misread page the report s
 # One generator per SEED_VALUES values of one layer (whole pages): the unit of reproducibility.
 SEED_VALUES = 2**18
 # Source values one work item holds at most (more only when one page alone is larger).
+# On the CPU, larger work items only run slower (their temporaries leave the caches); a GPU wants
+# large ones (fewer kernel launches) as long as they stay a small part of the pool.
 CHUNK_VALUES = 2**20
+GPU_CHUNK_VALUES = 2**26
 # Bytes of working tensors per source value in flight: the fp32 source, the codec's fp32
 # temporaries (about six), the expected page, the bytes read back and the decoded values.
 WORK_BYTES_PER_VALUE = 48
@@ -500,9 +503,17 @@ def _same_kind(a: Placement, b: Placement) -> bool:
             and a.cache.rows == b.cache.rows)
 
 
-def layer_batches(layout: Layout) -> tuple[Batch, ...]:
+def chunk_values(device: torch.device, pool_bytes: int) -> int:
+    """Source values per work item: CHUNK_VALUES on the CPU; on a GPU up to GPU_CHUNK_VALUES, with
+    the working copies under a quarter of the pool."""
+    if device.type == "cpu":
+        return CHUNK_VALUES
+    return max(CHUNK_VALUES, min(GPU_CHUNK_VALUES, pool_bytes // (4 * WORK_BYTES_PER_VALUE)))
+
+
+def layer_batches(layout: Layout, chunk: int = CHUNK_VALUES) -> tuple[Batch, ...]:
     """Each group's layers, in order, cut into runs of one format at equally spaced offsets, each
-    run cut so that one block of it holds at most CHUNK_VALUES values."""
+    run cut so that one block of it holds at most `chunk` values."""
     index = {p.name: i for i, p in enumerate(layout.placements)}
     out = []
     for g in range(len(layout.groups)):
@@ -517,7 +528,7 @@ def layer_batches(layout: Layout) -> tuple[Batch, ...]:
                 require(fmt.name == "opaque", f"layer {run[0].name!r}: format {fmt.name!r} has no codec in kvviz.quant")
             opts = None if opaque else _codec_opts(run[0])
             probe = Batch(g, (run[0],), (0,), opts)
-            per = max(1, CHUNK_VALUES // (probe.unit_blocks * probe.page_values))
+            per = max(1, chunk // (probe.unit_blocks * probe.page_values))
             for i in range(0, len(run), per):
                 part = tuple(run[i:i + per])
                 out.append(Batch(g, part, tuple(index[p.name] for p in part), opts))
@@ -547,9 +558,14 @@ class WorkItem:
         return (self.k1 - self.k0) * len(self.batch.placements) * self.batch.page_bytes
 
 
-def _work_items(batch: Batch, runs: GroupRuns) -> Iterator[WorkItem]:
+def _item_blocks(batch: Batch, chunk: int) -> int:
+    """Blocks per work item: whole seed units, about `chunk` values."""
     u = batch.unit_blocks
-    per = u * max(1, CHUNK_VALUES // (u * batch.page_values * len(batch.placements)))
+    return u * max(1, chunk // (u * batch.page_values * len(batch.placements)))
+
+
+def _work_items(batch: Batch, runs: GroupRuns, chunk: int) -> Iterator[WorkItem]:
+    per = _item_blocks(batch, chunk)
     n = runs.count
     for k0 in range(0, n, per):
         k1 = min(n, k0 + per)
@@ -708,6 +724,7 @@ class _Run:
     runs: tuple[GroupRuns, ...]  # the blocks each group writes (hazard claims included)
     batches: tuple[Batch, ...]
     hazard: HazardPlan | None
+    chunk: int  # source values per work item (chunk_values)
     fingerprint_weights: dict = dataclasses.field(default_factory=dict)  # words -> weights (a cache)
 
     @property
@@ -722,7 +739,7 @@ class _Run:
 
     def items(self) -> Iterator[WorkItem]:
         for batch in self.batches:
-            yield from _work_items(batch, self.runs[batch.group])
+            yield from _work_items(batch, self.runs[batch.group], self.chunk)
 
     def values(self, item: WorkItem) -> torch.Tensor:
         """Source of a work item: (blocks, layers, rows, dims) fp32, or (blocks, layers, page) uint8."""
@@ -991,26 +1008,26 @@ def blocks_for_budget(layout: Layout, budget_bytes: int) -> int:
     return n
 
 
-def working_bytes(layout: Layout, num_blocks: int) -> int:
+def working_bytes(layout: Layout, num_blocks: int, chunk: int = CHUNK_VALUES) -> int:
     """Bytes verify needs besides the pool: the largest work item's working copies (source values,
     expected and read-back pages, decode buffers), the pages' fingerprints and the per-block
     ownership bookkeeping."""
     G = len(layout.groups)
     per_group = -(-num_blocks // G)
     item_values = fingerprints = 0
-    for batch in layer_batches(layout):
+    for batch in layer_batches(layout, chunk):
         u = batch.unit_blocks
-        blocks = min(per_group, u * max(1, CHUNK_VALUES // (u * batch.page_values * len(batch.placements))))
+        blocks = min(per_group, _item_blocks(batch, chunk))
         item_values = max(item_values, (blocks + u) * len(batch.placements) * batch.page_values)
         if batch.fingerprinted:
             fingerprints += 8 * per_group * len(batch.placements)
     return item_values * WORK_BYTES_PER_VALUE + fingerprints + BlockPool.nbytes_for(num_blocks, G)
 
 
-def _check_fit(layout: Layout, num_blocks: int, device: torch.device) -> None:
+def _check_fit(layout: Layout, num_blocks: int, device: torch.device, chunk: int) -> None:
     """Refuse, before allocating anything, a pool plus verify's working copies that would not fit."""
     pool = num_blocks * layout.block_stride
-    work = working_bytes(layout, num_blocks)
+    work = working_bytes(layout, num_blocks, chunk)
     check_fits(pool + work, device, what=f"num_blocks={num_blocks}: pool {pool:,} B + verify's working copies and "
                                          f"block bookkeeping {work:,} B")
 
@@ -1048,8 +1065,9 @@ def verify(layout: Layout, num_blocks: int = VERIFY_BLOCKS, *, device: str | tor
     _check_args(layout, num_blocks, seed, hazard, assignment)
     dev = resolve_device(device)
     check_views(layout)
-    _check_fit(layout, num_blocks, dev)
-    batches = layer_batches(layout)
+    chunk = chunk_values(dev, num_blocks * layout.block_stride)
+    _check_fit(layout, num_blocks, dev, chunk)
+    batches = layer_batches(layout, chunk)
     runs = _assignment_runs(len(layout.groups), num_blocks, assignment)
     plan = _setup_hazard(hazard, layout, runs, num_blocks, hazard_layer)
     bp = _block_pool(runs, num_blocks)
@@ -1057,7 +1075,7 @@ def verify(layout: Layout, num_blocks: int = VERIFY_BLOCKS, *, device: str | tor
         bp.claim(g, block, hazard=True)
         runs = runs[:g] + (runs[g].with_block(block),) + runs[g + 1:]
     pool = Pool(layout, num_blocks, dev)
-    run = _Run(layout, pool, seed, runs, batches, plan)
+    run = _Run(layout, pool, seed, runs, batches, plan, chunk)
     total = sum(item.bytes for item in run.items())
 
     corrupted: list[Corruption] = []
