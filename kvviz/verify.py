@@ -572,7 +572,7 @@ def _work_items(batch: Batch, runs: GroupRuns, chunk: int) -> Iterator[WorkItem]
         yield WorkItem(batch, k0, k1, runs.pieces(k0, k1))
 
 
-def _layer_values(batch: Batch, j: int, k0: int, k1: int, n_owned: int, seed: int,
+def layer_values(batch: Batch, j: int, k0: int, k1: int, n_owned: int, seed: int,
                   dev: torch.device) -> torch.Tensor:
     """Source of layer j of the batch for the group's blocks at positions [k0, k1): the units
     that cover them, each from its own generator (so any range regenerates alike)."""
@@ -744,7 +744,7 @@ class _Run:
     def values(self, item: WorkItem) -> torch.Tensor:
         """Source of a work item: (blocks, layers, rows, dims) fp32, or (blocks, layers, page) uint8."""
         n = self.runs[item.batch.group].count
-        return torch.stack([_layer_values(item.batch, j, item.k0, item.k1, n, self.seed, self.device)
+        return torch.stack([layer_values(item.batch, j, item.k0, item.k1, n, self.seed, self.device)
                             for j in range(len(item.batch.placements))], dim=1)
 
     def views(self, item: WorkItem) -> Iterator[tuple[int, int, range, torch.Tensor]]:
@@ -1139,7 +1139,7 @@ def _misread_target(run: _Run) -> "Misread | None":
     p = run.hazard.misread
     batch = next(b for b in run.batches if p.name in b.names)
     gr = run.runs[p.group]
-    x = _layer_values(batch, batch.names.index(p.name), 0, 1, gr.count, run.seed, run.device)
+    x = layer_values(batch, batch.names.index(p.name), 0, 1, gr.count, run.seed, run.device)
     enc = quant.get_codec(batch.fmt.name).encode(x, **batch.opts)
     return _misread(run.pool, p, gr.first(1)[0], x[0], enc.side, enc.opts, run.group_name(p.group))
 

@@ -294,3 +294,17 @@ def test_block_pool_never_gives_one_block_to_two_groups(seq):
             assert bp.owners(b) == tuple(owners)
         assert bp.num_free == 12 - len(owned)
     assert bp.hazards == []
+
+
+def test_block_pool_bookkeeping_is_one_small_integer_per_block():
+    n = 10**7
+    bp = BlockPool(n)
+    assert bp.owner_ids.numel() == n and bp.owner_ids.element_size() == 2
+    assert BlockPool.nbytes_for(n, 5) == 2 * n
+    assert bp.allocate("a", 3) == [0, 1, 2] and bp.allocate("b", 2) == [3, 4]
+    bp.free("a", [1])
+    assert bp.allocate("c", 2) == [1, 5] and bp.num_free == n - 6
+    bp.claim("b", 0, hazard=True)
+    assert bp.owners(0) == ("a", "b") and bp.blocks_of("b") == [0, 3, 4]
+    bp.free("a", [0])
+    assert bp.owners(0) == ("b",) and bp.owner(n - 1) is None
