@@ -43,17 +43,17 @@ def sync(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
-def timed(fn, dev) -> list[float]:
-    """Seconds of REPEATS runs after one warm-up."""
-    fn()  # warm up
-    times = []
-    for _ in range(REPEATS):
-        sync(dev)
-        t0 = time.perf_counter()
-        fn()
-        sync(dev)
-        times.append(time.perf_counter() - t0)
-    return times
+def once(fn, dev) -> float:
+    """Seconds of one run of fn."""
+    sync(dev)
+    t0 = time.perf_counter()
+    fn()
+    sync(dev)
+    return time.perf_counter() - t0
+
+
+def gbs(nbytes: int, seconds: float) -> float:
+    return nbytes / seconds / 1e9
 
 
 def main() -> None:
@@ -76,47 +76,54 @@ def main() -> None:
     print(f"pool: {num_blocks:,} blocks x {stride:,} B = {pool.nbytes:,} B ({pool.nbytes / GIB:.2f} GiB) on {dev}, "
           f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
 
-    # Expected pages of every batch of layers (kvviz.verify.layer_batches: one format, equally spaced
-    # offsets, one strided view, as verify writes them) for its group's blocks.
     gen = torch.Generator(device=dev).manual_seed(0)
-    jobs = []
-    for batch in layer_batches(layout):
-        view = pool.stacked_view(batch.names, slice(batch.group, None, G))
-        jobs.append((view, torch.randint(0, 256, tuple(view.shape), generator=gen, device=dev, dtype=torch.uint8)))
-    nbytes = sum(pages.numel() for _, pages in jobs)
 
-    def fill():
-        for view, pages in jobs:
-            view.copy_(pages)
+    def pages_for(views):
+        """Seeded random expected bytes for each view (the byte path does not care what they encode)."""
+        return [(v, torch.randint(0, 256, tuple(v.shape), generator=gen, device=dev, dtype=torch.uint8)) for v in views]
 
-    def check():
-        ok = True
-        for view, pages in jobs:
-            ok &= torch.equal(view, pages)
-        return ok
+    modes = {
+        # one strided view per batch of layers (kvviz.verify.layer_batches: one format, equally
+        # spaced offsets), as verify writes them
+        "layer batches": pages_for(pool.stacked_view(b.names, slice(b.group, None, G)) for b in layer_batches(layout)),
+        # one strided view per group (Pool.group_view: all its layers' columns of its blocks)
+        "group views": pages_for(pool.group_view(g, slice(g, None, G)) for g in range(G)),
+    }
+    for mode, jobs in modes.items():
+        nbytes = sum(pages.numel() for _, pages in jobs)
 
-    fill()
-    assert check(), "the pool did not read back what was written"
-    src = torch.randint(0, 256, (nbytes,), generator=gen, device=dev, dtype=torch.uint8)
-    dst = torch.empty_like(src)
+        def fill():
+            for view, pages in jobs:
+                view.copy_(pages)
 
-    # fill+verify and copy+equal alternate in each repeat, so both see the same machine load
-    views_t, plain_t = [], []
-    for _ in range(REPEATS):
-        views_t += timed(lambda: (fill(), check()), dev)[:1]
-        plain_t += timed(lambda: (dst.copy_(src), torch.equal(dst, src)), dev)[:1]
-    ratios = sorted(p / v for v, p in zip(views_t, plain_t))
+        def check():
+            ok = True
+            for view, pages in jobs:
+                ok &= torch.equal(view, pages)
+            return ok
 
-    def gbs(t):
-        return nbytes / t / 1e9
-
-    print(f"bytes moved per pass: {nbytes:,} ({len(jobs)} strided views of {len(layout.placements)} layers)")
-    print(f"views fill+verify {gbs(min(views_t)):7.2f} GB/s best, {gbs(statistics.median(views_t)):7.2f} median")
-    print(f"plain copy+equal  {gbs(min(plain_t)):7.2f} GB/s best, {gbs(statistics.median(plain_t)):7.2f} median")
-    print(f"ratio views/plain (fill+verify vs copy+equal, same repeat): min {ratios[0]:.2f}, "
-          f"median {statistics.median(ratios):.2f} (goal >= 0.5)")
-    plain_best = min(plain_t)
-    del jobs, src, dst, pool
+        fill()
+        assert check(), "the pool did not read back what was written"
+        src = torch.randint(0, 256, (nbytes,), generator=gen, device=dev, dtype=torch.uint8)
+        dst = torch.empty_like(src)
+        # fill+verify and copy+equal alternate, so both see the same machine load
+        views_t, plain_t = [], []
+        once(lambda: (fill(), check()), dev)  # warm up
+        once(lambda: (dst.copy_(src), torch.equal(dst, src)), dev)
+        for _ in range(REPEATS):
+            views_t.append(once(lambda: (fill(), check()), dev))
+            plain_t.append(once(lambda: (dst.copy_(src), torch.equal(dst, src)), dev))
+        ratios = sorted(p / v for v, p in zip(views_t, plain_t))
+        print(f"{mode}: {nbytes:,} B per pass through {len(jobs)} strided views")
+        print(f"  views fill+verify {gbs(nbytes, min(views_t)):7.2f} GB/s best, "
+              f"{gbs(nbytes, statistics.median(views_t)):7.2f} median")
+        print(f"  plain copy+equal  {gbs(nbytes, min(plain_t)):7.2f} GB/s best, "
+              f"{gbs(nbytes, statistics.median(plain_t)):7.2f} median")
+        print(f"  ratio views/plain, same repeat: min {ratios[0]:.2f}, median {statistics.median(ratios):.2f} "
+              f"(goal >= 0.5)")
+        plain_best = gbs(nbytes, min(plain_t))
+        del jobs, src, dst
+    del modes, pool
 
     vblocks = num_blocks if args.verify_blocks < 0 else args.verify_blocks
     if vblocks:
@@ -129,7 +136,7 @@ def main() -> None:
             rates.append(report.bytes_written / (time.perf_counter() - t0) / 1e9)
         print(f"verify() end to end on {report.num_blocks:,} blocks ({report.bytes_written:,} B written, "
               f"{'clean' if report.ok else 'FAILED'}): {max(rates):.3f} GB/s best, {statistics.median(rates):.3f} "
-              f"median of {len(rates)}; ratio to plain copy+equal: {max(rates) / gbs(plain_best):.4f} best")
+              f"median of {len(rates)}; ratio to plain copy+equal: {max(rates) / plain_best:.4f} best")
 
 
 if __name__ == "__main__":

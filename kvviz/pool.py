@@ -248,6 +248,14 @@ class Pool:
         return torch.as_strided(self.backing, (n, len(ps), page), (bstep * self.block_stride, step, 1),
                                 start * self.block_stride + ps[0].offset)
 
+    def group_view(self, group: int, blocks: slice = slice(None)) -> torch.Tensor:
+        """(blocks, span) uint8: the columns from the group's first page offset to its last page end,
+        every layer of the group (and any hole between its pages) in ONE strided view."""
+        ps = self.layout.group_placements(group)
+        require(bool(ps), f"group={group!r}: not a group of this layout with pages")
+        lo, hi = min(p.offset for p in ps), max(p.end for p in ps)
+        return self.blocks[blocks, lo:hi]
+
     def tensor_views(self) -> tuple[TensorView, ...]:
         """Views of the layout's shared tensors (see TensorView), in the layout's order."""
         out = []
