@@ -361,9 +361,22 @@ def source_values(fmt: str, shape: tuple[int, ...], generator: torch.Generator, 
     return (x.unflatten(-1, (dims // chunk, chunk)) * scale).flatten(-2)
 
 
+_MASK64 = 2**64 - 1
+
+
+def _mix64(x: int) -> int:
+    """splitmix64's finalizer: a bijection of 64-bit integers that scatters nearby inputs."""
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
 def unit_seed(seed: int, layer: int, unit: int) -> int:
-    """The generator seed of one unit of one layer's pages (a fixed mix; any two differ)."""
-    return (seed * 1_000_003 + layer * 7_919 + unit * 104_729 + 12_345) % (2**63 - 1)
+    """The generator seed of one unit of one layer's pages: (seed, layer, unit) mixed in turn, so
+    neighbouring layers and units get unrelated seeds (63 bits, as torch's manual_seed takes)."""
+    x = _mix64((seed + 0x9E3779B97F4A7C15) & _MASK64)
+    x = _mix64(x ^ layer)
+    return _mix64(x ^ unit) >> 1
 
 
 def _codec_opts(p: Placement) -> dict:
@@ -963,8 +976,9 @@ def cpu_threads(device: torch.device, n: int | None = 1):
 
     Why: every torch operation ends with its threads waiting for each other, so on a CPU that other
     work also uses, one descheduled thread stalls them all; with torch's two default threads on a
-    loaded 2-core machine verify's strided copies took 11-105 s instead of 2.5 s with one. One
-    thread makes the run's time depend on its own work only. n=None keeps torch's setting.
+    loaded 2-core machine verify's strided copies took 11-105 s (36 s for 64 blocks of Pro in one
+    run) instead of about 2.5 s with one. One thread makes the run's time depend on its own work
+    only. n=None keeps torch's setting.
     """
     old = torch.get_num_threads()
     if device.type == "cpu" and n is not None:
@@ -1100,8 +1114,7 @@ def verify(layout: Layout, num_blocks: int = VERIFY_BLOCKS, *, device: str | tor
         assignment=assignment,
         groups=tuple(GroupBlocks(g.name, len(g.layers), runs[i].count, runs[i].first(JSON_BLOCKS))
                      for i, g in enumerate(layout.groups)),
-        layers=len(layout.placements), pages=sum(len(p_.placements) * (it.k1 - it.k0) for p_, it in
-                                                 ((i.batch, i) for i in run.items())),
+        layers=len(layout.placements), pages=sum(len(i.batch.placements) * (i.k1 - i.k0) for i in run.items()),
         blocks=num_blocks - int((bp.owner_ids == FREE).sum()),
         bytes_written=written, bytes_read=read, unused_bytes=unused,
         formats=tuple(FormatError(name, len(s.layers), s.values, s.max_abs_error, s.max_error_over_bound)
