@@ -6,6 +6,7 @@ block and byte offset. The expected report is predicted from the layout by offse
 from __future__ import annotations
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,3 +87,15 @@ def test_pro_flips_in_a_page_and_in_a_tail():
     assert [(c.layer, c.block, c.start, c.end) for c in r.corrupted] == sorted([
         (idx.name, blocks[0], in_footer, in_footer + 1),
         (f"unused bytes of group {lay.groups[small].name}", blocks[1], tail, tail + 1)], key=lambda t: (t[1], t[2]))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("block, offset", [(0, 0), (2, 999), (3, 332), (3, 333), (4, 1023)])
+def test_flips_on_cuda(block, offset):
+    from kvviz.verify import verify
+
+    r = verify(LAYOUT, BLOCKS, device="cuda", corrupt=flip(block, offset))
+    assert r.device.startswith("cuda")
+    assert [(c.layer, c.block, c.start, c.end) for c in r.corrupted] == [(predicted(block, offset), block, offset,
+                                                                           offset + 1)]

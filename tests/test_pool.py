@@ -18,7 +18,8 @@ from kvviz.pool import BlockPool, Pool, check_fits, free_bytes, resolve_device
 from kvviz.specs import CacheKind, CacheOptions, CacheSpec, custom_cache
 
 PRO = load_model("deepseek-v4-pro")
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda, NO_CUDA])]
 
 
 def layout(planner="overlay", backend="flashmla", indexer="mxfp4"):
