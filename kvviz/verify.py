@@ -11,16 +11,18 @@
    tensors they are `layer_stride` apart) form a `Batch`, written as ONE strided view
    (`Pool.stacked_view`), a few blocks at a time (`WorkItem`). Source values are seeded fp32 rows
    (``randn`` times a random power of two per 32 values, some all-zero rows, so every scale path
-   runs), encoded with the layer's codec (`kvviz.quant`) and written payloads first, then
-   footers, then zero padding (`quant.write_page`). Opaque pages (groups from JSON) get seeded
-   random bytes. Every layer has its own values: each `SEED_VALUES`-value unit of one layer's
-   pages has its own generator, seeded from (seed, layer, unit), so any work item can regenerate
-   its values without keeping them.
-3. Read back (`_read_back`): every work item is regenerated from the seed and compared byte for
-   byte with the pool; a changed page is reported with its layer, block, the absolute byte range
-   inside the block and the count of changed bytes. Every owned byte that no page of its group
-   covers (`Layout.unused_ranges`) must still be zero, as in a fresh pool; a change there is
-   reported as ``"unused bytes of group G"``.
+   runs), encoded with the layer's codec (`kvviz.quant`), laid out payloads first, then footers,
+   then zero padding (`quant.pack_page`) and copied in. Opaque pages (groups from JSON) get
+   seeded random bytes. Every layer has its own values: each `SEED_VALUES`-value unit of one
+   layer's pages has its own generator, seeded from (seed, layer, unit), so any work item can
+   regenerate its values without keeping them. Of each page the write keeps an 8-byte
+   fingerprint (`_fingerprint`: any single changed byte changes it).
+3. Read back (`_read_back`): a work item whose fingerprints still match is intact; any other is
+   regenerated from the seed and compared byte for byte with the pool, and a changed page is
+   reported with its layer, block, the absolute byte range inside the block and the count of
+   changed bytes. Every owned byte that no page of its group covers (`Layout.unused_ranges`)
+   must still be zero, as in a fresh pool; a change there is reported as
+   ``"unused bytes of group G"``.
 4. Decode errors: the first SAMPLE_ROWS rows of every layer's first block, and every work item
    with a changed page, are decoded from the bytes read back and compared with the fp32 source
    (max absolute error and max error / `quant.error_bound`, per format). Clean pages need no
@@ -1076,7 +1078,8 @@ def verify(layout: Layout, num_blocks: int = VERIFY_BLOCKS, *, device: str | tor
     report every changed byte and the decode errors (see the module docstring).
 
     hazard: act one out (HAZARDS). corrupt: called with the Pool after the writes (and the hazard)
-    and before the read-back, to change bytes on purpose (tests inject flips with it).
+    and before the read-back, to change bytes on purpose (the report must then name each changed
+    byte; tests/test_detection.py), e.g. ``corrupt=lambda pool: pool.blocks[3, 700].bitwise_xor_(1)``.
     keep_pool=True keeps the pool in the report (`report.pool.blocks`: the bytes as left).
     progress: True for a tqdm bar on stderr (runs over a few seconds), or a callback taking bytes
     done (write and read-back both count). threads: torch CPU threads during the run (see
