@@ -298,7 +298,10 @@ class BlockPool:
     def __init__(self, num_blocks: int, *, max_groups: int = 2**15 - 2) -> None:
         require(isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks > 0,
                 f"num_blocks={num_blocks!r}: must be a positive integer")
+        require(isinstance(max_groups, int) and 0 < max_groups < 2**31 - 1,
+                f"max_groups={max_groups!r}: must be a positive integer below 2^31 - 1")
         self.num_blocks = num_blocks
+        self.max_groups = max_groups
         self.owner_ids = torch.full((num_blocks,), FREE, dtype=_owner_dtype(max_groups))
         self.groups: list[Hashable] = []  # label of each owner id
         self._ids: dict[Hashable, int] = {}
@@ -315,6 +318,8 @@ class BlockPool:
     def _id(self, group: Hashable) -> int:
         i = self._ids.get(group)
         if i is None:
+            require(len(self.groups) < self.max_groups,
+                    f"group={group!r}: this BlockPool holds at most max_groups={self.max_groups} groups")
             i = self._ids[group] = len(self.groups)
             self.groups.append(group)
         return i

@@ -338,3 +338,7 @@ def test_stacked_and_group_views_are_the_layer_pages(planner):
             pool.stacked_view([p.name for p in small])
     with pytest.raises(KvvizError, match="differ in size"):
         pool.stacked_view([run[0].name, lay.group_placements(1)[0].name])
+    small = BlockPool(4, max_groups=2)
+    small.allocate("x", 1), small.allocate("y", 1)
+    with pytest.raises(KvvizError, match="max_groups=2"):
+        small.allocate("z", 1)
