@@ -280,7 +280,8 @@ _SCAN = 4096  # blocks allocate() looks at per step when searching for free ids
 
 
 def _owner_dtype(num_groups: int) -> torch.dtype:
-    return torch.int16 if num_groups < 2**15 - 1 else torch.int32
+    """The smallest signed integer type that holds FREE and the ids 0..num_groups-1."""
+    return torch.int8 if num_groups < 2**7 - 1 else torch.int16 if num_groups < 2**15 - 1 else torch.int32
 
 
 class BlockPool:

@@ -301,7 +301,7 @@ def test_block_pool_bookkeeping_is_one_small_integer_per_block():
     n = 10**7
     bp = BlockPool(n)
     assert bp.owner_ids.numel() == n and bp.owner_ids.element_size() == 2
-    assert BlockPool.nbytes_for(n, 5) == 2 * n
+    assert BlockPool.nbytes_for(n, 5) == n and BlockPool.nbytes_for(n, 200) == 2 * n
     assert bp.allocate("a", 3) == [0, 1, 2] and bp.allocate("b", 2) == [3, 4]
     bp.free("a", [1])
     assert bp.allocate("c", 2) == [1, 5] and bp.num_free == n - 6
