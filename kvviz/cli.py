@@ -148,9 +148,10 @@ def _run_models(args) -> int:
 
 # ---- verify -------------------------------------------------------------------------------
 def add_verify_parser(sub) -> None:
-    """`kvviz verify`: write encoded data through a real pool's views, read it back (kvviz.verify)."""
-    from .verify import ASSIGNMENTS, HAZARDS  # kvviz.verify imports torch: only when this runs
+    """`kvviz verify`: write encoded data through a real pool's views, read it back (kvviz.verify).
 
+    Builds the parser without importing kvviz.verify (torch): kvviz.verify checks --hazard and
+    --assignment and names the choices when one is wrong."""
     p = sub.add_parser("verify", help="write encoded data through real pool views, read it back, show hazards")
     add_model_arguments(p)
     add_budget_arguments(p)
@@ -158,17 +159,17 @@ def add_verify_parser(sub) -> None:
                    help=f"number of blocks (default {VERIFY_BLOCKS}; or give a budget: budget // block stride)")
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N")
     p.add_argument("--seed", type=int, default=0, help="seed of the source values (default 0)")
-    p.add_argument("--hazard", choices=HAZARDS, default=None, help="act out a known overlay hazard")
+    p.add_argument("--hazard", default=None, help="act out a known overlay hazard: shared-block, zeroer or misread")
     p.add_argument("--hazard-layer", default=None, help="the layer the zeroer/misread hazard acts on")
-    p.add_argument("--assignment", choices=ASSIGNMENTS, default="round-robin",
-                   help="how block ids go to groups (default round-robin: block b to group b mod groups)")
+    p.add_argument("--assignment", default="round-robin",
+                   help="how block ids go to groups: round-robin (default: block b to group b mod groups) or contiguous")
     p.add_argument("--json", action="store_true", help="machine-readable output, every victim listed")
     p.set_defaults(func=_run_verify)
 
 
 def _run_verify(args) -> int:
     """0 when the check held (clean, or the hazard's damage showed), 1 otherwise."""
-    from . import verify
+    from . import verify  # torch: only when verify runs
 
     layout = layout_from_args(args)
     budget = budget_from_args(args)

@@ -1057,7 +1057,7 @@ def _check_fit(layout: Layout, num_blocks: int, device: torch.device, chunk: int
 
 def _check_args(layout, num_blocks, seed, hazard, assignment) -> None:
     require(hazard is None or hazard in HAZARDS, f"--hazard={hazard!r}: unknown; choose one of {', '.join(HAZARDS)}")
-    require(assignment in ASSIGNMENTS, f"assignment={assignment!r}: unknown; choose one of {', '.join(ASSIGNMENTS)}")
+    require(assignment in ASSIGNMENTS, f"--assignment={assignment!r}: unknown; choose one of {', '.join(ASSIGNMENTS)}")
     require(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0,
             f"--seed={seed!r}: must be a non-negative integer")
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
