@@ -19,10 +19,10 @@ from pathlib import Path
 
 from . import capacity
 from .config import config_from_dict, is_hybrid, load_any, load_model, model_names, preset_summary
-from .defaults import CONTEXT_TOKENS as DEFAULT_CONTEXT, GIB
+from .defaults import CONTEXT_TOKENS as DEFAULT_CONTEXT, GIB, VERIFY_BLOCKS
 from .errors import KvvizError, require
 from .grouping import load_groups
-from .inputs import DPI_RANGE, MAX_BUDGET_BYTES, MAX_CONTEXT_TOKENS, MAX_DIM, MAX_TOKENS_PER_BLOCK, read_json
+from .inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES, MAX_CONTEXT_TOKENS, MAX_DIM, MAX_TOKENS_PER_BLOCK, read_json
 from .planners import PLANNERS, compare_layouts, plan, plan_model
 from .hybrid_specs import KV_DTYPES, SSM_DTYPES, HybridOptions
 from .published import published_row
@@ -486,6 +486,65 @@ def _run_models(args) -> int:
     return 0
 
 
+# ---- verify -------------------------------------------------------------------------------
+def add_verify_parser(sub) -> None:
+    """`kvviz verify`: write encoded data through a real pool's views, read it back (kvviz.verify).
+
+    Builds the parser without importing kvviz.verify (torch): kvviz.verify checks --hazard and
+    --assignment and names the choices when one is wrong."""
+    p = sub.add_parser("verify", help="write encoded data through real pool views, read it back, show hazards")
+    add_model_arguments(p)
+    add_budget_arguments(p)
+    p.add_argument("--blocks", type=_int_in(1, MAX_BLOCKS), default=None,
+                   help=f"number of blocks (default {VERIFY_BLOCKS}; or give a budget: budget // block stride)")
+    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N")
+    p.add_argument("--seed", type=_int_in(0, 2**63 - 1), default=0, help="seed of the source values (default 0)")
+    p.add_argument("--hazard", default=None, help="act out a known overlay hazard: shared-block, zeroer or misread")
+    p.add_argument("--hazard-layer", default=None, help="the layer the zeroer/misread hazard acts on")
+    p.add_argument("--assignment", default="round-robin",
+                   help="how block ids go to groups: round-robin (default: block b to group b mod groups) or contiguous")
+    p.add_argument("--json", action="store_true", help="machine-readable output, every victim listed")
+    p.set_defaults(func=_run_verify)
+
+
+def _run_verify(args) -> int:
+    """0 when the check held (clean, or the hazard's damage showed), 1 otherwise."""
+    from .verify import blocks_for_budget, verify  # torch: only when verify runs
+
+    if args.hazard_layer is not None and args.hazard not in ("zeroer", "misread"):
+        raise KvvizError("--hazard-layer: applies only with --hazard zeroer or --hazard misread")
+    if args.blocks is not None and (args.budget_gib is not None or args.budget_bytes is not None):
+        raise KvvizError("--blocks: give either --blocks or a budget (--budget-gib/--budget-bytes)")
+    layout = layout_from_args(args)
+    budget = budget_from_args(args)
+    # Separate pools (a hybrid model's `separate` planner): each pool is its own tensor with its own
+    # blocks, so each is verified on its own; the budget is split as the pools' sizing rule says.
+    pools = getattr(layout, "pools", None) or (layout,)
+    shares = [budget] if budget is not None and len(pools) == 1 else None
+    if budget is not None and shares is None:
+        from . import hybrid
+
+        planned = plan_from_args(args)
+        summary = hybrid.summarize(layout, planned.config, planned.options, budget_bytes=budget,
+                                   context=context_from_args(args))
+        shares = [g.num_blocks * p.block_stride for g, p in zip(summary.groups, pools)]
+    reports = []
+    for i, pool_layout in enumerate(pools):
+        if budget is not None:
+            require_budget_holds_a_block(args, shares[i], pool_layout.block_stride)
+        n = blocks_for_budget(pool_layout, shares[i]) if budget is not None else (
+            VERIFY_BLOCKS if args.blocks is None else args.blocks)
+        reports.append(verify(pool_layout, n, device=args.device, seed=args.seed, hazard=args.hazard,
+                              assignment=args.assignment, hazard_layer=args.hazard_layer,
+                              progress=not args.json and sys.stderr.isatty()))
+    if args.json:
+        _print_json(reports[0].to_json() if len(reports) == 1 else {"pools": [r.to_json() for r in reports],
+                                                                     "ok": all(r.ok for r in reports)})
+    else:
+        print("\n\n".join(r.text() for r in reports))
+    return 0 if all(r.ok for r in reports) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kvviz", description="Byte-exact views of packed KV-cache layouts.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -510,6 +569,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("models", help="list the shipped model presets")
     p.set_defaults(func=_run_models)
+    add_verify_parser(sub)
 
     p = sub.add_parser("render", help="write the figures (PNG + SVG) and a self-contained report.html")
     add_model_arguments(p)

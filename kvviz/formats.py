@@ -65,6 +65,13 @@ class RowFormat:
     # What the two parts are called where a reader sees them: a quantized row's payload and its
     # footer of scales; an attention page's K and V halves; a recurrent state's conv and SSM parts.
     part_names: tuple[str, str] = ("payload", "footer")
+    # The kvviz.quant codec that writes the row; None: the codec named like the format. Rows made
+    # of plain elements part by part (hybrid models' K|V and conv|SSM rows) say "parts".
+    codec: str | None = None
+
+    @property
+    def codec_name(self) -> str:
+        return self.codec or self.name
 
     @cached_property
     def payload_bytes(self) -> int:

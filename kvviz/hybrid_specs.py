@@ -94,7 +94,7 @@ def kv_row(num_kv_heads: int, head_dim: int, kv_dtype: str) -> RowFormat:
     n = num_kv_heads * head_dim
     return RowFormat(name=f"kv_{kv_dtype}", dims=2 * n, payload=(Field(name="K", element=element, count=n),),
                      footer=(Field(name="V", element=element, count=n),),
-                     view_dtype={"bf16": "bfloat16", "fp32": "float32"}.get(kv_dtype, "uint8"), part_names=("K", "V"))
+                     view_dtype={"bf16": "bfloat16", "fp32": "float32"}.get(kv_dtype, "uint8"), part_names=("K", "V"), codec="parts")
 
 
 @functools.lru_cache(maxsize=None)
@@ -107,7 +107,7 @@ def gdn_state_row(conv_dim: int, conv_kernel: int, num_v_heads: int, head_k_dim:
     ssm = Field(name="ssm", element=ssm_el, count=num_v_heads * head_v_dim * head_k_dim)
     view = "bfloat16" if conv_el is ssm_el is Element.BF16 else "float32" if conv_el is ssm_el else "uint8"
     return RowFormat(name=f"gdn_state_{ssm_dtype}", dims=conv.count + ssm.count, payload=(conv,), footer=(ssm,),
-                     view_dtype=view, part_names=("conv state", "SSM state"))
+                     view_dtype=view, part_names=("conv state", "SSM state"), codec="parts")
 
 
 def resolved_kv_dtype(config: HybridConfig, options: HybridOptions) -> str:

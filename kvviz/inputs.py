@@ -30,6 +30,7 @@ MAX_TOKENS_PER_BLOCK = 1 << 20  # --block-size and a groups file's tokens_per_bl
 MAX_SLIDING_WINDOW = 1 << 40  # tokens of a sliding window
 MAX_PAGE_BYTES = 1 << 36  # one layer's page (64 GiB): sums of MAX_LAYERS pages (< 2^53) stay exact in float64 figures
 MAX_BUDGET_BYTES = 1 << 60  # a KV budget (1 EiB)
+MAX_BLOCKS = 1 << 40  # blocks of a verified pool (its bytes are checked against free memory first)
 MAX_CONTEXT_TOKENS = 1 << 30  # a request's length in tokens (--context)
 DPI_RANGE = (20, 600)  # resolution of rendered PNGs: below 20 nothing is legible, above 600 a figure is ~100 MB
 

@@ -1,4 +1,5 @@
-"""A real KV-cache pool: one uint8 backing, every layer a zero-copy view into it (REFERENCE.md 6, 8).
+"""A real KV-cache pool: one uint8 backing, every layer a zero-copy view into it
+(docs/planners.md#overlay, docs/hazards.md#shared-block).
 
 vLLM's worker allocates one flat uint8 tensor of ``num_blocks * block_stride`` bytes, sees it as
 ``(num_blocks, block_stride)`` and gives each layer the columns ``[offset, offset + page)``,
@@ -13,17 +14,16 @@ purpose and records it, so that `kvviz.verify` can show the damage on real memor
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import os
 import re
 from typing import Hashable
 
 import torch
 
+from . import formats
+from .defaults import GIB
 from .errors import KvvizError, require
 from .layout import Layout, Placement, SharedTensor
-
-GIB = 2**30
 
 VIEW_DTYPES = {"uint8": torch.uint8, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -101,7 +101,7 @@ def check_fits(nbytes: int, device: str | torch.device = "auto", *, what: str = 
 
 # ---- the pool ----------------------------------------------------------------------------------
 def check_views(layout: Layout) -> None:
-    """Refuse layouts in which some layer cannot be viewed as its dtype (REFERENCE.md 8)."""
+    """Refuse layouts in which some layer cannot be viewed as its dtype (docs/caches.md#backend-alignment)."""
     stride = layout.block_stride
     for p in layout.placements:
         size = p.cache.dtype_size
@@ -207,20 +207,54 @@ class Pool:
         typed = self.blocks[:, p.offset:p.offset + content].view(VIEW_DTYPES[fmt.view_dtype])
         return typed.unflatten(1, (p.cache.rows, fmt.row_bytes // fmt.dtype_size))
 
+    def _region(self, name: str, region: str) -> tuple[int, int]:
+        """[start, end) inside the block of one region ("payload", "footer") of layer `name`'s page,
+        as kvviz.formats lays a page out (docs/row-formats.md#page-anatomy)."""
+        p = self.placement(name)
+        for r in formats.page_regions(p.cache.row_format, p.cache.rows, p.page_bytes):
+            if r.name == region:
+                return p.offset + r.start, p.offset + r.end
+        return p.offset, p.offset  # the format has no such region (a format without footer)
+
     def payload_view(self, name: str) -> torch.Tensor:
         """(num_blocks, rows, payload_bytes) uint8: every row's payload (the page's first region)."""
         p = self.placement(name)
-        fmt = p.cache.row_format
-        n = p.cache.rows * fmt.payload_bytes
-        return self.blocks[:, p.offset:p.offset + n].unflatten(1, (p.cache.rows, fmt.payload_bytes))
+        lo, hi = self._region(name, "payload")
+        return self.blocks[:, lo:hi].unflatten(1, (p.cache.rows, p.cache.row_format.payload_bytes))
 
     def footer_view(self, name: str) -> torch.Tensor:
         """(num_blocks, rows, footer_bytes) uint8: every row's footer (scales), after all payloads."""
         p = self.placement(name)
-        fmt = p.cache.row_format
-        start = p.offset + p.cache.rows * fmt.payload_bytes
-        n = p.cache.rows * fmt.footer_bytes
-        return self.blocks[:, start:start + n].unflatten(1, (p.cache.rows, fmt.footer_bytes))
+        lo, hi = self._region(name, "footer")
+        return self.blocks[:, lo:hi].unflatten(1, (p.cache.rows, p.cache.row_format.footer_bytes))
+
+    def stacked_view(self, names, blocks: slice = slice(None)) -> torch.Tensor:
+        """(blocks, len(names), page_bytes) uint8: the pages of layers whose offsets are equally
+        spaced (one spec of one group in vLLM 0.33's overlay-by-spec tensors, `layer_stride` apart),
+        as ONE zero-copy strided view, so a batch of layers is copied or compared in one operation.
+
+        `blocks` is a basic slice of block ids (a step is allowed). KvvizError unless the layers
+        have one page size and equally spaced offsets.
+        """
+        ps = [self.placement(n) for n in names]
+        require(ps, "names: give at least one layer")
+        page = ps[0].page_bytes
+        require(all(p.page_bytes == page for p in ps), f"names: pages of {names!r} differ in size")
+        step = ps[1].offset - ps[0].offset if len(ps) > 1 else page
+        require(step > 0 and all(b.offset - a.offset == step for a, b in zip(ps, ps[1:])),
+                f"names: offsets of {names!r} are not equally spaced")
+        start, stop, bstep = blocks.indices(self.num_blocks)
+        n = len(range(start, stop, bstep))
+        return torch.as_strided(self.backing, (n, len(ps), page), (bstep * self.block_stride, step, 1),
+                                start * self.block_stride + ps[0].offset)
+
+    def group_view(self, group: int, blocks: slice = slice(None)) -> torch.Tensor:
+        """(blocks, span) uint8: the columns from the group's first page offset to its last page end,
+        every layer of the group (and any hole between its pages) in ONE strided view."""
+        ps = self.layout.group_placements(group)
+        require(bool(ps), f"group={group!r}: not a group of this layout with pages")
+        lo, hi = min(p.offset for p in ps), max(p.end for p in ps)
+        return self.blocks[blocks, lo:hi]
 
     def tensor_views(self) -> tuple[TensorView, ...]:
         """Views of the layout's shared tensors (see TensorView), in the layout's order."""
@@ -241,22 +275,55 @@ class Pool:
 
 
 # ---- block ownership ---------------------------------------------------------------------------
+FREE = -1  # owner id of a free block
+_SCAN = 4096  # blocks allocate() looks at per step when searching for free ids
+
+
+def _owner_dtype(num_groups: int) -> torch.dtype:
+    """The smallest signed integer type that holds FREE and the ids 0..num_groups-1."""
+    return torch.int8 if num_groups < 2**7 - 1 else torch.int16 if num_groups < 2**15 - 1 else torch.int32
+
+
 class BlockPool:
     """Hands block ids to groups and takes them back; one owner per block unless a hazard says so.
 
     `allocate` hands out the lowest free ids (deterministic). `claim(group, block, hazard=True)`
     on a block another group holds records the double ownership in `hazards` instead of raising.
     Groups are any hashable labels (verify uses group indices).
+
+    Bookkeeping is compact, so that a pool of 10^8 blocks costs bytes, not Python objects: one
+    small integer per block (`owner_ids`: the index of its first owner in `groups`, FREE = -1),
+    and a dict only for the blocks a hazard gave a second owner.
     """
 
-    def __init__(self, num_blocks: int) -> None:
+    def __init__(self, num_blocks: int, *, max_groups: int = 2**15 - 2) -> None:
         require(isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks > 0,
                 f"num_blocks={num_blocks!r}: must be a positive integer")
+        require(isinstance(max_groups, int) and 0 < max_groups < 2**31 - 1,
+                f"max_groups={max_groups!r}: must be a positive integer below 2^31 - 1")
         self.num_blocks = num_blocks
-        self._owners: list[list[Hashable]] = [[] for _ in range(num_blocks)]
-        self._free = set(range(num_blocks))
-        self._heap = list(range(num_blocks))  # lazily pruned: entries not in _free are stale
+        self.max_groups = max_groups
+        self.owner_ids = torch.full((num_blocks,), FREE, dtype=_owner_dtype(max_groups))
+        self.groups: list[Hashable] = []  # label of each owner id
+        self._ids: dict[Hashable, int] = {}
+        self._extra: dict[int, list[Hashable]] = {}  # block -> owners after the first (hazards)
+        self._num_free = num_blocks
+        self._hint = 0  # no free block below this id
         self.hazards: list[tuple[int, tuple[Hashable, ...]]] = []
+
+    @staticmethod
+    def nbytes_for(num_blocks: int, num_groups: int) -> int:
+        """Bytes of bookkeeping a BlockPool of `num_blocks` blocks keeps (for fit checks)."""
+        return num_blocks * torch.empty((), dtype=_owner_dtype(num_groups)).element_size()
+
+    def _id(self, group: Hashable) -> int:
+        i = self._ids.get(group)
+        if i is None:
+            require(len(self.groups) < self.max_groups,
+                    f"group={group!r}: this BlockPool holds at most max_groups={self.max_groups} groups")
+            i = self._ids[group] = len(self.groups)
+            self.groups.append(group)
+        return i
 
     def _check_block(self, block: int) -> None:
         require(isinstance(block, int) and not isinstance(block, bool) and 0 <= block < self.num_blocks,
@@ -264,64 +331,91 @@ class BlockPool:
 
     @property
     def num_free(self) -> int:
-        return len(self._free)
+        return self._num_free
 
     def allocate(self, group: Hashable, n: int) -> list[int]:
         """The `n` lowest free block ids, now owned by `group`."""
         require(isinstance(n, int) and not isinstance(n, bool) and n >= 0, f"n={n!r}: must be a non-negative integer")
-        require(n <= len(self._free), f"n={n}: group {group!r} asks for {n} blocks but only {len(self._free)} are free")
-        out = []
+        require(n <= self._num_free, f"n={n}: group {group!r} asks for {n} blocks but only {self._num_free} are free")
+        gid = self._id(group)
+        out: list[int] = []
+        lo = self._hint
         while len(out) < n:
-            b = heapq.heappop(self._heap)
-            if b in self._free:
-                self._free.discard(b)
-                self._owners[b].append(group)
-                out.append(b)
+            hi = min(self.num_blocks, lo + max(_SCAN, 2 * (n - len(out))))
+            free = (self.owner_ids[lo:hi] == FREE).nonzero().flatten()[:n - len(out)] + lo
+            self.owner_ids[free] = gid
+            out.extend(free.tolist())
+            lo = hi
+        if out:
+            self._hint = out[-1] + 1 if len(out) == n else lo
+        self._num_free -= n
         return out
+
+    def assign(self, owner_ids: torch.Tensor, groups) -> None:
+        """Hand out every block at once: `owner_ids[b]` indexes `groups` (FREE = -1), on a fresh pool."""
+        require(self._num_free == self.num_blocks, "assign: the pool already hands out blocks")
+        require(tuple(owner_ids.shape) == (self.num_blocks,), f"owner_ids: needs shape ({self.num_blocks},)")
+        for g in groups:
+            self._id(g)
+        self.owner_ids.copy_(owner_ids)
+        self._num_free = int((self.owner_ids == FREE).sum())
+        self._hint = 0
 
     def claim(self, group: Hashable, block: int, *, hazard: bool = False) -> None:
         """Take one specific block. Held by another group: KvvizError, or with hazard=True record it."""
         self._check_block(block)
-        owners = self._owners[block]
+        owners = self.owners(block)
         if group in owners:
             raise KvvizError(f"block {block}: group {group!r} already owns it")
         if owners and not hazard:
             raise KvvizError(f"block {block}: group {group!r} claims it but group {owners[0]!r} owns it "
                              f"(one owner per block id, or the overlaid groups corrupt each other)")
         if owners:
-            owners.append(group)
-            self.hazards.append((block, tuple(owners)))
+            self._id(group)
+            self._extra.setdefault(block, []).append(group)
+            self.hazards.append((block, owners + (group,)))
         else:
-            self._free.discard(block)  # its heap entry goes stale
-            owners.append(group)
+            self.owner_ids[block] = self._id(group)
+            self._num_free -= 1
 
     def free(self, group: Hashable, ids) -> None:
         """Give blocks back. Every id must be owned by `group` (checked before anything is freed)."""
         ids = list(ids)
         for b in ids:
             self._check_block(b)
-            if group not in self._owners[b]:
-                o = self._owners[b]
+            o = self.owners(b)
+            if group not in o:
                 raise KvvizError(f"block {b}: group {group!r} frees it but "
                                  + (f"group {o[0]!r} owns it" if o else "nobody owns it"))
         require(len(set(ids)) == len(ids), f"ids: a block appears twice in one free() ({ids})")
         for b in ids:
-            self._owners[b].remove(group)
-            if not self._owners[b]:
-                self._free.add(b)
-                heapq.heappush(self._heap, b)
+            rest = [g for g in self.owners(b) if g != group]
+            self._extra.pop(b, None)
+            if rest:
+                self.owner_ids[b] = self._ids[rest[0]]
+                if rest[1:]:
+                    self._extra[b] = rest[1:]
+            else:
+                self.owner_ids[b] = FREE
+                self._num_free += 1
+                self._hint = min(self._hint, b)
 
     def owner(self, block: int):
         """The group holding `block` (the first one, under a recorded hazard), or None."""
         self._check_block(block)
-        o = self._owners[block]
-        return o[0] if o else None
+        i = int(self.owner_ids[block])
+        return None if i == FREE else self.groups[i]
 
     def owners(self, block: int) -> tuple:
         """Every group holding `block` (more than one only after claim(..., hazard=True))."""
-        self._check_block(block)
-        return tuple(self._owners[block])
+        first = self.owner(block)
+        return () if first is None else (first, *self._extra.get(block, ()))
 
     def blocks_of(self, group: Hashable) -> list[int]:
         """The blocks `group` holds, ascending."""
-        return [b for b, o in enumerate(self._owners) if group in o]
+        i = self._ids.get(group)
+        if i is None:
+            return []
+        mine = (self.owner_ids == i).nonzero().flatten().tolist()
+        extra = [b for b, o in self._extra.items() if group in o]
+        return sorted(mine + extra) if extra else mine

@@ -771,6 +771,9 @@ class Codec:
     _encode: Callable[..., tuple[torch.Tensor, torch.Tensor, Any]] = dataclasses.field(repr=False)
     _decode: Callable[..., torch.Tensor] = dataclasses.field(repr=False)
     _row: Callable[..., formats.RowFormat] = dataclasses.field(repr=False)
+    # The encode option through which the side data (held outside the cache, e.g. a per-tensor
+    # scale) is handed back to `error_bound` for rows encoded together with others.
+    side_option: str | None = None
 
     def _check_opts(self, opts: Mapping[str, Any]) -> None:
         for k in opts:
@@ -853,6 +856,73 @@ def _row_mxfp4(d, **o):
     return formats.indexer_mxfp4_row(d)
 
 
+# Rows of plain elements, part by part: a hybrid model's attention row (all of K, then all of V)
+# or a gated delta net state (conv state, then SSM state); docs/hybrid.md#hybrid-caches. `parts`
+# = ((element, count) of the payload part, (element, count) of the footer part), elements "bf16",
+# "fp32" or "E4M3". An E4M3 part keeps one per-tensor scale, as vLLM's FP8 KV cache keeps a
+# k_scale and a v_scale per layer; the scales are the side data.
+_PLAIN_ELEMENTS = {formats.Element.BF16.label: (bf16_encode, bf16_decode, bf16_half_ulp),
+                   formats.Element.FP32.label: (fp32_encode, fp32_decode, lambda x: torch.zeros_like(x))}
+_PART_ELEMENTS = (*_PLAIN_ELEMENTS, formats.Element.E4M3.label)
+
+
+def _split_parts(x: torch.Tensor, parts) -> tuple[torch.Tensor, torch.Tensor]:
+    require(isinstance(parts, tuple) and len(parts) == 2 and all(e in _PART_ELEMENTS for e, _ in parts),
+            f"parts={parts!r}: expected two (element, count) pairs, elements {', '.join(_PART_ELEMENTS)}")
+    require(_last_dim(x, "x") == parts[0][1] + parts[1][1],
+            f"x: last dim {x.shape[-1]} is not {parts[0][1]} + {parts[1][1]} (the parts' counts)")
+    return x[..., : parts[0][1]], x[..., parts[0][1]:]
+
+
+def _enc_parts(x, *, parts, scales=None):
+    x = _f32(x, "x")
+    out, side = [], []
+    for i, ((element, _), xs) in enumerate(zip(parts, _split_parts(x, parts))):
+        if element in _PLAIN_ELEMENTS:
+            out.append(_PLAIN_ELEMENTS[element][0](xs))
+            side.append(None)
+        else:
+            codes, s = fp8_tensor_encode(xs, scale=None if scales is None else scales[i])
+            out.append(codes)
+            side.append(s)
+    return out[0], out[1], tuple(side)
+
+
+def _dec_parts(e, *, parts, scales=None):
+    values = [_PLAIN_ELEMENTS[element][1](u8) if element in _PLAIN_ELEMENTS else fp8_tensor_decode(u8, s)
+              for (element, _), u8, s in zip(parts, (e.payload, e.footer), e.side)]
+    return torch.cat(values, -1)
+
+
+def _parts_bound(x, *, parts, scales=None):
+    bounds = []
+    for i, ((element, _), xs) in enumerate(zip(parts, _split_parts(x, parts))):
+        if element in _PLAIN_ELEMENTS:
+            bounds.append(_PLAIN_ELEMENTS[element][2](xs))
+        else:
+            bounds.append(_fp8_tensor_bound(xs, scale=None if scales is None else scales[i]))
+    return torch.cat(bounds, -1)
+
+
+def _row_parts(d, *, parts, scales=None):
+    elements = {e.label: e for e in formats.Element}
+    first, second = ((formats.Field(name=name, element=elements[e], count=n),) for name, (e, n) in
+                     zip(("first", "second"), parts))
+    row = formats.RowFormat(name="parts", dims=d, payload=first, footer=second, codec="parts")
+    require(sum(n for _, n in parts) == d, f"head_dim={d}: the parts hold {sum(n for _, n in parts)} values")
+    return row
+
+
+def parts_of(row: formats.RowFormat) -> tuple[tuple[str, int], tuple[str, int]]:
+    """The `parts` option of the "parts" codec for a row of one payload and one footer field."""
+    require(len(row.payload) == 1 and len(row.footer) == 1,
+            f"{row.name}: the parts codec writes rows of one payload and one footer field")
+    return tuple((f.element.label, f.count) for f in row.payload + row.footer)
+
+
+_BOUNDS["parts"] = _parts_bound
+
+
 CODECS: dict[str, Codec] = {
     c.name: c
     for c in (
@@ -871,6 +941,7 @@ CODECS: dict[str, Codec] = {
             _enc_fp8,
             lambda e, **o: fp8_tensor_decode(e.payload, e.side),
             lambda d, **o: formats.fp8_row(d),
+            side_option="scale",
         ),
         Codec(
             "bf16",
@@ -903,6 +974,16 @@ CODECS: dict[str, Codec] = {
             lambda x: (lambda p: (p, _empty_footer(p), None))(fp32_encode(x)),
             lambda e: fp32_decode(e.payload),
             formats.state_row,
+        ),
+        Codec(
+            "parts",
+            "hybrid rows part by part: K then V (bf16, fp32 or E4M3 with a per-tensor scale each), or a "
+            "gated delta net state's conv then SSM parts",
+            ("parts", "scales"),
+            _enc_parts,
+            _dec_parts,
+            _row_parts,
+            side_option="scales",
         ),
     )
 }

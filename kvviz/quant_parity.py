@@ -27,12 +27,16 @@ from typing import Any
 import torch
 
 from . import quant
-from .config import load_model
+from .config import _preset_raw, load_model
+from .hybrid_specs import KV_DTYPES, kv_row
 from .errors import KvvizError, require
 from .specs import BACKENDS, CacheOptions, model_caches
 
 #: The model whose row formats are checked (its preset gives every head dim).
 PARITY_MODEL = "deepseek-v4-pro"
+# A hybrid preset whose attention rows (K | V, codec "parts") join the cases; read from its raw
+# config.json, so the parity check needs no transformers (a GPU box may not have it).
+PARITY_HYBRID_MODEL = "gpt-oss-120b"
 #: Rows per case; 2^16 rows of 128..512 values is 8..33 M values per codec.
 PARITY_ROWS = 65_536
 #: Magnitudes are 10^u with u uniform in [-DECADES, DECADES] around 1: 1e-4..1e4.
@@ -102,11 +106,17 @@ def parity_cases(model: str = PARITY_MODEL) -> tuple[ParityCase, ...]:
                     row = cache.row_format
                     if row.name in quant.CODECS and (row.name not in rows or row.dims < rows[row.name].dims):
                         rows[row.name] = row
+    raw = _preset_raw(PARITY_HYBRID_MODEL)
+    raw = raw.get("text_config") or raw
+    kv_rows = [kv_row(raw["num_key_value_heads"], raw["head_dim"], dtype) for dtype in KV_DTYPES]
+    rows["parts"] = kv_rows[0]
     missing = set(quant.CODECS) - set(rows)
     require(not missing, f"model={model!r}: no cache uses codec(s) {', '.join(sorted(missing))}")
     cases = []
     for name in quant.CODECS:
         row = rows[name]
+        if name == "parts":
+            continue  # below, once per KV dtype
         base: tuple[tuple[str, Any], ...] = ()
         if name == "fp8_ds_mla":
             base = (("rope_dims", row.field("RoPE").count),)
@@ -118,6 +128,8 @@ def parity_cases(model: str = PARITY_MODEL) -> tuple[ParityCase, ...]:
         if name == "fp8":
             # a fixed scale that is not a power of two (the division x / scale rounds)
             cases.append(ParityCase(name, row.dims, (("scale", 0.3),)))
+    # hybrid K | V rows in every KV dtype (E4M3 parts divide by their per-tensor scales)
+    cases += [ParityCase("parts", r.dims, (("parts", quant.parts_of(r)),)) for r in kv_rows]
     return tuple(cases)
 
 
@@ -167,7 +179,7 @@ def check_case(case: ParityCase, device: str | torch.device, *, rows: int = PARI
     t0 = time.perf_counter()
     codec = quant.get_codec(case.codec)
     opts = dict(case.opts)
-    per_tensor = case.codec == "fp8" and "scale" not in opts
+    per_tensor = codec.side_option is not None and codec.side_option not in opts  # per-tensor scales
     chunks = min(PER_TENSOR_CHUNKS, rows) if per_tensor else 1
     x = parity_inputs(rows, case.dims, seed=seed, row_groups=chunks if per_tensor else None)
     mismatched = {part: 0 for part in ("payload", "footer", "side", "decoded", "bound")}
@@ -178,8 +190,10 @@ def check_case(case: ParityCase, device: str | torch.device, *, rows: int = PARI
         cpu, dev = codec.encode(part, **opts), codec.encode(on_dev, **opts)
         compared += _compare("payload", cpu.payload, dev.payload, mismatched, first)
         compared += _compare("footer", cpu.footer, dev.footer, mismatched, first)
-        if cpu.side is not None or dev.side is not None:
-            compared += _compare("side", cpu.side, dev.side, mismatched, first)
+        sides = zip(*(s if isinstance(s, tuple) else (s,) for s in (cpu.side, dev.side)))
+        for a, b in sides:  # one per-tensor scale, or one per part (None for a plain part)
+            if a is not None or b is not None:
+                compared += _compare("side", a, b, mismatched, first)
         _compare("decoded", codec.decode(cpu), codec.decode(dev), mismatched, first)
         _compare("bound", codec.error_bound(part, **opts), codec.error_bound(on_dev, **opts), mismatched, first)
     if device.type == "cuda":

@@ -18,7 +18,8 @@ from kvviz.pool import BlockPool, Pool, check_fits, free_bytes, resolve_device
 from kvviz.specs import CacheKind, CacheOptions, CacheSpec, custom_cache
 
 PRO = load_model("deepseek-v4-pro")
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda, NO_CUDA])]
 
 
 def layout(planner="overlay", backend="flashmla", indexer="mxfp4"):
@@ -219,7 +220,7 @@ def test_unknown_layer_name():
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--blocks", "0"], "--blocks=0"),
+    (["--blocks", "0"], "--blocks: 0 is out of range"),
     (["--blocks", "1000000000"], "GiB"),
     (["--device", "tpu"], "--device"),
     (["--blocks", "x"], "--blocks"),
@@ -294,3 +295,50 @@ def test_block_pool_never_gives_one_block_to_two_groups(seq):
             assert bp.owners(b) == tuple(owners)
         assert bp.num_free == 12 - len(owned)
     assert bp.hazards == []
+
+
+def test_block_pool_bookkeeping_is_one_small_integer_per_block():
+    n = 10**7
+    bp = BlockPool(n)
+    assert bp.owner_ids.numel() == n and bp.owner_ids.element_size() == 2
+    assert BlockPool.nbytes_for(n, 5) == n and BlockPool.nbytes_for(n, 200) == 2 * n
+    assert bp.allocate("a", 3) == [0, 1, 2] and bp.allocate("b", 2) == [3, 4]
+    bp.free("a", [1])
+    assert bp.allocate("c", 2) == [1, 5] and bp.num_free == n - 6
+    bp.claim("b", 0, hazard=True)
+    assert bp.owners(0) == ("a", "b") and bp.blocks_of("b") == [0, 3, 4]
+    bp.free("a", [0])
+    assert bp.owners(0) == ("b",) and bp.owner(n - 1) is None
+
+
+@pytest.mark.parametrize("planner", ["overlay", "overlay-by-spec"])
+def test_stacked_and_group_views_are_the_layer_pages(planner):
+    """One strided view over equally spaced layers (and over a whole group) is the same memory
+    as each layer's own page view (data_ptr arithmetic), for a stepped slice of blocks."""
+    lay = layout(planner)
+    pool = Pool(lay, 7, "cpu")
+    base, stride = pool.data_ptr, lay.block_stride
+    fp32 = [p for p in lay.group_placements(3) if p.cache.row_format.name == "fp32"]
+    step = fp32[1].offset - fp32[0].offset
+    run = [fp32[0]] + [p for p in fp32[1:] if (p.offset - fp32[0].offset) % step == 0][:2]
+    run = [p for i, p in enumerate(run) if p.offset == fp32[0].offset + i * step]
+    v = pool.stacked_view([p.name for p in run], slice(1, None, 3))
+    assert v.shape == (2, len(run), run[0].page_bytes)
+    for k, b in enumerate((1, 4)):
+        for j, p in enumerate(run):
+            assert v[k, j].data_ptr() == base + b * stride + p.offset
+            assert torch.equal(v[k, j], pool.page_view(p.name)[b])
+    g = pool.group_view(2, slice(2, None, 5))
+    first = min(p.offset for p in lay.group_placements(2))
+    assert g.shape == (1, max(p.end for p in lay.group_placements(2)) - first)
+    assert g[0].data_ptr() == base + 2 * stride + first
+    small = [p for p in lay.group_placements(0) if p.page_bytes == lay.group_placements(0)[0].page_bytes][:3]
+    if small[1].offset - small[0].offset != small[2].offset - small[1].offset:
+        with pytest.raises(KvvizError, match="equally spaced"):
+            pool.stacked_view([p.name for p in small])
+    with pytest.raises(KvvizError, match="differ in size"):
+        pool.stacked_view([run[0].name, lay.group_placements(1)[0].name])
+    small = BlockPool(4, max_groups=2)
+    small.allocate("x", 1), small.allocate("y", 1)
+    with pytest.raises(KvvizError, match="max_groups=2"):
+        small.allocate("z", 1)

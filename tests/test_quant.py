@@ -319,7 +319,12 @@ def test_codec_row_bytes_and_shapes(name, dims):
 
 
 DIMS = {"fp8_ds_mla": [512, 128, 256], "fp8": [512, 64], "bf16": [512, 8], "indexer_fp8": [128, 256],
-        "indexer_mxfp4": [128, 32, 64], "fp32": [16]}
+        "indexer_mxfp4": [128, 32, 64], "fp32": [16], "parts": [96, 16, 2]}
+
+
+def opts_for(name: str, dims: int) -> dict:
+    """The options a codec needs at `dims` (the parts codec: an E4M3 first part, an fp32 second)."""
+    return {"parts": (("E4M3", dims // 2), ("fp32", dims - dims // 2))} if name == "parts" else {}
 
 
 @FAST
@@ -335,8 +340,9 @@ def test_round_trip_within_bound(name, lead, which, log2_scale, zero_frac, seed)
     dims = DIMS[name][which % len(DIMS[name])]
     x = rand((*lead, dims), seed=seed, log2_scale=log2_scale, zero_frac=zero_frac)
     codec = q.get_codec(name)
-    y = codec.decode(codec.encode(x))
-    bound = q.error_bound(name, x)
+    opts = opts_for(name, dims)
+    y = codec.decode(codec.encode(x, **opts))
+    bound = q.error_bound(name, x, **opts)
     assert bound.shape == x.shape and y.dtype == torch.float32
     assert (y - x).abs().le(bound).all()
 
@@ -377,11 +383,12 @@ def test_non_contiguous_and_bf16_inputs(name):
     wide = rand((6, 2 * dims), seed=12)
     x = wide[:, dims:]  # a column slice: not contiguous
     before = x.clone()
-    a, b = codec.encode(x), codec.encode(x.contiguous())
+    opts = opts_for(name, dims)
+    a, b = codec.encode(x, **opts), codec.encode(x.contiguous(), **opts)
     assert torch.equal(x, before)  # the input is never written
     assert torch.equal(a.payload, b.payload) and torch.equal(a.footer, b.footer)
     xb = x.to(torch.bfloat16)  # inputs are converted to fp32 first
-    assert torch.equal(codec.encode(xb).payload, codec.encode(xb.float()).payload)
+    assert torch.equal(codec.encode(xb, **opts).payload, codec.encode(xb.float(), **opts).payload)
 
 
 def test_e2m1_encode_leaves_input_alone():
@@ -518,3 +525,21 @@ def test_decode_refuses_other_codecs_encoding():
 
 
 # CPU/CUDA byte parity of every codec: tests/test_parity.py (marked `cuda`).
+
+
+def test_parts_codec_writes_each_part_in_its_element():
+    # a K | V row of 4 + 4 values: K as bf16 bytes (payload), V as E4M3 codes of V / its per-tensor
+    # scale amax / 448 (footer), worked out by hand from the element definitions
+    x = torch.tensor([[1.0, -2.0, 0.5, 3.0, 448.0, -224.0, 112.0, 0.0]])
+    enc = q.get_codec("parts").encode(x, parts=(("bf16", 4), ("E4M3", 4)))
+    assert enc.payload.tolist() == [[0x80, 0x3F, 0x00, 0xC0, 0x00, 0x3F, 0x40, 0x40]]  # bf16 1, -2, 0.5, 3
+    assert enc.side[0] is None and float(enc.side[1]) == 1.0  # amax 448 / 448
+    assert enc.footer.tolist() == [[0x7E, 0xF6, 0x6E, 0x00]]  # E4M3 448, -224, 112, 0
+    assert q.get_codec("parts").decode(enc).tolist() == x.tolist()
+
+
+def test_parts_codec_sizes_rows_like_the_hybrid_rows():
+    from kvviz.hybrid_specs import gdn_state_row, kv_row
+
+    for row in (kv_row(8, 64, "fp8"), kv_row(2, 256, "bf16"), gdn_state_row(64, 4, 4, 8, 8, "bfloat16", "float32")):
+        assert q.get_codec("parts").row_bytes(row.dims, parts=q.parts_of(row)) == (row.payload_bytes, row.footer_bytes)

@@ -7,6 +7,8 @@ import json
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvviz import formats
 from kvviz.cli import main
@@ -15,7 +17,8 @@ from kvviz.errors import KvvizError
 from kvviz.grouping import KVGroup, groups_from_json
 from kvviz.planners import plan, plan_model
 from kvviz.specs import CacheKind, CacheOptions, CacheSpec, custom_cache
-from kvviz.verify import verify
+from kvviz.pool import free_bytes
+from kvviz.verify import layer_values, blocks_for_budget, verify
 
 PRO = load_model("deepseek-v4-pro")
 HAZARD_BLOCKS = 10  # two blocks per group (5 groups), round robin: block b belongs to group b % 5
@@ -48,10 +51,10 @@ def test_clean_pro_64_blocks(backend, indexer):
     r = verify(lay, 64, device="cpu", seed=1)
     assert r.clean and r.corrupted == () and r.within_bounds and r.ok
     assert r.layers == len(lay.placements) == 244 and r.blocks == 64
-    assert [len(g.blocks) for g in r.groups] == [13, 13, 13, 13, 12]
-    assert all(b % 5 == gi for gi, g in enumerate(r.groups) for b in g.blocks)  # round robin
-    want_pages = sum(len(g.layers) * len(gb.blocks) for g, gb in zip(lay.groups, r.groups))
-    want_bytes = sum(g.total_bytes * len(gb.blocks) for g, gb in zip(lay.groups, r.groups))
+    assert [g.num_blocks for g in r.groups] == [13, 13, 13, 13, 12]
+    assert all(b % 5 == gi for gi, g in enumerate(r.groups) for b in g.first_blocks)  # round robin
+    want_pages = sum(len(g.layers) * gb.num_blocks for g, gb in zip(lay.groups, r.groups))
+    want_bytes = sum(g.total_bytes * gb.num_blocks for g, gb in zip(lay.groups, r.groups))
     assert r.pages == want_pages and r.bytes_written == r.bytes_read == want_bytes
     main_fmt = "fp8_ds_mla" if backend == "flashmla" else "fp8"
     by = {f.format: f for f in r.formats}
@@ -64,6 +67,7 @@ def test_clean_pro_64_blocks(backend, indexer):
     assert doc["clean"] and doc["corrupted"] == [] and doc["hazard"] is None
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("hazard", [None, "shared-block", "zeroer", "misread"])
 def test_on_cuda(hazard):
@@ -78,7 +82,7 @@ def test_contiguous_assignment_and_opaque_groups():
     lay = plan(groups_from_json(raw), "overlay")
     r = verify(lay, 7, device="cpu", assignment="contiguous")
     assert r.clean and r.ok and r.formats == ()  # bytes only, no codec
-    assert [g.blocks for g in r.groups] == [(0, 1, 2, 3), (4, 5, 6)]
+    assert [g.first_blocks for g in r.groups] == [(0, 1, 2, 3), (4, 5, 6)]
     assert r.bytes_written == 4 * 1024 + 3 * 333
     z = verify(lay, 7, device="cpu", hazard="zeroer", hazard_layer="a1")
     # round robin: a holds 0, 2, 4, 6 and b 1, 3, 5. a1 is [1000, 1024) of a 1024-byte stride, the
@@ -118,9 +122,19 @@ def test_shared_block_victims(backend, indexer):
         hits = [overlap(page, (q.offset, q.end)) for q, h in zip(later, hits) if h]
         if hits:
             predicted[p.name] = (min(h[0] for h in hits), max(h[1] for h in hits))
+    # And each group's unused bytes (Layout.unused_ranges) that the other group's rows wrote into.
+    for mine, other in ((0, 1), (1, 0)):
+        hits = [overlap(u, content(q)) for u in lay.unused_ranges(mine) for q in lay.group_placements(other)]
+        hits = [h for h in hits if h]
+        if hits:
+            predicted[f"unused bytes of group {lay.groups[mine].name}"] = (min(h[0] for h in hits),
+                                                                          max(h[1] for h in hits))
     assert predicted and victims(r) == {(name, 0) for name in predicted}
     for c in r.corrupted:
         lo, hi = predicted[c.layer]
+        if c.unused:
+            assert lo <= c.start < c.end <= hi and c.note == f"overwritten by {lay.groups[1].name}"
+            continue
         assert lo <= c.start < c.end <= hi and 0 < c.bytes_changed <= c.end - c.start
         assert c.group == lay.groups[0].name and c.note == f"overwritten by {lay.groups[1].name}"
     assert r.ok and not r.within_bounds  # the damage shows in the decoded values too
@@ -259,3 +273,71 @@ def test_cli_errors(capsys, argv, needle):
     code = main(["verify", "--model", "deepseek-v4-pro", "--device", "cpu", *argv])
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1 and needle in err
+
+
+# ---- streaming, seeding, progress, fit ---------------------------------------------------------
+@settings(derandomize=True, max_examples=30, deadline=None)
+@given(st.integers(0, 40), st.integers(1, 41))
+def test_any_range_of_blocks_regenerates_the_same_values(k0, n):
+    """A layer's values for blocks [k0, k0 + n) are the slice of its values for all its blocks,
+    whatever the work items: what lets verify regenerate instead of keeping them."""
+    from kvviz.verify import layer_batches
+
+    lay = pro()
+    owned = 41
+    for batch in [b for b in layer_batches(lay) if b.opts is not None][:3]:
+        k1 = min(owned, k0 + n)
+        if k0 >= k1:
+            continue
+        whole = layer_values(batch, 0, 0, owned, owned, 7, torch.device("cpu"))
+        part = layer_values(batch, 0, k0, k1, owned, 7, torch.device("cpu"))
+        assert torch.equal(part, whole[k0:k1])
+        other = layer_values(batch, 0, k0, k1, owned, 8, torch.device("cpu"))
+        assert not torch.equal(part, other)  # another seed, other values
+
+
+def test_layers_of_one_batch_get_their_own_values():
+    from kvviz.verify import layer_batches
+
+    batch = next(b for b in layer_batches(pro()) if len(b.placements) > 1 and b.opts is not None)
+    a = layer_values(batch, 0, 0, 2, 2, 0, torch.device("cpu"))
+    b = layer_values(batch, 1, 0, 2, 2, 0, torch.device("cpu"))
+    assert not torch.equal(a, b)
+
+
+def test_progress_counts_every_byte_twice_and_threads_are_restored():
+    done = []
+    before = torch.get_num_threads()
+    r = verify(pro(), 5, device="cpu", progress=done.append)
+    assert sum(done) == 2 * r.bytes_written and torch.get_num_threads() == before
+    assert r.gb_written == r.bytes_written / 1e9 and r.gb_per_s > 0
+    doc = r.to_json()
+    assert {"bytes_written", "gb_written", "seconds", "gb_per_s"} <= set(doc)
+
+
+def test_the_fit_check_counts_the_working_copies_before_allocating():
+    lay = pro()
+    free = free_bytes("cpu")
+    if free is None:
+        pytest.skip("this platform does not say how much memory is free")
+    n = free // lay.block_stride  # the pool alone would just fit
+    with pytest.raises(KvvizError) as e:
+        verify(lay, n, device="cpu")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"num_blocks={n}: pool {n * lay.block_stride:,} B + ")
+    assert "working copies" in msg and "free" in msg
+
+
+def test_budget_sizes_the_pool_and_a_tiny_budget_is_an_error():
+    lay = pro()
+    assert blocks_for_budget(lay, 7 * lay.block_stride + lay.block_stride - 1) == 7
+    with pytest.raises(KvvizError, match="smaller than one block stride"):
+        blocks_for_budget(lay, lay.block_stride - 1)
+
+
+def test_many_tiny_blocks_keep_their_bookkeeping_compact():
+    """10^6 one-byte blocks: ownership is a tensor, the report holds no per-block Python objects."""
+    raw = {"groups": [{"name": "g", "layers": [{"name": "x", "page_bytes": 1}]}]}
+    r = verify(plan(groups_from_json(raw), "overlay"), 10**6, device="cpu")
+    assert r.ok and r.groups[0].num_blocks == 10**6 and len(r.groups[0].first_blocks) == 64
+    assert r.owner_ids.dtype == torch.int8 and r.owner_ids.numel() == 10**6  # one byte per block
