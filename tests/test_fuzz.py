@@ -488,6 +488,17 @@ _SLOW = textwrap.dedent("""
 
     if sys.argv[2] == "plan":
         cli.plan_model = wait
+    elif sys.argv[2] == "verify":
+        # the real verify of a large pool; the first progress report says it is inside its work
+        import kvviz.verify
+        v = sys.modules["kvviz.verify"]  # the module (kvviz.verify, the name, is the function)
+        real = v.verify
+
+        def noted(*args, **kwargs):
+            kwargs["progress"] = lambda n: ready.write_text("ready")
+            return real(*args, **kwargs)
+
+        v.verify = noted
     else:
         plot.save_figure = slow_save
     sys.exit(cli.main(sys.argv[2:]))
@@ -495,7 +506,8 @@ _SLOW = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("argv", [["plan", "--model", "deepseek-v4-pro"],
-                                  ["render", "--model", "deepseek-v4-flash", "--dpi", "40", "--out", "OUT"]])
+                                  ["render", "--model", "deepseek-v4-flash", "--dpi", "40", "--out", "OUT"],
+                                  ["verify", "--model", "deepseek-v4-pro", "--blocks", "4000", "--device", "cpu"]])
 def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, argv):
     out = tmp_path / "out"
     argv = [a.replace("OUT", str(out)) for a in argv]
