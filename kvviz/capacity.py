@@ -7,6 +7,7 @@ import math
 
 from .defaults import GIB, MAX_NUM_BATCHED_TOKENS
 from .errors import KvvizError, require
+from .grouping import tuple_count
 from .layout import Layout
 from .specs import CacheKind, CacheSpec
 
@@ -91,8 +92,6 @@ def admission_estimate_per_block(layout: Layout) -> int | None:
     """What vLLM's `_max_memory_usage_bytes_from_groups` assumes a block costs after #48993:
     the full group's distinct page sizes, each times the full group's tuple count (the old
     bucket assumption), instead of the real stride. None when there is no full group."""
-    from .grouping import tuple_count
-
     i = full_group_index(layout)
     if i is None:
         return None

@@ -24,6 +24,8 @@ from .errors import KvvizError, require
 from .grouping import load_groups
 from .inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES, MAX_CONTEXT_TOKENS, MAX_DIM, MAX_TOKENS_PER_BLOCK, read_json
 from .planners import PLANNERS, compare_layouts, plan, plan_model
+from . import hybrid
+from .hybrid import SeparatePools, plan_hybrid
 from .hybrid_specs import KV_DTYPES, SSM_DTYPES, HybridOptions
 from .published import published_row
 from .specs import BACKENDS, CacheOptions
@@ -267,8 +269,6 @@ def plan_from_args(args) -> Planned:
         return Planned(plan(load_groups(args.groups), _planner_for(args, hybrid=False)))
     config = config_from_args(args)
     if is_hybrid(config):
-        from .hybrid import plan_hybrid
-
         options = hybrid_options_from_args(args)
         return Planned(plan_hybrid(config, options, _planner_for(args, hybrid=True)), config, options)
     options = options_from_args(args)
@@ -322,8 +322,6 @@ def _run_plan(args) -> int:
 
 
 def _run_plan_hybrid(args, planned: Planned) -> int:
-    from . import hybrid  # hybrid models only: keeps their module off DeepSeek V4's path
-
     layout, config, options = planned.layout, planned.config, planned.options
     budget = budget_from_args(args)
     if budget is not None:
@@ -406,8 +404,6 @@ def _run_compare(args) -> int:
 
 def _run_compare_hybrid(args, config) -> int:
     """The three layouts of a hybrid model side by side (docs/hybrid.md#hybrid-planners)."""
-    from . import hybrid  # hybrid models only
-
     for option in _given(args, (("backend", "--backend"), ("no_mtp", "--no-mtp"))):
         raise KvvizError(f"{option}: does not apply to {config.name} (a hybrid model)")
     options = hybrid_options_from_args(args)
@@ -438,8 +434,6 @@ def _run_render(args) -> int:
     if args.groups is not None:
         source, setting = Path(args.groups).name, f"{layout.planner} layout"
     elif planned.hybrid:
-        from .hybrid import SeparatePools, plan_hybrid
-
         source, setting = planned.config.name, f"{layout.planner if not isinstance(layout, SeparatePools) else 'separate'} layout"
         # What vLLM 0.33 does next to the packed overlay it would take with unpadded state pages.
         before, after = (plan_hybrid(planned.config, planned.options, p) for p in ("vllm", "packed"))
@@ -522,8 +516,6 @@ def _run_verify(args) -> int:
     pools = getattr(layout, "pools", None) or (layout,)
     shares = [budget] if budget is not None and len(pools) == 1 else None
     if budget is not None and shares is None:
-        from . import hybrid
-
         planned = plan_from_args(args)
         summary = hybrid.summarize(layout, planned.config, planned.options, budget_bytes=budget,
                                    context=context_from_args(args))

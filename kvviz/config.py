@@ -18,7 +18,8 @@ from pathlib import Path
 
 from .errors import KvvizError, require
 from .inputs import MAX_DIM, MAX_LAYERS
-from .inputs import read_json as _read_json_safely
+from .hf import config_json_path, hybrid_config_from_dict, load_hf_config
+from .inputs import read_json
 
 MODELS_DIR = files("kvviz") / "presets"  # a Traversable: `/ name`, `.read_text()`, `.iterdir()`
 DEEPSEEK_V4_MODEL_TYPE = "deepseek_v4"
@@ -118,12 +119,6 @@ def config_from_dict(raw: dict, *, name: str) -> ModelConfig:
     )
 
 
-def read_json(path: str | Path, *, what: str) -> object:
-    """Parse a JSON file given as option `what`: a regular file, size-limited, UTF-8, bounded
-    (kvviz.inputs); every failure a one-line KvvizError."""
-    return _read_json_safely(path, what=what)
-
-
 def load_config(path: str | Path) -> ModelConfig:
     """Load any config.json of the DeepSeek V4 shape."""
     return config_from_dict(read_json(path, what="--config"), name=Path(path).stem)
@@ -167,16 +162,12 @@ def load_model(name: str):
     raw = _preset_raw(name)
     if is_deepseek_v4(raw):
         return config_from_dict(raw, name=name)
-    from .hf import hybrid_config_from_dict
-
     return hybrid_config_from_dict(raw, name=name)
 
 
 def load_any(path: str | Path):
     """A config.json (or a folder holding one) of either shape: DeepSeek V4 -> ModelConfig,
     anything else -> HybridConfig through transformers."""
-    from .hf import config_json_path, load_hf_config
-
     p = config_json_path(path, what="--hf-config")
     raw = read_json(p, what="--hf-config")
     if isinstance(raw, dict) and is_deepseek_v4(raw):

@@ -10,7 +10,7 @@ import bisect
 import dataclasses
 from collections import Counter
 
-from .config import read_json
+from .inputs import read_json
 from .defaults import BLOCK_SIZE
 from .errors import KvvizError, require
 from .inputs import MAX_LAYERS, MAX_PAGE_BYTES, MAX_SLIDING_WINDOW, MAX_TOKENS_PER_BLOCK, short_repr, bounded_int

@@ -16,7 +16,7 @@ import dataclasses
 from collections import Counter
 from pathlib import Path
 
-from .config import read_json
+from .inputs import read_json
 from .errors import KvvizError, require
 
 # The layer kinds kvviz plans, named as transformers' `layer_types` names them.

@@ -161,13 +161,13 @@ class Layout:
         ]
 
     def to_dataframe(self):
-        import pandas as pd
+        import pandas as pd  # only for tables: pandas stays off the light commands (plan, compare)
 
         return pd.DataFrame.from_records(self.to_records())
 
     def group_table(self):
         """One row per group: layers, total, unused bytes, whether it binds the stride."""
-        import pandas as pd
+        import pandas as pd  # only for tables, as above
 
         return pd.DataFrame.from_records(
             [

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections import Counter
 
 from .errors import KvvizError, require
-from .grouping import KVGroup
+from .grouping import KVGroup, group_caches, pad_small_pages
 from .layout import Layout, Placement, SharedTensor
+from .specs import CacheOptions, model_caches
 
 
 def _check_groups(groups: tuple[KVGroup, ...]) -> None:
@@ -126,9 +127,6 @@ def plan(groups: tuple[KVGroup, ...], planner: str = "overlay") -> Layout:
 def model_groups(config, options, planner: str = "overlay") -> tuple[KVGroup, ...]:
     """The groups a planner sees for a model: bucketed pads small pages first (pre-#48993);
     overlay-by-spec lists groups in first-seen order (vLLM 0.33); overlay lists the full group first."""
-    from .grouping import group_caches, pad_small_pages
-    from .specs import model_caches
-
     if planner not in PLANNERS:
         raise KvvizError(f"planner={planner!r}: unknown; choose one of {', '.join(PLANNERS)}")
     caches = model_caches(config, options)
@@ -145,8 +143,6 @@ def plan_model(config, options, planner: str = "overlay") -> Layout:
 def compare_layouts(config, backend: str = "flashmla", **knobs) -> tuple[Layout, Layout]:
     """vLLM #48993's before/after for one backend: bucketed + padding + FP8 (132 B) indexer rows
     vs overlay + MXFP4 (68 B) rows. `knobs` are the other CacheOptions (mtp, main_format, ...)."""
-    from .specs import CacheOptions
-
     before = plan_model(config, CacheOptions(backend=backend, indexer_format="fp8", **knobs), "bucketed")
     after = plan_model(config, CacheOptions(backend=backend, indexer_format="mxfp4", **knobs), "overlay")
     return before, after

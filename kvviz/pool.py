@@ -154,10 +154,8 @@ class Pool:
 
     @classmethod
     def from_budget(cls, layout: Layout, budget_bytes: int, device: str | torch.device = "auto") -> "Pool":
-        """floor(budget / stride) blocks (kvviz.capacity.num_blocks)."""
-        from .capacity import num_blocks
-
-        n = num_blocks(layout, budget_bytes)
+        """floor(budget / stride) blocks (Layout.num_blocks)."""
+        n = layout.num_blocks(budget_bytes)
         require(n > 0, f"budget_bytes={budget_bytes}: smaller than one block stride ({layout.block_stride:,} B); "
                        f"num_blocks would be 0")
         return cls(layout, n, device)

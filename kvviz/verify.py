@@ -1026,10 +1026,8 @@ def progress_bar(enabled, total: int):
 
 
 def blocks_for_budget(layout: Layout, budget_bytes: int) -> int:
-    """floor(budget / block_stride) (kvviz.capacity.num_blocks); a budget under one stride is an error."""
-    from .capacity import num_blocks
-
-    n = num_blocks(layout, budget_bytes)
+    """floor(budget / block_stride) (Layout.num_blocks); a budget under one stride is an error."""
+    n = layout.num_blocks(budget_bytes)
     require(n > 0, f"--budget-gib/--budget-bytes: {budget_bytes:,} B is smaller than one block stride "
                    f"({layout.block_stride:,} B)")
     return n
