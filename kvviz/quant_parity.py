@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from . import quant
+from . import formats, quant
 from .config import _preset_raw, load_model
 from .hybrid_specs import KV_DTYPES, kv_row
 from .errors import KvvizError, require
@@ -119,7 +119,8 @@ def parity_cases(model: str = PARITY_MODEL) -> tuple[ParityCase, ...]:
             continue  # below, once per KV dtype
         base: tuple[tuple[str, Any], ...] = ()
         if name == "fp8_ds_mla":
-            base = (("rope_dims", row.field("RoPE").count),)
+            # the RoPE tail is the payload's bf16 field (formats.ds_mla_row), asked by element type
+            base = (("rope_dims", sum(f.count for f in row.payload if f.element is formats.Element.BF16)),)
         cases.append(ParityCase(name, row.dims, base))
         if name == "indexer_fp8":
             cases.append(ParityCase(name, row.dims, (("pow2_scale", True),)))  # vLLM's use_ue8m0 variant
