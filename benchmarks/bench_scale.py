@@ -15,12 +15,10 @@ single-threaded CPU time is what the same run takes in wall time on an idle mach
 Run: PYTHONPATH=. python benchmarks/bench_scale.py   (about a minute on a shared 2-core machine)
 """
 
-import gc
 import json
-import statistics
 import sys
-import time
 
+from bench_plan import seconds  # this folder is on sys.path when a script here runs
 from kvviz.config import load_model
 from kvviz.grouping import KVGroup, group_caches
 from kvviz.planners import plan_bucketed, plan_overlay, plan_overlay_by_spec
@@ -61,13 +59,7 @@ def plan_print_json(planner, built) -> int:
 
 
 def timed(fn, repeat=REPEAT):
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        t0 = time.process_time()
-        fn()
-        times.append(time.process_time() - t0)
-    return min(times), statistics.median(times)
+    return seconds(fn, repeat)  # bench_plan's timer: min and median CPU seconds, from a collected heap
 
 
 def main(shapes=tuple(SHAPES)):
