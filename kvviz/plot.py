@@ -678,6 +678,8 @@ def pool_planes(layout: Layout, num_blocks: int, *, blocks_shown: Sequence[int] 
         k = seen[t.group] = seen.get(t.group, -1) + 1
         name = t.group if per_group[t.group] == 1 else f"{t.group} (tensor {k})"
         layers = sum(pl.layer is not None for pl in t.planes)
+        tick_blocks = not blocks_shown and t.page_bytes * px_per_byte >= _MIN_TICK_PX
+        label_y = row - 0.2 if (blocks_shown or tick_blocks) else row  # above the pages / ticks
         labels.append(f"{name} @ {t.offset:,}\n{layers} layers · page {t.page_bytes:,} B")
         for i, pl in enumerate(t.planes):
             if pl.layer is None:
@@ -695,7 +697,7 @@ def pool_planes(layout: Layout, num_blocks: int, *, blocks_shown: Sequence[int] 
             plane_colors.append(KIND_COLORS[kind])
             label = _plane_label(pl.layer)
             if _fits((pl.end - pl.start) * in_per_byte, label):
-                ax.text((pl.start + pl.end) / 2, row - (0.2 if blocks_shown else 0.0), label, ha="center",
+                ax.text((pl.start + pl.end) / 2, label_y, label, ha="center",
                         va="center", fontsize=7, color="white", zorder=3, gid="plane-label")
             cache = cache_of[pl.layer]
             for b in blocks_shown:
@@ -706,7 +708,7 @@ def pool_planes(layout: Layout, num_blocks: int, *, blocks_shown: Sequence[int] 
                 if cache.padding_bytes:
                     pads.append(PatchRange("pad", hi - cache.padding_bytes, hi, t.group, pl.layer, kind, block=b))
                     pad_y.append(row + 0.02 + 0.38 - 0.4 * 0.38)
-            if not blocks_shown and t.page_bytes * px_per_byte >= _MIN_TICK_PX:
+            if tick_blocks:
                 ticks.extend([(pl.start + b * t.page_bytes, row + 0.05), (pl.start + b * t.page_bytes, row + half)]
                              for b in range(1, num_blocks))
     _draw_ranges(ax, planes, plane_y, lane_h, facecolors=plane_colors, edgecolors="white", linewidths=1.0)
