@@ -712,7 +712,10 @@ def pool_planes(layout: Layout, num_blocks: int, *, blocks_shown: Sequence[int] 
                 ticks.extend([(pl.start + b * t.page_bytes, row + 0.05), (pl.start + b * t.page_bytes, row + half)]
                              for b in range(1, num_blocks))
     _draw_ranges(ax, planes, plane_y, lane_h, facecolors=plane_colors, edgecolors="white", linewidths=1.0)
-    _draw_ranges(ax, pages, page_y, 0.38, facecolors=page_colors, edgecolors="#333333", linewidths=0.6, zorder=2)
+    # Dark page edges while pages are wide; white hairlines once dark ones would blacken the row.
+    wide = bool(pages) and min(r.size for r in pages) * px_per_byte >= 6
+    _draw_ranges(ax, pages, page_y, 0.38, facecolors=page_colors, edgecolors="#333333" if wide else "white",
+                 linewidths=0.6 if wide else 0.3, zorder=2)
     _draw_ranges(ax, pads, pad_y, 0.4 * 0.38, facecolors=PAD_COLOR, zorder=2.1, snap=False)
     _draw_ranges(ax, unused, unused_y, lane_h, facecolors="white", edgecolors=UNUSED_COLOR,
                  hatch="////")
