@@ -656,7 +656,7 @@ def pool_planes(layout: Layout, num_blocks: int, *, blocks_shown: Sequence[int] 
         "padding (state page grown to the attention page)" if padded_kinds == {CacheKind.LINEAR_STATE}
         else "alignment padding"))
     if has_unused:
-        entries.append(KeyEntry("unused plane (group one layer short)", "white", UNUSED_COLOR, "////"))
+        entries.append(KeyEntry("unused plane(s) of a short group", "white", UNUSED_COLOR, "////"))
     if blocks_shown:
         entries.append(KeyEntry("one block's page (block stride = page)", "white", "#333333"))
     plot_w = width - _LEFT_IN - _RIGHT_IN

@@ -116,7 +116,7 @@ def test_pool_planes_gemma_short_groups_and_kinds(gemma):
     texts = plot.figure_texts(fig)
     assert any(f"layer stride = 8 blocks x page = {page_x8:,} B" in t for t in texts)
     assert any(f"block stride = page = {page_x8 // 8:,} B" in t for t in texts)
-    assert "unused plane (group one layer short)" in plot.legend_labels(fig)
+    assert "unused plane(s) of a short group" in plot.legend_labels(fig)
 
 
 def test_pool_planes_padded_states(qwen):
