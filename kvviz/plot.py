@@ -374,6 +374,7 @@ class Visibility:
     slivers: tuple[CacheKind, ...]
     padding_visible: bool
     max_padding: int
+    padding_label: str = "alignment padding"  # what the padding is (`_padding_label`)
 
     def note(self, datas: Sequence[BlockMapData]) -> str:
         parts = []
@@ -384,7 +385,7 @@ class Visibility:
             groups = ", ".join(dict.fromkeys(r.group for r in rs))
             parts.append(f"{k.label}: {len(rs)} pages of {size} in {groups}")
         if self.max_padding and not self.padding_visible:
-            parts.append(f"alignment padding: at most {format_bytes(self.max_padding)} a page")
+            parts.append(f"{self.padding_label}: at most {format_bytes(self.max_padding)} a page")
         return ("too thin to see at this scale: " + "; ".join(parts)) if parts else ""
 
 
@@ -409,7 +410,8 @@ def _visibility(datas: Sequence[BlockMapData], in_per_byte: Sequence[float], *, 
     kinds = list(dict.fromkeys(k for d in datas for k in d.kinds))
     return Visibility(visible=tuple(k for k in kinds if widest[k] >= MIN_VISIBLE_IN),
                       slivers=tuple(k for k in kinds if widest[k] < MIN_VISIBLE_IN),
-                      padding_visible=pad_in >= MIN_VISIBLE_IN, max_padding=max_pad)
+                      padding_visible=pad_in >= MIN_VISIBLE_IN, max_padding=max_pad,
+                      padding_label=_padding_label(datas))
 
 
 def _axes_width_in(ax) -> float:
@@ -533,7 +535,7 @@ def block_map(layout: Layout | BlockMapData, *, ax=None, show_padding: bool = Tr
         plot_w = _axes_width_in(ax)
     vis = _visibility([data], [plot_w / data.stride], show_padding=show_padding)
     entries = _key_entries(vis.visible, padding=vis.padding_visible, unused=has_unused,
-                           padding_label=_padding_label([data]))
+                           padding_label=vis.padding_label)
     note = vis.note([data])
     if ax is None:
         n = len(data.lanes)
@@ -568,7 +570,7 @@ def before_after(before: Layout | BlockMapData, after: Layout | BlockMapData, *,
     plot_w = width - left - right
     vis = _visibility(datas, [plot_w / scale] * 2, show_padding=show_padding)
     entries = _key_entries(vis.visible, padding=vis.padding_visible, unused=not all(holes), holes=any(holes),
-                           saved=saved > 0, padding_label=_padding_label(datas))
+                           saved=saved > 0, padding_label=vis.padding_label)
     note = vis.note(datas)
     nb, na = len(db.lanes), len(da.lanes)
     _, key_rows, _ = _key_shape(entries, plot_w)

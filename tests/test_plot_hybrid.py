@@ -206,6 +206,18 @@ def test_block_map_sliding_lanes_have_their_own_colour(gpt_oss):
     assert CacheKind.SLIDING_ATTENTION.label in labels and CacheKind.FULL_ATTENTION.label in labels
 
 
+def test_invisible_state_padding_is_named_in_the_note(qwen):
+    """Prefix caching off: 16,384 B of padding in a 13,369,344 B block is under 3 px at 12 in, so
+    the note under the key names it, as state padding, not alignment padding."""
+    fig = plot.block_map(plan_hybrid(qwen, HybridOptions(prefix_caching=False)))
+    pad = qwen_attention_page(544) - qwen_state_bytes()
+    assert pad == 16_384
+    notes = [t.get_text() for t in fig.texts if t.get_gid() == "sliver-note"]
+    assert notes == [f"too thin to see at this scale: padding (state page grown to the attention page): "
+                     f"at most {plot.format_bytes(pad)} a page"]
+    assert len(plot.find_patches(fig, kind="pad")) == 36  # drawn all the same, one per state page
+
+
 def test_before_after_vllm_vs_packed(qwen):
     """Prefix caching off: vLLM pads each state to 1,114,112 B; packed keeps 1,097,728 B pages,
     so the padding bands are gone and each state group's tail is unused instead."""
