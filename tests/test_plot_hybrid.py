@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from matplotlib.colors import to_rgba
 
 from kvviz import plot
@@ -258,3 +260,25 @@ def test_attention_page_anatomy_names_k_and_v(gpt_oss):
     half = c["num_key_value_heads"] * c["head_dim"] * BF16
     texts = "\n".join(plot.figure_texts(plot.page_anatomy(layout.placements[0])))
     assert f"K: 16 rows x {half:,} B" in texts and f"V: 16 rows x {half:,} B" in texts
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(model=st.sampled_from(["gpt-oss-120b", "gemma-3-27b", "qwen3-next-80b-a3b", "llama-4-scout"]),
+       planner=st.sampled_from(["vllm", "packed"]), num_blocks=st.integers(1, 12),
+       prefix_caching=st.booleans())
+def test_pool_planes_rows_tile_the_pool(model, planner, num_blocks, prefix_caching):
+    """Each row's planes and unused range tile [0, bytes per block x num_blocks) with no gap or
+    overlap, every plane is num_blocks pages, and every shown page lies inside its own plane."""
+    layout = plan_hybrid(load_model(model), HybridOptions(prefix_caching=prefix_caching), planner)
+    fig = plot.pool_planes(layout, num_blocks, blocks_shown=[0, num_blocks - 1])
+    size = layout.block_stride * num_blocks
+    for g in layout.groups:
+        pieces = sorted((p.get_x(), p.get_x() + p.get_width()) for p in
+                        plot.find_patches(fig, kind="plane", group=g.name) + plot.find_patches(fig, kind="unused", group=g.name))
+        assert pieces[0][0] == 0 and pieces[-1][1] == size
+        assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
+        for p in plot.find_patches(fig, kind="plane", group=g.name):
+            page = next(q.page_bytes for q in layout.placements if q.name == p.info.layer)
+            assert p.get_width() == num_blocks * page
+            for q in plot.find_patches(fig, kind="page", layer=p.info.layer):
+                assert p.get_x() + q.info.block * page == q.get_x() and q.get_width() == page
