@@ -569,7 +569,8 @@ def before_after(before: Layout | BlockMapData, after: Layout | BlockMapData, *,
     left, right = _LEFT_IN, _RIGHT_IN
     plot_w = width - left - right
     vis = _visibility(datas, [plot_w / scale] * 2, show_padding=show_padding)
-    entries = _key_entries(vis.visible, padding=vis.padding_visible, unused=not all(holes), holes=any(holes),
+    has_unused = any(lane.unused for d, hole in zip(datas, holes) if not hole for lane in d.lanes)
+    entries = _key_entries(vis.visible, padding=vis.padding_visible, unused=has_unused, holes=any(holes),
                            saved=saved > 0, padding_label=vis.padding_label)
     note = vis.note(datas)
     nb, na = len(db.lanes), len(da.lanes)

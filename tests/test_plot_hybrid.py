@@ -220,6 +220,13 @@ def test_invisible_state_padding_is_named_in_the_note(qwen):
     assert len(plot.find_patches(fig, kind="pad")) == 36  # drawn all the same, one per state page
 
 
+def test_before_after_keys_only_what_is_drawn(qwen):
+    """Prefix caching off vs on: no lane leaves bytes unused, so the key has no unused entry."""
+    fig = plot.before_after(plan_hybrid(qwen, HybridOptions(prefix_caching=False)), plan_hybrid(qwen))
+    assert plot.find_patches(fig, kind="unused") == []
+    assert "unused by the group" not in plot.legend_labels(fig)
+
+
 def test_before_after_vllm_vs_packed(qwen):
     """Prefix caching off: vLLM pads each state to 1,114,112 B; packed keeps 1,097,728 B pages,
     so the padding bands are gone and each state group's tail is unused instead."""
