@@ -21,6 +21,9 @@ a Rectangle; `patch_ranges` returns what each range stands for (`PatchRange`). T
     region:<name>           page_anatomy: payload / footer / padding of the page
     field:<name>            page_anatomy: one field of one row (group = payload or footer)
     span:<block>:<layer>    live_bytes: the owner group's layer range in that block
+    plane:<layer>           pool_planes: one layer's plane [start, start + num_blocks x page)
+    page:<block>:<layer>    pool_planes: that layer's page of one shown block (pad:<block>:<layer>
+                            its padding); the unused plane of a short group is an `unused` range
     victim:<block>:<start>  live_bytes: a victim range, red outline
 
 before_after prefixes the gids of each panel with "before/" and "after/". A collection's own
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -71,7 +75,7 @@ _LEGEND_ROW_H = 0.22
 class PatchRange:
     """What one drawn range stands for: bytes [start, end) of `layer` / `group` (module doc)."""
 
-    role: str  # page, pad, unused, saved, region, field, span, victim
+    role: str  # page, pad, unused, saved, region, field, span, victim, plane
     start: int
     end: int
     group: str | None = None
@@ -86,7 +90,9 @@ class PatchRange:
 
     @property
     def gid(self) -> str:
-        if self.role in ("page", "pad", "region", "field"):
+        if self.role in ("page", "pad") and self.block is not None:  # pool_planes: one block's page
+            gid = f"{self.role}:{self.block}:{self.layer}"
+        elif self.role in ("page", "pad", "region", "field", "plane"):
             gid = f"{self.role}:{self.layer}"
         elif self.role == "unused":
             gid = f"unused:{self.group}:{self.start}"
@@ -205,7 +211,7 @@ def find_patches(fig: Figure, *, kind: str | None = None, layer: str | None = No
                  panel: str | None = None) -> list[RangePatch]:
     """The drawn ranges of a figure that match every given filter, in drawing order.
 
-    kind: the role ('page', 'pad', 'unused', 'saved', 'region', 'field', 'span', 'victim');
+    kind: the role ('page', 'pad', 'unused', 'saved', 'region', 'field', 'span', 'victim', 'plane');
     layer / group: names; cache_kind: a CacheKind; block: a pool block (live_bytes);
     panel: 'before' or 'after' (before_after).
     """
@@ -267,10 +273,10 @@ class KeyEntry:
 
 
 def _key_entries(kinds, *, padding: bool, unused: bool, holes: bool = False, saved: bool = False,
-                 victims: bool = False) -> list[KeyEntry]:
+                 victims: bool = False, padding_label: str = "alignment padding") -> list[KeyEntry]:
     out = [KeyEntry(k.label, KIND_COLORS[k]) for k in kinds]
     if padding:
-        out.append(KeyEntry("alignment padding", PAD_COLOR))
+        out.append(KeyEntry(padding_label, PAD_COLOR))
     if unused:
         out.append(KeyEntry("unused by the group", "white", UNUSED_COLOR, "////"))
     if holes:
@@ -327,6 +333,15 @@ def _key_below(ax, entries: Sequence[KeyEntry], *, offset_in: float = 0.5, note:
                                       gid="key"))
 
 
+def _padding_label(datas: Sequence[BlockMapData]) -> str:
+    """What the padding of these maps is: a hybrid model's state pages padded up to the attention
+    page (docs/hybrid.md#hybrid-caches), alignment padding, or both."""
+    kinds = {r.kind is CacheKind.LINEAR_STATE for d in datas for r in d.ranges if r.padding_bytes}
+    if kinds == {True}:
+        return "padding (state page grown to the attention page)"
+    return "padding (alignment, or a state page grown)" if kinds == {True, False} else "alignment padding"
+
+
 def _lane_label(data: BlockMapData, i: int) -> str:
     lane = data.lanes[i]
     star = "  ◀ binds" if lane.binds else ""
@@ -359,6 +374,7 @@ class Visibility:
     slivers: tuple[CacheKind, ...]
     padding_visible: bool
     max_padding: int
+    padding_label: str = "alignment padding"  # what the padding is (`_padding_label`)
 
     def note(self, datas: Sequence[BlockMapData]) -> str:
         parts = []
@@ -369,7 +385,7 @@ class Visibility:
             groups = ", ".join(dict.fromkeys(r.group for r in rs))
             parts.append(f"{k.label}: {len(rs)} pages of {size} in {groups}")
         if self.max_padding and not self.padding_visible:
-            parts.append(f"alignment padding: at most {format_bytes(self.max_padding)} a page")
+            parts.append(f"{self.padding_label}: at most {format_bytes(self.max_padding)} a page")
         return ("too thin to see at this scale: " + "; ".join(parts)) if parts else ""
 
 
@@ -394,7 +410,8 @@ def _visibility(datas: Sequence[BlockMapData], in_per_byte: Sequence[float], *, 
     kinds = list(dict.fromkeys(k for d in datas for k in d.kinds))
     return Visibility(visible=tuple(k for k in kinds if widest[k] >= MIN_VISIBLE_IN),
                       slivers=tuple(k for k in kinds if widest[k] < MIN_VISIBLE_IN),
-                      padding_visible=pad_in >= MIN_VISIBLE_IN, max_padding=max_pad)
+                      padding_visible=pad_in >= MIN_VISIBLE_IN, max_padding=max_pad,
+                      padding_label=_padding_label(datas))
 
 
 def _axes_width_in(ax) -> float:
@@ -517,7 +534,8 @@ def block_map(layout: Layout | BlockMapData, *, ax=None, show_padding: bool = Tr
     else:
         plot_w = _axes_width_in(ax)
     vis = _visibility([data], [plot_w / data.stride], show_padding=show_padding)
-    entries = _key_entries(vis.visible, padding=vis.padding_visible, unused=has_unused)
+    entries = _key_entries(vis.visible, padding=vis.padding_visible, unused=has_unused,
+                           padding_label=vis.padding_label)
     note = vis.note([data])
     if ax is None:
         n = len(data.lanes)
@@ -551,8 +569,9 @@ def before_after(before: Layout | BlockMapData, after: Layout | BlockMapData, *,
     left, right = _LEFT_IN, _RIGHT_IN
     plot_w = width - left - right
     vis = _visibility(datas, [plot_w / scale] * 2, show_padding=show_padding)
-    entries = _key_entries(vis.visible, padding=vis.padding_visible, unused=not all(holes), holes=any(holes),
-                           saved=saved > 0)
+    has_unused = any(lane.unused for d, hole in zip(datas, holes) if not hole for lane in d.lanes)
+    entries = _key_entries(vis.visible, padding=vis.padding_visible, unused=has_unused, holes=any(holes),
+                           saved=saved > 0, padding_label=vis.padding_label)
     note = vis.note(datas)
     nb, na = len(db.lanes), len(da.lanes)
     _, key_rows, _ = _key_shape(entries, plot_w)
@@ -589,6 +608,160 @@ def before_after(before: Layout | BlockMapData, after: Layout | BlockMapData, *,
              "dashed lines mark each stride; the binding group is outlined", ha="left", va="top", fontsize=8,
              color="#333333", gid="overlay-note")
     _key_below(ax_a, entries, note=note)
+    return fig
+
+
+# ---- pool as layer planes x blocks (layer-outermost) --------------------------------------
+# Blocks whose pages pool_planes draws when none are named: every block of a pool this small.
+PLANE_PAGES_MAX_BLOCKS = 8
+_MIN_TICK_PX = 3.0  # block boundaries closer than this many pixels are not drawn
+
+
+def _plane_label(layer: str) -> str:
+    """'model.layers.12.linear_attn' -> 'L12' (a plane is too narrow for the whole name)."""
+    m = re.search(r"layers\.(\d+)\.", layer)
+    return f"L{m.group(1)}" if m else short_layer_name(layer)
+
+
+def pool_planes(layout: Layout, num_blocks: int, *, blocks_shown: Sequence[int] | None = None,
+                fig: Figure | None = None, width: float = 12.0) -> Figure:
+    """The pool in vLLM's layer-outermost arrangement (`kvviz.hybrid.layer_planes`): one row per
+    tensor, x = bytes [0, bytes per block x num_blocks) of the pool; each layer's plane is one
+    range (layer stride = num_blocks x page, coloured by kind, labelled `L<i>` where it fits),
+    the blocks are subdivisions of a plane (block stride = page): white ticks where they are at
+    least 3 px apart, and the pages of `blocks_shown` drawn inside every plane (default: every
+    block when num_blocks <= 8), with a state page's padding as a dark band. A group one layer
+    short leaves an unused plane, hatched like unused bytes of a block map.
+    Every tensor starts at byte 0 of the same pool (docs/hybrid.md#hybrid-planners).
+    """
+    from .hybrid import layer_planes  # hybrid -> planners -> layout: below plot, imported on use
+
+    require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
+    tensors = layer_planes(layout, num_blocks)  # checks num_blocks
+    if blocks_shown is None:
+        blocks_shown = range(num_blocks) if num_blocks <= PLANE_PAGES_MAX_BLOCKS else ()
+    blocks_shown = list(blocks_shown)
+    for b in blocks_shown:
+        require(isinstance(b, (int, np.integer)) and not isinstance(b, bool) and 0 <= b < num_blocks,
+                f"blocks_shown: block {b!r} is outside the pool's {num_blocks} blocks")
+    blocks_shown = sorted({int(b) for b in blocks_shown})
+    size = layout.block_stride * num_blocks
+    kind_of = {p.name: p.cache.kind for p in layout.placements}
+    cache_of = {p.name: p.cache for p in layout.placements}
+    n = len(tensors)
+    per_group: dict[str, int] = {}
+    for t in tensors:
+        per_group[t.group] = per_group.get(t.group, 0) + 1
+    kinds = list(dict.fromkeys(kind_of[pl.layer] for t in tensors for pl in t.planes if pl.layer is not None))
+    has_unused = any(pl.layer is None for t in tensors for pl in t.planes)
+    padded_kinds = {c.kind for c in cache_of.values() if c.padding_bytes} if blocks_shown else set()
+    entries = _key_entries(kinds, padding=bool(padded_kinds), unused=False, padding_label=(
+        "padding (state page grown to the attention page)" if padded_kinds == {CacheKind.LINEAR_STATE}
+        else "alignment padding"))
+    if has_unused:
+        entries.append(KeyEntry("unused plane(s) of a short group", "white", UNUSED_COLOR, "////"))
+    if blocks_shown:
+        entries.append(KeyEntry("one block's page (block stride = page)", "white", "#333333"))
+    plot_w = width - _LEFT_IN - _RIGHT_IN
+    _, key_rows, _ = _key_shape(entries, plot_w)
+    top, bottom = 0.75, 0.6 + key_rows * _LEGEND_ROW_H + 0.1
+    lane_in = 0.5
+    if fig is None:
+        fig = _new_figure(width, top + n * lane_in + bottom)
+    ax = _place_axes(fig, left=_LEFT_IN, right=_RIGHT_IN, top=top, bottom=bottom)
+    in_per_byte = _axes_width_in(ax) / size
+    px_per_byte = in_per_byte * fig.dpi
+    lane_h, half = 0.8, 0.4
+    planes, plane_y, plane_colors, unused, unused_y = [], [], [], [], []
+    pages, page_y, page_colors, pads, pad_y = [], [], [], [], []
+    ticks: list[list[tuple[float, float]]] = []
+    seen: dict[str, int] = {}
+    labels = []
+    for row, t in enumerate(tensors):
+        k = seen[t.group] = seen.get(t.group, -1) + 1
+        name = t.group if per_group[t.group] == 1 else f"{t.group} (tensor {k})"
+        layers = sum(pl.layer is not None for pl in t.planes)
+        tick_blocks = not blocks_shown and t.page_bytes * px_per_byte >= _MIN_TICK_PX
+        label_y = row - 0.2 if (blocks_shown or tick_blocks) else row  # above the pages / ticks
+        labels.append(f"{name} @ {t.offset:,}\n{layers} layers · page {t.page_bytes:,} B")
+        for i, pl in enumerate(t.planes):
+            if pl.layer is None:
+                unused.append(PatchRange("unused", pl.start, pl.end, t.group))
+                unused_y.append(row - half)
+                text = f"unused plane {format_bytes(pl.end - pl.start)}"
+                if _fits((pl.end - pl.start) * in_per_byte, text):
+                    ax.text((pl.start + pl.end) / 2, row, text, ha="center", va="center", fontsize=7, zorder=3,
+                            color="#333333", gid="size", bbox=dict(boxstyle="square,pad=0.15", facecolor="white",
+                                                                 edgecolor="none"))
+                continue
+            kind = kind_of[pl.layer]
+            planes.append(PatchRange("plane", pl.start, pl.end, t.group, pl.layer, kind))
+            plane_y.append(row - half)
+            plane_colors.append(KIND_COLORS[kind])
+            label = _plane_label(pl.layer)
+            if _fits((pl.end - pl.start) * in_per_byte, label):
+                ax.text((pl.start + pl.end) / 2, label_y, label, ha="center",
+                        va="center", fontsize=7, color="white", zorder=3, gid="plane-label")
+            cache = cache_of[pl.layer]
+            for b in blocks_shown:
+                lo, hi = t.block_range(i, b)
+                pages.append(PatchRange("page", lo, hi, t.group, pl.layer, kind, block=b))
+                page_y.append(row + 0.02)
+                page_colors.append(KIND_COLORS[kind])
+                if cache.padding_bytes:
+                    pads.append(PatchRange("pad", hi - cache.padding_bytes, hi, t.group, pl.layer, kind, block=b))
+                    pad_y.append(row + 0.02 + 0.38 - 0.4 * 0.38)
+            if tick_blocks:
+                ticks.extend([(pl.start + b * t.page_bytes, row + 0.05), (pl.start + b * t.page_bytes, row + half)]
+                             for b in range(1, num_blocks))
+    _draw_ranges(ax, planes, plane_y, lane_h, facecolors=plane_colors, edgecolors="white", linewidths=1.0)
+    # Dark page edges while pages are wide; white hairlines once dark ones would blacken the row.
+    wide = bool(pages) and min(r.size for r in pages) * px_per_byte >= 6
+    _draw_ranges(ax, pages, page_y, 0.38, facecolors=page_colors, edgecolors="#333333" if wide else "white",
+                 linewidths=0.6 if wide else 0.3, zorder=2)
+    _draw_ranges(ax, pads, pad_y, 0.4 * 0.38, facecolors=PAD_COLOR, zorder=2.1, snap=False)
+    _draw_ranges(ax, unused, unused_y, lane_h, facecolors="white", edgecolors=UNUSED_COLOR,
+                 hatch="////")
+    if ticks:
+        from matplotlib.collections import LineCollection
+
+        ax.add_collection(LineCollection(ticks, colors="white", linewidths=0.6, zorder=2, gid="block-ticks"),
+                          autolim=False)
+    if blocks_shown and len(blocks_shown) <= 16:  # block numbers over the first plane's pages
+        for row, t in enumerate(tensors):
+            first = t.planes[0]
+            for b in blocks_shown:
+                lo, hi = t.block_range(0, b)
+                if first.layer is not None and _fits((hi - lo) * in_per_byte, f"b{b}"):
+                    ax.text((lo + hi) / 2, row + 0.21, f"b{b}", ha="center", va="center", fontsize=6.5,
+                            color="white", zorder=3, gid="block-label")
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_yticks(range(n), labels, fontsize=7.5)
+    ax.tick_params(axis="y", length=0)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    _byte_axis(ax, size, label=False)
+    ax.set_xlabel(f"offset in the pool ({num_blocks:,} blocks x {layout.block_stride:,} B per block)", fontsize=8)
+    pages_set = sorted({t.page_bytes for t in tensors})
+    if len(pages_set) == 1:
+        page = pages_set[0]
+        strides = (f"layer stride = {num_blocks:,} blocks x page = {num_blocks * page:,} B, "
+                   f"block stride = page = {page:,} B")
+    else:
+        strides = f"layer stride = {num_blocks:,} blocks x page, block stride = page (pages per row)"
+    ax.set_title(f"{layout.planner} layout, layer-outermost: {strides}", fontsize=9.5, loc="left", pad=16)
+    if blocks_shown:
+        shown = (f"; pages of block{'s' if len(blocks_shown) > 1 else ''} "
+                 f"{', '.join(map(str, blocks_shown)) if len(blocks_shown) <= 12 else f'{len(blocks_shown)} blocks'} drawn")
+    elif ticks:
+        shown = f"; white ticks: the {num_blocks:,} blocks of each plane"
+    else:
+        shown = f"; a plane's {num_blocks:,} blocks are under {_MIN_TICK_PX:g} px each at this scale"
+
+    ax.annotate(f"every tensor starts at byte 0 of the same pool of {size:,} B{shown}", xy=(0, 1),
+                xycoords="axes fraction", xytext=(0, 4), textcoords="offset points", ha="left", va="bottom",
+                fontsize=7.5, color="#333333", gid="overlay-note")
+    _key_below(ax, entries)
     return fig
 
 

@@ -21,8 +21,13 @@ from typing import Callable
 
 from . import plot
 from .errors import KvvizError, require
+from .hybrid import HybridLayout
 from .inputs import DPI_RANGE
 from .layout import Layout, Placement
+
+
+# Blocks of the small pool a hybrid report's layer-plane figure shows: every block's page is drawn.
+POOL_PLANES_BLOCKS = plot.PLANE_PAGES_MAX_BLOCKS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +93,11 @@ def report_figures(layout: Layout, *, before: Layout | None = None, after: Layou
     """(name, caption, build) for each figure of a report, in report order; build() returns the Figure."""
     yield ("block-map", f"Block map: {layout.planner} layout, block stride {layout.block_stride:,} B, "
            f"binding group {layout.binding_label}.", lambda: plot.block_map(layout))
+    if isinstance(layout, HybridLayout):  # the other arrangement vLLM resolves (docs/hybrid.md#hybrid-planners)
+        n = POOL_PLANES_BLOCKS
+        yield ("pool-planes", f"The pool as layer planes x blocks (layer-outermost, vLLM's default), {n} blocks: "
+               f"layer stride = {n} x page, block stride = page; every tensor starts at byte 0 of the pool.",
+               lambda: plot.pool_planes(layout, n))
     if before is not None and after is not None:
         pct = 100.0 * (after.block_stride - before.block_stride) / before.block_stride
         yield ("before-after", f"Before ({before.planner}) and after ({after.planner}): block stride "
