@@ -174,8 +174,9 @@ def _layer_kinds(text, *, name: str) -> tuple[tuple[str, ...], str]:
         return tuple(CHUNKED if (flag != 0 and chunked) else FULL for flag in nope), KIND_SOURCES[model_type]
     layer_types = getattr(text, "layer_types", None)
     if layer_types is None:
-        raise KvvizError(f"{name}: model_type {model_type!r}: config has no layer_types and kvviz knows no rule "
-                         f"for its layers (it knows gpt_oss, llama4 and any config with layer_types)")
+        raise KvvizError(f"model_type {model_type!r}: unknown architecture; its config has no layer_types and kvviz "
+                         f"knows no rule for its layers (it plans gpt_oss, llama4 and any config whose layer_types "
+                         f"name {', '.join(LAYER_KINDS)}, e.g. gemma3_text, qwen3_next)")
     require(isinstance(layer_types, (list, tuple)), f"{name}: layer_types must be a list of strings")
     for i, kind in enumerate(layer_types):
         if kind not in LAYER_KINDS:

@@ -66,8 +66,9 @@ def byte_ticks(stride: int, *, max_ticks: int = 8) -> list[int]:
 
 
 def short_layer_name(name: str) -> str:
-    """'model.layers.2.attn.indexer.k_cache' -> 'L2 indexer.k_cache'; other names unchanged."""
-    return re.sub(r"^model\.layers\.(\d+)\.attn\.?", r"L\1 ", name).strip()
+    """'model.layers.2.attn.indexer.k_cache' -> 'L2 indexer.k_cache', 'model.layers.4.linear_attn'
+    and 'model.layers.0.self_attn.attn' -> 'L4', 'L0'; other names unchanged."""
+    return re.sub(r"^model\.layers\.(\d+)\.(?:self_attn\.)?(?:linear_)?attn\b\.?", r"L\1 ", name).strip()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,11 +36,13 @@ import dataclasses
 import io
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.text import Text
 from matplotlib.patches import Rectangle  # the binding lane's outline and the nibble boxes of page_anatomy
 from matplotlib.ticker import FixedLocator, FixedFormatter
 from matplotlib.transforms import blended_transform_factory
@@ -232,8 +234,6 @@ def patch_ranges(fig: Figure, **filters) -> list[PatchRange]:
 
 def figure_texts(fig: Figure) -> list[str]:
     """Every non-empty text of a figure: titles, annotations, tick labels, legend entries."""
-    from matplotlib.text import Text
-
     return [t.get_text() for t in fig.findobj(Text) if t.get_text()]
 
 
@@ -246,8 +246,6 @@ def legend_labels(fig: Figure) -> list[str]:
 
 def save_figure(fig: Figure, path, *, dpi: int = DEFAULT_DPI) -> None:
     """Write a figure; the format follows the suffix (png, svg, pdf). Deterministic metadata."""
-    from pathlib import Path
-
     fmt = Path(path).suffix.lstrip(".").lower() or "png"
     metadata = {"png": {"Software": "kvviz"}, "svg": {"Date": None, "Creator": "kvviz"},
                 "pdf": {"CreationDate": None}}.get(fmt)
@@ -903,7 +901,7 @@ def _as_uint8_matrix(block_bytes, stride: int) -> np.ndarray:
 
 def _rows_to_numpy(data, rows: list[int]) -> np.ndarray:
     if hasattr(data, "detach"):
-        import torch
+        import torch  # only for a torch tensor given: plot itself never needs torch
 
         return data[torch.as_tensor(rows, dtype=torch.long, device=data.device)].cpu().numpy()
     return data[rows]
