@@ -375,16 +375,16 @@ def describe_hybrid_knobs(knobs: dict) -> str:
         dtype = _resolved(knobs["kv_dtype"], resolved_kv_dtype(config, options))
         tokens = (separate_block_size(mixed, options) if knobs["hybrid_planner"] == "separate"
                   else attention_block_size(mixed, options))
-        block = _resolved(knobs["attn_block_size"], tokens)
+        block = f"{tokens}-token blocks" + (" (auto)" if knobs["attn_block_size"] == AUTO else "")
         ssm = _resolved(knobs.get("mamba_ssm_dtype"), resolved_ssm_dtype(config, options))
     except KvvizError:  # an impossible combination is still named, as given
-        dtype, block, ssm = knobs["kv_dtype"], knobs["attn_block_size"], knobs.get("mamba_ssm_dtype")
+        dtype, block, ssm = knobs["kv_dtype"], f"block size {knobs['attn_block_size']}", knobs.get("mamba_ssm_dtype")
     other = ", ".join(f"{n} {k.replace('_attention', '')}"
                       for k, n in with_full_layers_counts(config, knobs["full_layers"]).items())
     parts = [knobs["model"], f"{knobs['full_layers']} full / {other} layers"]
     if "sliding_window" in knobs:
         parts.append(f"sliding window {knobs['sliding_window']}")
-    parts += [f"{dtype} KV", f"{block}-token blocks"]
+    parts += [f"{dtype} KV", block]
     if "mamba_ssm_dtype" in knobs:
         parts += [f"{ssm} SSM state", f"prefix caching {'on' if knobs['prefix_caching'] else 'off'}"]
     parts.append(f"{knobs['hybrid_planner']} planner")
