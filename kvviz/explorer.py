@@ -223,7 +223,7 @@ def hybrid_summary_html(result: HybridResult) -> str:
         f"<td>{x.waste.waste_bytes:,}</td><td>{x.waste.waste_pct:.2f}</td><td>{x.admission_bytes_per_request:,}</td>"
         f"<td>{x.num_blocks:,}</td><td>{x.requests_fit:,}</td><td>{x.max_concurrency:.2f}</td></tr>"
         for x in result.summaries)
-    text = "".join(f'<div class="kvviz-summary-line">{html.escape(line)}</div>' for line in lines)
+    text = "".join(f'<div class="kvviz-summary-line">{html.escape(line, quote=False)}</div>' for line in lines)
     return (f'{TABLE_STYLE}<div style="font-size:13px">{text}</div>'
             f'<table class="kvviz-groups kvviz-compare"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>')
 
@@ -246,7 +246,7 @@ def result_at(planned: Planned, budget: int) -> Result:
 
 
 def _caption(text: str) -> str:
-    return f'<div style="font-size:12px;color:#555;line-height:1.35">{html.escape(text)}</div>'
+    return f'<div style="font-size:12px;color:#555;line-height:1.35">{html.escape(text, quote=False)}</div>'
 
 
 def _pct(x: float) -> str:
