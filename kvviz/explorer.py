@@ -333,7 +333,7 @@ class Explorer:
             label.layout.margin = "0 24px 0 0"
         self.table.layout.margin = "0 24px 0 0"
         numbers = widgets.HBox([self.stride_label, self.blocks_label, self.change_label],
-                               layout=widgets.Layout(align_items="baseline"))
+                               layout=widgets.Layout(align_items="baseline", flex_flow="row wrap"))
         self.widget = widgets.VBox([controls, self.error_label, numbers, self.summary, self.block_map, self.map_caption,
                                     widgets.HBox([self.table, self.derivation])])
         for name, css in CSS_CLASSES.items():
@@ -480,11 +480,10 @@ class Explorer:
 
     def _show_hybrid_numbers(self, result: HybridResult, knobs: dict) -> None:
         s = result.summary
-        pools = f" over {s.num_groups} pools" if s.planner == "separate" else ""
-        self.stride_label.value = f"bytes per block: {s.bytes_per_block:,} B{pools} ({s.tokens_per_block} tokens)"
+        pools = f", {s.num_groups} pools" if s.planner == "separate" else ""
+        self.stride_label.value = f"bytes per block: {s.bytes_per_block:,} B ({s.tokens_per_block} tokens{pools})"
         self.blocks_label.value = f"{s.num_blocks:,} blocks at {knobs['budget_gib']:g} GiB"
-        self.change_label.value = (f"{s.requests_fit:,} requests of {s.context:,} tokens fit "
-                                   f"(concurrency {s.max_concurrency:.2f}); waste {s.waste.waste_pct:.2f}%")
+        self.change_label.value = f"{s.requests_fit:,} requests of {s.context:,} tokens fit"
         self.summary.value = hybrid_summary_html(result)
         self.summary.layout.display = None
 

@@ -443,7 +443,7 @@ def test_separate_pools_are_drawn_one_lane_per_pool(app):
     page = attention_page(config)
     sliding, full = 52 * page, 10 * page
     assert app.error == ""
-    assert app.stride_label.value == f"bytes per block: {sliding + full:,} B over 2 pools (16 tokens)"
+    assert app.stride_label.value == f"bytes per block: {sliding + full:,} B (16 tokens, 2 pools)"
     lanes = app.map_data["lanes"]
     assert [(lane["name"], lane["total"], lane["block_end"], lane["binds"]) for lane in lanes] == [
         ("sliding1024", sliding, sliding, False), ("full", full, full, False)]
