@@ -411,7 +411,8 @@ def compare_knobs(variants, *, tokens: int = 131_072, max_num_batched_tokens: in
     Hybrid models (the first variant's model decides the table): bytes and tokens per block,
     waste %, blocks, blocks per request, vLLM's admission bytes per request and the requests
     served, from `kvviz.hybrid.summarize` at a context of `tokens` (unless a variant sets
-    `context`). A row of the other family is kept with a note. Returns a pandas DataFrame."""
+    `context`). A row of the other family is kept with a note; a knob that does not apply to a
+    row's model raises KvvizError. Returns a pandas DataFrame."""
     import pandas as pd  # a table is asked for; pandas stays off the import of this module
 
     variants = list(variants)
@@ -427,11 +428,7 @@ def compare_knobs(variants, *, tokens: int = 131_072, max_num_batched_tokens: in
             continue
         if hybrid and "context" not in given:
             given["context"] = tokens
-        try:
-            knobs = default_knobs(**given)
-        except KvvizError as e:
-            rows.append({k: given.get(k) for k in changed} | {"note": str(e)})
-            continue
+        knobs = default_knobs(**given)  # a knob that is unknown or not the model's raises: a mistake, not a row
         row = {k: knobs.get(k) for k in changed}
         try:
             if hybrid:

@@ -82,5 +82,6 @@ def separate_pools_map_data(pools, *, caption: str) -> dict:
         stride = pool.block_stride
         lane["block_end"] = stride
         lane["tooltip"] = (f"pool {lane['name']}: {lane['num_layers']} layers, its own block of {stride:,} B "
-                           f"({format_bytes(stride)}), its own block ids\nseparate pool: shares no block with the others")
+                           f"({format_bytes(stride)}), its own block ids\n"
+                           f"separate pool: shares no block with the others")
     return merged

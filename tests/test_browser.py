@@ -415,11 +415,12 @@ def _drive_explorer(lab, page, tmp_path) -> None:
     assert page.evaluate(READ_MAP) == before
 
     # A hybrid model from the picker: the DeepSeek knobs hide, its own show, and the map draws
-    # vLLM's groups of plan_hybrid; then its separate pools, one lane per pool.
+    # vLLM's groups of plan_hybrid; then Gemma 3's separate pools, one lane per pool.
     page.locator(".kvviz-model select").select_option("gpt-oss-120b")
     oss = plan_hybrid(load_model("gpt-oss-120b"), HybridOptions(), "vllm")
     page.locator(".kvviz-stride", has_text=f"bytes per block: {oss.block_stride:,} B").wait_for(timeout=_ms(CHANGE_S))
-    page.locator(f".kvviz-block-map svg.kvviz-map-svg[data-stride='{oss.block_stride}']").wait_for(timeout=_ms(CHANGE_S))
+    page.locator(f".kvviz-block-map svg.kvviz-map-svg[data-stride='{oss.block_stride}']").wait_for(
+        timeout=_ms(CHANGE_S))
     assert page.locator(".kvviz-error").is_hidden()
     assert page.locator(".kvviz-head-dim").is_hidden() and page.locator(".kvviz-kv-dtype").is_visible()
     _check_map(page, oss)

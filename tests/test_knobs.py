@@ -222,6 +222,8 @@ def test_compare_knobs_for_a_hybrid_model():
     want = summarize(plan_hybrid(config, HybridOptions(kv_dtype="fp8")), config, HybridOptions(kv_dtype="fp8"),
                      budget_bytes=int(26.09 * GIB), context=8192)
     assert (table["blocks"][1], table["requests"][1]) == (want.num_blocks, round(want.max_concurrency, 2))
+    with pytest.raises(KvvizError, match=r"^head_dim: does not apply to gpt-oss-120b"):
+        compare_knobs([{"model": "gpt-oss-120b", "head_dim": 576}])
 
 
 # ---- the full-attention layer mix ---------------------------------------------------------------
