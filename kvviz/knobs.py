@@ -133,7 +133,7 @@ KNOB_SPECS: tuple[Knob, ...] = (
          unset=1),
     Knob(name="full_layers", label="full-attn layers", control="int", min=0, max=96, step=1, model_knob=True,
          applies_to=_hybrid, max_for=_num_layers, unset=0),
-    Knob(name="mamba_ssm_dtype", label="SSM state dtype", control="choice", choices=lambda: (AUTO,) + tuple(SSM_DTYPES),
+    Knob(name="mamba_ssm_dtype", label="SSM dtype", control="choice", choices=lambda: (AUTO,) + tuple(SSM_DTYPES),
          applies_to=_has_linear),
     Knob(name="prefix_caching", label="prefix caching", control="bool", applies_to=_has_linear),
     Knob(name="hybrid_planner", label="planner", control="choice", choices=lambda: HYBRID_PLANNERS, applies_to=_hybrid),
