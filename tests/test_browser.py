@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from kvviz.config import load_model
+from kvviz.hybrid import HybridOptions, plan_hybrid
 from kvviz.planners import plan_model
 from kvviz.specs import CacheOptions
 
@@ -412,3 +413,31 @@ def _drive_explorer(lab, page, tmp_path) -> None:
     page.locator(".kvviz-map-caption", has_text="still drawn:").wait_for(timeout=_ms(CHANGE_S))
     assert "256-token blocks" in page.locator(".kvviz-map-caption").inner_text()
     assert page.evaluate(READ_MAP) == before
+
+    # A hybrid model from the picker: the DeepSeek knobs hide, its own show, and the map draws
+    # vLLM's groups of plan_hybrid; then Gemma 3's separate pools, one lane per pool.
+    page.locator(".kvviz-model select").select_option("gpt-oss-120b")
+    oss = plan_hybrid(load_model("gpt-oss-120b"), HybridOptions(), "vllm")
+    page.locator(".kvviz-stride", has_text=f"bytes per block: {oss.block_stride:,} B").wait_for(timeout=_ms(CHANGE_S))
+    page.locator(f".kvviz-block-map svg.kvviz-map-svg[data-stride='{oss.block_stride}']").wait_for(
+        timeout=_ms(CHANGE_S))
+    assert page.locator(".kvviz-error").is_hidden()
+    assert page.locator(".kvviz-head-dim").is_hidden() and page.locator(".kvviz-kv-dtype").is_visible()
+    _check_map(page, oss)
+    # Gemma 3's separate pools differ in size: the shorter lane is blank past its own block.
+    page.locator(".kvviz-model select").select_option("gemma-3-27b")
+    page.locator(".kvviz-map-caption", has_text="gemma-3-27b").wait_for(timeout=_ms(CHANGE_S))
+    page.locator(".kvviz-hybrid-planner select").select_option("separate")
+    pools = plan_hybrid(load_model("gemma-3-27b"), HybridOptions(), "separate").pools
+    page.locator(".kvviz-map-caption", has_text="separate pools").wait_for(timeout=_ms(CHANGE_S))
+    lanes = page.evaluate("() => [...document.querySelectorAll('.kvviz-block-map g.kvviz-lane')]"
+                          ".map(g => [g.dataset.group, +g.dataset.blockEnd, g.dataset.binds])")
+    assert lanes == [[p.groups[0].name, p.block_stride, "false"] for p in pools]
+    widest = max(p.block_stride for p in pools)
+    beyond = page.evaluate("() => [...document.querySelectorAll('.kvviz-block-map rect.kvviz-beyond')]"
+                           ".map(r => [r.dataset.group, +r.dataset.start])")
+    assert beyond == [[p.groups[0].name, p.block_stride] for p in pools if p.block_stride < widest]
+    assert page.locator(".kvviz-block-map rect.kvviz-binding").count() == 0
+    shot = tmp_path / "explorer-separate.png"
+    page.locator(".kvviz-explorer").screenshot(path=str(shot), timeout=_ms(CHANGE_S))
+    print(f"separate pools screenshot: {shot}")

@@ -16,6 +16,7 @@ from kvviz.capacity import GIB
 from kvviz.config import load_model, with_layer_mix
 from kvviz.errors import KvvizError
 from kvviz.explorer import CSS_CLASSES, Explorer
+from kvviz.hybrid import HybridOptions, plan_hybrid, summarize
 from kvviz.livemap import LiveBlockMap
 from kvviz.planners import plan_model
 from kvviz.specs import CacheOptions
@@ -274,7 +275,8 @@ def test_every_control_and_output_has_its_css_class(app):
 
 def test_knobs_that_do_not_apply_are_hidden(app, monkeypatch):
     """A knob declares the models it applies to; the explorer hides the others' controls."""
-    assert all(getattr(app, name).layout.display is None for name in knobs_module.KNOBS)
+    shown = {name for name in knobs_module.KNOBS if getattr(app, name).layout.display is None}
+    assert shown == set(knobs_module.knobs_for("deepseek-v4-pro"))  # the hybrid models' knobs are hidden
     hidden = dataclasses.replace(knobs_module.KNOB_BY_NAME["index_head_dim"],
                                  applies_to=lambda config: config.name != "deepseek-v4-flash")
     specs = tuple(hidden if k.name == "index_head_dim" else k for k in knobs_module.KNOB_SPECS)
@@ -296,3 +298,211 @@ def test_the_app_starts_on_the_documented_knobs():
         "backend": "flashmla", "block_size": 256, "mtp": True, "c4": 30, "c128": 31, "swa": 0,
         "planner": "overlay", "budget_gib": 26.09}
     assert Explorer(backend="flashinfer").main_format.value == "fp8"
+
+
+# ---- hybrid models ------------------------------------------------------------------------------
+# The knobs each hybrid preset shows (docs/hybrid.md#hybrid-caches): the window only with sliding
+# layers, the Mamba state dtype and prefix caching only with gated delta net layers.
+HYBRID_BASE = {"model", "kv_dtype", "attn_block_size", "full_layers", "hybrid_planner", "context", "budget_gib"}
+HYBRID_SHOWN = {
+    "gpt-oss-120b": HYBRID_BASE | {"sliding_window"},
+    "gemma-3-27b": HYBRID_BASE | {"sliding_window"},
+    "llama-4-scout": HYBRID_BASE,
+    "qwen3-next-80b-a3b": HYBRID_BASE | {"mamba_ssm_dtype", "prefix_caching"},
+}
+PRO_SHOWN = {"model", "head_dim", "rope_dim", "index_head_dim", "main_format", "indexer_format", "backend",
+             "block_size", "mtp", "c4", "c128", "swa", "planner", "budget_gib"}
+
+
+def shown_knobs(app):
+    return {name for name in knobs_module.KNOBS if getattr(app, name).layout.display is None}
+
+
+def attention_page(config, tokens=16, element_bytes=2):
+    """One attention layer's page: tokens x KV heads x head_dim x 2 (K and V) x element bytes."""
+    return tokens * config.num_key_value_heads * config.head_dim * 2 * element_bytes
+
+
+def vllm_group_layers(config) -> list[int]:
+    """Layers per group under vLLM 0.33's grouping, by hand: buckets of one kind; the group size
+    is the smallest bucket, or the largest when under 1.5 x the smallest; a bucket of n layers
+    splits into cdiv(n, size) groups dealt round-robin (docs/hybrid.md#hybrid-grouping)."""
+    counts = [config.layer_types.count(k) for k in dict.fromkeys(config.layer_types)]
+    size = max(counts) if 2 * max(counts) < 3 * min(counts) else min(counts)
+    out = []
+    for n in counts:
+        groups = -(-n // size)
+        out += [n // groups + (i < n % groups) for i in range(groups)]
+    return out
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "gemma-3-27b", "llama-4-scout"])
+def test_picking_an_attention_hybrid_shows_its_knobs_and_vllms_bytes_per_block(app, name):
+    app.model.value = name
+    config = load_model(name)
+    assert app.error == ""
+    assert shown_knobs(app) == HYBRID_SHOWN[name]
+    assert set(app.knobs()) == HYBRID_SHOWN[name]
+    per_block = max(vllm_group_layers(config)) * attention_page(config)
+    assert app.stride_label.value == f"bytes per block: {per_block:,} B (16 tokens)"
+    assert {"gpt-oss-120b": 589_824, "gemma-3-27b": 1_310_720, "llama-4-scout": 786_432}[name] == per_block
+    # The map draws vLLM's layout as it is: one lane per group, every page at its offset.
+    want = plan_hybrid(config, HybridOptions(), "vllm")
+    assert [lane["name"] for lane in app.map_data["lanes"]] == [g.name for g in want.groups]
+    assert [lane["num_layers"] for lane in app.map_data["lanes"]] == vllm_group_layers(config)
+    assert drawn_ranges(app) == layout_ranges(want)
+    assert app.map_data["stride"] == per_block
+    budget = int(26.09 * GIB)
+    assert app.blocks_label.value == f"{budget // per_block:,} blocks at 26.09 GiB"
+
+
+def test_the_summary_compares_the_three_planners(app):
+    app.model.value = "gemma-3-27b"
+    config = load_model("gemma-3-27b")
+    assert app.summary.layout.display is None
+    header, *rows = _Table(app.summary.value).rows
+    assert header[:3] == ["planner", "tokens/block", "bytes/block"]
+    page = attention_page(config)
+    sliding, full = config.layer_types.count("sliding_attention"), config.layer_types.count("full_attention")
+    # vllm and packed: every page one size, so packed is vLLM's layout; separate: one pool per
+    # kind, one block of each = every layer's page.
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        ("vllm", "16", f"{10 * page:,}"), ("packed", "16", f"{10 * page:,}"),
+        ("separate", "16", f"{(sliding + full) * page:,}")]
+    # Waste of vLLM's layout: 7 groups (9, 9, 9, 9, 8, 8 sliding; 10 full) of 10 pages each; the
+    # groups one or two layers short leave whole pages empty.
+    groups = vllm_group_layers(config)
+    assert groups == [9, 9, 9, 9, 8, 8, 10]
+    empty = sum(max(groups) - g for g in groups) * page
+    total = len(groups) * max(groups) * page
+    assert f"waste {empty:,} B of {total:,} B ({100 * empty / total:.2f}%)" in app.summary.value
+    assert f"empty slots {empty:,} B, padded state 0 B, unused tail 0 B" in app.summary.value
+    assert rows[0][4] == f"{empty:,}"
+    # The admission estimate and the requests: summarize of vLLM's layout at the budget and context.
+    want = summarize(plan_hybrid(config, HybridOptions(), "vllm"), config, HybridOptions(),
+                     budget_bytes=int(26.09 * GIB), context=app.context.value)
+    assert f"vLLM's admission estimate: {want.admission_bytes_per_request:,} B per request" in app.summary.value
+    assert app.change_label.value.startswith(f"{want.requests_fit:,} requests of {app.context.value:,} tokens fit")
+    app.context.value = 4096
+    again = summarize(plan_hybrid(config, HybridOptions(), "vllm"), config, HybridOptions(),
+                      budget_bytes=int(26.09 * GIB), context=4096)
+    assert app.result.summary == again
+
+
+def test_qwen3_next_prefix_caching_off_by_hand(app):
+    """A gated delta net state = conv (kernel - 1) x conv_dim x 2 B + SSM v_heads x v_dim x k_dim
+    x 2 B; with prefix caching off the block is the smallest multiple of 16 tokens whose
+    attention page holds one; a group holds 12 layers (36 linear + 12 full)."""
+    app.model.value = "qwen3-next-80b-a3b"
+    assert shown_knobs(app) == HYBRID_SHOWN["qwen3-next-80b-a3b"]
+    q = load_model("qwen3-next-80b-a3b")
+    conv_dim = 2 * q.linear_num_key_heads * q.linear_key_head_dim + q.linear_num_value_heads * q.linear_value_head_dim
+    state = (q.linear_conv_kernel_dim - 1) * conv_dim * 2 + \
+        q.linear_num_value_heads * q.linear_value_head_dim * q.linear_key_head_dim * 2
+    per_token = attention_page(q, tokens=1)
+    app.prefix_caching.value = False
+    block = 16 * -(-state // (16 * per_token))
+    assert (block, 12 * block * per_token) == (544, 13_369_344)
+    assert app.stride_label.value == "bytes per block: 13,369,344 B (544 tokens)"
+    # the state page is padded up to the attention page: that padding is shown as waste
+    padded = 36 * (block * per_token - state)
+    assert f"padded state {padded:,} B" in app.summary.value
+    app.prefix_caching.value = True  # 'align' mode: a multiple of lcm(16, 64) = 64 tokens
+    block = 64 * -(-state // (64 * per_token))
+    assert app.stride_label.value == f"bytes per block: {12 * block * per_token:,} B ({block} tokens)"
+    app.mamba_ssm_dtype.value = "float32"  # the SSM state doubles: a larger block holds it
+    state32 = (q.linear_conv_kernel_dim - 1) * conv_dim * 2 + \
+        q.linear_num_value_heads * q.linear_value_head_dim * q.linear_key_head_dim * 4
+    block = 64 * -(-state32 // (64 * per_token))
+    assert app.stride_label.value == f"bytes per block: {12 * block * per_token:,} B ({block} tokens)"
+
+
+def test_hybrid_knobs_recompute(app):
+    app.model.value = "gpt-oss-120b"
+    oss = load_model("gpt-oss-120b")
+    assert (app.full_layers.min, app.full_layers.max, app.full_layers.value) == (0, 36, 18)
+    app.kv_dtype.value = "fp8"  # one byte per element
+    assert app.stride_label.value == f"bytes per block: {18 * attention_page(oss, element_bytes=1):,} B (16 tokens)"
+    app.kv_dtype.value = "auto"
+    app.attn_block_size.value = 32  # twice the tokens, twice the page
+    assert app.stride_label.value == f"bytes per block: {18 * attention_page(oss, tokens=32):,} B (32 tokens)"
+    app.attn_block_size.value = "auto"
+    app.full_layers.value = 12  # 24 sliding + 12 full: groups of 12 layers
+    assert app.stride_label.value == f"bytes per block: {12 * attention_page(oss):,} B (16 tokens)"
+    assert [lane["num_layers"] for lane in app.map_data["lanes"]] == [12, 12, 12]
+    assert "12 full / 24 sliding layers" in app.map_caption.value
+    app.sliding_window.value = 4096  # the window changes the sliding lanes' spec, not the page
+    assert app.error == "" and app.map_data["lanes"][0]["name"] == "sliding4096-0"
+    app.model.value = "qwen3-next-80b-a3b"  # the preset's mix again, the slider's range its layers
+    assert (app.full_layers.max, app.full_layers.value) == (48, 12)
+
+
+def test_separate_pools_are_drawn_one_lane_per_pool(app):
+    app.set(model="gemma-3-27b", hybrid_planner="separate")
+    config = load_model("gemma-3-27b")
+    page = attention_page(config)
+    sliding, full = 52 * page, 10 * page
+    assert app.error == ""
+    assert app.stride_label.value == f"bytes per block: {sliding + full:,} B (16 tokens, 2 pools)"
+    lanes = app.map_data["lanes"]
+    assert [(lane["name"], lane["total"], lane["block_end"], lane["binds"]) for lane in lanes] == [
+        ("sliding1024", sliding, sliding, False), ("full", full, full, False)]
+    assert app.map_data["binding_group"] is None and app.map_data["stride"] == sliding
+    pools = plan_hybrid(config, HybridOptions(), "separate").pools
+    assert drawn_ranges(app) == sorted((p.name, pool.groups[0].name, p.offset, p.end)
+                                       for pool in pools for p in pool.placements)
+    caption = app.map_caption.value
+    assert "each lane one block of its own pool with its own stride" in caption
+    assert f"sliding1024 {sliding:,} B, full {full:,} B" in caption
+    header, *rows = _Table(app.table.value).rows
+    assert header[0] == "pool" and [r[:3] for r in rows] == [["sliding1024", "52", f"{sliding:,}"],
+                                                            ["full", "10", f"{full:,}"]]
+
+
+@pytest.mark.parametrize("name,value,field", [
+    ("attn_block_size", 8, "block_size=8"),  # not a multiple of the kernels' 16 tokens
+    ("sliding_window", 0, "sliding_window=0"),
+    ("context", 0, "context=0"),
+])
+def test_a_refused_hybrid_change_says_why_and_keeps_the_last_layout(app, name, value, field):
+    app.model.value = "gemma-3-27b"
+    good, label, data = app.layout, app.stride_label.value, app.map_data
+    getattr(app, name).value = value  # must not raise
+    assert app.error.startswith(field) and "\n" not in app.error
+    assert field in app.error_label.value and app.error_label.layout.display != "none"
+    assert app.layout is good and (app.stride_label.value, app.map_data) == (label, data)
+    caption = app.map_caption.value
+    assert "still drawn: gemma-3-27b, 10 full / 52 sliding layers, sliding window 1024" in caption
+    assert f"16-token blocks (auto), vllm planner: bytes per block {good.block_stride:,} B" in caption
+
+
+def test_switching_back_to_deepseek_restores_its_knobs(app):
+    app.set(head_dim=576, c4=10)
+    app.model.value = "qwen3-next-80b-a3b"
+    app.kv_dtype.value = "fp8"
+    app.model.value = "deepseek-v4-pro"
+    assert shown_knobs(app) == PRO_SHOWN
+    assert app.knobs() == Explorer().knobs()  # the preset's dims and mix, the explorer's start
+    assert app.stride_label.value == "block stride: 1,315,008 B" and app.error == ""
+    assert app.summary.layout.display == "none"
+    assert drawn_ranges(app) == layout_ranges(expected())
+    app.model.value = "gpt-oss-120b"  # a deployment knob stays as set, as DeepSeek's formats do
+    assert app.kv_dtype.value == "fp8"
+
+
+def test_set_refuses_a_knob_of_the_other_family(app):
+    n = app.updates
+    app.set(model="gpt-oss-120b", kv_dtype="fp8")
+    assert app.updates == n + 1
+    with pytest.raises(KvvizError, match=r"^head_dim: does not apply to gpt-oss-120b \(a hybrid model\)"):
+        app.set(head_dim=576)
+    with pytest.raises(KvvizError, match=r"^kv_dtype: does not apply to deepseek-v4-pro"):
+        app.set(model="deepseek-v4-pro", kv_dtype="bf16")
+
+
+def test_the_app_can_start_on_a_hybrid_model():
+    app = Explorer("llama-4-scout")
+    assert app.error == "" and shown_knobs(app) == HYBRID_SHOWN["llama-4-scout"]
+    assert app.full_layers.max == 48
+    app.model.value = "deepseek-v4-pro"
+    assert app.knobs() == Explorer().knobs()

@@ -8,16 +8,23 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvviz.capacity import GIB, group_blocks_for_request, max_concurrency
 from kvviz.config import load_model, with_layer_mix
 from kvviz.errors import KvvizError
-from kvviz.knobs import (KNOBS, budget_bytes, compare_knobs, default_knobs, describe_knobs, knobs_for, layout_key,
-                         plan_pair, sweep)
+from kvviz.defaults import CONTEXT_TOKENS
+from kvviz.hybrid import HybridOptions, plan_hybrid, summarize
+from kvviz.knobs import (KNOBS, budget_bytes, compare_knobs, default_knobs, describe_knobs, full_layer_positions,
+                         hybrid_options_for, hybrid_summaries, knobs_for, layout_key, plan_hybrid_knobs, plan_pair,
+                         sweep, with_full_layers)
 from kvviz.planners import plan_model
 from kvviz.specs import CacheOptions
 
 PRO = load_model("deepseek-v4-pro")
+DEEPSEEK_KNOBS = ("model", "head_dim", "rope_dim", "index_head_dim", "main_format", "indexer_format", "backend",
+                  "block_size", "mtp", "c4", "c128", "swa", "planner", "budget_gib")
 
 
 def expected(config=PRO, *, planner="overlay", **options):
@@ -35,7 +42,7 @@ def test_module_is_usable_without_widgets_or_plotting():
 
 def test_default_knobs_and_changes():
     knobs = default_knobs()
-    assert list(knobs) == list(KNOBS)
+    assert tuple(knobs) == DEEPSEEK_KNOBS
     assert (knobs["head_dim"], knobs["c4"], knobs["c128"], knobs["swa"]) == (512, 30, 31, 0)
     assert default_knobs(backend="flashinfer")["main_format"] == "fp8"  # the backend's own format
     assert default_knobs(backend="flashinfer", main_format="bf16")["main_format"] == "bf16"
@@ -77,8 +84,17 @@ def test_describe_knobs_names_every_layout_knob():
     assert "\n" not in text
 
 
-def test_every_knob_applies_to_the_deepseek_presets():
-    assert knobs_for("deepseek-v4-pro") == knobs_for("deepseek-v4-flash") == KNOBS
+def test_each_model_family_has_its_own_knobs():
+    """DeepSeek V4: its dims, formats, layer mix and planners; hybrid models: theirs, the window
+    only with sliding layers, the Mamba state dtype and prefix caching only with linear-attention
+    (gated delta net) layers."""
+    assert knobs_for("deepseek-v4-pro") == knobs_for("deepseek-v4-flash") == DEEPSEEK_KNOBS
+    hybrid = ("model", "kv_dtype", "attn_block_size", "full_layers", "hybrid_planner", "context", "budget_gib")
+    with_window = hybrid[:3] + ("sliding_window",) + hybrid[3:]
+    assert knobs_for("gpt-oss-120b") == knobs_for("gemma-3-27b") == with_window
+    assert knobs_for("llama-4-scout") == hybrid
+    assert knobs_for("qwen3-next-80b-a3b") == hybrid[:4] + ("mamba_ssm_dtype", "prefix_caching") + hybrid[4:]
+    assert set(KNOBS) == set(DEEPSEEK_KNOBS) | set(with_window) | {"mamba_ssm_dtype", "prefix_caching"}
 
 
 def test_sweep_rows_are_the_library_numbers():
@@ -109,3 +125,145 @@ def test_compare_knobs_shows_the_effective_value_of_every_changed_knob():
     table = compare_knobs([{}, {"c4": 61, "c128": 0}])
     assert table[["c4", "c128"]].values.tolist() == [[30, 31], [61, 0]]
     assert table["block stride"][1] == expected(with_layer_mix(PRO, c4=61, c128=0, swa=0)).block_stride
+
+
+# ---- hybrid models ------------------------------------------------------------------------------
+HYBRIDS = ("gpt-oss-120b", "gemma-3-27b", "llama-4-scout", "qwen3-next-80b-a3b")
+
+
+def test_hybrid_defaults_are_vllms_own_choices_and_the_presets_mix():
+    for name in HYBRIDS:
+        config = load_model(name)
+        knobs = default_knobs(name)
+        assert knobs["full_layers"] == config.layer_types.count("full_attention")
+        assert (knobs["kv_dtype"], knobs["attn_block_size"], knobs["hybrid_planner"]) == ("auto", "auto", "vllm")
+        assert knobs["context"] == CONTEXT_TOKENS and knobs["budget_gib"] == 26.09
+        if "sliding_window" in knobs:
+            assert knobs["sliding_window"] == config.sliding_window
+    assert default_knobs("qwen3-next-80b-a3b")["prefix_caching"] is True  # vLLM 0.33 turns it on
+    # 'auto' is None to kvviz.hybrid (vLLM's own choice); the window is passed only with sliding layers
+    assert hybrid_options_for(default_knobs("gpt-oss-120b")) == HybridOptions(sliding_window=128)
+    assert hybrid_options_for(default_knobs("llama-4-scout", kv_dtype="fp8", attn_block_size=64)) == \
+        HybridOptions(kv_dtype="fp8", block_size=64)
+
+
+@pytest.mark.parametrize("model,knob", [("gpt-oss-120b", "head_dim"), ("gemma-3-27b", "planner"),
+                                        ("llama-4-scout", "sliding_window"), ("gpt-oss-120b", "prefix_caching"),
+                                        ("deepseek-v4-pro", "kv_dtype"), ("deepseek-v4-flash", "hybrid_planner")])
+def test_a_knob_of_the_other_family_is_refused_not_ignored(model, knob):
+    with pytest.raises(KvvizError, match=rf"^{knob}: does not apply to {model} \(a "):
+        default_knobs(model, **{knob: 1})
+
+
+def test_hybrid_bytes_per_block_by_hand():
+    """vLLM 0.33's rules by hand (docs/hybrid.md#hybrid-caches, #hybrid-grouping): an attention
+    page is block x KV heads x head_dim x 2 (K, V) x 2 B (bf16); the groups hold as many layers as
+    the smallest bucket (or the largest when under 1.5 x the smallest); bytes per block = the
+    widest group's pages."""
+    oss = load_model("gpt-oss-120b")  # 18 sliding + 18 full: groups of 18
+    assert plan_hybrid_knobs(default_knobs("gpt-oss-120b")).block_stride == \
+        18 * 16 * oss.num_key_value_heads * oss.head_dim * 2 * 2 == 589_824
+    # fp8 KV: one byte per element
+    assert plan_hybrid_knobs(default_knobs("gpt-oss-120b", kv_dtype="fp8")).block_stride == 589_824 // 2
+    # 12 full layers: 24 sliding + 12 full; 24 is not under 1.5 x 12, so groups of 12 layers
+    assert plan_hybrid_knobs(default_knobs("gpt-oss-120b", full_layers=12)).block_stride == \
+        12 * 16 * oss.num_key_value_heads * oss.head_dim * 2 * 2
+    # Qwen3-Next, prefix caching off: a state = conv (kernel - 1) x conv_dim x 2 B + SSM
+    # v_heads x v_dim x k_dim x 2 B; the block is the smallest multiple of 16 tokens whose page
+    # (2 KV heads x 256 x 2 x 2 B = 2,048 B a token) holds it; 12 layers a group.
+    q = load_model("qwen3-next-80b-a3b")
+    conv_dim = 2 * q.linear_num_key_heads * q.linear_key_head_dim + q.linear_num_value_heads * q.linear_value_head_dim
+    state = (q.linear_conv_kernel_dim - 1) * conv_dim * 2 + \
+        q.linear_num_value_heads * q.linear_value_head_dim * q.linear_key_head_dim * 2
+    per_token = q.num_key_value_heads * q.head_dim * 2 * 2
+    block = 16 * -(-state // (16 * per_token))
+    layout = plan_hybrid_knobs(default_knobs("qwen3-next-80b-a3b", prefix_caching=False))
+    assert (block, layout.tokens_per_block) == (544, 544)
+    assert layout.block_stride == 12 * block * per_token == 13_369_344
+    # prefix caching on: 'align' mode, the block a multiple of lcm(16, 64) = 64 tokens
+    assert plan_hybrid_knobs(default_knobs("qwen3-next-80b-a3b")).tokens_per_block == 64 * -(-state // (64 * per_token))
+
+
+def test_hybrid_refusals_are_one_line_naming_the_field():
+    with pytest.raises(KvvizError, match=r"^block_size=8: must be a positive multiple of 16"):
+        plan_hybrid_knobs(default_knobs("gemma-3-27b", attn_block_size=8))
+    with pytest.raises(KvvizError, match=r"^sliding_window=0: must be a positive integer$"):
+        plan_hybrid_knobs(default_knobs("gemma-3-27b", sliding_window=0))
+    with pytest.raises(KvvizError, match=r"^full_layers=37: must be an integer from 0 to 36"):
+        plan_hybrid_knobs(default_knobs("gpt-oss-120b", full_layers=37))
+    with pytest.raises(KvvizError, match=r"^context=0: must be a positive integer$"):
+        hybrid_summaries(default_knobs("gpt-oss-120b", context=0))
+
+
+def test_hybrid_summaries_are_summarize_of_each_planner():
+    knobs = default_knobs("llama-4-scout", budget_gib=10.0, context=100_000)
+    config, options = load_model("llama-4-scout"), HybridOptions()
+    want = [summarize(plan_hybrid(config, options, p), config, options, budget_bytes=int(10 * GIB), context=100_000)
+            for p in ("vllm", "packed", "separate")]
+    assert list(hybrid_summaries(knobs)) == want
+
+
+def test_describe_hybrid_knobs_names_what_auto_resolves_to():
+    text = describe_knobs(default_knobs("qwen3-next-80b-a3b", prefix_caching=False))
+    for part in ("qwen3-next-80b-a3b", "12 full / 36 linear layers", "bf16 (auto) KV", "544-token blocks (auto)",
+                 "bfloat16 (auto) SSM state", "prefix caching off", "vllm planner"):
+        assert part in text
+    assert "sliding window 128" in describe_knobs(default_knobs("gpt-oss-120b"))
+    assert "\n" not in text
+
+
+def test_compare_knobs_for_a_hybrid_model():
+    table = compare_knobs([{"model": "gpt-oss-120b"}, {"model": "gpt-oss-120b", "kv_dtype": "fp8"},
+                           {"model": "gpt-oss-120b", "attn_block_size": 8}, {"model": "deepseek-v4-pro"}],
+                          tokens=8192)
+    assert table["bytes per block"].tolist()[:2] == [589_824, 589_824 // 2]
+    assert table["note"][2].startswith("block_size=8") and table["note"][3].startswith("model 'deepseek-v4-pro'")
+    config = load_model("gpt-oss-120b")
+    want = summarize(plan_hybrid(config, HybridOptions(kv_dtype="fp8")), config, HybridOptions(kv_dtype="fp8"),
+                     budget_bytes=int(26.09 * GIB), context=8192)
+    assert (table["blocks"][1], table["requests"][1]) == (want.num_blocks, round(want.max_concurrency, 2))
+    with pytest.raises(KvvizError, match=r"^head_dim: does not apply to gpt-oss-120b"):
+        compare_knobs([{"model": "gpt-oss-120b", "head_dim": 576}])
+
+
+# ---- the full-attention layer mix ---------------------------------------------------------------
+@pytest.mark.parametrize("name", HYBRIDS)
+def test_the_presets_own_count_keeps_the_preset(name):
+    config = load_model(name)
+    full = config.layer_types.count("full_attention")
+    assert with_full_layers(config, full) is config
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "llama-4-scout", "qwen3-next-80b-a3b"])
+def test_even_spread_is_the_presets_pattern(name):
+    """gpt-oss: every 2nd layer full; Llama 4 (NoPE every 4th) and Qwen3-Next (interval 4): every 4th."""
+    config = load_model(name)
+    full = config.layers_of("full_attention")
+    assert full_layer_positions(config.num_hidden_layers, len(full)) == full
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(HYBRIDS), data=st.data())
+def test_full_layer_mix_keeps_counts_and_spreads_evenly(name, data):
+    config = load_model(name)
+    n = config.num_hidden_layers
+    full = data.draw(st.integers(0, n))
+    mixed = with_full_layers(config, full)
+    kinds = mixed.layer_types
+    assert len(kinds) == n == mixed.num_hidden_layers
+    assert kinds.count("full_attention") == full
+    other = {k for k in config.layer_types if k != "full_attention"}  # one other kind in every preset
+    assert {k for k in kinds if k != "full_attention"} <= other
+    positions = [i for i, k in enumerate(kinds) if k == "full_attention"]
+    if full >= 2:  # evenly: the gaps differ by at most one layer
+        gaps = [b - a for a, b in zip(positions, positions[1:])]
+        assert max(gaps) - min(gaps) <= 1
+    if full and mixed is not config:  # the last of `full` equal stretches ends at the last layer
+        assert positions[-1] == n - 1
+    plan_hybrid(mixed, HybridOptions())  # any mix plans
+
+
+@pytest.mark.parametrize("full", [-1, 37, 2.0, True])
+def test_full_layer_mix_refuses_out_of_range(full):
+    with pytest.raises(KvvizError, match=r"^full_layers=.*: must be an integer from 0 to 36"):
+        with_full_layers(load_model("gpt-oss-120b"), full)

@@ -73,7 +73,8 @@ function svgFor(d) {
   d.lanes.forEach((lane, i) => {
     const y = laneY(i);
     out.push(`<g class="kvviz-lane" data-group="${esc(lane.name)}" data-lane="${i}" data-total="${lane.total}" ` +
-      `data-unused-bytes="${lane.unused_bytes}" data-binds="${lane.binds}">`);
+      `data-unused-bytes="${lane.unused_bytes}" data-binds="${lane.binds}"` +
+      `${lane.block_end != null ? ` data-block-end="${lane.block_end}"` : ""}>`);
     out.push(`<rect class="kvviz-lane-bg" data-tip="${esc(lane.tooltip)}" x="${x(0)}" y="${y}" width="${PW}" ` +
       `height="${LANE_H}" fill="#f4f4f4"/>`);
     out.push(`<text class="kvviz-lane-label" data-tip="${esc(lane.tooltip)}" x="${LEFT - 8}" y="${y + 11}" ` +
@@ -81,6 +82,21 @@ function svgFor(d) {
       `${esc(lane.name)}${lane.binds ? " \u25c0 binds" : ""}</text>`);
     out.push(`<text class="kvviz-lane-sub" x="${LEFT - 8}" y="${y + 23}" font-size="9.5" fill="#555" ` +
       `text-anchor="end">${lane.num_layers} layers \u00b7 ${fmt(lane.total)} B</text>`);
+    // Separate pools (kvviz.livemap.separate_pools_map_data): past its own pool's block a lane
+    // has no bytes at all; it is drawn blank with a solid end line, never as unused bytes.
+    if (lane.block_end != null && lane.block_end < d.stride) {
+      const be = lane.block_end;
+      out.push(`<rect class="kvviz-beyond" data-group="${esc(lane.name)}" data-start="${be}" ` +
+        `data-tip="${esc(`${lane.name}: its pool's block ends at ${fmt(be)} B\n${lane.tooltip}`)}" ` +
+        `x="${x(be)}" y="${y}" width="${(d.stride - be) * sx}" height="${LANE_H}" fill="white"/>`);
+      out.push(`<line class="kvviz-block-end" x1="${x(be)}" x2="${x(be)}" y1="${y}" y2="${y + LANE_H}" ` +
+        `stroke="#333" stroke-width="1.5"/>`);
+      const note = `its block ends: ${fmt(be)} B`;
+      if ((d.stride - be) * sx > 6.2 * note.length + 10) {
+        out.push(`<text class="kvviz-size" x="${x(be) + 6}" y="${y + 17}" font-size="10" fill="#555" ` +
+          `pointer-events="none">${esc(note)}</text>`);
+      }
+    }
     lane.unused.forEach(([lo, hi], k) => {
       out.push(`<rect class="kvviz-unused" data-group="${esc(lane.name)}" data-start="${lo}" data-end="${hi}" ` +
         `data-tip="${esc(`${lane.name}: unused [${fmt(lo)}, ${fmt(hi)}) = ${fmt(hi - lo)} B\n${lane.tooltip}`)}" ` +
