@@ -280,8 +280,22 @@ def layout_from_args(args):
     return plan_from_args(args).layout
 
 
+def readable_json(obj, indent: str = "") -> str:
+    """JSON laid out for a reader: nested objects and lists one member a line, indented by two,
+    and an object or list of plain values (a layer, a range) on one line, written by json's C
+    encoder; `json.dumps(obj, indent=2)` runs its pure-Python encoder, ~10x slower on a layout of
+    100,000 layers."""
+    inner = indent + "  "
+    if isinstance(obj, dict) and any(isinstance(v, (dict, list)) for v in obj.values()):
+        body = ",\n".join(f"{inner}{json.dumps(k)}: {readable_json(v, inner)}" for k, v in obj.items())
+        return "{\n" + body + "\n" + indent + "}"
+    if isinstance(obj, list) and any(isinstance(v, (dict, list)) for v in obj):
+        return "[\n" + ",\n".join(inner + readable_json(v, inner) for v in obj) + "\n" + indent + "]"
+    return json.dumps(obj)
+
+
 def _print_json(obj) -> None:
-    print(json.dumps(obj, indent=2))
+    print(readable_json(obj))
 
 
 def _fmt_table(rows: list[list], header: list[str]) -> str:
