@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 
 from .errors import KvvizError, require
@@ -28,12 +29,24 @@ def _check_groups(groups: tuple[KVGroup, ...]) -> None:
 
 def _tensors_by_offset(placements: list[Placement]) -> tuple[SharedTensor, ...]:
     """One tensor per distinct offset, its layers in group order. The planners emit placements
-    group by group and never put two layers of one group at one offset, so walking them in order
-    lists each offset's layers in group order (no sort of every placement needed)."""
-    by_offset: dict[int, list[str]] = {}
-    for p in placements:
-        by_offset.setdefault(p.offset, []).append(p.cache.name)
-    return tuple(SharedTensor(offset=o, layers=tuple(v)) for o, v in sorted(by_offset.items()))
+    group by group and never put two layers of one group at one offset, so a stable sort by
+    offset lists each offset's layers in group order. The names are read off the sorted run by
+    slicing: no list per offset, only the tuple each tensor keeps."""
+    ordered = sorted(placements, key=_offset_of)  # stable: group order within an offset
+    names = [p.cache.name for p in ordered]
+    tensors = []
+    start, n = 0, len(ordered)
+    while start < n:
+        offset = ordered[start].offset
+        end = start + 1
+        while end < n and ordered[end].offset == offset:
+            end += 1
+        tensors.append(SharedTensor(offset=offset, layers=tuple(names[start:end])))
+        start = end
+    return tuple(tensors)
+
+
+_offset_of = operator.attrgetter("offset")
 
 
 def plan_bucketed(groups: tuple[KVGroup, ...]) -> Layout:
