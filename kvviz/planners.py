@@ -114,8 +114,18 @@ def plan_overlay_by_spec(groups: tuple[KVGroup, ...]) -> Layout:
     placements, tensors = [], []
     for gi, g in enumerate(groups):
         by_spec: dict[tuple, list] = {}
+        # Equal spec_keys = one spec. Hashing a spec_key hashes its RowFormat and CacheKind in
+        # Python, so each cache is first looked up by a key of plain ints (the ids of its kind and
+        # row format, alive while the group is): only the first cache of each such key hashes
+        # its spec_key, and equal-but-distinct row formats still meet in by_spec.
+        members_of: dict[tuple, list] = {}
         for c in g.layers:
-            by_spec.setdefault(c.spec_key, []).append(c)
+            ident = (id(c.kind), id(c.row_format), c.rows, c.tokens_per_block, c.sliding_window,
+                     c.attention_chunk_size, c.alignment, c.page_bytes)
+            members = members_of.get(ident)
+            if members is None:
+                members = members_of[ident] = by_spec.setdefault(c.spec_key, [])
+            members.append(c)
         offset = 0
         for members in by_spec.values():
             page = members[0].page_bytes

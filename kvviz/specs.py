@@ -95,6 +95,9 @@ class CacheSpec:
 
     # The page vLLM allocates (aligned content, or the grown size when padded).
     page_bytes: int = dataclasses.field(init=False, repr=False, compare=False)
+    # Kept for the whole request: no window, no chunk, not a recurrent state. Stored, like
+    # page_bytes: padding, grouping and every KVGroup ask it of each cache.
+    is_full_attention: bool = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Plain ifs, not require(): its message would be formatted for every cache of a model.
@@ -109,6 +112,8 @@ class CacheSpec:
         if page is None:
             page = round_up(self.rows * row_bytes, self.alignment)
         object.__setattr__(self, "page_bytes", page)  # frozen: the derived size is written once, here
+        object.__setattr__(self, "is_full_attention", self.sliding_window is None and self.attention_chunk_size is None
+                           and self.kind is not CacheKind.LINEAR_STATE)
 
     @property
     def row_bytes(self) -> int:
@@ -131,12 +136,6 @@ class CacheSpec:
     @property
     def dtype_size(self) -> int:
         return self.row_format.dtype_size
-
-    @property
-    def is_full_attention(self) -> bool:
-        """Kept for the whole request: no window, no chunk, not a recurrent state."""
-        return (self.sliding_window is None and self.attention_chunk_size is None
-                and self.kind is not CacheKind.LINEAR_STATE)
 
     @property
     def group_key(self) -> tuple[int, int | None]:
