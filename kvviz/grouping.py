@@ -82,13 +82,14 @@ def split_bucket(caches: list[CacheSpec], d: int) -> list[list[CacheSpec]]:
     by_size: dict[int, list[CacheSpec]] = {p: [] for p in page_sizes_first_seen(caches)}
     for c in caches:
         by_size[c.page_bytes].append(c)
-    tuples_n = max(len(v) for v in by_size.values())
-    tuples: list[list[CacheSpec]] = [[] for _ in range(tuples_n)]
-    for same_size in by_size.values():  # size by size, so tuple k lists its sizes first-seen
-        for k, c in enumerate(same_size):
-            tuples[k].append(c)
+    sizes = list(by_size.values())  # first-seen order: tuple k lists its sizes in this order
+    tuples_n = max(len(v) for v in sizes)
     n = -(-tuples_n // d)
-    return [[c for t in tuples[i::n] for c in t] for i in range(n)]
+    # Tuple k is [same_size[k] for each size that has a k-th layer]; read it off the per-size
+    # lists directly rather than building a list per tuple (a bucket has thousands of tuples at
+    # 100x the layers, and each list would be one more object for the collector to walk).
+    return [[same_size[k] for k in range(i, tuples_n, n) for same_size in sizes if k < len(same_size)]
+            for i in range(n)]
 
 
 def pad_small_pages(caches: tuple[CacheSpec, ...]) -> tuple[CacheSpec, ...]:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 
 from .errors import KvvizError, require
@@ -28,12 +29,24 @@ def _check_groups(groups: tuple[KVGroup, ...]) -> None:
 
 def _tensors_by_offset(placements: list[Placement]) -> tuple[SharedTensor, ...]:
     """One tensor per distinct offset, its layers in group order. The planners emit placements
-    group by group and never put two layers of one group at one offset, so walking them in order
-    lists each offset's layers in group order (no sort of every placement needed)."""
-    by_offset: dict[int, list[str]] = {}
-    for p in placements:
-        by_offset.setdefault(p.offset, []).append(p.cache.name)
-    return tuple(SharedTensor(offset=o, layers=tuple(v)) for o, v in sorted(by_offset.items()))
+    group by group and never put two layers of one group at one offset, so a stable sort by
+    offset lists each offset's layers in group order. The names are read off the sorted run by
+    slicing: no list per offset, only the tuple each tensor keeps."""
+    ordered = sorted(placements, key=_offset_of)  # stable: group order within an offset
+    names = [p.cache.name for p in ordered]
+    tensors = []
+    start, n = 0, len(ordered)
+    while start < n:
+        offset = ordered[start].offset
+        end = start + 1
+        while end < n and ordered[end].offset == offset:
+            end += 1
+        tensors.append(SharedTensor(offset=offset, layers=tuple(names[start:end])))
+        start = end
+    return tuple(tensors)
+
+
+_offset_of = operator.attrgetter("offset")
 
 
 def plan_bucketed(groups: tuple[KVGroup, ...]) -> Layout:
@@ -101,8 +114,18 @@ def plan_overlay_by_spec(groups: tuple[KVGroup, ...]) -> Layout:
     placements, tensors = [], []
     for gi, g in enumerate(groups):
         by_spec: dict[tuple, list] = {}
+        # Equal spec_keys = one spec. Hashing a spec_key hashes its RowFormat and CacheKind in
+        # Python, so each cache is first looked up by a key of plain ints (the ids of its kind and
+        # row format, alive while the group is): only the first cache of each such key hashes
+        # its spec_key, and equal-but-distinct row formats still meet in by_spec.
+        members_of: dict[tuple, list] = {}
         for c in g.layers:
-            by_spec.setdefault(c.spec_key, []).append(c)
+            ident = (id(c.kind), id(c.row_format), c.rows, c.tokens_per_block, c.sliding_window,
+                     c.attention_chunk_size, c.alignment, c.page_bytes)
+            members = members_of.get(ident)
+            if members is None:
+                members = members_of[ident] = by_spec.setdefault(c.spec_key, [])
+            members.append(c)
         offset = 0
         for members in by_spec.values():
             page = members[0].page_bytes

@@ -95,6 +95,9 @@ class CacheSpec:
 
     # The page vLLM allocates (aligned content, or the grown size when padded).
     page_bytes: int = dataclasses.field(init=False, repr=False, compare=False)
+    # Kept for the whole request: no window, no chunk, not a recurrent state. Stored, like
+    # page_bytes: padding, grouping and every KVGroup ask it of each cache.
+    is_full_attention: bool = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Plain ifs, not require(): its message would be formatted for every cache of a model.
@@ -109,6 +112,8 @@ class CacheSpec:
         if page is None:
             page = round_up(self.rows * row_bytes, self.alignment)
         object.__setattr__(self, "page_bytes", page)  # frozen: the derived size is written once, here
+        object.__setattr__(self, "is_full_attention", self.sliding_window is None and self.attention_chunk_size is None
+                           and self.kind is not CacheKind.LINEAR_STATE)
 
     @property
     def row_bytes(self) -> int:
@@ -131,12 +136,6 @@ class CacheSpec:
     @property
     def dtype_size(self) -> int:
         return self.row_format.dtype_size
-
-    @property
-    def is_full_attention(self) -> bool:
-        """Kept for the whole request: no window, no chunk, not a recurrent state."""
-        return (self.sliding_window is None and self.attention_chunk_size is None
-                and self.kind is not CacheKind.LINEAR_STATE)
 
     @property
     def group_key(self) -> tuple[int, int | None]:
@@ -191,24 +190,25 @@ def _aligned(kind: CacheKind, backend: Backend) -> int:
     return backend.alignment if kind in backend.aligned_kinds else 1
 
 
-def layer_caches(config: ModelConfig, layer: int, options: CacheOptions) -> list[CacheSpec]:
-    """The caches one layer registers, in vLLM's registration order (C, B, A, E, D)."""
+def _layer_templates(config: ModelConfig, layer: int, options: CacheOptions) -> tuple[tuple, ...]:
+    """What a layer of `layer`'s compress ratio registers, in vLLM's registration order (C, B, A,
+    E, D): one (name suffix, kind, row format, rows, tokens per block, sliding window, alignment)
+    per cache. Everything but the layer name depends on the ratio alone, so model_caches derives
+    it once per ratio and only names each layer's caches."""
     backend = BACKENDS[options.backend]
     main = formats.main_row(options.resolved_main_format, config.head_dim, config.qk_rope_head_dim)
     ratio = config.ratio(layer)
-    prefix = f"model.layers.{layer}.attn"
 
-    def spec(name, kind, row, rows, tokens, window):
-        return CacheSpec(name=name, kind=kind, layer=layer, row_format=row, rows=rows, tokens_per_block=tokens,
-                         sliding_window=window, alignment=_aligned(kind, backend))
+    def template(suffix, kind, row, rows, tokens, window):
+        return (suffix, kind, row, rows, tokens, window, _aligned(kind, backend))
 
-    out = [spec(f"{prefix}.swa_cache", CacheKind.SWA_KV, main, SWA_TOKENS_PER_BLOCK, SWA_TOKENS_PER_BLOCK,
-                config.sliding_window)]
+    out = [template(".swa_cache", CacheKind.SWA_KV, main, SWA_TOKENS_PER_BLOCK, SWA_TOKENS_PER_BLOCK,
+                    config.sliding_window)]
     if ratio in (0, 1):
-        return out
+        return tuple(out)
     if ratio not in COMPRESSOR:
         raise KvvizError(f"compress_ratios[{layer}]={ratio}: kvviz knows ratios 0, 1, {', '.join(map(str, COMPRESSOR))}")
-    if options.block_size % ratio:  # an if, not require(): no message formatted per layer
+    if options.block_size % ratio:
         raise KvvizError(f"block_size={options.block_size}: must be a multiple of every compress ratio "
                          f"(layer {layer} has {ratio})")
     geo = COMPRESSOR[ratio]
@@ -216,26 +216,52 @@ def layer_caches(config: ModelConfig, layer: int, options: CacheOptions) -> list
     state_tokens = geo["state_tokens"]
     if ratio == 4:
         index = formats.indexer_row(options.indexer_format, config.index_head_dim)
-        out.append(spec(f"{prefix}.indexer.k_cache", CacheKind.INDEXER_K, index, options.block_size // ratio,
-                        options.block_size, None))
+        out.append(template(".indexer.k_cache", CacheKind.INDEXER_K, index, options.block_size // ratio,
+                            options.block_size, None))
     main_kind = CacheKind.MAIN_C4 if ratio == 4 else CacheKind.MAIN_C128
-    out.append(spec(prefix, main_kind, main, options.block_size // ratio, options.block_size, None))
+    out.append(template("", main_kind, main, options.block_size // ratio, options.block_size, None))
     if ratio == 4:
         # K and V halves of the overlapping windows of the indexer's own compressor.
         index_state = formats.state_row(2 * geo["coff"] * config.index_head_dim)
-        out.append(spec(f"{prefix}.indexer.compressor.state_cache", CacheKind.INDEXER_STATE, index_state,
-                        state_tokens, state_tokens, state_window))
+        out.append(template(".indexer.compressor.state_cache", CacheKind.INDEXER_STATE, index_state,
+                            state_tokens, state_tokens, state_window))
     state_kind = CacheKind.STATE_C4 if ratio == 4 else CacheKind.STATE_C128
     main_state = formats.state_row(2 * geo["coff"] * config.head_dim)
-    out.append(spec(f"{prefix}.compressor.state_cache", state_kind, main_state, state_tokens, state_tokens,
-                    state_window))
+    out.append(template(".compressor.state_cache", state_kind, main_state, state_tokens, state_tokens,
+                        state_window))
+    return tuple(out)
+
+
+def _named_caches(layer: int, templates: tuple[tuple, ...], out: list) -> None:
+    """Append one CacheSpec per template to `out`, named model.layers.{layer}.attn{suffix}."""
+    prefix = f"model.layers.{layer}.attn"
+    for suffix, kind, row, rows, tokens, window, alignment in templates:
+        out.append(CacheSpec(name=prefix + suffix, kind=kind, layer=layer, row_format=row, rows=rows,
+                             tokens_per_block=tokens, sliding_window=window, alignment=alignment))
+
+
+def layer_caches(config: ModelConfig, layer: int, options: CacheOptions) -> list[CacheSpec]:
+    """The caches one layer registers, in vLLM's registration order (C, B, A, E, D)."""
+    out: list[CacheSpec] = []
+    _named_caches(layer, _layer_templates(config, layer, options), out)
     return out
 
 
 def model_caches(config: ModelConfig, options: CacheOptions = CacheOptions()) -> tuple[CacheSpec, ...]:
-    """Every cache of every layer (MTP layers too when options.mtp), in registration order."""
+    """Every cache of every layer (MTP layers too when options.mtp), in registration order.
+
+    The caches' shape is derived once per compress ratio (the MTP slots count as ratio 1), so a
+    model of N layers costs N names and N x caches-per-layer records, nothing more per layer."""
     layers = config.num_layers_with_mtp if options.mtp else config.num_hidden_layers
-    return tuple(c for layer in range(layers) for c in layer_caches(config, layer, options))
+    by_ratio: dict[int, tuple[tuple, ...]] = {}
+    out: list[CacheSpec] = []
+    for layer in range(layers):
+        ratio = config.ratio(layer)
+        templates = by_ratio.get(ratio)
+        if templates is None:  # the first layer of this ratio derives (and validates) its caches
+            templates = by_ratio[ratio] = _layer_templates(config, layer, options)
+        _named_caches(layer, templates, out)
+    return tuple(out)
 
 
 def custom_cache(name: str, page_bytes: int, *, kind: CacheKind = CacheKind.CUSTOM, tokens_per_block: int = BLOCK_SIZE,
