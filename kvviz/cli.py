@@ -280,18 +280,32 @@ def layout_from_args(args):
     return plan_from_args(args).layout
 
 
+_json_encode = json.JSONEncoder().encode  # the C encoder, as json.dumps(obj) uses it
+_NESTED = (dict, list)
+
+
 def readable_json(obj, indent: str = "") -> str:
     """JSON laid out for a reader: nested objects and lists one member a line, indented by two,
     and an object or list of plain values (a layer, a range) on one line, written by json's C
-    encoder; `json.dumps(obj, indent=2)` runs its pure-Python encoder, ~10x slower on a layout of
-    100,000 layers."""
+    encoder; `json.dumps(obj, indent=2)` runs its pure-Python encoder, several times slower on a
+    layout of 100,000 layers."""
     inner = indent + "  "
-    if isinstance(obj, dict) and any(isinstance(v, (dict, list)) for v in obj.values()):
-        body = ",\n".join(f"{inner}{json.dumps(k)}: {readable_json(v, inner)}" for k, v in obj.items())
+    if type(obj) is dict:
+        for v in obj.values():
+            if isinstance(v, _NESTED):
+                break
+        else:
+            return _json_encode(obj)
+        body = ",\n".join([f"{inner}{_json_encode(k)}: {readable_json(v, inner)}" for k, v in obj.items()])
         return "{\n" + body + "\n" + indent + "}"
-    if isinstance(obj, list) and any(isinstance(v, (dict, list)) for v in obj):
-        return "[\n" + ",\n".join(inner + readable_json(v, inner) for v in obj) + "\n" + indent + "]"
-    return json.dumps(obj)
+    if type(obj) is list:
+        for v in obj:
+            if isinstance(v, _NESTED):
+                break
+        else:
+            return _json_encode(obj)
+        return "[\n" + ",\n".join([inner + readable_json(v, inner) for v in obj]) + "\n" + indent + "]"
+    return _json_encode(obj)
 
 
 def _print_json(obj) -> None:

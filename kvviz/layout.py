@@ -43,6 +43,9 @@ class SharedTensor:
     layer_stride: int | None = None
 
 
+# A kind as JSON names it ("indexer_k"), looked up once per kind rather than once per layer.
+_KIND_KEYS = {k: k.name.lower() for k in CacheKind}
+
 # One glyph per kind for the text byte map (also the legend).
 GLYPHS = {
     CacheKind.MAIN_C4: "A",
@@ -194,7 +197,7 @@ class Layout:
                     "total_bytes": self.group_total(i),
                     "unused_bytes": self.group_unused(i),
                     "layers": [
-                        {"name": p.name, "kind": p.cache.kind.name.lower(), "offset": p.offset,
+                        {"name": p.name, "kind": _KIND_KEYS[p.cache.kind], "offset": p.offset,
                          "page_bytes": p.page_bytes}
                         for p in self.group_placements(i)
                     ],

@@ -267,6 +267,7 @@ def model_caches(config: ModelConfig, options: CacheOptions = CacheOptions()) ->
 def custom_cache(name: str, page_bytes: int, *, kind: CacheKind = CacheKind.CUSTOM, tokens_per_block: int = BLOCK_SIZE,
                  sliding_window: int | None = None) -> CacheSpec:
     """A cache known only by its page size (groups given as JSON)."""
-    require(isinstance(page_bytes, int) and page_bytes > 0, f"{name}: page_bytes={page_bytes!r} must be a positive integer")
+    if not (isinstance(page_bytes, int) and page_bytes > 0):  # the message only when it fails
+        raise KvvizError(f"{name}: page_bytes={page_bytes!r} must be a positive integer")
     return CacheSpec(name=name, kind=kind, layer=None, row_format=formats.opaque_row(page_bytes), rows=1,
                      tokens_per_block=tokens_per_block, sliding_window=sliding_window)
