@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvviz import capacity
-from kvviz.config import load_model
+
 from kvviz.defaults import GIB, MAX_NUM_BATCHED_TOKENS
 from kvviz.errors import KvvizError
 from kvviz.hf import CHUNKED, FULL, LINEAR, SLIDING, HybridConfig
@@ -27,26 +27,6 @@ CONTEXT = 32768
 
 def cdiv(a, b):
     return -(-a // b)
-
-
-@pytest.fixture(scope="module")
-def qwen():
-    return load_model("qwen3-next-80b-a3b")
-
-
-@pytest.fixture(scope="module")
-def gpt_oss():
-    return load_model("gpt-oss-120b")
-
-
-@pytest.fixture(scope="module")
-def gemma():
-    return load_model("gemma-3-27b")
-
-
-@pytest.fixture(scope="module")
-def scout():
-    return load_model("llama-4-scout")
 
 
 # ---- the figures -------------------------------------------------------------------------

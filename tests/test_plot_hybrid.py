@@ -26,21 +26,6 @@ from kvviz.specs import CacheKind
 BF16 = 2
 
 
-@pytest.fixture(scope="module")
-def gemma():
-    return load_model("gemma-3-27b")
-
-
-@pytest.fixture(scope="module")
-def qwen():
-    return load_model("qwen3-next-80b-a3b")
-
-
-@pytest.fixture(scope="module")
-def gpt_oss():
-    return load_model("gpt-oss-120b")
-
-
 def raw(name: str) -> dict:
     """The preset's own JSON (text config of a multimodal model)."""
     from importlib.resources import files
