@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from importlib.resources import files
 
-import pytest
 
 from kvviz.cli import main
 

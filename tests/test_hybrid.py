@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvviz import capacity
-
 from kvviz.defaults import GIB, MAX_NUM_BATCHED_TOKENS
 from kvviz.errors import KvvizError
 from kvviz.hf import CHUNKED, FULL, LINEAR, SLIDING, HybridConfig
