@@ -132,7 +132,11 @@ def _transformers_config(raw: dict, *, name: str):
     model_type = raw.get("model_type")
     require(isinstance(model_type, str), f"{name}: config is missing field 'model_type'")
     # Heavy import (transformers pulls in torch); only reached when an HF config is parsed.
-    from transformers import CONFIG_MAPPING
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:  # e.g. a GPU box with torch alone: DeepSeek V4 and --groups still work
+        raise KvvizError(f"{name}: reading a hybrid model's config needs transformers, which is not "
+                         f"importable here (pip install transformers)") from None
 
     if model_type not in CONFIG_MAPPING:
         raise KvvizError(f"{name}: model_type {model_type!r}: unknown to transformers; kvviz cannot read this architecture")

@@ -23,7 +23,7 @@ from functools import lru_cache
 
 from . import capacity
 from .config import ModelConfig, is_hybrid, load_model, model_names, with_layer_mix
-from .defaults import CONTEXT_TOKENS, MAX_NUM_BATCHED_TOKENS
+from .defaults import BLOCK_SIZE, CONTEXT_TOKENS, MAX_NUM_BATCHED_TOKENS
 from .errors import KvvizError, require
 from .formats import INDEXER_FORMATS, MAIN_FORMATS
 from .hf import FULL, SLIDING, HybridConfig
@@ -146,7 +146,7 @@ KNOB_BY_NAME = {k.name: k for k in KNOB_SPECS}
 
 # The deployment knobs as the explorer starts (a preset sets the model knobs).
 DEEPSEEK_DEFAULTS = {"main_format": BACKENDS["flashmla"].default_main_format, "indexer_format": "mxfp4",
-                     "backend": "flashmla", "block_size": 256, "planner": "overlay"}
+                     "backend": "flashmla", "block_size": BLOCK_SIZE, "planner": "overlay"}
 HYBRID_DEFAULTS = {"kv_dtype": AUTO, "attn_block_size": AUTO, "mamba_ssm_dtype": AUTO,
                    "prefix_caching": HybridOptions().prefix_caching, "hybrid_planner": HYBRID_BASELINE_PLANNER,
                    "context": CONTEXT_TOKENS}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from .defaults import GIB
 from .errors import require
 from .formats import page_regions
 from .layout import Layout
@@ -39,7 +40,7 @@ PAD_COLOR = "#1a1a1a"  # alignment padding inside a page
 UNUSED_COLOR = "#9a9a9a"  # hatch of bytes a group leaves unused
 REGION_COLORS = {"payload": "#4c72b0", "footer": "#dd8452", "padding": PAD_COLOR}
 
-_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+_UNITS = (("GiB", GIB), ("MiB", GIB >> 10), ("KiB", GIB >> 20))
 
 
 def format_bytes(n: int, *, max_decimals: int = 2) -> str:

@@ -339,6 +339,8 @@ class BlockPool:
         out: list[int] = []
         lo = self._hint
         while len(out) < n:
+            # n <= the free count, so the scan finds them before the end (a guard, never an endless loop)
+            require(lo < self.num_blocks, "BlockPool: the free count and owner_ids disagree")
             hi = min(self.num_blocks, lo + max(_SCAN, 2 * (n - len(out))))
             free = (self.owner_ids[lo:hi] == FREE).nonzero().flatten()[:n - len(out)] + lo
             self.owner_ids[free] = gid

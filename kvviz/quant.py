@@ -200,7 +200,8 @@ def _from_bytes(b: torch.Tensor, dtype: torch.dtype, what: str) -> torch.Tensor:
     return b.view(dtype)
 
 
-_constants: dict = {}
+_constants: dict = {}  # (divisor, dtype, device) -> a 0-dim divisor tensor on that device
+_MAX_CONSTANTS = 64
 
 
 def _true_div(x: torch.Tensor, divisor: float | torch.Tensor) -> torch.Tensor:
@@ -219,7 +220,9 @@ def _true_div(x: torch.Tensor, divisor: float | torch.Tensor) -> torch.Tensor:
         key = (float(divisor), x.dtype, str(x.device))
         d = _constants.get(key)
         if d is None:
-            d = _constants[key] = torch.tensor(float(divisor), dtype=x.dtype, device=x.device)
+            d = torch.tensor(float(divisor), dtype=x.dtype, device=x.device)
+            if len(_constants) < _MAX_CONSTANTS:  # the module's fixed divisors; a caller's own scales pass through
+                _constants[key] = d
         divisor = d
     elif divisor.device != x.device or divisor.dtype != x.dtype:
         divisor = divisor.to(device=x.device, dtype=x.dtype)
@@ -866,9 +869,15 @@ _PLAIN_ELEMENTS = {formats.Element.BF16.label: (bf16_encode, bf16_decode, bf16_h
 _PART_ELEMENTS = (*_PLAIN_ELEMENTS, formats.Element.E4M3.label)
 
 
-def _split_parts(x: torch.Tensor, parts) -> tuple[torch.Tensor, torch.Tensor]:
-    require(isinstance(parts, tuple) and len(parts) == 2 and all(e in _PART_ELEMENTS for e, _ in parts),
+def _check_parts(parts) -> None:
+    require(isinstance(parts, tuple) and len(parts) == 2
+            and all(isinstance(p, tuple) and len(p) == 2 and p[0] in _PART_ELEMENTS and type(p[1]) is int and p[1] > 0
+                    for p in parts),
             f"parts={parts!r}: expected two (element, count) pairs, elements {', '.join(_PART_ELEMENTS)}")
+
+
+def _split_parts(x: torch.Tensor, parts) -> tuple[torch.Tensor, torch.Tensor]:
+    _check_parts(parts)
     require(_last_dim(x, "x") == parts[0][1] + parts[1][1],
             f"x: last dim {x.shape[-1]} is not {parts[0][1]} + {parts[1][1]} (the parts' counts)")
     return x[..., : parts[0][1]], x[..., parts[0][1]:]
@@ -905,6 +914,7 @@ def _parts_bound(x, *, parts, scales=None):
 
 
 def _row_parts(d, *, parts, scales=None):
+    _check_parts(parts)
     elements = {e.label: e for e in formats.Element}
     first, second = ((formats.Field(name=name, element=elements[e], count=n),) for name, (e, n) in
                      zip(("first", "second"), parts))

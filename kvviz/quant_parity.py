@@ -27,7 +27,8 @@ from typing import Any
 import torch
 
 from . import formats, quant
-from .config import _preset_raw, load_model
+from .config import _preset_raw, hybrid_model_names, load_model, model_names
+from .pool import resolve_device
 from .hybrid_specs import KV_DTYPES, kv_row
 from .errors import KvvizError, require
 from .specs import BACKENDS, CacheOptions, model_caches
@@ -209,22 +210,26 @@ def run(device: str | torch.device, *, rows: int = PARITY_ROWS, seed: int = 0,
     return [check_case(c, device, rows=rows, seed=seed) for c in parity_cases(model)]
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error as one line and exit 2, as the kvviz command reports it."""
+
+    def error(self, message: str):
+        raise KvvizError(message)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kvviz.quant_parity", description=__doc__.splitlines()[0])
+    ap = _Parser(prog="python -m kvviz.quant_parity", description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda", help="device compared with the CPU (default cuda)")
     ap.add_argument("--rows", type=int, default=PARITY_ROWS, help=f"rows per case (default {PARITY_ROWS:,})")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--model", default=PARITY_MODEL, help="preset whose row formats are checked")
+    ap.add_argument("--model", default=PARITY_MODEL, choices=[n for n in model_names() if n not in hybrid_model_names()],
+                    help="DeepSeek V4 preset whose row formats are checked (hybrid K|V rows join from "
+                         f"{PARITY_HYBRID_MODEL})")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of lines")
-    args = ap.parse_args(argv)
     try:
-        try:
-            device = torch.device(args.device)
-        except RuntimeError:
-            raise KvvizError(f"--device={args.device!r}: not a torch device") from None
-        if device.type == "cuda":
-            require(torch.cuda.is_available(),
-                    f"--device={args.device!r}: this torch ({torch.__version__}) sees no CUDA device")
+        args = ap.parse_args(argv)
+        require(args.rows > 0, f"--rows={args.rows}: must be a positive integer")
+        device = resolve_device(args.device)  # cpu, cuda or cuda:N; anything else refused in one line
         results = run(device, rows=args.rows, seed=args.seed, model=args.model)
     except KvvizError as e:
         print(f"kvviz: error: {e}", file=sys.stderr)

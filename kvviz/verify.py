@@ -665,17 +665,16 @@ def _owner_of(runs: tuple[GroupRuns, ...], block: int) -> int | None:
 def _setup_shared_block(layout: Layout, runs: tuple[GroupRuns, ...]) -> HazardPlan:
     """Group 1 claims group 0's first block; group 1 writes later, over group 0's pages."""
     names = [g.name for g in layout.groups]
-    owner, intruder = 0, 1
+    owner, intruder = 0, 1  # groups write in order, so the intruder (group 1) writes after the owner
     block = runs[owner].first(1)[0]
-    earlier, later = min(owner, intruder), max(owner, intruder)
     return HazardPlan(
         "shared-block",
         description=(f"groups {names[owner]!r} (owner) and {names[intruder]!r} (claimed with hazard=True) both "
-                     f"hold block {block}; {names[later]!r} wrote last, so the layers of {names[earlier]!r} "
+                     f"hold block {block}; {names[intruder]!r} wrote last, so the layers of {names[owner]!r} "
                      f"under its pages are overwritten"),
         facts={"block": block, "owner": names[owner], "intruder": names[intruder],
-               "earlier_writer": names[earlier], "later_writer": names[later]},
-        claims=((intruder, block),), notes={block: f"overwritten by {names[later]}"})
+               "earlier_writer": names[owner], "later_writer": names[intruder]},
+        claims=((intruder, block),), notes={block: f"overwritten by {names[intruder]}"})
 
 
 def _zeroer_block(runs: tuple[GroupRuns, ...], group: int, num_blocks: int) -> int | None:

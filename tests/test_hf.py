@@ -168,3 +168,21 @@ def test_hybrid_config_validates_its_own_fields():
     with pytest.raises(KvvizError, match="linear_num_key_heads"):
         dataclasses.replace(good, layer_types=(LINEAR,) + good.layer_types[1:])
     assert config.hybrid_model_names() == sorted(HYBRID)
+
+
+def test_without_transformers_a_hybrid_config_is_one_line(monkeypatch, tmp_path):
+    # A GPU box may hold torch alone: DeepSeek V4 still plans, a hybrid config says what it needs.
+    import sys
+
+    from kvviz.config import MODELS_DIR
+    from kvviz.errors import KvvizError
+    from kvviz.hf import load_hf_config
+
+    (tmp_path / "config.json").write_text((MODELS_DIR / "gpt-oss-120b.json").read_text())
+    monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now raises ImportError
+    with pytest.raises(KvvizError, match="needs transformers") as e:
+        load_hf_config(tmp_path)
+    assert "\n" not in str(e.value)
+    from kvviz.cli import main
+
+    assert main(["plan", "--model", "deepseek-v4-pro", "--json"]) == 0  # DeepSeek V4 needs no transformers
