@@ -22,10 +22,10 @@ from .config import config_from_dict, is_hybrid, load_any, load_model, model_nam
 from .defaults import CONTEXT_TOKENS as DEFAULT_CONTEXT, GIB, VERIFY_BLOCKS
 from .errors import KvvizError, require
 from .grouping import load_groups
-from .inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES, MAX_CONTEXT_TOKENS, MAX_DIM, MAX_TOKENS_PER_BLOCK, read_json
+from .inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES, MAX_CONTEXT_TOKENS, MAX_DIM, MAX_SLIDING_WINDOW, MAX_TOKENS_PER_BLOCK, read_json
 from .planners import PLANNERS, compare_layouts, plan, plan_model
 from . import hybrid
-from .hybrid import SeparatePools, plan_hybrid
+from .hybrid import HYBRID_PLANNERS, SeparatePools, plan_hybrid
 from .hybrid_specs import KV_DTYPES, SSM_DTYPES, HybridOptions
 from .published import published_row
 from .specs import BACKENDS, CacheOptions
@@ -95,7 +95,6 @@ HYBRID_KNOBS = (("kv_dtype", "--kv-dtype"), ("mamba_ssm_dtype", "--mamba-ssm-dty
 # DeepSeek V4's planners, and the three layouts of a hybrid model (docs/hybrid.md#hybrid-planners).
 # On DeepSeek V4, `vllm` is what vLLM 0.33 does (overlay-by-spec) and `packed` is vLLM #48993's
 # overlay; `separate` is defined for hybrid models only.
-HYBRID_PLANNERS = ("vllm", "packed", "separate")
 DSV4_PLANNER_ALIASES = {"vllm": "overlay-by-spec", "packed": "overlay"}
 DEFAULT_HYBRID_PLANNER = "vllm"
 
@@ -121,7 +120,7 @@ def add_hybrid_arguments(p: argparse.ArgumentParser) -> None:
                        help="linear-attention state dtype (default: the config's, else bf16)")
     knobs.add_argument("--no-prefix-caching", action="store_true",
                        help="vLLM 0.33 turns prefix caching on for hybrid models ('align' state mode); turn it off")
-    knobs.add_argument("--sliding-window", type=_int_in(1, MAX_TOKENS_PER_BLOCK), metavar="TOKENS",
+    knobs.add_argument("--sliding-window", type=_int_in(1, MAX_SLIDING_WINDOW), metavar="TOKENS",
                        help="replace the config's sliding window")
     knobs.add_argument("--context", type=_int_in(1, MAX_CONTEXT_TOKENS), metavar="TOKENS",
                        help=f"request length for admission and capacity (default {DEFAULT_CONTEXT:,})")
@@ -215,11 +214,23 @@ def config_from_args(args):
     config = _loaded_config(args)
     if is_hybrid(config):
         _refuse_knobs(args, [k for k in MODEL_KNOBS if k[0] != "block_size"], config, "hybrid")
+        _refuse_hybrid_knobs_without_their_layers(args, config)
         return config
     _refuse_knobs(args, HYBRID_KNOBS, config, "DeepSeek V4")
     return config.with_overrides(head_dim=getattr(args, "head_dim", None),
                                  qk_rope_head_dim=getattr(args, "rope_dim", None),
                                  index_head_dim=getattr(args, "index_head_dim", None))
+
+
+def _refuse_hybrid_knobs_without_their_layers(args, config) -> None:
+    """A sliding window for a model with no sliding layers, a state dtype or prefix-caching mode
+    for one with no linear-attention layers: refused, not ignored."""
+    if getattr(args, "sliding_window", None) is not None and "sliding_attention" not in config.layer_types:
+        raise KvvizError(f"--sliding-window: {config.name} has no sliding-window layers")
+    if not config.has_linear_attention:
+        for option in _given(args, (("mamba_ssm_dtype", "--mamba-ssm-dtype"),
+                                    ("no_prefix_caching", "--no-prefix-caching"))):
+            raise KvvizError(f"{option}: {config.name} has no linear-attention (state) layers")
 
 
 def hybrid_options_from_args(args) -> HybridOptions:
@@ -228,6 +239,13 @@ def hybrid_options_from_args(args) -> HybridOptions:
                   block_size=getattr(args, "block_size", None), sliding_window=args.sliding_window,
                   prefix_caching=False if args.no_prefix_caching else None)
     return HybridOptions(**{k: v for k, v in values.items() if v is not None})
+
+
+def require_context_is_used(args, used: bool) -> None:
+    """--context sizes admission, requests and separate pools' budget split: refused where none is asked."""
+    if getattr(args, "context", None) is not None and not used:
+        raise KvvizError(f"--context: not used by {args.command} here (a request's length sizes admission, "
+                         f"requests and separate pools' shares of a budget)")
 
 
 def context_from_args(args) -> int:
@@ -325,8 +343,6 @@ def _run_plan(args) -> int:
     planned = plan_from_args(args)
     if planned.hybrid:
         return _run_plan_hybrid(args, planned)
-    if args.context is not None:
-        raise KvvizError("--context: applies to hybrid models only")
     layout = planned.layout
     budget = budget_from_args(args)
     blocks = None
@@ -354,6 +370,7 @@ def _run_plan_hybrid(args, planned: Planned) -> int:
     budget = budget_from_args(args)
     if budget is not None:
         require_budget_holds_a_block(args, budget, layout.block_stride)
+    require_context_is_used(args, budget is not None)
     context = context_from_args(args)
     if args.json:
         _print_json(hybrid.plan_json(layout, config, options, budget_bytes=budget, context=context))
@@ -396,7 +413,8 @@ def _run_compare(args) -> int:
         return _run_compare_hybrid(args, config)
     _refuse_knobs(args, HYBRID_KNOBS, config, "DeepSeek V4")
     require(args.backend is not None, "--backend: compare of a DeepSeek V4 model needs flashmla or flashinfer")
-    before, after = compare_layouts(config, args.backend, mtp=not args.no_mtp)
+    before, after = compare_layouts(config, args.backend, mtp=not args.no_mtp,
+                                    **({} if args.block_size is None else {"block_size": args.block_size}))
     budget = budget_from_args(args)
     require_budget_holds_a_block(args, budget, max(before.block_stride, after.block_stride))
     cmp = capacity.Comparison(before, after, budget)
@@ -457,12 +475,15 @@ def _run_render(args) -> int:
     from . import report
 
     require(args.title is None or _is_utf8(args.title), f"--title {args.title!r}: is not valid Unicode")
+    require_context_is_used(args, False)
     planned = plan_from_args(args)
     layout, before, after = planned.layout, None, None
     if args.groups is not None:
         source, setting = Path(args.groups).name, f"{layout.planner} layout"
+    elif isinstance(layout, SeparatePools):  # one report per pool below, no before/after
+        source, setting = planned.config.name, "separate pools"
     elif planned.hybrid:
-        source, setting = planned.config.name, f"{layout.planner if not isinstance(layout, SeparatePools) else 'separate'} layout"
+        source, setting = planned.config.name, f"{layout.planner} layout"
         # What vLLM 0.33 does next to the packed overlay it would take with unpadded state pages.
         before, after = (plan_hybrid(planned.config, planned.options, p) for p in ("vllm", "packed"))
     else:
@@ -537,14 +558,15 @@ def _run_verify(args) -> int:
         raise KvvizError("--hazard-layer: applies only with --hazard zeroer or --hazard misread")
     if args.blocks is not None and (args.budget_gib is not None or args.budget_bytes is not None):
         raise KvvizError("--blocks: give either --blocks or a budget (--budget-gib/--budget-bytes)")
-    layout = layout_from_args(args)
+    planned = plan_from_args(args)
+    layout = planned.layout
     budget = budget_from_args(args)
+    require_context_is_used(args, budget is not None and isinstance(layout, SeparatePools))
     # Separate pools (a hybrid model's `separate` planner): each pool is its own tensor with its own
     # blocks, so each is verified on its own; the budget is split as the pools' sizing rule says.
     pools = getattr(layout, "pools", None) or (layout,)
     shares = [budget] if budget is not None and len(pools) == 1 else None
     if budget is not None and shares is None:
-        planned = plan_from_args(args)
         summary = hybrid.summarize(layout, planned.config, planned.options, budget_bytes=budget,
                                    context=context_from_args(args))
         shares = [g.num_blocks * p.block_stride for g, p in zip(summary.groups, pools)]

@@ -16,7 +16,7 @@ import dataclasses
 from collections import Counter
 from pathlib import Path
 
-from .inputs import read_json
+from .inputs import MAX_DIM, MAX_LAYERS, MAX_SLIDING_WINDOW, bounded_int, read_json, short_repr
 from .errors import KvvizError, require
 
 # The layer kinds kvviz plans, named as transformers' `layer_types` names them.
@@ -39,6 +39,8 @@ KIND_SOURCES = {
     "llama4_text": "no_rope_layers: RoPE layers are chunked local, NoPE layers full (vLLM llama4.py)",
 }
 
+# The model dtypes kvviz sizes (2, 2 and 4 bytes an element).
+MODEL_DTYPES = ("bfloat16", "float16", "float32")
 _DTYPE_NAMES = {"torch.bfloat16": "bfloat16", "torch.float16": "float16", "torch.float32": "float32"}
 
 
@@ -65,10 +67,20 @@ class HybridConfig:
     kind_source: str = "layer_types"  # which field decided layer_types
 
     def __post_init__(self) -> None:
-        for field in ("num_hidden_layers", "num_key_value_heads", "head_dim"):
-            value = getattr(self, field)
-            require(isinstance(value, int) and not isinstance(value, bool) and value > 0,
-                    f"{self.name}: {field}={value!r}: must be a positive integer")
+        # every count that sizes work is bounded, the bound in the message (kvviz.inputs)
+        for field, high in (("num_hidden_layers", MAX_LAYERS), ("num_key_value_heads", MAX_DIM), ("head_dim", MAX_DIM)):
+            bounded_int(getattr(self, field), field=f"{self.name}: {field}", low=1, high=high)
+        for field, high in (("sliding_window", MAX_SLIDING_WINDOW), ("attention_chunk_size", MAX_SLIDING_WINDOW),
+                            ("linear_num_key_heads", MAX_DIM), ("linear_num_value_heads", MAX_DIM),
+                            ("linear_key_head_dim", MAX_DIM), ("linear_value_head_dim", MAX_DIM),
+                            ("linear_conv_kernel_dim", MAX_DIM)):
+            if getattr(self, field) is not None:
+                bounded_int(getattr(self, field), field=f"{self.name}: {field}", low=1, high=high)
+        # float16 is sized like bfloat16 (2 B an element); kvviz writes both as bf16 bytes
+        require(self.torch_dtype in MODEL_DTYPES,
+                f"{self.name}: torch_dtype={short_repr(self.torch_dtype)}: kvviz sizes {', '.join(MODEL_DTYPES)}")
+        require(self.mamba_ssm_dtype is None or isinstance(self.mamba_ssm_dtype, str),
+                f"{self.name}: mamba_ssm_dtype={short_repr(self.mamba_ssm_dtype)}: must be a dtype name")
         require(len(self.layer_types) == self.num_hidden_layers,
                 f"{self.name}: layer_types has {len(self.layer_types)} entries, "
                 f"num_hidden_layers={self.num_hidden_layers}")
@@ -194,21 +206,31 @@ def hybrid_config_from_dict(raw: dict, *, name: str) -> HybridConfig:
     if raw.get("model_type") == "deepseek_v4":
         raise KvvizError(f"{name}: model_type 'deepseek_v4' is planned by kvviz.config.load_config (--config), "
                          f"not as a hybrid model")
+    for where, part in (("", raw), ("text_config.", raw.get("text_config"))):
+        if isinstance(part, dict) and "num_hidden_layers" in part:  # bounded before transformers builds per-layer lists
+            bounded_int(part["num_hidden_layers"], field=f"{name}: {where}num_hidden_layers", low=1, high=MAX_LAYERS)
+    architectures = raw.get("architectures")
+    require(architectures is None or (isinstance(architectures, list) and architectures
+                                      and all(isinstance(a, str) and a for a in architectures)),
+            f"{name}: architectures={short_repr(architectures)}: must be a list of class names")
     top = _transformers_config(raw, name=name)
     text = top.get_text_config()
     for field in ("num_hidden_layers",):
         require(getattr(text, field, None) is not None, f"{name}: config is missing field {field!r}")
     kinds, source = _layer_kinds(text, name=name)
-    heads = getattr(text, "num_key_value_heads", None) or getattr(text, "num_attention_heads", None)
+    heads = getattr(text, "num_key_value_heads", None)
+    if heads is None:  # vLLM: a model without GQA has as many KV heads as query heads
+        heads = getattr(text, "num_attention_heads", None)
     require(heads is not None, f"{name}: config is missing field 'num_key_value_heads'")
     head_dim = getattr(text, "head_dim", None)
     if head_dim is None:  # vLLM's ModelConfig.get_head_size falls back to hidden_size // heads
         hidden, q_heads = getattr(text, "hidden_size", None), getattr(text, "num_attention_heads", None)
-        require(hidden is not None and q_heads, f"{name}: config is missing field 'head_dim'")
+        require(type(hidden) is int and type(q_heads) is int and q_heads > 0,
+                f"{name}: config is missing field 'head_dim'")
         head_dim = hidden // q_heads
     dtype = getattr(text, "dtype", None) or getattr(top, "dtype", None) or raw.get("torch_dtype") or "bfloat16"
     dtype = _DTYPE_NAMES.get(str(dtype), str(dtype))
-    architectures = raw.get("architectures") or [text.model_type]
+    architectures = architectures or [text.model_type]
     return HybridConfig(
         name=name,
         model_type=text.model_type,

@@ -44,7 +44,7 @@ ATTENTION_KINDS = {FULL: CacheKind.FULL_ATTENTION, SLIDING: CacheKind.SLIDING_AT
 class HybridOptions:
     """The knobs a vLLM deployment of a hybrid model chooses.
 
-    kv_dtype: 'bf16' or 'fp8' (None: the model dtype, bf16 for every preset).
+    kv_dtype: 'bf16', 'fp8' or 'fp32' (None: the model dtype, bf16 for every preset).
     block_size: tokens per attention block (None: vLLM's default, 16, raised for models with
         linear-attention layers by `attention_block_size`).
     mamba_ssm_dtype: 'bfloat16' or 'float32' (None: the config's choice, else the model dtype).
@@ -111,7 +111,7 @@ def gdn_state_row(conv_dim: int, conv_kernel: int, num_v_heads: int, head_k_dim:
 
 
 def resolved_kv_dtype(config: HybridConfig, options: HybridOptions) -> str:
-    """options.kv_dtype, else the model dtype (vLLM's cache_dtype 'auto')."""
+    """options.kv_dtype, else the model dtype (vLLM's cache_dtype 'auto'; float16 is sized as bf16)."""
     if options.kv_dtype is not None:
         return options.kv_dtype
     return "fp32" if config.torch_dtype == "float32" else "bf16"
@@ -160,7 +160,7 @@ def state_blocks_per_request(config: HybridConfig, options: HybridOptions) -> in
 
 def kernel_block_alignment(config: HybridConfig, options: HybridOptions) -> int:
     """The multiple the attention block size of a hybrid model is built from: the larger of the
-    kernel block and the configured block size, times the checkpoint alignment in 'align' mode."""
+    kernel block and the configured block size, and in 'align' mode the lcm with the checkpoint alignment."""
     base = options.block_size or DEFAULT_BLOCK_SIZE
     k = max(KERNEL_BLOCK_ALIGNMENT, base)
     if mamba_cache_mode(config, options) == "align":
@@ -183,8 +183,10 @@ def attention_block_size(config: HybridConfig, options: HybridOptions) -> int:
     return max(base, block)
 
 
-def block_size_derivation(config: HybridConfig, options: HybridOptions) -> tuple[str, ...]:
-    """How the attention block size and the pages came about, one line a step."""
+def block_size_derivation(config: HybridConfig, options: HybridOptions, *,
+                          pad_states: bool = True) -> tuple[str, ...]:
+    """How the attention block size and the pages came about, one line a step (`pad_states`:
+    whether the layout pads state pages to the attention page, as vLLM does)."""
     block = attention_block_size(config, options)
     row = attention_row(config, options)
     lines = [f"attention page = {block} tokens x {config.num_key_value_heads} KV heads x {config.head_dim} x 2 (K, V) "
@@ -197,7 +199,7 @@ def block_size_derivation(config: HybridConfig, options: HybridOptions) -> tuple
             k = kernel_block_alignment(config, options)
             lines.insert(1, f"block size = smallest multiple of {k} tokens whose page holds a state "
                             f"(mamba cache mode {mamba_cache_mode(config, options)!r}) = {block}")
-        if block * row.row_bytes > s.row_bytes:
+        if pad_states and block * row.row_bytes > s.row_bytes:
             lines.append(f"state page padded {s.row_bytes:,} -> {block * row.row_bytes:,} B "
                          f"({block * row.row_bytes - s.row_bytes:,} B of padding per state)")
     return tuple(lines)

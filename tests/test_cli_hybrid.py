@@ -8,6 +8,8 @@ with exit status 2 and one line naming the option.
 from __future__ import annotations
 
 import json
+
+import pytest
 from importlib.resources import files
 
 
@@ -139,3 +141,35 @@ def test_render_separate_writes_one_folder_per_pool(capsys, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pool-full", "pool-state"]
     for pool in tmp_path.iterdir():
         assert {"block-map.png", "pool-planes.png", "report.html"} <= {p.name for p in pool.iterdir()}
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["plan", "--model", "qwen3-next-80b-a3b", "--sliding-window", "64"], "--sliding-window"),
+    (["plan", "--model", "gpt-oss-120b", "--mamba-ssm-dtype", "float32"], "--mamba-ssm-dtype"),
+    (["plan", "--model", "gpt-oss-120b", "--no-prefix-caching"], "--no-prefix-caching"),
+    (["plan", "--model", "gpt-oss-120b", "--context", "4096"], "--context"),
+    (["render", "--model", "gpt-oss-120b", "--context", "4096", "--out", "OUT"], "--context"),
+])
+def test_hybrid_knobs_that_change_nothing_are_refused(capsys, tmp_path, argv, needle):
+    err = refused(capsys, *[str(tmp_path / "out") if a == "OUT" else a for a in argv])
+    assert err.startswith(f"kvviz: error: {needle}")
+    assert not (tmp_path / "out").exists()
+
+
+def test_separate_pools_need_a_block_each_from_their_share(capsys):
+    # Qwen3-Next's separate pools split the budget by one request's need (docs/hybrid.md#separate-pools):
+    # a budget of exactly the two pools' block strides leaves the state pool less than one block.
+    data = json.loads(run(capsys, "plan", "--model", "qwen3-next-80b-a3b", "--planner", "separate", "--json")[1])
+    strides = {g["name"]: g["block_stride"] for g in data["groups"]}
+    err = refused(capsys, "plan", "--model", "qwen3-next-80b-a3b", "--planner", "separate",
+                  "--budget-bytes", str(sum(strides.values())))
+    assert "pool 'state'" in err and f"{strides['state']:,} B" in err
+
+
+def test_deepseek_compare_takes_the_block_size(capsys):
+    by_default = json.loads(run(capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashmla",
+                                "--budget-gib", "26", "--json")[1])
+    half = json.loads(run(capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashmla",
+                          "--budget-gib", "26", "--block-size", "128", "--json")[1])
+    # half the tokens per block: c4 pages hold half the rows, so the overlay stride shrinks
+    assert half["after"]["block_stride"] < by_default["after"]["block_stride"]
