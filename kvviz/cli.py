@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import capacity
 from .config import config_from_dict, is_hybrid, load_any, load_model, model_names, preset_summary
-from .defaults import CONTEXT_TOKENS as DEFAULT_CONTEXT, GIB, VERIFY_BLOCKS
+from .defaults import CONTEXT_TOKENS, GIB, VERIFY_BLOCKS
 from .errors import KvvizError, require
 from .grouping import load_groups
 from .inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES, MAX_CONTEXT_TOKENS, MAX_DIM, MAX_SLIDING_WINDOW, MAX_TOKENS_PER_BLOCK, read_json
@@ -27,6 +27,7 @@ from .planners import PLANNERS, compare_layouts, plan, plan_model
 from . import hybrid
 from .hybrid import HYBRID_PLANNERS, SeparatePools, plan_hybrid
 from .hybrid_specs import KV_DTYPES, SSM_DTYPES, HybridOptions
+from .layout import text_table
 from .published import published_row
 from .specs import BACKENDS, CacheOptions
 
@@ -123,7 +124,7 @@ def add_hybrid_arguments(p: argparse.ArgumentParser) -> None:
     knobs.add_argument("--sliding-window", type=_int_in(1, MAX_SLIDING_WINDOW), metavar="TOKENS",
                        help="replace the config's sliding window")
     knobs.add_argument("--context", type=_int_in(1, MAX_CONTEXT_TOKENS), metavar="TOKENS",
-                       help=f"request length for admission and capacity (default {DEFAULT_CONTEXT:,})")
+                       help=f"request length for admission and capacity (default {CONTEXT_TOKENS:,})")
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -249,7 +250,7 @@ def require_context_is_used(args, used: bool) -> None:
 
 
 def context_from_args(args) -> int:
-    return DEFAULT_CONTEXT if args.context is None else args.context
+    return CONTEXT_TOKENS if args.context is None else args.context
 
 
 @dataclasses.dataclass(frozen=True)
@@ -330,12 +331,12 @@ def _print_json(obj) -> None:
     print(readable_json(obj))
 
 
-def _fmt_table(rows: list[list], header: list[str]) -> str:
-    cells = [header] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths))) for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+def _group_table(layouts) -> str:
+    """One row per group of each layout (a separate-pools plan: of each pool)."""
+    rows = [[g.name, len(g.layers), f"{lay.group_total(i):,}", f"{lay.group_unused(i):,}",
+             "yes" if i == lay.binding_group else ""]
+            for lay in layouts for i, g in enumerate(lay.groups)]
+    return text_table(rows, ["group", "layers", "total B", "unused B", "binds"])
 
 
 # ---- plan ---------------------------------------------------------------------------------
@@ -354,10 +355,7 @@ def _run_plan(args) -> int:
         out["budget_bytes"] = budget
         _print_json(out)
         return 0
-    rows = [[g.name, len(g.layers), f"{layout.group_total(i):,}", f"{layout.group_unused(i):,}",
-             "yes" if i == layout.binding_group else ""]
-            for i, g in enumerate(layout.groups)]
-    print(_fmt_table(rows, ["group", "layers", "total B", "unused B", "binds"]))
+    print(_group_table((layout,)))
     print()
     print(layout.text_map())
     print()
@@ -375,12 +373,8 @@ def _run_plan_hybrid(args, planned: Planned) -> int:
     if args.json:
         _print_json(hybrid.plan_json(layout, config, options, budget_bytes=budget, context=context))
         return 0
-    pools = layout.pools if isinstance(layout, hybrid.SeparatePools) else (layout,)
-    rows = [[g.name, len(g.layers), f"{p.group_total(i):,}", f"{p.group_unused(i):,}",
-             "yes" if i == p.binding_group else ""]
-            for p in pools for i, g in enumerate(p.groups)]
     print(config.describe())
-    print(_fmt_table(rows, ["group", "layers", "total B", "unused B", "binds"]))
+    print(_group_table(layout.pools if isinstance(layout, SeparatePools) else (layout,)))
     print()
     print(layout.text_map())
     print()
@@ -434,7 +428,7 @@ def _run_compare(args) -> int:
             for name, d in (("before", j["before"]), ("after", j["after"]))]
     given = f" ({args.budget_gib} GiB)" if args.budget_gib is not None else ""
     print(f"{config.name}, {args.backend}, budget {budget:,} B{given}")
-    print(_fmt_table(rows, ["", "block stride", "blocks", "binding group", "planner"]))
+    print(text_table(rows, ["", "block stride", "blocks", "binding group", "planner"]))
     print(f"stride {cmp.stride_change_pct:+.2f}%, blocks {cmp.blocks_change_pct:+.2f}%")
     print(f"vLLM's admission estimate after the change: {estimate:,} B per block (real stride {after.block_stride:,})")
     if published is not None:

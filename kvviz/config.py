@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .errors import KvvizError, require
 from .inputs import MAX_DIM, MAX_LAYERS
-from .hf import config_json_path, hybrid_config_from_dict, load_hf_config
+from .hf import HybridConfig, config_json_path, hybrid_config_from_dict, load_hf_config
 from .inputs import read_json
 
 MODELS_DIR = files("kvviz") / "presets"  # a Traversable: `/ name`, `.read_text()`, `.iterdir()`
@@ -146,7 +146,7 @@ def is_deepseek_v4(raw: dict) -> bool:
 
 def is_hybrid(config) -> bool:
     """Whether a loaded config is a hybrid model's (`kvviz.hf.HybridConfig`), not DeepSeek V4's."""
-    return not isinstance(config, ModelConfig)
+    return isinstance(config, HybridConfig)
 
 
 def hybrid_model_names() -> list[str]:

@@ -218,6 +218,12 @@ def hybrid_config_from_dict(raw: dict, *, name: str) -> HybridConfig:
     for field in ("num_hidden_layers",):
         require(getattr(text, field, None) is not None, f"{name}: config is missing field {field!r}")
     kinds, source = _layer_kinds(text, name=name)
+    if SLIDING in kinds and getattr(text, "sliding_window", None) is None and text.model_type in ("gpt_oss",
+                                                                                                 "gemma3_text"):
+        # vLLM's gpt_oss / gemma3 give a layer sliding_window=config.sliding_window: with none set,
+        # the "sliding" layers attend to everything, as full-attention layers
+        kinds = tuple(FULL if k == SLIDING else k for k in kinds)
+        source += " (no sliding_window: sliding layers are full attention)"
     heads = getattr(text, "num_key_value_heads", None)
     if heads is None:  # vLLM: a model without GQA has as many KV heads as query heads
         heads = getattr(text, "num_attention_heads", None)

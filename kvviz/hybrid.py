@@ -27,7 +27,7 @@ from .grouping import KVGroup, approximate_gcd
 from .hf import HybridConfig
 from .hybrid_specs import (DEFAULT_BLOCK_SIZE, HybridOptions, attention_block_size, block_size_derivation,
                            hybrid_caches, kernel_block_alignment, state_blocks_per_request)
-from .layout import GLYPHS, Layout
+from .layout import GLYPHS, Layout, text_table
 from .planners import plan_overlay_by_spec
 from .specs import CacheKind, CacheSpec
 
@@ -43,11 +43,6 @@ PADDING_GLYPH = "~"  # a state page's padding up to the attention page, in the t
 
 
 # ---- grouping -----------------------------------------------------------------------------------
-def _bucket_key(c: CacheSpec) -> tuple:
-    """Equal keys = one vLLM KVCacheSpec (everything but the layer name)."""
-    return (c.spec_key, c.attention_chunk_size)
-
-
 def _base_name(c: CacheSpec) -> str:
     if c.kind is CacheKind.SLIDING_ATTENTION:
         return f"sliding{c.sliding_window}"
@@ -68,7 +63,7 @@ def hybrid_buckets(caches: tuple[CacheSpec, ...]) -> list[list[CacheSpec]]:
     """Layers with the same spec, buckets in first-seen (layer) order."""
     buckets: dict[tuple, list[CacheSpec]] = {}
     for c in caches:
-        buckets.setdefault(_bucket_key(c), []).append(c)
+        buckets.setdefault(c.spec_key, []).append(c)  # equal keys = one vLLM KVCacheSpec
     return list(buckets.values())
 
 
@@ -453,12 +448,8 @@ def comparison_json(summaries: tuple[HybridSummary, ...]) -> dict:
             "budget_gib": first.budget_bytes / GIB, "planners": [s.to_json() for s in summaries]}
 
 
-# The context length `plan_json` sizes separate pools for when none is given.
-DEFAULT_CONTEXT = CONTEXT_TOKENS
-
-
 def plan_json(layout_or_pools, config: HybridConfig, options: HybridOptions = HybridOptions(), *,
-              budget_bytes: int | None = None, context: int = DEFAULT_CONTEXT) -> dict:
+              budget_bytes: int | None = None, context: int = CONTEXT_TOKENS) -> dict:
     """What `kvviz plan --json` prints for a hybrid model: the Layout fields it prints today
     (planner, block_stride, num_blocks, groups with their layers, tensors, derivation), plus the
     model, its tokens per block and, with a budget, the summary at `context` tokens (separate
@@ -488,13 +479,9 @@ def format_comparison(summaries: tuple[HybridSummary, ...]) -> str:
              f"{s.waste.waste_bytes:,}", f"{s.waste.waste_pct:.2f}", f"{s.admission_bytes_per_request:,}",
              f"{s.num_blocks:,}", f"{s.requests_fit:,} ({s.max_concurrency:.2f})", f"{s.kv_tokens_per_gib:,.0f}"]
             for s in summaries]
-    cells = [header] + rows
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths))) for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
     title = (f"{first.model}: context {first.context:,} tokens, budget {first.budget_bytes:,} B "
              f"({first.budget_bytes / GIB:.2f} GiB)")
-    return "\n".join([title] + lines)
+    return title + "\n" + text_table(rows, header)
 
 
 # ---- layer-outermost map ------------------------------------------------------------------------

@@ -43,6 +43,16 @@ class SharedTensor:
     layer_stride: int | None = None
 
 
+def text_table(rows: list[list], header: list[str]) -> str:
+    """Rows as a plain-text table: first column left-aligned, the others right-aligned, a rule under
+    the header (the text views of the CLI and of kvviz.hybrid)."""
+    cells = [header] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths))) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
 # A kind as JSON names it ("indexer_k"), looked up once per kind rather than once per layer.
 _KIND_KEYS = {k: k.name.lower() for k in CacheKind}
 

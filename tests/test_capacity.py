@@ -107,3 +107,11 @@ def test_request_blocks_and_concurrency():
 def test_bad_budgets(kwargs, field):
     with pytest.raises(KvvizError, match=field):
         capacity.budget_bytes(**kwargs)
+
+
+def test_the_published_table_here_is_the_one_kvviz_prints():
+    # kvviz.published is what `kvviz compare` prints under its table; it must say what was published
+    from kvviz.published import PUBLISHED_TABLE
+
+    assert sorted((r.backend, r.budget_gib, r.blocks_before, r.blocks_after) for r in PUBLISHED_TABLE) == \
+        sorted(PUBLISHED)

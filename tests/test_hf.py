@@ -186,3 +186,17 @@ def test_without_transformers_a_hybrid_config_is_one_line(monkeypatch, tmp_path)
     from kvviz.cli import main
 
     assert main(["plan", "--model", "deepseek-v4-pro", "--json"]) == 0  # DeepSeek V4 needs no transformers
+
+
+def test_sliding_layers_without_a_window_are_full_attention(tmp_path):
+    # vLLM's gpt_oss passes sliding_window=config.sliding_window to its even layers: None = full
+    import json
+
+    from kvviz.config import MODELS_DIR
+    from kvviz.hf import FULL, load_hf_config
+
+    raw = json.loads((MODELS_DIR / "gpt-oss-120b.json").read_text())
+    raw["sliding_window"] = None
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    config = load_hf_config(tmp_path)
+    assert set(config.layer_types) == {FULL} and config.sliding_window is None
