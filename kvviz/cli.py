@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from . import capacity
-from .config import config_from_dict, is_hybrid, load_any, load_model, model_names, preset_summary
+from .config import config_from_dict, is_deepseek_v4, is_hybrid, load_any, load_model, model_names, preset_summary
 from .defaults import CONTEXT_TOKENS, GIB, VERIFY_BLOCKS
 from .errors import KvvizError, require
 from .grouping import load_groups
@@ -191,6 +191,9 @@ def _load_config_file(path: str):
     raw = read_json(path, what="--config")
     if isinstance(raw, dict) and "groups" in raw and "num_hidden_layers" not in raw:
         raise KvvizError(f"--config {path!r}: this is a groups file, not a model config; give it with --groups")
+    if isinstance(raw, dict) and not is_deepseek_v4(raw) and "model_type" in raw:
+        raise KvvizError(f"--config {path!r}: a {raw['model_type']!s:.40} config, not DeepSeek V4's; "
+                         f"give it with --hf-config")
     return config_from_dict(raw, name=Path(path).stem)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .errors import KvvizError, require
 from .inputs import MAX_DIM, MAX_LAYERS
-from .hf import HybridConfig, config_json_path, hybrid_config_from_dict, load_hf_config
+from .hf import HybridConfig, config_json_path, config_name, hybrid_config_from_dict
 from .inputs import read_json
 
 MODELS_DIR = files("kvviz") / "presets"  # a Traversable: `/ name`, `.read_text()`, `.iterdir()`
@@ -171,8 +171,8 @@ def load_any(path: str | Path):
     p = config_json_path(path, what="--hf-config")
     raw = read_json(p, what="--hf-config")
     if isinstance(raw, dict) and is_deepseek_v4(raw):
-        return config_from_dict(raw, name=Path(path).stem)
-    return load_hf_config(p)
+        return config_from_dict(raw, name=config_name(p))
+    return hybrid_config_from_dict(raw, name=config_name(p))
 
 
 def preset_summary(name: str) -> str:

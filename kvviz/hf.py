@@ -269,8 +269,12 @@ def config_json_path(path: str | Path, *, what: str = "--hf-config") -> Path:
     return p
 
 
+def config_name(p: Path) -> str:
+    """A config's name: its folder's for a `config.json` (the model's checkout), else the file stem."""
+    return p.parent.name if p.name == "config.json" and p.parent.name else p.stem
+
+
 def load_hf_config(path: str | Path) -> HybridConfig:
     """Read a hybrid model's config.json (or a folder holding one)."""
     p = config_json_path(path)
-    name = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
-    return hybrid_config_from_dict(read_json(p, what="--hf-config"), name=name)
+    return hybrid_config_from_dict(read_json(p, what="--hf-config"), name=config_name(p))
