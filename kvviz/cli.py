@@ -245,6 +245,17 @@ def hybrid_options_from_args(args) -> HybridOptions:
     return HybridOptions(**{k: v for k, v in values.items() if v is not None})
 
 
+def summary_from_args(args, layout, config, options, budget: int):
+    """kvviz.hybrid.summarize at the command's context; separate pools split the budget by one
+    request's need, and a pool whose share holds none of its blocks is an error naming it."""
+    summary = hybrid.summarize(layout, config, options, budget_bytes=budget, context=context_from_args(args))
+    for g in summary.groups:
+        if g.num_blocks == 0:
+            raise KvvizError(f"{_budget_option(args)}: the share of pool {g.name!r} in {budget:,} B (split by "
+                             f"one request's need) holds none of its {g.block_bytes:,} B blocks")
+    return summary
+
+
 def require_context_is_used(args, used: bool) -> None:
     """--context sizes admission, requests and separate pools' budget split: refused where none is asked."""
     if getattr(args, "context", None) is not None and not used:
@@ -373,6 +384,7 @@ def _run_plan_hybrid(args, planned: Planned) -> int:
         require_budget_holds_a_block(args, budget, layout.block_stride)
     require_context_is_used(args, budget is not None)
     context = context_from_args(args)
+    summary = None if budget is None else summary_from_args(args, layout, config, options, budget)
     if args.json:
         _print_json(hybrid.plan_json(layout, config, options, budget_bytes=budget, context=context))
         return 0
@@ -382,8 +394,7 @@ def _run_plan_hybrid(args, planned: Planned) -> int:
     print(layout.text_map())
     print()
     print("\n".join(layout.derivation))
-    if budget is not None:
-        summary = hybrid.summarize(layout, config, options, budget_bytes=budget, context=context)
+    if summary is not None:
         print()
         print(hybrid.format_comparison((summary,)))
     return 0
@@ -451,7 +462,8 @@ def _run_compare_hybrid(args, config) -> int:
         raise KvvizError(f"{option}: does not apply to {config.name} (a hybrid model)")
     options = hybrid_options_from_args(args)
     budget = budget_from_args(args)
-    summaries = hybrid.compare_hybrid(config, options, budget_bytes=budget, context=context_from_args(args))
+    summaries = tuple(summary_from_args(args, plan_hybrid(config, options, p), config, options, budget)
+                      for p in HYBRID_PLANNERS)  # hybrid.compare_hybrid, each summary checked
     for s in summaries:
         require_budget_holds_a_block(args, budget, s.bytes_per_block)
     if args.json:
@@ -564,8 +576,7 @@ def _run_verify(args) -> int:
     pools = getattr(layout, "pools", None) or (layout,)
     shares = [budget] if budget is not None and len(pools) == 1 else None
     if budget is not None and shares is None:
-        summary = hybrid.summarize(layout, planned.config, planned.options, budget_bytes=budget,
-                                   context=context_from_args(args))
+        summary = summary_from_args(args, layout, planned.config, planned.options, budget)
         shares = [g.num_blocks * p.block_stride for g, p in zip(summary.groups, pools)]
     reports = []
     for i, pool_layout in enumerate(pools):

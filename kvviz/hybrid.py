@@ -415,9 +415,6 @@ def summarize(layout_or_pools, config: HybridConfig, options: HybridOptions = Hy
         needs = [n * p.block_stride for n, p in zip(per_req, pools.pools)]
         shares = pools.split_budget(budget_bytes, needs)
         blocks = [s // p.block_stride for s, p in zip(shares, pools.pools)]
-        for share, p, n in zip(shares, pools.pools, blocks):
-            require(n > 0, f"budget_bytes={budget_bytes:,}: pool {p.groups[0].name!r} gets {share:,} B of it "
-                           f"(its share of one request's need), less than one of its blocks ({p.block_stride:,} B)")
         groups = tuple(GroupNeed(p.groups[0].name, len(p.groups[0].layers), n, p.block_stride, b)
                        for p, n, b in zip(pools.pools, per_req, blocks))
         real = sum(q.cache.content_bytes for p in pools.pools for q in p.placements)
