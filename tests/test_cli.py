@@ -227,5 +227,5 @@ def test_help_lists_every_subcommand(capsys):
         main(["--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    for command in ("plan", "compare", "models", "render"):
+    for command in ("plan", "compare", "models", "render", "verify"):
         assert f"    {command} " in out

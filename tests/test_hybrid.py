@@ -4,7 +4,6 @@
 Expected values come from the issue's worked figures and from the rules redone by hand from
 the config fields; the invariants run over random hybrid configs (hypothesis)."""
 
-import dataclasses
 
 import pytest
 from hypothesis import given, settings
@@ -310,4 +309,6 @@ def test_layer_planes_tile_each_tensor(config, num_blocks):
 def test_sliding_window_override(gpt_oss):
     layout = plan_hybrid(gpt_oss, HybridOptions(sliding_window=4096))
     assert {c.sliding_window for g in layout.groups for c in g.layers} == {4096, None}
-    assert dataclasses.replace(gpt_oss, sliding_window=4096) != gpt_oss
+    # a sliding group keeps window - 1 + in-flight tokens, plus one block (by hand, 16-token blocks)
+    sliding, full = capacity.group_blocks_for_request(layout, CONTEXT)
+    assert sliding == cdiv(4096 - 1 + MAX_NUM_BATCHED_TOKENS, 16) + 1 and full == cdiv(CONTEXT, 16)
