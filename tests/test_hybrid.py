@@ -4,7 +4,6 @@
 Expected values come from the issue's worked figures and from the rules redone by hand from
 the config fields; the invariants run over random hybrid configs (hypothesis)."""
 
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
