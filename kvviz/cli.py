@@ -308,11 +308,6 @@ def plan_from_args(args) -> Planned:
     return Planned(plan_model(config, options, _planner_for(args, hybrid=False)), config, options)
 
 
-def layout_from_args(args):
-    """The Layout (or SeparatePools) a command's source and knobs describe."""
-    return plan_from_args(args).layout
-
-
 _json_encode = json.JSONEncoder().encode  # the C encoder, as json.dumps(obj) uses it
 _NESTED = (dict, list)
 

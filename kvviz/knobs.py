@@ -340,11 +340,6 @@ def hybrid_summary(knobs: dict, planner: str | None = None, *,
     return summarize(layout, config, options, budget_bytes=budget, context=knobs["context"])
 
 
-def plan_knobs(knobs: dict):
-    """The chosen planner's layout for either family (a Layout, or SeparatePools)."""
-    return plan_hybrid_knobs(knobs) if knobs_are_hybrid(knobs) else plan_pair(knobs)[0]
-
-
 def layout_key(knobs: dict) -> tuple:
     """The knobs that decide the layout (all but the budget and the context)."""
     return tuple((k, v) for k, v in knobs.items() if k not in ("budget_gib", "context"))

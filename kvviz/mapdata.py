@@ -120,10 +120,6 @@ class MapRange:
         return (self.kind, self.rows, self.row_describe, self.page_bytes)
 
     @property
-    def kind_label(self) -> str:
-        return self.kind.label
-
-    @property
     def short_name(self) -> str:
         return short_layer_name(self.layer)
 
