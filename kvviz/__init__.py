@@ -1,12 +1,14 @@
-"""kvviz: byte-exact views of packed KV-cache layouts (DeepSeek V4 in vLLM).
+"""kvviz: byte-exact views of LLM serving engines' KV-cache layouts (vLLM 0.33 first).
 
 Data flows one way: config -> specs -> groups -> layout -> pool / figures. A notebook needs one
 import:
 
     import kvviz
 
-    layout = kvviz.plan_model(kvviz.load_model("deepseek-v4-pro"), kvviz.CacheOptions(backend="flashmla"))
-    print(layout)  # a text byte map with a legend
+    model = kvviz.load("llama-3.1-8b")   # a preset, or any config.json / folder
+    plan = kvviz.plan(model)              # what vLLM 0.33 does; planner="overlay", "separate", ...
+    print(plan)                           # a text byte map with a legend
+    print(plan.capacity(40 * 2**30).line) # vLLM's "GPU KV cache size: ..." line
 
 `import kvviz` is instant: each name below is imported from its module on first use (PEP 562), so
 torch, matplotlib, pandas and ipywidgets load only when a name that needs them is touched.
@@ -18,19 +20,16 @@ import importlib
 import sys
 import types
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # name -> module, grouped as a notebook meets them (the order of __all__).
 _PUBLIC = {
-    # load a model or a config
-    "load_model": "kvviz.config", "load_config": "kvviz.config", "load_hf_config": "kvviz.hf",
-    "model_names": "kvviz.config", "CacheOptions": "kvviz.specs",
-    # plan and compare
-    "plan_model": "kvviz.planners", "plan": "kvviz.planners", "compare_layouts": "kvviz.planners",
-    "plan_hybrid": "kvviz.hybrid", "HybridOptions": "kvviz.hybrid",
-    # the Layout, and what a budget buys
-    "Layout": "kvviz.layout",
-    "num_blocks": "kvviz.capacity", "budget_bytes": "kvviz.capacity", "max_concurrency": "kvviz.capacity",
+    # load a model, plan it, compare planners
+    "load": "kvviz.api", "plan": "kvviz.api", "compare": "kvviz.api", "Options": "kvviz.options",
+    "model_names": "kvviz.families", "Model": "kvviz.families",
+    # the plan, its pools and what a budget buys
+    "Plan": "kvviz.core.plan", "Layout": "kvviz.core.layout", "Capacity": "kvviz.core.plan",
+    "budget_bytes": "kvviz.core.capacity",
     # real memory (torch)
     "Pool": "kvviz.pool", "verify": "kvviz.verify",
     # figures (matplotlib) and the report
@@ -39,6 +38,7 @@ _PUBLIC = {
     # the explorer (ipywidgets)
     "Explorer": "kvviz.explorer",
 }
+_ALIASES = {"model_names": "preset_names"}
 
 __all__ = list(_PUBLIC)
 
@@ -47,7 +47,7 @@ def __getattr__(name: str):
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'kvviz' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), _ALIASES.get(name, name))
     globals()[name] = value  # later look-ups skip this function
     return value
 
@@ -57,8 +57,8 @@ def __dir__() -> list[str]:
 
 
 class _Package(types.ModuleType):
-    """Keeps a public name bound to its function when a submodule of the same name (kvviz.verify)
-    is first imported: the import system would otherwise rebind kvviz.verify to the module."""
+    """Keeps a public name bound to its function when a submodule of the same name (kvviz.verify,
+    kvviz.plan's home kvviz.api) is first imported: the import system would otherwise rebind it."""
 
     def __setattr__(self, name: str, value) -> None:
         if name in _PUBLIC and isinstance(value, types.ModuleType) and value.__name__ == f"{__name__}.{name}":

@@ -36,6 +36,13 @@ class Element(enum.Enum):
         self.bits = bits
 
 
+# The element names a model family declares its caches in (core.declare), and their element.
+# float16 is sized and written like bf16 (2 bytes an element; kvviz writes bf16 bytes for both).
+ELEMENTS = {"bf16": Element.BF16, "fp16": Element.BF16, "fp32": Element.FP32, "fp8": Element.E4M3}
+ELEMENT_BYTES = {name: e.bits // 8 for name, e in ELEMENTS.items()}
+_VIEW_DTYPES = {Element.BF16: "bfloat16", Element.FP32: "float32"}
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Field:
     """`count` elements of one type inside a row, e.g. 448 E4M3 NoPE values."""
@@ -319,3 +326,50 @@ class PageAnatomy:
 def page_regions(row: RowFormat, rows: int, page_bytes: int) -> tuple[Region, ...]:
     """Payload region, footer region and trailing padding of one page (empty regions omitted)."""
     return PageAnatomy.of(row, rows, page_bytes).regions
+
+
+# ---- rows of the declared caches (core.declare): plain elements, part by part ------------------
+@functools.lru_cache(maxsize=None)
+def kv_row(num_kv_heads: int, head_size: int, head_size_v: int, kv_dtype: str) -> RowFormat:
+    """One token of one attention layer: K of every KV head, then V (AttentionSpec's
+    num_kv_heads x (head_size + head_size_v) x dtype). kvviz draws all K rows of a page before all
+    V rows (payload / footer regions); where each byte sits depends on the backend's layout, the
+    sizes do not."""
+    element = ELEMENTS[kv_dtype]
+    k, v = num_kv_heads * head_size, num_kv_heads * head_size_v
+    return RowFormat(name=f"kv_{kv_dtype}", dims=k + v, payload=(Field(name="K", element=element, count=k),),
+                     footer=(Field(name="V", element=element, count=v),),
+                     view_dtype=_VIEW_DTYPES.get(element, "uint8"), part_names=("K", "V"), codec="parts")
+
+
+@functools.lru_cache(maxsize=None)
+def mla_row(kv_lora_rank: int, qk_rope_head_dim: int, kv_dtype: str) -> RowFormat:
+    """One token of an MLA layer (MLAAttentionSpec, head_size = kv_lora_rank + qk_rope_head_dim,
+    one head, no V): the compressed latent, then its RoPE part."""
+    element = ELEMENTS[kv_dtype]
+    return RowFormat(name=f"mla_{kv_dtype}", dims=kv_lora_rank + qk_rope_head_dim,
+                     payload=(Field(name="latent", element=element, count=kv_lora_rank),),
+                     footer=(Field(name="rope", element=element, count=qk_rope_head_dim),),
+                     view_dtype=_VIEW_DTYPES.get(element, "uint8"), part_names=("latent", "rope"), codec="parts")
+
+
+@functools.lru_cache(maxsize=None)
+def recurrent_state_row(mamba_type: str, parts: tuple[tuple[str, int, str], ...]) -> RowFormat:
+    """One recurrent state (MambaSpec: sum of prod(shape) x dtype over its shapes), from
+    (name, element count, element name) per tensor. The last tensor is the state proper (SSM or
+    recurrent state) and forms the footer; the ones before it (conv states, all of one element)
+    form the payload, one field each. A state of one tensor (short conv) is one payload field."""
+    fields = [Field(name=name, element=ELEMENTS[dtype], count=count) for name, count, dtype in parts]
+    if len(fields) == 1:
+        f = fields[0]
+        codec = {Element.BF16: "bf16", Element.FP32: "fp32"}[f.element]
+        return RowFormat(name=codec, dims=f.count, payload=(f,), view_dtype=_VIEW_DTYPES[f.element],
+                         part_names=(f.name, ""))
+    head, last = fields[:-1], fields[-1]
+    if len({f.element for f in head}) != 1:
+        raise KvvizError(f"{mamba_type} state: its conv tensors have different dtypes")
+    conv = Field(name=" + ".join(f.name for f in head) if len(head) > 1 else head[0].name, element=head[0].element,
+                 count=sum(f.count for f in head))
+    view = _VIEW_DTYPES[conv.element] if conv.element is last.element else "uint8"
+    return RowFormat(name=f"{mamba_type}_state", dims=conv.count + last.count, payload=(conv,), footer=(last,),
+                     view_dtype=view, part_names=(conv.name, last.name), codec="parts")

@@ -23,7 +23,7 @@ from importlib.resources import files
 import anywidget
 import traitlets
 
-from .layout import Layout
+from .core.layout import Layout
 from .mapdata import BlockMapData, block_map_data, format_bytes
 
 
@@ -60,7 +60,7 @@ class LiveBlockMap(anywidget.AnyWidget):
 
 
 def separate_pools_map_data(pools, *, caption: str) -> dict:
-    """The live map's data for `kvviz.hybrid.SeparatePools`: one lane per pool, each its own
+    """The live map's data for a separate-pools `kvviz.core.plan.Plan`: one lane per pool, each its own
     pool's block drawn from byte 0 on one byte scale (the largest pool's block sets the width).
 
     Honest about what it is not: the pools share no block and no stride, so no lane binds, the

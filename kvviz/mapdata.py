@@ -16,26 +16,11 @@ import re
 from .defaults import GIB
 from .errors import require
 from .formats import page_regions
-from .layout import Layout
-from .specs import CacheKind
+from .core.kinds import CacheKind
+from .core.layout import Layout
 
-# One colour per cache kind, the same in every figure and in the live map (main KV blues,
-# indexer orange, SWA green, compressor states purples, indexer state brown).
-KIND_COLORS: dict[CacheKind, str] = {
-    CacheKind.MAIN_C4: "#1f77b4",
-    CacheKind.MAIN_C128: "#7fb8e0",
-    CacheKind.INDEXER_K: "#ff7f0e",
-    CacheKind.SWA_KV: "#2ca02c",
-    CacheKind.STATE_C4: "#9467bd",
-    CacheKind.STATE_C128: "#c9b3e0",
-    CacheKind.INDEXER_STATE: "#8c564b",
-    CacheKind.CUSTOM: "#17becf",
-    # hybrid models (docs/hybrid.md#hybrid-caches)
-    CacheKind.FULL_ATTENTION: "#3a6fb0",
-    CacheKind.SLIDING_ATTENTION: "#59a14f",
-    CacheKind.CHUNKED_ATTENTION: "#e377c2",
-    CacheKind.LINEAR_STATE: "#b07aa1",
-}
+# One colour per cache kind, the same in every figure and in the live map (CacheKind's style record).
+KIND_COLORS: dict[CacheKind, str] = {k: k.color for k in CacheKind}
 PAD_COLOR = "#1a1a1a"  # alignment padding inside a page
 UNUSED_COLOR = "#9a9a9a"  # hatch of bytes a group leaves unused
 REGION_COLORS = {"payload": "#4c72b0", "footer": "#dd8452", "padding": PAD_COLOR}
@@ -232,7 +217,7 @@ class BlockMapData:
             "lanes": [lane.to_dict(self.stride) for lane in self.lanes],
             "ranges": ranges,
             "anatomies": [first[key].anatomy() for key in anatomy_index],
-            "kinds": [{"kind": k.name.lower(), "label": k.label, "color": KIND_COLORS[k]} for k in self.kinds],
+            "kinds": [{"kind": k.key, "label": k.label, "color": KIND_COLORS[k]} for k in self.kinds],
             "colors": {"pad": PAD_COLOR, "unused": UNUSED_COLOR, "regions": REGION_COLORS},
         }
 

@@ -49,10 +49,11 @@ from matplotlib.transforms import blended_transform_factory
 
 from .errors import require
 from .formats import page_regions
-from .layout import Layout
+from .core.layout import Layout
 from .mapdata import (KIND_COLORS, PAD_COLOR, REGION_COLORS, UNUSED_COLOR, BlockMapData, block_map_data,
                       byte_ticks, format_bytes, short_layer_name)
-from .specs import CacheKind, CacheSpec
+from .core.kinds import CacheKind
+from .core.spec import CacheSpec
 
 __all__ = ["KIND_COLORS", "PAD_COLOR", "UNUSED_COLOR", "REGION_COLORS", "short_layer_name", "format_bytes"]
 
@@ -334,7 +335,7 @@ def _key_below(ax, entries: Sequence[KeyEntry], *, offset_in: float = 0.5, note:
 def _padding_label(datas: Sequence[BlockMapData]) -> str:
     """What the padding of these maps is: a hybrid model's state pages padded up to the attention
     page (docs/hybrid.md#hybrid-caches), alignment padding, or both."""
-    kinds = {r.kind is CacheKind.LINEAR_STATE for d in datas for r in d.ranges if r.padding_bytes}
+    kinds = {r.kind.is_state for d in datas for r in d.ranges if r.padding_bytes}
     if kinds == {True}:
         return "padding (state page grown to the attention page)"
     return "padding (alignment, or a state page grown)" if kinds == {True, False} else "alignment padding"
@@ -623,7 +624,7 @@ def _plane_label(layer: str) -> str:
 
 def pool_planes(layout: Layout, num_blocks: int, *, blocks_shown: Sequence[int] | None = None,
                 fig: Figure | None = None, width: float = 12.0) -> Figure:
-    """The pool in vLLM's layer-outermost arrangement (`kvviz.hybrid.layer_planes`): one row per
+    """The pool in vLLM's layer-outermost arrangement (`kvviz.core.planes.layer_planes`): one row per
     tensor, x = bytes [0, bytes per block x num_blocks) of the pool; each layer's plane is one
     range (layer stride = num_blocks x page, coloured by kind, labelled `L<i>` where it fits),
     the blocks are subdivisions of a plane (block stride = page): white ticks where they are at
@@ -632,7 +633,7 @@ def pool_planes(layout: Layout, num_blocks: int, *, blocks_shown: Sequence[int] 
     short leaves an unused plane, hatched like unused bytes of a block map.
     Every tensor starts at byte 0 of the same pool (docs/hybrid.md#hybrid-planners).
     """
-    from .hybrid import layer_planes  # hybrid -> planners -> layout: below plot, imported on use
+    from .core.planes import layer_planes
 
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
     tensors = layer_planes(layout, num_blocks)  # checks num_blocks
@@ -654,7 +655,7 @@ def pool_planes(layout: Layout, num_blocks: int, *, blocks_shown: Sequence[int] 
     has_unused = any(pl.layer is None for t in tensors for pl in t.planes)
     padded_kinds = {c.kind for c in cache_of.values() if c.padding_bytes} if blocks_shown else set()
     entries = _key_entries(kinds, padding=bool(padded_kinds), unused=False, padding_label=(
-        "padding (state page grown to the attention page)" if padded_kinds == {CacheKind.LINEAR_STATE}
+        "padding (state page grown to the attention page)" if padded_kinds and all(k.is_state for k in padded_kinds)
         else "alignment padding"))
     if has_unused:
         entries.append(KeyEntry("unused plane(s) of a short group", "white", UNUSED_COLOR, "////"))

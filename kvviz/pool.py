@@ -23,7 +23,7 @@ import torch
 from . import formats
 from .defaults import GIB
 from .errors import KvvizError, require
-from .layout import Layout, Placement, SharedTensor
+from .core.layout import Layout, Placement, SharedTensor
 
 VIEW_DTYPES = {"uint8": torch.uint8, "bfloat16": torch.bfloat16, "float32": torch.float32}
 

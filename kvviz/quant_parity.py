@@ -27,16 +27,18 @@ from typing import Any
 import torch
 
 from . import formats, quant
-from .config import _preset_raw, hybrid_model_names, load_model, model_names
+from .families import preset_names, preset_raw
+from .families.deepseek_v4 import BACKENDS, CacheOptions, config_from_dict, is_deepseek_v4, model_caches
 from .pool import resolve_device
-from .hybrid_specs import KV_DTYPES, kv_row
+from .options import KV_DTYPES
 from .errors import KvvizError, require
-from .specs import BACKENDS, CacheOptions, model_caches
 
 #: The model whose row formats are checked (its preset gives every head dim).
 PARITY_MODEL = "deepseek-v4-pro"
 # A hybrid preset whose attention rows (K | V, codec "parts") join the cases; read from its raw
 # config.json, so the parity check needs no transformers (a GPU box may not have it).
+PARITY_MLA_MODEL = "deepseek-v3"  # its MLA latent | rope rows
+PARITY_STATE_MODEL = "qwen3-next-80b-a3b"  # its gated delta net states
 PARITY_HYBRID_MODEL = "gpt-oss-120b"
 #: Rows per case; 2^16 rows of 128..512 values is 8..33 M values per codec.
 PARITY_ROWS = 65_536
@@ -97,7 +99,7 @@ def parity_cases(model: str = PARITY_MODEL) -> tuple[ParityCase, ...]:
     dims for fp8_ds_mla; indexer rows: index_head_dim; fp32 compressor states: the narrowest state
     row, as the fp32 codec only copies bytes and its width changes nothing).
     """
-    config = load_model(model)
+    config = config_from_dict(preset_raw(model), name=model)
     rows: dict[str, Any] = {}
     for backend in BACKENDS:
         for main in ("fp8_ds_mla", "fp8", "bf16"):
@@ -107,9 +109,18 @@ def parity_cases(model: str = PARITY_MODEL) -> tuple[ParityCase, ...]:
                     row = cache.row_format
                     if row.name in quant.CODECS and (row.name not in rows or row.dims < rows[row.name].dims):
                         rows[row.name] = row
-    raw = _preset_raw(PARITY_HYBRID_MODEL)
+    raw = preset_raw(PARITY_HYBRID_MODEL)
     raw = raw.get("text_config") or raw
-    kv_rows = [kv_row(raw["num_key_value_heads"], raw["head_dim"], dtype) for dtype in KV_DTYPES]
+    # every two-part row kind: K|V rows, MLA latent|rope rows, recurrent conv|SSM states, each dtype
+    kv_rows = [formats.kv_row(raw["num_key_value_heads"], raw["head_dim"], raw["head_dim"], dtype) for dtype in KV_DTYPES]
+    mla = preset_raw(PARITY_MLA_MODEL)
+    kv_rows += [formats.mla_row(mla["kv_lora_rank"], mla["qk_rope_head_dim"], dtype) for dtype in KV_DTYPES]
+    gdn = preset_raw(PARITY_STATE_MODEL)  # a gated delta net state (conv, SSM) in bf16 and fp32
+    conv = (gdn["linear_conv_kernel_dim"] - 1) * (2 * gdn["linear_num_key_heads"] * gdn["linear_key_head_dim"]
+                                                  + gdn["linear_num_value_heads"] * gdn["linear_value_head_dim"])
+    ssm = gdn["linear_num_value_heads"] * gdn["linear_value_head_dim"] * gdn["linear_key_head_dim"]
+    kv_rows += [formats.recurrent_state_row("gdn", (("conv", conv, "bf16"), ("ssm", ssm, dtype)))
+                for dtype in ("bf16", "fp32")]
     rows["parts"] = kv_rows[0]
     missing = set(quant.CODECS) - set(rows)
     require(not missing, f"model={model!r}: no cache uses codec(s) {', '.join(sorted(missing))}")
@@ -222,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda", help="device compared with the CPU (default cuda)")
     ap.add_argument("--rows", type=int, default=PARITY_ROWS, help=f"rows per case (default {PARITY_ROWS:,})")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--model", default=PARITY_MODEL, choices=[n for n in model_names() if n not in hybrid_model_names()],
+    ap.add_argument("--model", default=PARITY_MODEL, choices=[n for n in preset_names() if is_deepseek_v4(preset_raw(n))],
                     help="DeepSeek V4 preset whose row formats are checked (hybrid K|V rows join from "
                          f"{PARITY_HYBRID_MODEL})")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of lines")

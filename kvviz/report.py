@@ -21,9 +21,8 @@ from typing import Callable
 
 from . import plot
 from .errors import KvvizError, require
-from .hybrid import HybridLayout
 from .inputs import DPI_RANGE
-from .layout import Layout, Placement
+from .core.layout import Layout, Placement
 
 
 # Blocks of the small pool a hybrid report's layer-plane figure shows: every block's page is drawn.
@@ -93,7 +92,9 @@ def report_figures(layout: Layout, *, before: Layout | None = None, after: Layou
     """(name, caption, build) for each figure of a report, in report order; build() returns the Figure."""
     yield ("block-map", f"Block map: {layout.planner} layout, block stride {layout.block_stride:,} B, "
            f"binding group {layout.binding_label}.", lambda: plot.block_map(layout))
-    if isinstance(layout, HybridLayout):  # the other arrangement vLLM resolves (docs/hybrid.md#hybrid-planners)
+    # One page size: vLLM resolves its default layer-outermost arrangement (validate_kv_cache_layout;
+    # docs/hybrid.md#hybrid-planners); mixed pages (DeepSeek V4) pack block-outermost.
+    if len({p.page_bytes for p in layout.placements}) == 1:
         n = POOL_PLANES_BLOCKS
         yield ("pool-planes", f"The pool as layer planes x blocks (layer-outermost, vLLM's default), {n} blocks: "
                f"layer stride = {n} x page, block stride = page; every tensor starts at byte 0 of the pool.",

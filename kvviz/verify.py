@@ -65,9 +65,9 @@ import torch
 from . import formats, quant
 from .defaults import GIB, VERIFY_BLOCKS
 from .errors import KvvizError, require
-from .layout import Layout, Placement
+from .core.layout import Layout, Placement
 from .pool import FREE, BlockPool, Pool, check_fits, check_views, resolve_device
-from .specs import CacheKind
+from .core.kinds import CacheKind
 
 HAZARDS = ("shared-block", "zeroer", "misread")
 ASSIGNMENTS = ("round-robin", "contiguous")

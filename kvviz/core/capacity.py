@@ -1,15 +1,16 @@
-"""Blocks, budgets and requests (docs/planners.md#overlay, docs/published-numbers.md#budget-rounding, docs/published-numbers.md#admission-estimate, docs/hybrid.md#hybrid-planners)."""
+"""Blocks, budgets and requests (docs/planners.md#overlay, docs/published-numbers.md#budget-rounding,
+docs/published-numbers.md#admission-estimate, docs/model-core.md#blocks-per-request)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 
-from .defaults import GIB, MAX_NUM_BATCHED_TOKENS
-from .errors import KvvizError, require
-from .grouping import tuple_count
+from ..defaults import GIB
+from ..errors import KvvizError, require
+from .group import tuple_count
 from .layout import Layout
-from .specs import CacheKind, CacheSpec
+from .spec import Scheduling
 
 
 def budget_bytes(*, gib: float | None = None, num_bytes: int | None = None) -> int:
@@ -99,52 +100,28 @@ def admission_estimate_per_block(layout: Layout) -> int | None:
     return tuple_count(layers) * sum(dict.fromkeys(c.page_bytes for c in layers))
 
 
-def cache_blocks_for_request(cache: CacheSpec, tokens: int, *, max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS,
-                             state_blocks: int = 1) -> int:
-    """Blocks one layer's block table holds for one request of `tokens` tokens: vLLM 0.33's
-    per-spec `max_memory_usage_bytes / page_size_bytes` (kv_cache_interface.py), with
-    `max_num_batched_tokens` as the in-flight tokens (docs/hybrid.md#hybrid-planners):
-
-    * full attention (FullAttentionSpec): cdiv(tokens, tokens_per_block);
-    * sliding window (SlidingWindowSpec.max_admission_blocks_per_request): the window and one
-      chunk, cdiv(min(window - 1 + max_num_batched_tokens, tokens), tokens_per_block) + 1 (the +1:
-      a window need not start at a block boundary);
-    * chunked local attention (ChunkedLocalAttentionSpec.max_admission_blocks_per_request): one
-      chunk and one batch, cdiv(min(chunk + max_num_batched_tokens, tokens), tokens_per_block);
-    * linear-attention state (MambaSpec.max_memory_usage_bytes): `state_blocks` whatever the
-      length (1 without prefix caching; 2 + checkpoint blocks in 'align' mode).
-    """
-    if cache.kind is CacheKind.LINEAR_STATE:
-        return state_blocks
-    if cache.attention_chunk_size is not None:
-        kept = min(cache.attention_chunk_size + max_num_batched_tokens, tokens)
-        return -(-kept // cache.tokens_per_block)
-    if cache.sliding_window is None:
-        return -(-tokens // cache.tokens_per_block)
-    kept = min(cache.sliding_window - 1 + max_num_batched_tokens, tokens)
-    return -(-kept // cache.tokens_per_block) + 1
+def group_blocks_for_request(layout: Layout, scheduling: Scheduling) -> list[int]:
+    """Blocks each group's block table holds for one request (`get_max_concurrency_for_kv_cache_config`:
+    cdiv(max_memory_usage_bytes, page_size_bytes) of the group's spec; a group of several layer
+    specs (UniformTypeKVCacheSpecs.max_memory_usage_pages) takes the largest of its layers')."""
+    require(isinstance(scheduling.max_model_len, int) and scheduling.max_model_len > 0,
+            f"max_model_len={scheduling.max_model_len!r}: must be a positive integer")
+    out = []
+    for g in layout.groups:
+        first = g.layers[0]
+        if all(c.spec_key == first.spec_key for c in g.layers[1:2]):
+            out.append(first.blocks_per_request(scheduling))
+        else:
+            out.append(max(c.blocks_per_request(scheduling) for c in g.layers))
+    return out
 
 
-def group_blocks_for_request(layout: Layout, tokens: int, *, max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS,
-                             state_blocks: int = 1) -> list[int]:
-    """Blocks each group's block table holds for one request of `tokens` tokens (every layer of a
-    group shares its first layer's spec): `cache_blocks_for_request` of each group's first layer."""
-    require(isinstance(tokens, int) and tokens > 0, f"tokens={tokens!r}: must be a positive integer")
-    require(max_num_batched_tokens > 0, f"max_num_batched_tokens={max_num_batched_tokens!r}: must be positive")
-    require(isinstance(state_blocks, int) and state_blocks > 0, f"state_blocks={state_blocks!r}: must be positive")
-    return [cache_blocks_for_request(g.layers[0], tokens, max_num_batched_tokens=max_num_batched_tokens,
-                                     state_blocks=state_blocks)
-            for g in layout.groups]
-
-
-def max_concurrency(layout: Layout, budget: int, tokens: int, *, max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS,
-                    state_blocks: int = 1) -> float:
-    """Requests of `tokens` tokens the budget serves at once, counted as vLLM 0.33's
-    `get_max_concurrency_for_kv_cache_config` does: all groups draw block ids from one shared
-    pool, so a request costs the sum over groups of the blocks each group holds, and
+def max_concurrency(layout: Layout, budget: int, scheduling: Scheduling) -> float:
+    """Requests of `scheduling.max_model_len` tokens the budget serves at once, counted as vLLM
+    0.33's `get_max_concurrency_for_kv_cache_config` does: all groups draw block ids from one
+    shared pool, so a request costs the sum over groups of the blocks each group holds, and
     concurrency = num_blocks / that sum."""
-    per_request = sum(group_blocks_for_request(layout, tokens, max_num_batched_tokens=max_num_batched_tokens,
-                                               state_blocks=state_blocks))
+    per_request = sum(group_blocks_for_request(layout, scheduling))
     if per_request == 0:
-        raise KvvizError("tokens: a request of that length holds no blocks")
+        raise KvvizError("max_model_len: a request of that length holds no blocks")
     return num_blocks(layout, budget) / per_request

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 from functools import cached_property
 
-from .errors import require
-from .defaults import GIB
-from .grouping import KVGroup
-from .specs import CacheKind, CacheSpec
+from ..defaults import GIB
+from ..errors import require
+from .group import KVGroup
+from .kinds import CacheKind
+from .spec import CacheSpec
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,24 +54,9 @@ def text_table(rows: list[list], header: list[str]) -> str:
     return "\n".join(lines)
 
 
-# A kind as JSON names it ("indexer_k"), looked up once per kind rather than once per layer.
-_KIND_KEYS = {k: k.name.lower() for k in CacheKind}
-
-# One glyph per kind for the text byte map (also the legend).
-GLYPHS = {
-    CacheKind.MAIN_C4: "A",
-    CacheKind.MAIN_C128: "a",
-    CacheKind.INDEXER_K: "B",
-    CacheKind.SWA_KV: "C",
-    CacheKind.STATE_C4: "D",
-    CacheKind.STATE_C128: "d",
-    CacheKind.INDEXER_STATE: "E",
-    CacheKind.CUSTOM: "#",
-    CacheKind.FULL_ATTENTION: "F",
-    CacheKind.SLIDING_ATTENTION: "S",
-    CacheKind.CHUNKED_ATTENTION: "L",
-    CacheKind.LINEAR_STATE: "M",
-}
+# The text map's glyphs, each kind's own (CacheKind's style record), and the glyph of padding.
+GLYPHS = {k: k.glyph for k in CacheKind}
+PADDING_GLYPH = "~"  # a page padded past its content (page_size_padded), in the text byte map
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +69,7 @@ class Layout:
     block_stride: int
     tensors: tuple[SharedTensor, ...]
     derivation: tuple[str, ...] = ()  # how the stride was computed, one line a term
+    tokens_per_block: int | None = None  # the attention block size (None: as each cache says)
 
     def __post_init__(self) -> None:
         require(self.block_stride > 0, "block_stride: must be positive")
@@ -207,7 +194,7 @@ class Layout:
                     "total_bytes": self.group_total(i),
                     "unused_bytes": self.group_unused(i),
                     "layers": [
-                        {"name": p.name, "kind": _KIND_KEYS[p.cache.kind], "offset": p.offset,
+                        {"name": p.name, "kind": p.cache.kind.key, "offset": p.offset,
                          "page_bytes": p.page_bytes}
                         for p in self.group_placements(i)
                     ],
@@ -223,23 +210,33 @@ class Layout:
         }
 
     def text_map(self, width: int = 72) -> str:
-        """A compact byte map: one lane per group, one glyph per width-th of the stride, '.' unused."""
+        """A compact byte map: one lane per group, one glyph per width-th of the stride, '.' unused,
+        '~' the padding of a padded page (page_size_padded)."""
         lines = []
         name_w = max(len(g.name) for g in self.groups)
         stride = self.block_stride
+        padded = False
         for i, g in enumerate(self.groups):
             cells = ["."] * width
             for p in self.group_placements(i):
-                # Cells floor(offset*w/stride) .. ceil(end*w/stride), at least one, clipped.
-                lo = p.offset * width // stride
-                hi = min(max(lo + 1, -(-p.end * width // stride)), width)
-                if hi > lo:
-                    cells[lo:hi] = GLYPHS[p.cache.kind] * (hi - lo)
-            lines.append(f"{g.name:>{name_w}} |{''.join(cells)}| {self.group_total(i):>12,} B")
+                content_end = p.end if p.cache.padded_page_bytes is None else p.offset + p.cache.content_bytes
+                padded = padded or content_end < p.end
+                for lo_b, hi_b, glyph in ((p.offset, content_end, p.cache.kind.glyph), (content_end, p.end, PADDING_GLYPH)):
+                    if hi_b <= lo_b:
+                        continue
+                    # Cells floor(lo*w/stride) .. ceil(hi*w/stride), at least one, clipped.
+                    lo = lo_b * width // stride
+                    hi = min(max(lo + 1, -(-hi_b * width // stride)), width)
+                    if hi > lo:
+                        cells[lo:hi] = glyph * (hi - lo)
+            lines.append(f"{g.name:>{name_w}} |{''.join(cells)}| {len(g.layers):>4} layers {self.group_total(i):>14,} B")
         kinds = dict.fromkeys(p.cache.kind for p in self.placements)
-        legend = "  ".join(f"{GLYPHS[k]}={k.label}" for k in kinds) + "  .=unused"
-        lines.append(f"{'':>{name_w}}  block stride {self.block_stride:,} B ({self.planner})")
-        lines.append(f"{'':>{name_w}}  {legend}")
+        legend = "  ".join(f"{k.glyph}={k.label}" for k in kinds)
+        if padded:
+            legend += f"  {PADDING_GLYPH}=padding"
+        tokens = "" if self.tokens_per_block is None else f", {self.tokens_per_block} tokens"
+        lines.append(f"{'':>{name_w}}  block stride {self.block_stride:,} B{tokens} ({self.planner})")
+        lines.append(f"{'':>{name_w}}  {legend}  .=unused")
         return "\n".join(lines)
 
     def explain(self, budget_bytes: int | None = None) -> str:

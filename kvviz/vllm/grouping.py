@@ -1,4 +1,7 @@
-"""vLLM's grouping of caches into KV-cache groups (docs/grouping.md#vllm-grouping).
+"""vLLM's grouping of caches into KV-cache groups (docs/grouping.md#vllm-grouping), for every
+model: `kv_cache_groups` mirrors vLLM 0.33's `get_kv_cache_groups`
+(v1/core/kv_cache_planning.py); `group_caches` is vLLM #48993's grouping of DeepSeek V4's
+caches, which `overlay` and `bucketed` plan.
 
 A group is a set of layers that share one block table. Groups never hold the same block id at
 the same time, which is what lets the overlay planner lay them over the same bytes.
@@ -7,39 +10,19 @@ the same time, which is what lets the overlay planner lay them over the same byt
 from __future__ import annotations
 
 import bisect
-import dataclasses
 from collections import Counter
 
-from .inputs import read_json
-from .defaults import BLOCK_SIZE
-from .errors import KvvizError, require
-from .inputs import MAX_LAYERS, MAX_PAGE_BYTES, MAX_SLIDING_WINDOW, MAX_TOKENS_PER_BLOCK, short_repr, bounded_int
-from .specs import CacheKind, CacheSpec, custom_cache
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class KVGroup:
-    """A named group of caches, listed in the order vLLM lists them."""
-
-    name: str
-    layers: tuple[CacheSpec, ...]
-    # Sum of the group's pages: its extent under the overlay planner (computed once).
-    total_bytes: int = dataclasses.field(init=False, repr=False, compare=False)
-    is_full: bool = dataclasses.field(init=False, repr=False, compare=False)  # all full attention
-
-    def __post_init__(self) -> None:
-        require(len(self.layers) > 0, f"group {self.name!r}: has no layers")
-        object.__setattr__(self, "total_bytes", sum(c.page_bytes for c in self.layers))
-        object.__setattr__(self, "is_full", all(c.is_full_attention for c in self.layers))
+from ..core.group import KVGroup, tuple_count
+from ..core.kinds import CacheKind
+from ..core.spec import CacheSpec, custom_cache
+from ..defaults import BLOCK_SIZE
+from ..errors import KvvizError, require
+from ..inputs import (MAX_LAYERS, MAX_PAGE_BYTES, MAX_SLIDING_WINDOW, MAX_TOKENS_PER_BLOCK, bounded_int, read_json,
+                      short_repr)
 
 
 def page_sizes_first_seen(caches) -> list[int]:
     return list(dict.fromkeys(c.page_bytes for c in caches))
-
-
-def tuple_count(caches) -> int:
-    """How many layers share the most common page size (one layer's D and E form one tuple)."""
-    return max(Counter(c.page_bytes for c in caches).values())
 
 
 def approximate_gcd(counts: list[int], lower_bound: int) -> int:
@@ -105,12 +88,7 @@ def pad_small_pages(caches: tuple[CacheSpec, ...]) -> tuple[CacheSpec, ...]:
     return tuple(out)
 
 
-_BUCKET_NAMES = {
-    CacheKind.SWA_KV: "swa",
-    CacheKind.STATE_C4: "c4-state",
-    CacheKind.INDEXER_STATE: "c4-state",
-    CacheKind.STATE_C128: "c128-state",
-}
+_BUCKET_KINDS = (CacheKind.SWA_KV, CacheKind.STATE_C4, CacheKind.INDEXER_STATE, CacheKind.STATE_C128)
 
 
 def group_caches(caches: tuple[CacheSpec, ...], *, order: str = "full-first") -> tuple[KVGroup, ...]:
@@ -137,7 +115,8 @@ def group_caches(caches: tuple[CacheSpec, ...], *, order: str = "full-first") ->
     if full:
         named.append((first_index[None], KVGroup(name="full", layers=tuple(full))))
     for key, bucket in buckets.items():
-        base = _BUCKET_NAMES.get(bucket[0].kind, f"window{bucket[0].sliding_window}")
+        base = (bucket[0].kind.style.group_base if bucket[0].kind in _BUCKET_KINDS
+                else f"window{bucket[0].sliding_window}")
         parts = split_bucket(bucket, d)
         for i, part in enumerate(parts):
             name = base if len(parts) == 1 else f"{base}-{chr(ord('a') + i)}"
@@ -223,3 +202,143 @@ def _checked_layer(layer: object, where: str, default_name: str, seen: set) -> t
 
 def load_groups(path) -> tuple[KVGroup, ...]:
     return groups_from_json(read_json(path, what="--groups"))
+
+
+# ---- vLLM 0.33's get_kv_cache_groups, for any model ----------------------------------------------
+def group_base_name(c: CacheSpec) -> str:
+    """A group's name before its index: 'full', 'sliding4096', 'chunked8192', 'mla', 'state', ..."""
+    if c.kind is CacheKind.SLIDING_ATTENTION:
+        return f"sliding{c.sliding_window}"
+    if c.kind is CacheKind.CHUNKED_ATTENTION:
+        return f"chunked{c.attention_chunk_size}"
+    return c.kind.style.group_base
+
+
+def _named_groups(parts: list[tuple[str, list[list[CacheSpec]]]]) -> tuple[KVGroup, ...]:
+    out, used = [], set()
+    for base, groups in parts:
+        while base in used:  # two buckets of one base name (two state page sizes): keep names unique
+            base += "'"
+        used.add(base)
+        for i, layers in enumerate(groups):
+            out.append(KVGroup(name=base if len(groups) == 1 else f"{base}-{i}", layers=tuple(layers)))
+    return tuple(out)
+
+
+def spec_buckets(caches) -> list[list[CacheSpec]]:
+    """Layers with the same spec, buckets in first-seen (registration) order (the
+    `same_type_layers` of `_get_kv_cache_groups_uniform_page_size`)."""
+    buckets: dict[tuple, list[CacheSpec]] = {}
+    for c in caches:
+        buckets.setdefault(c.spec_key, []).append(c)  # equal keys = one vLLM KVCacheSpec
+    return list(buckets.values())
+
+
+def group_size(counts: list[int]) -> int:
+    """The smallest bucket's layer count, or the largest when it is under 1.5 x the smallest
+    (`_get_kv_cache_groups_uniform_page_size`; compared as 2 x max < 3 x min, exactly)."""
+    lo, hi = min(counts), max(counts)
+    return hi if 2 * hi < 3 * lo else lo
+
+
+def uniform_page_groups(caches: tuple[CacheSpec, ...]) -> tuple[KVGroup, ...]:
+    """vLLM 0.33's groups for unified pages (`_get_kv_cache_groups_uniform_page_size`): a bucket
+    of n layers becomes cdiv(n, group_size) groups, the i-th holding layers[i::num_groups], so
+    groups of one bucket may be one layer short (docs/hybrid.md#hybrid-grouping)."""
+    require(len(caches) > 0, "caches: the model registers no KV caches")
+    require(len({c.page_bytes for c in caches}) == 1,
+            "caches: vLLM's hybrid grouping needs unified page sizes (kvviz.vllm.pages.unify_page_sizes)")
+    buckets = spec_buckets(caches)
+    size = group_size([len(b) for b in buckets])
+    parts = []
+    for bucket in buckets:
+        n = -(-len(bucket) // size)
+        parts.append((group_base_name(bucket[0]), [bucket[i::n] for i in range(n)]))
+    return _named_groups(parts)
+
+
+def _type_key(c: CacheSpec) -> tuple:
+    """UniformTypeKVCacheSpecs.is_uniform_type: one spec class, one block size, one window."""
+    return (c.spec_class, c.sliding_window, c.attention_chunk_size, c.tokens_per_block,
+            c.page_bytes if c.kind.is_state else None)
+
+
+def kv_cache_groups(caches: tuple[CacheSpec, ...], *, block_outermost: bool = False) -> tuple[KVGroup, ...]:
+    """vLLM 0.33's `get_kv_cache_groups` (v1/core/kv_cache_planning.py), in its order of tries:
+    one spec for every layer (`_get_kv_cache_groups_uniform_spec`) or one type
+    (`UniformTypeKVCacheSpecs`): one group; a block-outermost layout with mixed pages:
+    `_get_packed_kv_cache_groups`; else the pages are unified first
+    (`kvviz.vllm.pages.unify_page_sizes`) and grouped by `_get_kv_cache_groups_uniform_page_size`."""
+    require(len(caches) > 0, "caches: the model registers no KV caches")
+    if len({_type_key(c) for c in caches}) == 1:
+        return _named_groups([(group_base_name(caches[0]), [list(caches)])])
+    if block_outermost and len({c.page_bytes for c in caches}) > 1:
+        return packed_groups(caches)
+    from .pages import unify_page_sizes  # pages imports nothing of grouping: no cycle at import
+
+    return uniform_page_groups(unify_page_sizes(caches))
+
+
+def _is_state_bucket(first: CacheSpec, repeats: int | None) -> bool:
+    """Buckets that can shrink to one state per group (`_get_packed_kv_cache_groups`'
+    is_state_bucket): Mamba state, and sliding windows when no repeat pattern fixes the split."""
+    return first.kind.is_state or (repeats is None and first.sliding_window is not None)
+
+
+def packed_groups(caches: tuple[CacheSpec, ...]) -> tuple[KVGroup, ...]:
+    """Mirrors vLLM 0.33's `_get_packed_kv_cache_groups` (block-outermost per-block packing).
+
+    Buckets of one cache type; a balanced bucket (equal layer counts per page size) splits into
+    cdiv(repeats, repeats_per_group) groups of whole pattern repeats; a state bucket splits into
+    as many groups as it takes for each to fit the block the others already need."""
+    require(len(caches) > 0, "caches: the model registers no KV caches")
+    buckets: dict[tuple, list[CacheSpec]] = {}
+    for c in caches:  # UniformTypeKVCacheSpecs.is_uniform_type: one type, one block size
+        buckets.setdefault(_type_key(c), []).append(c)
+    bucketed = []
+    for bucket in buckets.values():
+        by_page: dict[int, list[CacheSpec]] = {}
+        for c in bucket:
+            by_page.setdefault(c.page_bytes, []).append(c)
+        balanced = len({len(v) for v in by_page.values()}) == 1
+        bucketed.append((bucket, by_page, balanced))
+
+    def max_per_page(by_page):  # UniformTypeKVCacheSpecs.get_max_layers_per_page_size
+        return max(len(v) for v in by_page.values())
+
+    floor = max((max_per_page(p) for _, p, bal in bucketed if bal and len(p) > 1), default=0)
+    repeats = approximate_gcd([max_per_page(p) for _, p, bal in bucketed if bal], floor) if floor else None
+
+    def num_groups_for(by_page, balanced) -> int:
+        return -(-max_per_page(by_page) // repeats) if (balanced and repeats is not None) else 1
+
+    def widest(by_page, n) -> int:
+        return sum(-(-len(v) // n) * page for page, v in by_page.items())
+
+    anchor = max(widest(p, len(b) if _is_state_bucket(b[0], repeats) else num_groups_for(p, bal))
+                 for b, p, bal in bucketed)
+    parts = []
+    for bucket, by_page, balanced in bucketed:
+        n = num_groups_for(by_page, balanced)
+        if anchor and _is_state_bucket(bucket[0], repeats):
+            per_block = max(anchor // bucket[0].page_bytes, 1)
+            n = max(n, -(-len(bucket) // per_block))
+        if n == 1:
+            parts.append((group_base_name(bucket[0]), [bucket]))
+            continue
+        pattern = list(zip(*by_page.values()))
+        parts.append((group_base_name(bucket[0]), [[c for rep in pattern[i::n] for c in rep] for i in range(n)]))
+    return _named_groups(parts)
+
+
+def grouping_derivation(groups: tuple[KVGroup, ...], caches) -> tuple[str, ...]:
+    """How `uniform_page_groups` split the buckets, in two lines."""
+    buckets = spec_buckets(caches)
+    counts = [len(b) for b in buckets]
+    size = group_size(counts)
+    sizes = ", ".join(str(len(g.layers)) for g in groups)
+    if len(buckets) == 1:
+        return (f"every layer has one spec: one group of {len(groups[0].layers)} layers",)
+    return (f"buckets of {' + '.join(f'{len(b)} {group_base_name(b[0])}' for b in buckets)} layers -> group size "
+            f"{size} (smallest bucket{', or the largest as it is under 1.5 x the smallest' if size != min(counts) else ''})",
+            f"{len(groups)} groups of {sizes} layers; each one tensor from byte 0, layer stride = page")

@@ -13,10 +13,9 @@ from __future__ import annotations
 import operator
 from collections import Counter
 
-from .errors import KvvizError, require
-from .grouping import KVGroup, group_caches, pad_small_pages
-from .layout import Layout, Placement, SharedTensor
-from .specs import CacheOptions, model_caches
+from ..core.group import KVGroup
+from ..core.layout import Layout, Placement, SharedTensor
+from ..errors import KvvizError, require
 
 
 def _check_groups(groups: tuple[KVGroup, ...]) -> None:
@@ -138,34 +137,11 @@ def plan_overlay_by_spec(groups: tuple[KVGroup, ...]) -> Layout:
                   _overlay_derivation(groups, stride))
 
 
-PLANNERS = {"overlay": plan_overlay, "overlay-by-spec": plan_overlay_by_spec, "bucketed": plan_bucketed}
+LAYOUT_PLANNERS = {"overlay": plan_overlay, "overlay-by-spec": plan_overlay_by_spec, "bucketed": plan_bucketed}
 
 
 def plan(groups: tuple[KVGroup, ...], planner: str = "overlay") -> Layout:
-    if planner not in PLANNERS:
-        raise KvvizError(f"planner={planner!r}: unknown; choose one of {', '.join(PLANNERS)}")
-    return PLANNERS[planner](groups)
-
-
-def model_groups(config, options, planner: str = "overlay") -> tuple[KVGroup, ...]:
-    """The groups a planner sees for a model: bucketed pads small pages first (pre-#48993);
-    overlay-by-spec lists groups in first-seen order (vLLM 0.33); overlay lists the full group first."""
-    if planner not in PLANNERS:
-        raise KvvizError(f"planner={planner!r}: unknown; choose one of {', '.join(PLANNERS)}")
-    caches = model_caches(config, options)
-    if planner == "bucketed":
-        caches = pad_small_pages(caches)
-    return group_caches(caches, order="first-seen" if planner == "overlay-by-spec" else "full-first")
-
-
-def plan_model(config, options, planner: str = "overlay") -> Layout:
-    """config + knobs -> caches -> groups -> Layout."""
-    return plan(model_groups(config, options, planner), planner)
-
-
-def compare_layouts(config, backend: str = "flashmla", **knobs) -> tuple[Layout, Layout]:
-    """vLLM #48993's before/after for one backend: bucketed + padding + FP8 (132 B) indexer rows
-    vs overlay + MXFP4 (68 B) rows. `knobs` are the other CacheOptions (mtp, main_format, ...)."""
-    before = plan_model(config, CacheOptions(backend=backend, indexer_format="fp8", **knobs), "bucketed")
-    after = plan_model(config, CacheOptions(backend=backend, indexer_format="mxfp4", **knobs), "overlay")
-    return before, after
+    """Groups (e.g. a groups file) laid out by one of the layout planners."""
+    if planner not in LAYOUT_PLANNERS:
+        raise KvvizError(f"planner={planner!r}: unknown; choose one of {', '.join(LAYOUT_PLANNERS)}")
+    return LAYOUT_PLANNERS[planner](groups)

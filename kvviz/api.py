@@ -1,0 +1,53 @@
+"""The library's front door: load any model, plan it, compare planners (docs/model-core.md).
+
+    import kvviz
+    model = kvviz.load("llama-3.1-8b")            # a preset, a config.json or a folder
+    plan = kvviz.plan(model, tensor_parallel_size=2, kv_dtype="fp8")
+    print(plan)                                    # the text byte map
+    print(plan.capacity(40 * 2**30).line)          # vLLM's own capacity line
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .core.plan import Capacity, Plan
+from .errors import KvvizError
+from .families import Model, load
+from .options import Options
+from .vllm.plan import plan_model
+
+__all__ = ["load", "plan", "compare", "options_from"]
+
+
+def _model(model) -> Model:
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, (str, Path)):
+        return load(model)
+    raise KvvizError(f"model={type(model).__name__}: give a kvviz.load(...) result, a preset name or a config path")
+
+
+def options_from(knobs: dict) -> Options:
+    """Options from keyword knobs; an unknown knob name is one line naming the knobs."""
+    fields = Options.__dataclass_fields__
+    for name in knobs:
+        if name not in fields:
+            raise KvvizError(f"{name}: not a knob; knobs are {', '.join(fields)}")
+    return Options(**knobs)
+
+
+def plan(model, planner: str | None = None, **knobs) -> Plan:
+    """`model` (a `Model`, preset name or config path) laid out by `planner` ('vllm' by default:
+    what vLLM 0.33 does; 'overlay', 'bucketed', 'packed', 'separate' where the model's family has
+    them) with `knobs` (`kvviz.options.Options` fields). A knob that does not apply is refused."""
+    return plan_model(_model(model), planner, options_from(knobs))
+
+
+def compare(model, *, budget_bytes: int, **knobs) -> tuple[tuple[str, Capacity], ...]:
+    """(label, capacity at `budget_bytes`) for each layout the model's family compares: every
+    planner side by side, or DeepSeek V4's vLLM #48993 before/after."""
+    m = _model(model)
+    options = options_from(knobs)
+    return tuple((label, plan_model(m, planner, opts).capacity(budget_bytes))
+                 for label, planner, opts in m.reader.comparisons(m, options))

@@ -1,0 +1,33 @@
+"""A KV-cache group: layers that share one block table (vLLM's KVCacheGroupSpec)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+from ..errors import require
+from .spec import CacheSpec
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class KVGroup:
+    """A named group of caches, listed in the order vLLM lists them.
+
+    Groups never hold the same block id at the same time, which is what lets a planner lay them
+    over the same bytes (docs/overlay.md#the-overlay-in-one-paragraph)."""
+
+    name: str
+    layers: tuple[CacheSpec, ...]
+    # Sum of the group's pages: its extent under the overlay planners (computed once).
+    total_bytes: int = dataclasses.field(init=False, repr=False, compare=False)
+    is_full: bool = dataclasses.field(init=False, repr=False, compare=False)  # all full attention
+
+    def __post_init__(self) -> None:
+        require(len(self.layers) > 0, f"group {self.name!r}: has no layers")
+        object.__setattr__(self, "total_bytes", sum(c.page_bytes for c in self.layers))
+        object.__setattr__(self, "is_full", all(c.is_full_attention for c in self.layers))
+
+
+def tuple_count(caches) -> int:
+    """How many layers share the most common page size (one layer's D and E form one tuple)."""
+    return max(Counter(c.page_bytes for c in caches).values())

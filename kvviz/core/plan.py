@@ -1,0 +1,281 @@
+"""The one plan result: one or more pools, each a plain `Layout`, and what a budget buys.
+
+A shared-pool plan (vLLM, and the #48993 planners) has one pool whose groups overlay each other;
+separate pools (one per cache kind, as SGLang keeps them) have several, each with its own block
+stride and its own blocks. `Plan.capacity(budget)` counts blocks, blocks per request and the
+requests that fit, and writes vLLM's own capacity line (docs/model-core.md#the-plan).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..defaults import GIB
+from ..errors import KvvizError, require
+from .capacity import group_blocks_for_request
+from .layout import Layout, text_table
+from .spec import Scheduling
+
+SEPARATE = "separate"
+
+
+@dataclasses.dataclass(frozen=True)
+class Waste:
+    """Bytes of a block that hold nothing, over every group (or pool): when each group holds
+    one block, total_bytes = bytes per block x groups (separate: one block of each pool)."""
+
+    total_bytes: int
+    real_bytes: int
+    empty_slot_bytes: int  # whole pages a group leaves empty (groups one layer short)
+    padded_state_bytes: int  # pages padded past their content (state pages grown to the attention page)
+    unused_tail_bytes: int  # the rest of a group's unused range, less than one page
+
+    @property
+    def waste_bytes(self) -> int:
+        return self.total_bytes - self.real_bytes
+
+    @property
+    def waste_pct(self) -> float:
+        return 100.0 * self.waste_bytes / self.total_bytes
+
+    def to_json(self) -> dict:
+        return {"total_bytes": self.total_bytes, "real_bytes": self.real_bytes, "waste_bytes": self.waste_bytes,
+                "waste_pct": round(self.waste_pct, 3), "empty_slot_bytes": self.empty_slot_bytes,
+                "padded_state_bytes": self.padded_state_bytes, "unused_tail_bytes": self.unused_tail_bytes}
+
+
+def layout_waste(layout: Layout) -> Waste:
+    """Waste of one pool: every group spans the block stride."""
+    empty = tail = 0
+    for i, g in enumerate(layout.groups):
+        unused = layout.group_unused(i)
+        page = max(c.page_bytes for c in g.layers)
+        empty += unused // page * page
+        tail += unused % page
+    padded = sum(p.cache.padding_bytes for p in layout.placements if p.cache.padded_page_bytes is not None)
+    real = sum(p.cache.page_bytes if p.cache.padded_page_bytes is None else p.cache.content_bytes
+               for p in layout.placements)
+    return Waste(layout.block_stride * len(layout.groups), real, empty, padded, tail)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupNeed:
+    """What one request holds in one group (or pool)."""
+
+    name: str
+    layers: int
+    blocks_per_request: int
+    block_bytes: int  # bytes one of its blocks costs: the shared stride, or the pool's own
+    num_blocks: int | None = None  # separate pools only: the pool's own blocks
+
+    def to_json(self) -> dict:
+        out = {"name": self.name, "layers": self.layers, "blocks_per_request": self.blocks_per_request,
+               "block_bytes": self.block_bytes}
+        if self.num_blocks is not None:
+            out["num_blocks"] = self.num_blocks
+        return out
+
+
+def capacity_line(kv_tokens: int, max_model_len: int, concurrency: float) -> str:
+    """The line vLLM 0.33 logs once the KV cache is sized (kv_cache_utils.update_kv_cache_capacity):
+    'GPU KV cache size: {tokens:,} tokens, Maximum concurrency for {len:,} tokens per request: {c:.2f}x'."""
+    return (f"GPU KV cache size: {kv_tokens:,} tokens, Maximum concurrency for {max_model_len:,} tokens per "
+            f"request: {concurrency:.2f}x")
+
+
+@dataclasses.dataclass(frozen=True)
+class Capacity:
+    """A plan's numbers at one budget: blocks, what a request of max_model_len tokens holds, and
+    the requests served at once (vLLM's `get_kv_cache_capacity`)."""
+
+    model: str
+    planner: str
+    tokens_per_block: int | None
+    bytes_per_block: int
+    num_groups: int
+    waste: Waste
+    max_model_len: int
+    budget_bytes: int
+    groups: tuple[GroupNeed, ...]
+    num_blocks: int  # shared pool: budget // bytes per block (the null block counted); separate: all pools'
+    max_concurrency: float  # requests of max_model_len tokens at once (fractional, like vLLM's)
+
+    @property
+    def context(self) -> int:
+        return self.max_model_len
+
+    @property
+    def blocks_per_request(self) -> int:
+        return sum(g.blocks_per_request for g in self.groups)
+
+    @property
+    def admission_bytes_per_request(self) -> int:
+        """vLLM's `_max_memory_usage_bytes_from_groups`: bytes per block x the blocks every group
+        holds (separate pools: each pool's blocks at its own block size)."""
+        return sum(g.blocks_per_request * g.block_bytes for g in self.groups)
+
+    @property
+    def requests_fit(self) -> int:
+        """Whole requests of max_model_len tokens the budget holds at once."""
+        if self.planner == SEPARATE:
+            return min(g.num_blocks // g.blocks_per_request for g in self.groups)
+        return self.num_blocks // self.blocks_per_request
+
+    @property
+    def kv_cache_tokens(self) -> int:
+        """vLLM's "GPU KV cache size" in tokens: int(max concurrency x max_model_len)."""
+        return int(self.max_concurrency * self.max_model_len)
+
+    @property
+    def kv_tokens_per_gib(self) -> float:
+        return self.max_concurrency * self.max_model_len / (self.budget_bytes / GIB)
+
+    @property
+    def line(self) -> str:
+        return capacity_line(self.kv_cache_tokens, self.max_model_len, self.max_concurrency)
+
+    def to_json(self) -> dict:
+        return {
+            "model": self.model, "planner": self.planner, "tokens_per_block": self.tokens_per_block,
+            "bytes_per_block": self.bytes_per_block, "num_groups": self.num_groups, "waste": self.waste.to_json(),
+            "context": self.max_model_len, "max_model_len": self.max_model_len, "budget_bytes": self.budget_bytes,
+            "num_blocks": self.num_blocks, "blocks_per_request": self.blocks_per_request,
+            "admission_bytes_per_request": self.admission_bytes_per_request,
+            "max_concurrency": round(self.max_concurrency, 4), "requests_fit": self.requests_fit,
+            "kv_cache_tokens": self.kv_cache_tokens, "capacity_line": self.line,
+            "kv_tokens_per_gib": round(self.kv_tokens_per_gib, 1),
+            "groups": [g.to_json() for g in self.groups],
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A model laid out by one planner: `pools` (one for a shared pool, several for separate
+    pools, each a `Layout`), the scheduling its requests are counted with, and how it came about."""
+
+    model: str
+    planner: str
+    pools: tuple[Layout, ...]
+    scheduling: Scheduling
+    derivation: tuple[str, ...] = ()
+    family: str = ""
+    describe: str = ""  # one line about the model (layers by kind, geometry)
+
+    def __post_init__(self) -> None:
+        require(len(self.pools) > 0, "plan: has no pools")
+
+    @property
+    def separate(self) -> bool:
+        return self.planner == SEPARATE
+
+    @property
+    def layout(self) -> Layout:
+        """The one pool of a shared-pool plan (a separate-pools plan has several: ask `pools`)."""
+        if len(self.pools) != 1:
+            raise KvvizError(f"plan {self.model!r}: {len(self.pools)} separate pools have no single layout; "
+                             f"use plan.pools")
+        return self.pools[0]
+
+    @property
+    def groups(self):
+        return tuple(g for p in self.pools for g in p.groups)
+
+    @property
+    def block_stride(self) -> int:
+        """Bytes of one block (separate pools: one block of every pool)."""
+        return sum(p.block_stride for p in self.pools)
+
+    @property
+    def tokens_per_block(self) -> int | None:
+        return self.pools[0].tokens_per_block
+
+    @property
+    def max_model_len(self) -> int:
+        return self.scheduling.max_model_len
+
+    def split_budget(self, budget: int) -> list[int]:
+        """Separate pools: the bytes each pool gets, the budget in proportion to what one request
+        needs from each pool (floor; docs/hybrid.md#separate-pools). One pool: the budget."""
+        if len(self.pools) == 1:
+            return [budget]
+        needs = [sum(group_blocks_for_request(p, self.scheduling)) * p.block_stride for p in self.pools]
+        total = sum(needs)
+        require(total > 0, "separate pools: a request needs no bytes")
+        return [budget * n // total for n in needs]
+
+    def capacity(self, budget_bytes: int) -> Capacity:
+        """Blocks, waste, vLLM's admission estimate and the requests `budget_bytes` serves."""
+        require(isinstance(budget_bytes, int) and not isinstance(budget_bytes, bool) and budget_bytes > 0,
+                f"budget_bytes={budget_bytes!r}: must be a positive integer")
+        s = self.scheduling
+        if len(self.pools) > 1 or self.separate:
+            shares = self.split_budget(budget_bytes)
+            per_req = [sum(group_blocks_for_request(p, s)) for p in self.pools]
+            blocks = [share // p.block_stride for share, p in zip(shares, self.pools)]
+            groups = tuple(GroupNeed(p.groups[0].name, len(p.groups[0].layers), n, p.block_stride, b)
+                           for p, n, b in zip(self.pools, per_req, blocks))
+            real = sum(layout_waste(p).real_bytes for p in self.pools)
+            padded = sum(layout_waste(p).padded_state_bytes for p in self.pools)
+            waste = Waste(self.block_stride, real, 0, padded, 0)
+            concurrency = min(b / n for b, n in zip(blocks, per_req))
+            return Capacity(self.model, self.planner, self.tokens_per_block, self.block_stride, len(self.pools),
+                            waste, s.max_model_len, budget_bytes, groups, sum(blocks), concurrency)
+        layout = self.layout
+        per_req = group_blocks_for_request(layout, s)
+        blocks = layout.num_blocks(budget_bytes)
+        groups = tuple(GroupNeed(g.name, len(g.layers), n, layout.block_stride) for g, n in zip(layout.groups, per_req))
+        return Capacity(self.model, self.planner, self.tokens_per_block, layout.block_stride, len(layout.groups),
+                        layout_waste(layout), s.max_model_len, budget_bytes, groups, blocks, blocks / sum(per_req))
+
+    def explain(self, budget_bytes: int | None = None) -> str:
+        lines = list(self.derivation)
+        for p in self.pools:
+            if len(self.pools) > 1:
+                lines.append(f"pool {p.groups[0].name}:")
+            lines.extend(("  " if len(self.pools) > 1 else "") + line for line in p.derivation)
+        if budget_bytes is not None and len(self.pools) == 1:
+            blocks = self.layout.num_blocks(budget_bytes)
+            lines.append(f"{budget_bytes:,} B budget ({budget_bytes / GIB:.4f} GiB) // {self.block_stride:,} B "
+                         f"= {blocks:,} blocks ({budget_bytes - blocks * self.block_stride:,} B left over)")
+        return "\n".join(lines)
+
+    def text_map(self, width: int = 72) -> str:
+        return "\n\n".join(p.text_map(width) for p in self.pools)
+
+    def group_table(self) -> str:
+        """One row per group of each pool, as text."""
+        rows = [[g.name, len(g.layers), f"{lay.group_total(i):,}", f"{lay.group_unused(i):,}",
+                 "yes" if i == lay.binding_group else ""]
+                for lay in self.pools for i, g in enumerate(lay.groups)]
+        return text_table(rows, ["group", "layers", "total B", "unused B", "binds"])
+
+    def to_json(self, *, budget_bytes: int | None = None) -> dict:
+        """What `kvviz plan --json` prints: the layout fields (planner, block_stride, num_blocks,
+        groups with their layers, tensors, derivation), the model, tokens per block, and with a
+        budget the capacity (`summary`)."""
+        cap = None if budget_bytes is None else self.capacity(budget_bytes)
+        if len(self.pools) == 1 and not self.separate:
+            out = self.layout.to_json(num_blocks=None if cap is None else cap.num_blocks)
+        else:
+            out = {"planner": self.planner, "block_stride": self.block_stride,
+                   "num_blocks": None if cap is None else cap.num_blocks,
+                   "groups": [{"name": p.groups[0].name, "total_bytes": p.block_stride, "unused_bytes": 0,
+                               "block_stride": p.block_stride,
+                               "num_blocks": None if cap is None else cap.groups[i].num_blocks,
+                               "layers": [{"name": q.name, "kind": q.cache.kind.key, "offset": q.offset,
+                                           "page_bytes": q.page_bytes} for q in p.placements]}
+                              for i, p in enumerate(self.pools)]}
+        out["planner"] = self.planner
+        out["derivation"] = list(self.derivation) + [line for p in self.pools for line in p.derivation]
+        out["model"] = self.model
+        out["family"] = self.family
+        out["tokens_per_block"] = self.tokens_per_block
+        out["max_model_len"] = self.max_model_len
+        out["budget_bytes"] = budget_bytes
+        if cap is not None:
+            out["summary"] = cap.to_json()
+            out["capacity_line"] = cap.line
+        return out
+
+    def __str__(self) -> str:
+        return self.text_map()

@@ -1,0 +1,178 @@
+"""Model families: one reader per architecture family, registered in one table.
+
+A family turns a config.json into a `Model` and a model plus `Options` into what each layer
+registers (`core.declare`, or finished `CacheSpec`s for DeepSeek V4), and says which knobs and
+planners apply. Adding an architecture is one entry in `ARCHITECTURES` (and, for a new family,
+one module); nothing above this table changes (docs/model-core.md#families).
+
+`load(name_or_path)` reads a preset name, a config.json or a folder holding one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from importlib.resources import files
+from pathlib import Path
+
+from ..errors import KvvizError, require
+from ..inputs import read_json, short_repr
+from ..options import Options
+
+PRESETS_DIR = files("kvviz") / "presets"  # a Traversable: `/ name`, `.read_text()`, `.iterdir()`
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A model as its family read it: its name, architecture, the dtype and max_model_len vLLM
+    resolves for it, and the family's own parsed config (`config`)."""
+
+    name: str
+    family: str  # key of FAMILIES
+    architecture: str
+    model_type: str
+    dtype: str  # resolved model dtype as an element name: 'bf16', 'fp16' or 'fp32'
+    max_model_len: int  # what vLLM derives when --max-model-len is not given
+    config: object
+    max_model_len_source: str = ""
+
+    @property
+    def reader(self) -> "Family":
+        return FAMILIES[self.family]
+
+    def describe(self) -> str:
+        return self.reader.describe(self)
+
+
+class Family:
+    """The interface every family implements (subclasses override what they need)."""
+
+    key: str = ""
+    title: str = ""
+    knobs: tuple[str, ...] = ()  # Options fields that may apply (knobs_for narrows per model)
+    planners: tuple[str, ...] = ("vllm", "packed", "separate")
+    default_planner: str = "vllm"
+    block_outermost: bool = False  # vLLM resolves a block-outermost layout (packed groups)
+
+    def read(self, raw: dict, *, name: str) -> Model:
+        raise NotImplementedError
+
+    def knobs_for(self, model: Model) -> tuple[str, ...]:
+        return self.knobs
+
+    def caches(self, model: Model, options: Options) -> tuple:
+        raise NotImplementedError
+
+    def describe(self, model: Model) -> str:
+        return f"{model.name}: {model.architecture}"
+
+    def comparisons(self, model: Model, options: Options) -> tuple[tuple[str, str, Options], ...]:
+        """What `kvviz compare` puts side by side: (label, planner, options) per column; by
+        default every planner of the family with the same knobs."""
+        return tuple((p, p, options) for p in self.planners)
+
+    def compare_notes(self, model: Model, options: Options, plans, budget: int) -> dict:
+        """Lines (and JSON members) `kvviz compare` adds under its table for this family."""
+        return {"lines": ("vllm: vLLM 0.33 (pages unified, groups overlaid from byte 0); packed: state pages unpadded "
+                          "inside the block (vLLM does not do this for these models); separate: one pool per cache "
+                          "kind (docs/hybrid.md#separate-pools)",)}
+
+
+FAMILIES: dict[str, Family] = {}
+# HF architecture (architectures[0]) or model_type -> family key: the one table.
+ARCHITECTURES: dict[str, str] = {}
+
+
+def register(family: Family, names: tuple[str, ...]) -> Family:
+    FAMILIES[family.key] = family
+    for n in names:
+        ARCHITECTURES[n] = family.key
+    return family
+
+
+def _ensure_registered() -> None:
+    # Each family module registers itself on import (light: no transformers at import time).
+    from . import decoder, deepseek_v4, mla, state  # noqa: F401
+
+
+def family_of(raw: dict, *, name: str) -> Family:
+    """The family that reads a parsed config.json: by its architecture, then its model_type."""
+    _ensure_registered()
+    require(isinstance(raw, dict), f"{name}: config must be a JSON object")
+    archs = raw.get("architectures")
+    require(archs is None or (isinstance(archs, list) and all(isinstance(a, str) and a for a in archs)),
+            f"{name}: architectures={short_repr(archs)}: must be a list of class names")
+    model_type = raw.get("model_type")
+    for key in list(archs or []) + [model_type]:
+        if isinstance(key, str) and key in ARCHITECTURES:
+            return FAMILIES[ARCHITECTURES[key]]
+    what = (archs or [model_type])[0] if (archs or model_type) else None
+    if what is None:
+        raise KvvizError(f"{name}: config has no architectures and no model_type")
+    raise KvvizError(f"{name}: {short_repr(what)}: an architecture kvviz does not plan (vLLM 0.33 does not serve it "
+                     f"natively, or kvviz has no reader for it yet); known: {', '.join(sorted(k for k in ARCHITECTURES if k[0].isupper()))}")
+
+
+def model_from_dict(raw: dict, *, name: str) -> Model:
+    return family_of(raw, name=name).read(raw, name=name)
+
+
+def preset_names() -> list[str]:
+    """The presets kvviz ships (file stems in kvviz/presets)."""
+    return sorted(p.name[: -len(".json")] for p in PRESETS_DIR.iterdir() if p.name.endswith(".json"))
+
+
+def preset_raw(name: str) -> dict:
+    names = preset_names()
+    if name not in names:
+        raise KvvizError(f"--model {name!r}: unknown model; known: {', '.join(names)}")
+    try:
+        return json.loads((PRESETS_DIR / f"{name}.json").read_text())
+    except json.JSONDecodeError as e:  # a broken package, not bad user input, but still one line
+        raise KvvizError(f"preset {name!r}: malformed JSON at line {e.lineno}: {e.msg}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def load_preset(name: str) -> Model:
+    """A shipped preset by name (parsed once per process; models are frozen)."""
+    return model_from_dict(preset_raw(name), name=name)
+
+
+def config_json_path(path: str | Path, *, what: str = "--hf-config") -> Path:
+    """The config.json a path names: the file itself, or `config.json` inside a folder."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+        require(p.is_file(), f"{what} {str(path)!r}: folder holds no config.json")
+        return p
+    require(p.is_file(), f"{what} {str(path)!r}: no such file or folder")
+    return p
+
+
+def config_name(p: Path) -> str:
+    """A config's name: its folder's for a `config.json` (the model's checkout), else the file stem."""
+    return p.parent.name if p.name == "config.json" and p.parent.name else p.stem
+
+
+def load_path(path: str | Path, *, what: str = "--hf-config") -> Model:
+    p = config_json_path(path, what=what)
+    return model_from_dict(read_json(p, what=what), name=config_name(p))
+
+
+def load(name_or_path: str | Path) -> Model:
+    """A preset name ('llama-3.1-8b'), a config.json, or a folder holding one -> `Model`."""
+    if isinstance(name_or_path, str) and name_or_path in preset_names():
+        return load_preset(name_or_path)
+    if isinstance(name_or_path, (str, Path)) and Path(name_or_path).exists():
+        return load_path(name_or_path)
+    raise KvvizError(f"{short_repr(name_or_path)}: neither a preset ({', '.join(preset_names())}) nor a "
+                     f"config.json or folder")
+
+
+def preset_summary(name: str) -> str:
+    """One line about a preset for `kvviz models`: its family and architecture."""
+    raw = preset_raw(name)
+    family = family_of(raw, name=name)
+    arch = (raw.get("architectures") or [raw.get("model_type", "?")])[0]
+    return f"{name}: {family.title}, {arch}"

@@ -1,0 +1,209 @@
+"""Attention-only decoders: every layer registers one K|V attention cache (full, sliding window or
+chunked local), or none when it shares another layer's KV (docs/model-core.md#attention-decoders).
+
+Rules, each from vLLM 0.33's model file (vllm/model_executor/models/):
+
+* the window of a layer: `layer_types[i] == "sliding_attention"` gives config.sliding_window
+  (gemma2.py, gemma3.py, llama.py, olmo3 through transformers/base.py); a config without
+  layer_types, or whose layers are all sliding, gives every layer the config-wide window
+  (engine/arg_utils.py create_engine_config -> CacheConfig.sliding_window: Mistral, Phi-3);
+* gpt-oss: `sliding_window if layer_idx % 2 == 0` whatever layer_types says (gpt_oss.py);
+* Llama 4: a layer with `no_rope_layers[i] != 0` uses chunked local attention of
+  attention_chunk_size, the NoPE layers full attention (llama4.py Llama4Attention);
+* Cohere2: a sliding layer sees sliding_window + 1 tokens (commandr.py CohereAttention);
+* Qwen2: head_size = hidden_size // num_attention_heads always (qwen2.py Qwen2Attention);
+  elsewhere head_dim, or hidden_size // num_attention_heads when the config has none;
+* Gemma 3n: the last num_kv_shared_layers layers reuse layer first - 2 (sliding) or first - 1
+  (full) and register no cache (gemma3n.py Gemma3nAttention, gpu_model_runner.get_kv_cache_spec);
+* names: model.layers.{i}.self_attn.attn (gpt-oss: .attn.attn); a multimodal wrapper
+  (…ForConditionalGeneration) puts its language model under `language_model.`;
+* TP: ModelConfig.get_num_kv_heads, max(1, kv_heads // tp).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+from ..core.declare import AttentionCache
+from ..errors import KvvizError, require
+from ..options import Options
+from . import Family, Model, register
+from .hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
+
+FULL, SLIDING, CHUNKED, SHARED = "full_attention", "sliding_attention", "chunked_attention", "shared_kv"
+LAYER_KINDS = (FULL, SLIDING, CHUNKED)
+SOURCE_LAYER_TYPES = "layer_types"
+
+
+@dataclasses.dataclass(frozen=True)
+class DecoderConfig:
+    """The cache-relevant part of an attention-only decoder's (text) config, per layer."""
+
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    layer_kinds: tuple[str, ...]  # one of FULL, SLIDING, CHUNKED, SHARED per layer
+    sliding_window: int | None  # the window a sliding layer's spec carries (Cohere2: + 1)
+    attention_chunk_size: int | None
+    layer_prefix: str  # "model.layers" or "language_model.model.layers"
+    attn_suffix: str  # "self_attn.attn" or "attn.attn"
+    kind_source: str
+    shared_targets: tuple[tuple[int, int], ...] = ()  # (layer, the layer whose KV it reuses)
+
+    @property
+    def kind_counts(self) -> dict[str, int]:
+        return dict(Counter(self.layer_kinds))
+
+    def layers_of(self, kind: str) -> tuple[int, ...]:
+        return tuple(i for i, k in enumerate(self.layer_kinds) if k == kind)
+
+
+def _kinds(text, model_type: str, n: int, *, name: str) -> tuple[list[str], str]:
+    window = getattr(text, "sliding_window", None)
+    if model_type == "gpt_oss":
+        return [SLIDING if i % 2 == 0 and window else FULL for i in range(n)], \
+            "layer index % 2 == 0 is sliding (vLLM gpt_oss.py OAIAttention)"
+    if model_type == "llama4_text":
+        nope = getattr(text, "no_rope_layers", None)
+        require(isinstance(nope, (list, tuple)) and len(nope) == n, f"{name}: no_rope_layers must list one entry per layer ({n})")
+        chunked = bool(getattr(text, "attention_chunk_size", None))
+        return [CHUNKED if (flag != 0 and chunked) else FULL for flag in nope], \
+            "no_rope_layers: RoPE layers are chunked local, NoPE layers full (vLLM llama4.py)"
+    layer_types = getattr(text, "layer_types", None)
+    if layer_types is None or all(k == SLIDING for k in layer_types):
+        kind = SLIDING if window else FULL
+        return [kind] * n, "config-wide sliding_window (vLLM EngineArgs: no layer_types)" if window else "no sliding_window"
+    require(isinstance(layer_types, (list, tuple)) and len(layer_types) == n,
+            f"{name}: layer_types has {len(layer_types) if isinstance(layer_types, (list, tuple)) else '?'} entries, "
+            f"num_hidden_layers is {n}")
+    for i, k in enumerate(layer_types):
+        require(k in (FULL, SLIDING), f"{name}: layer_types[{i}]={k!r}: unknown layer kind for {model_type}; "
+                                      f"kvviz knows {FULL}, {SLIDING}")
+    kinds = [SLIDING if k == SLIDING and window else FULL for k in layer_types]
+    return kinds, SOURCE_LAYER_TYPES + ("" if window else " (no sliding_window: sliding layers are full attention)")
+
+
+class DecoderFamily(Family):
+    key = "decoder"
+    title = "attention-only decoder"
+    knobs = ("kv_dtype", "block_size", "sliding_window", "max_model_len", "max_num_batched_tokens",
+             "async_scheduling", "tensor_parallel_size")
+
+    def read(self, raw: dict, *, name: str) -> Model:
+        top, text = read_config(raw, name=name, known_kinds=LAYER_KINDS)
+        model_type = getattr(text, "model_type", raw.get("model_type"))
+        n = field(text, "num_hidden_layers", model=name)
+        heads = field(text, "num_attention_heads", model=name)
+        kv = field(text, "num_key_value_heads", model=name, required=False, default=heads)
+        hidden = field(text, "hidden_size", model=name, required=False)
+        head_dim = getattr(text, "head_dim", None)
+        if model_type == "qwen2" or not head_dim:
+            require(hidden is not None and heads > 0, f"{name}: config is missing field 'head_dim'")
+            head_dim = hidden // heads
+        kinds, source = _kinds(text, model_type, n, name=name)
+        window = getattr(text, "sliding_window", None) if SLIDING in kinds else None
+        if window is not None and model_type == "cohere2":
+            window += 1  # commandr.py: "cohere swa layer sees [pos - sliding_window, pos]"
+        shared = ()
+        n_shared = getattr(text, "num_kv_shared_layers", 0) or 0
+        if n_shared:
+            first = n - n_shared
+            require(0 < first, f"{name}: num_kv_shared_layers={n_shared}: leaves no layer with its own KV")
+            targets = []
+            for i in range(first, n):
+                target = first - (2 if kinds[i] == SLIDING else 1)
+                if target >= 0:
+                    targets.append((i, target))
+                    kinds[i] = SHARED
+            shared = tuple(targets)
+            source += f"; layers {first}..{n - 1} share layer {first - 2} / {first - 1}'s KV (gemma3n.py)"
+        archs = raw.get("architectures") or [model_type]
+        wrapper = str(archs[0]).endswith("ForConditionalGeneration")
+        config = DecoderConfig(
+            num_hidden_layers=n, num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,
+            layer_kinds=tuple(kinds), sliding_window=window,
+            attention_chunk_size=getattr(text, "attention_chunk_size", None) if CHUNKED in kinds else None,
+            layer_prefix=("language_model." if wrapper else "") + "model.layers",
+            attn_suffix="attn.attn" if model_type == "gpt_oss" else "self_attn.attn", kind_source=source,
+            shared_targets=shared)
+        length, key = derive_max_model_len(text)
+        return Model(name=name, family=self.key, architecture=str(archs[0]), model_type=str(model_type),
+                     dtype=resolve_dtype(top, text, raw, name=name), max_model_len=length, config=config,
+                     max_model_len_source=key)
+
+    def knobs_for(self, model: Model) -> tuple[str, ...]:
+        has_sliding = SLIDING in model.config.layer_kinds
+        return tuple(k for k in self.knobs if k != "sliding_window" or has_sliding)
+
+    def caches(self, model: Model, options: Options) -> tuple[AttentionCache, ...]:
+        c: DecoderConfig = model.config
+        tp = options.tensor_parallel_size or 1
+        check_tp_heads(c.num_attention_heads, tp, model=model.name)
+        kv = kv_heads_per_rank(c.num_key_value_heads, tp, model=model.name)
+        dtype = options.kv_dtype or model.dtype
+        window = options.sliding_window or c.sliding_window
+        out = []
+        for i, kind in enumerate(c.layer_kinds):
+            if kind == SHARED:
+                continue
+            out.append(AttentionCache(
+                name=f"{c.layer_prefix}.{i}.{c.attn_suffix}", layer=i, num_kv_heads=kv, head_size=c.head_dim,
+                head_size_v=c.head_dim, kv_dtype=dtype, sliding_window=window if kind == SLIDING else None,
+                attention_chunk_size=c.attention_chunk_size if kind == CHUNKED else None))
+        return tuple(out)
+
+    def describe(self, model: Model) -> str:
+        c: DecoderConfig = model.config
+        mix = ", ".join(f"{n} {k.replace('_attention', '').replace('_kv', ' (no cache)')}" for k, n in c.kind_counts.items())
+        text = f"{c.num_hidden_layers} layers ({mix}); {c.num_key_value_heads} KV heads x head_dim {c.head_dim}"
+        if c.sliding_window:
+            text += f", sliding_window {c.sliding_window}"
+        if c.attention_chunk_size:
+            text += f", attention_chunk_size {c.attention_chunk_size}"
+        return f"{model.name} ({model.architecture}): {text}; {model.dtype}; max_model_len {model.max_model_len:,}"
+
+    def with_full_layers(self, model: Model, full: int) -> Model:
+        """The model with `full` full-attention layers spread evenly (the explorer's layer mix);
+        the other layers keep the model's other kinds in their order."""
+        c: DecoderConfig = model.config
+        kinds = _spread_full(c.layer_kinds, full, name=model.name)
+        if kinds == c.layer_kinds:
+            return model
+        cfg = dataclasses.replace(c, layer_kinds=kinds, kind_source=f"kvviz: {full} full layers spread evenly")
+        return dataclasses.replace(model, name=f"{model.name} ({full} full)", config=cfg)
+
+
+def full_layer_positions(num_layers: int, full: int) -> tuple[int, ...]:
+    """Where `full` full-attention layers sit among `num_layers`, spread evenly: the k-th ends the
+    k-th of `full` equal stretches (layer (k+1) x num_layers // full - 1)."""
+    return tuple((k + 1) * num_layers // full - 1 for k in range(full))
+
+
+def _spread_full(kinds: tuple[str, ...], full: int, *, name: str) -> tuple[str, ...]:
+    n = len(kinds)
+    require(isinstance(full, int) and not isinstance(full, bool) and 0 <= full <= n,
+            f"full_layers={full!r}: must be an integer from 0 to {n} (the model's layers)")
+    if full == kinds.count(FULL):
+        return kinds
+    others = [k for k in kinds if k != FULL]
+    require(others or full == n, f"full_layers={full}: {name} has only full-attention layers; no other kind to give the rest")
+    is_full = set(full_layer_positions(n, full)) if full else set()
+    rest, out, j = n - full, [], 0
+    for i in range(n):
+        if i in is_full:
+            out.append(FULL)
+        else:
+            out.append(others[j * len(others) // rest])
+            j += 1
+    return tuple(out)
+
+
+DECODER = register(DecoderFamily(), (
+    "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
+    "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
+    "Gemma3ForConditionalGeneration", "Cohere2ForCausalLM", "Olmo3ForCausalLM", "GptOssForCausalLM",
+    "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration",
+    "llama", "mistral", "mixtral", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2", "gemma3",
+    "gemma3_text", "cohere2", "olmo3", "gpt_oss", "llama4", "llama4_text", "gemma3n", "gemma3n_text"))

@@ -1,0 +1,135 @@
+"""A model planned as vLLM 0.33 plans it, or by one of kvviz's counterfactual planners
+(docs/model-core.md#planners). One vocabulary for every model:
+
+* `vllm`: what vLLM 0.33 does for this model (get_kv_cache_groups +
+  get_kv_cache_config_from_groups; DeepSeek V4: its packed groups, overlay-by-spec);
+* `overlay`: vLLM #48993 as published (each group's layers in group order from byte 0);
+* `bucketed`: vLLM before #48993 (page-size buckets, small pages padded);
+* `packed`: the cross-layer packed blocks (`_get_packed_kv_cache_groups`) with state pages
+  unpadded, which other hybrids could opt into (vLLM 0.33 does not do this for them);
+* `separate`: one pool per cache kind, no overlay (as SGLang keeps its pools).
+
+A family says which planners apply to its models; nothing here asks which family it is.
+"""
+
+from __future__ import annotations
+
+from ..core.group import KVGroup
+from ..core.plan import SEPARATE, Plan
+from ..core.spec import CacheSpec, Scheduling
+from ..errors import KvvizError, require
+from ..options import Options
+from .grouping import (group_base_name, group_caches, grouping_derivation, kv_cache_groups, pad_small_pages,
+                       packed_groups, spec_buckets)
+from .pages import PageRules, resolve_pages
+from .planners import plan_bucketed, plan_overlay, plan_overlay_by_spec
+
+PLANNERS = ("vllm", "overlay", "bucketed", "packed", "separate")
+# The names the planners had before one vocabulary (kept working where they were documented).
+ALIASES = {"overlay-by-spec": "vllm"}
+
+
+def scheduling_for(model, options: Options, mode: str = "none") -> Scheduling:
+    max_model_len = options.max_model_len or model.max_model_len
+    return Scheduling(max_model_len=max_model_len, max_in_flight_tokens=options.max_in_flight_tokens,
+                      mamba_cache_mode=mode)
+
+
+def resolve_planner(model, planner: str | None) -> str:
+    family = model.reader
+    if planner is None:
+        return family.default_planner
+    planner = getattr(family, "planner_aliases", {}).get(planner, ALIASES.get(planner, planner))
+    if planner not in family.planners:
+        raise KvvizError(f"planner={planner!r}: not a planner of {model.name} ({family.title}); "
+                         f"choose one of {', '.join(family.planners)}")
+    return planner
+
+
+def check_knobs(model, options: Options) -> None:
+    """A knob that does not apply to the model is refused, naming it and the model's knobs."""
+    applies = model.reader.knobs_for(model)
+    for name in options.given():
+        if name not in applies:
+            raise KvvizError(f"{name}: does not apply to {model.name} ({model.reader.title}); its knobs are "
+                             f"{', '.join(applies)}")
+
+
+def _layered(caches) -> tuple:
+    """(already-paged CacheSpecs, declared caches) of a family's output."""
+    specs = tuple(c for c in caches if isinstance(c, CacheSpec))
+    return specs, tuple(c for c in caches if not isinstance(c, CacheSpec))
+
+
+def _shared_pool(model, planner: str, groups: tuple[KVGroup, ...], scheduling, derivation, tokens, layout_fn) -> Plan:
+    layout = layout_fn(groups)
+    from dataclasses import replace
+
+    layout = replace(layout, planner=planner, tokens_per_block=tokens)
+    return Plan(model.name, planner, (layout,), scheduling, tuple(derivation), family=model.family,
+                describe=model.describe())
+
+
+def plan_model(model, planner: str | None = None, options: Options = Options()) -> Plan:
+    """`model` laid out by `planner` (None: the family's default, vLLM's own) with `options`."""
+    check_knobs(model, options)
+    planner = resolve_planner(model, planner)
+    family = model.reader
+    caches = family.caches(model, options)
+    require(len(caches) > 0, f"{model.name}: registers no KV caches")
+    specs, declared = _layered(caches)
+    if declared and specs:
+        raise KvvizError(f"{model.name}: a family may not mix paged and declared caches")
+    prefix = True if options.prefix_caching is None else options.prefix_caching
+    rules = PageRules(block_size=options.block_size, prefix_caching=prefix,
+                      max_model_len=options.max_model_len or model.max_model_len)
+    if declared:
+        pages = resolve_pages(declared, rules, pad_states=planner == "vllm", raise_block=planner != SEPARATE)
+        caches, mode, head, tokens = pages.caches, pages.mamba_cache_mode, pages.derivation, pages.block_size
+    else:
+        caches, mode, head = specs, "none", ()
+        tokens = max((c.tokens_per_block for c in caches if c.is_full_attention), default=None)
+    scheduling = scheduling_for(model, options, mode)
+    if planner == "vllm":
+        if declared:
+            groups = kv_cache_groups(caches, block_outermost=family.block_outermost)
+            return _shared_pool(model, planner, groups, scheduling, head + grouping_derivation(groups, caches), tokens,
+                                plan_overlay_by_spec)
+        groups = group_caches(caches, order="first-seen")
+        return _shared_pool(model, planner, groups, scheduling, head, tokens, plan_overlay_by_spec)
+    if planner == "overlay":
+        return _shared_pool(model, planner, group_caches(caches, order="full-first"), scheduling, head, tokens,
+                            plan_overlay)
+    if planner == "bucketed":
+        return _shared_pool(model, planner, group_caches(pad_small_pages(caches), order="full-first"), scheduling,
+                            head, tokens, plan_bucketed)
+    if planner == "packed":
+        if len({c.page_bytes for c in caches}) == 1:
+            groups = kv_cache_groups(caches)
+            note = ("packed: every page is already one size, so vLLM's packed path does not apply and the layout "
+                    "is vLLM's")
+        else:
+            groups = packed_groups(caches)
+            note = (f"packed (not what vLLM 0.33 does for this model): state pages unpadded, {len(groups)} groups "
+                    f"of {', '.join(str(len(g.layers)) for g in groups)} layers packed from byte 0 "
+                    f"(_get_packed_kv_cache_groups)")
+        return _shared_pool(model, planner, groups, scheduling, head + (note,), tokens, plan_overlay_by_spec)
+    return _separate(model, caches, scheduling, head, declared, rules)
+
+
+def _separate(model, caches, scheduling, head, declared, rules) -> Plan:
+    from dataclasses import replace
+
+    pools = []
+    for bucket in spec_buckets(caches):
+        group = KVGroup(name=group_base_name(bucket[0]), layers=tuple(bucket))
+        tokens = None if bucket[0].kind.is_state else bucket[0].tokens_per_block
+        pools.append(replace(plan_overlay_by_spec((group,)), planner=SEPARATE, tokens_per_block=tokens))
+    names = [p.groups[0].name for p in pools]
+    if len(set(names)) != len(names):  # two pools of one base name: number them
+        pools = [replace(p, groups=(KVGroup(name=f"{p.groups[0].name}-{i}", layers=p.groups[0].layers),))
+                 for i, p in enumerate(pools)]
+    derivation = head + ("separate pools: state pages unpadded, one pool per cache kind; the budget is split in "
+                         "proportion to one request's need from each pool",)
+    return Plan(model.name, SEPARATE, tuple(pools), scheduling, derivation, family=model.family,
+                describe=model.describe())
