@@ -45,8 +45,9 @@ class MLAConfig:
 def _raw_int(raw: dict, text, key: str, *, name: str) -> int:
     """A field as config.json has it (vLLM's get_head_size re-reads the raw file), else the
     config object's."""
-    value = raw.get(key) if key in raw else (raw.get("text_config") or {}).get(key) \
-        if isinstance(raw.get("text_config"), dict) else None
+    value = raw.get(key)
+    if value is None and isinstance(raw.get("text_config"), dict):
+        value = raw["text_config"].get(key)
     if value is None:
         value = getattr(text, key, None)
     require(value is not None, f"{name}: config is missing field {key!r}")
