@@ -184,11 +184,11 @@ out(bool(victims) and rc in (0, 1), f"rc={rc}, {blocks}: detected, {len(victims)
 EOF
 }
 
-verify_step() {  # verify_step STEP KIND LIMIT [HAZARD] -- VERIFY_ARGS...
+verify_step() {  # verify_step STEP KIND LIMIT [HAZARD] -- VERIFY_ARGS...  (VERIFY_MODEL: the preset, default deepseek-v4-pro)
   local step=$1 kind=$2 limit=$3 hz=""; shift 3
   if [ "$1" != -- ]; then hz=$1; shift; fi
   shift
-  run_timed "$limit" "$step" "$PY" -m kvviz verify --model deepseek-v4-pro --device "$DEVICE" --json "$@"
+  run_timed "$limit" "$step" "$PY" -m kvviz verify --model "${VERIFY_MODEL:-deepseek-v4-pro}" --device "$DEVICE" --json "$@"
   local verdict status detail
   local log; log="$RESULTS/$(logname "$step")"
   verdict=$(judge "$kind" "$log.out" "$RC" $hz 2>>"$log.err")
@@ -255,6 +255,27 @@ for backend in flashmla flashinfer; do
     verify_step "verify $backend/$indexer" clean 90 -- --backend "$backend" --indexer "$indexer" --blocks "$BLOCKS"
   done
 done
+
+# ---- 2b. one model of every cache kind, and every planner -------------------------------------
+# Presets other than DeepSeek V4 are read through transformers' config classes: without
+# transformers on this python they are skipped, each saying so.
+if "$PY" -c "import transformers" 2>/dev/null; then
+  for kind_model in "full+sliding gpt-oss-120b" "chunked llama-4-scout" "kv-sharing gemma-3n-e4b" "mla deepseek-v3" \
+                    "mamba1 jamba-v0.1" "mamba2 nemotron-nano-9b-v2" "short-conv lfm2-1.2b" "gdn qwen3-next-80b-a3b" \
+                    "kda kimi-linear"; do
+    kind=${kind_model%% *}; model=${kind_model#* }
+    if ! "$PY" -c "import sys; from kvviz.families import preset_names; sys.exit('$model' not in preset_names())" 2>/dev/null; then
+      record "verify $kind ($model)" SKIP 0 "no preset $model"
+      continue
+    fi
+    VERIFY_MODEL=$model verify_step "verify $kind ($model)" clean 90 -- --blocks "$BLOCKS"
+  done
+  for planner in packed separate; do
+    VERIFY_MODEL=qwen3-next-80b-a3b verify_step "verify planner $planner" clean 90 -- --planner "$planner" --blocks "$BLOCKS"
+  done
+else
+  record "verify every kind" SKIP 0 "transformers is not importable by $PY (the non-DeepSeek presets are read through it)"
+fi
 
 # ---- 3. hazards ---------------------------------------------------------------------------------
 for hazard in shared-block zeroer misread; do
