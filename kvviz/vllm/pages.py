@@ -30,6 +30,10 @@ DEFAULT_BLOCK_SIZE = 16
 # The smallest kernel block of FlashAttention / FlashInfer (`get_supported_kernel_block_sizes`,
 # MultipleOf(16)): a block size vLLM derives for a hybrid model is a multiple of it.
 KERNEL_BLOCK_ALIGNMENT = 16
+# FlashMLA's kernel block (v1/attention/backends/mla/flashmla.py, get_supported_kernel_block_sizes [64]):
+# on Hopper an fp8 MLA cache runs on FLASHMLA (FLASH_ATTN_MLA takes no fp8), whose preferred block
+# size is 64 when none is configured (platforms/cuda.py _get_backend_priorities).
+FLASHMLA_BLOCK_SIZE = 64
 # _align_hybrid_block_size: `if use_mla: kernel_block_alignment = max(..., 128)`.
 MLA_HYBRID_BLOCK_ALIGNMENT = 128
 
@@ -124,6 +128,14 @@ def _state_spec(d: MambaCache, block: int, padded: int | None, mode: str) -> Cac
                      checkpoint_blocks=_state_backend(d).checkpoint_blocks)
 
 
+def default_block_size(declared) -> int:
+    """vLLM's block size when none is configured: 16 (CacheConfig.DEFAULT_BLOCK_SIZE; FlashAttention,
+    FlashInfer, Triton and FLASH_ATTN_MLA keep it on Hopper), 64 for an fp8 MLA cache (FLASHMLA)."""
+    if any(isinstance(d, MLACache) and d.kv_dtype == "fp8" for d in declared):
+        return FLASHMLA_BLOCK_SIZE
+    return DEFAULT_BLOCK_SIZE
+
+
 def resolve_pages(declared, rules: PageRules = PageRules(), *, pad_states: bool = True,
                   raise_block: bool = True) -> ResolvedPages:
     """vLLM 0.33's pages for a model's declared caches, in declaration (registration) order.
@@ -132,7 +144,7 @@ def resolve_pages(declared, rules: PageRules = PageRules(), *, pad_states: bool 
     planners); raise_block=False keeps the attention block at the kernel alignment instead of
     raising it until a page holds a state (`separate`: no page has to hold one)."""
     require(len(declared) > 0, "caches: the model registers no KV caches")
-    base = rules.block_size or DEFAULT_BLOCK_SIZE
+    base = rules.block_size or default_block_size(declared)
     mode = mamba_cache_mode(declared, rules)
     attention = [d for d in declared if not isinstance(d, MambaCache)]
     states = [d for d in declared if isinstance(d, MambaCache)]
