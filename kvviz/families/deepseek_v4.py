@@ -262,6 +262,8 @@ def with_layer_mix(config: ModelConfig, *, c4: int, c128: int, swa: int) -> Mode
     for field, n in (("c4", c4), ("c128", c128), ("swa", swa)):
         require(isinstance(n, int) and n >= 0, f"{field}={n!r}: must be a non-negative integer")
     require(c4 + c128 + swa > 0, "layer mix: needs at least one layer")
+    require(c4 + c128 + swa + config.num_nextn_predict_layers <= MAX_LAYERS,
+            f"layer mix: c4 + c128 + swa = {c4 + c128 + swa:,} layers: at most {MAX_LAYERS:,} with the MTP layers")
     if config.layer_mix == {"c4": c4, "c128": c128, "swa": swa}:
         return config
     mixed, placed4 = [], 0
