@@ -135,8 +135,13 @@ def preset_raw(name: str) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def load_preset(name: str) -> Model:
-    """A shipped preset by name (parsed once per process; models are frozen)."""
-    return model_from_dict(preset_raw(name), name=name)
+    """A shipped preset by name (parsed once per process; models are frozen). Its parsed form
+    ships with it (kvviz.families.parsed), so no preset imports transformers."""
+    from . import parsed
+
+    raw = preset_raw(name)
+    model = parsed.shipped(name, (PRESETS_DIR / f"{name}.json").read_bytes())
+    return model if model is not None else model_from_dict(raw, name=name)
 
 
 def config_json_path(path: str | Path, *, what: str = "--hf-config") -> Path:
@@ -156,8 +161,26 @@ def config_name(p: Path) -> str:
 
 
 def load_path(path: str | Path, *, what: str = "--hf-config") -> Model:
+    """A config.json (or a folder holding one): from the parsed-config cache when this file's bytes
+    were parsed before with the same transformers and kvviz (kvviz.families.parsed), else parsed
+    now and kept."""
+    from . import parsed
+
     p = config_json_path(path, what=what)
-    return model_from_dict(read_json(p, what=what), name=config_name(p))
+    raw = read_json(p, what=what)
+    name = config_name(p)
+    try:
+        data = p.read_bytes()
+    except OSError:
+        data = None
+    if data is not None:
+        hit = parsed.lookup(data, name)
+        if isinstance(hit, Model):
+            return hit
+    model = model_from_dict(raw, name=name)
+    if data is not None:
+        parsed.store(data, name, model)
+    return model
 
 
 def load(name_or_path: str | Path) -> Model:

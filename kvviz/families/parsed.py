@@ -1,0 +1,160 @@
+"""The parsed form of a config, kept so that transformers (which imports torch: seconds) is imported
+only on a cache miss (docs/model-core.md#parsed-configs).
+
+A `Model` is frozen data (its family's config dataclasses of ints, strings and tuples), so it is
+written as JSON: every dataclass as {"__dc__": "kvviz.module:Class", ...fields}, every tuple as
+{"__t__": [...]}. Only classes of kvviz's own modules are rebuilt.
+
+* user configs: `$KVVIZ_CACHE_DIR`, else `$XDG_CACHE_HOME/kvviz`, else `~/.cache/kvviz`; one file
+  per (config file's bytes, transformers version, kvviz version, the readers' code), written to a temporary name and
+  renamed into place (safe against concurrent runs); an entry that does not read back is a miss;
+  an entry of another version is never looked at (the versions are in its key);
+* shipped presets: `kvviz/presets/parsed/<name>.json`, made by `python -m kvviz.families.parsed`
+  and checked by tests/test_parsed.py against what transformers gives today; used when the
+  preset's bytes and the readers' code hash to what the parsed form records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import json
+import os
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+SCHEMA = 1
+
+
+def encode(obj):
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        cls = type(obj)
+        out = {"__dc__": f"{cls.__module__}:{cls.__qualname__}"}
+        for f in dataclasses.fields(obj):
+            if f.init:
+                out[f.name] = encode(getattr(obj, f.name))
+        return out
+    if isinstance(obj, tuple):
+        return {"__t__": [encode(x) for x in obj]}
+    if isinstance(obj, list):
+        return [encode(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: encode(v) for k, v in obj.items()}
+    return obj
+
+
+def decode(obj):
+    if isinstance(obj, list):
+        return [decode(x) for x in obj]
+    if isinstance(obj, dict):
+        if "__t__" in obj:
+            return tuple(decode(x) for x in obj["__t__"])
+        if "__dc__" in obj:
+            module, _, name = obj["__dc__"].partition(":")
+            if not module.startswith("kvviz."):
+                raise ValueError(f"refusing to rebuild {obj['__dc__']}")
+            cls = getattr(importlib.import_module(module), name)
+            return cls(**{k: decode(v) for k, v in obj.items() if k != "__dc__"})
+        return {k: decode(v) for k, v in obj.items()}
+    return obj
+
+
+def readers_hash() -> str:
+    """A hash of the readers' own code (kvviz/families/*.py): a reader changed within one kvviz
+    version must not be answered by a form the old reader made."""
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def versions() -> str:
+    from .. import __version__
+
+    try:
+        tf = metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        tf = "none"
+    return f"kvviz {__version__}, transformers {tf}, readers {readers_hash()}, schema {SCHEMA}"
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("KVVIZ_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kvviz"
+
+
+def key(data: bytes, name: str) -> str:
+    return hashlib.sha256(versions().encode() + b"\0" + name.encode("utf-8", "surrogateescape") + b"\0" + data
+                          ).hexdigest()
+
+
+def lookup(data: bytes, name: str):
+    """The cached Model of a config's bytes, or None (a miss: absent, unreadable or corrupt)."""
+    path = cache_dir() / f"{key(data, name)}.json"
+    try:
+        return decode(json.loads(path.read_text())["model"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError):
+        return None
+
+
+def store(data: bytes, name: str, model) -> None:
+    """Keep `model` for next time; a cache that cannot be written is left alone (never an error)."""
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".kvviz-", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"versions": versions(), "model": encode(model)}, f)
+        os.replace(tmp, folder / f"{key(data, name)}.json")
+    except OSError:
+        try:
+            os.unlink(tmp)  # noqa: F821 - only when mkstemp succeeded
+        except (OSError, NameError):
+            pass
+
+
+def shipped_path(preset: str) -> Path:
+    return Path(__file__).resolve().parent.parent / "presets" / "parsed" / f"{preset}.json"
+
+
+def shipped(preset: str, data: bytes):
+    """The parsed form shipped for a preset, when it was made from these very bytes."""
+    try:
+        doc = json.loads(shipped_path(preset).read_text())
+    except (OSError, ValueError):
+        return None
+    if (doc.get("sha256") != hashlib.sha256(data).hexdigest() or doc.get("schema") != SCHEMA
+            or doc.get("readers") != readers_hash()):
+        return None
+    try:
+        return decode(doc["model"])
+    except (ValueError, KeyError, TypeError, AttributeError, ImportError):
+        return None
+
+
+def write_shipped(preset: str, data: bytes, model) -> Path:
+    path = shipped_path(preset)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"sha256": hashlib.sha256(data).hexdigest(), "schema": SCHEMA, "readers": readers_hash(),
+                                "parsed_with": versions(), "model": encode(model)}, indent=1) + "\n")
+    return path
+
+
+def main() -> int:
+    """Re-make the shipped parsed form of every preset (run after changing a preset or a reader)."""
+    from . import PRESETS_DIR, model_from_dict, preset_names
+
+    for name in preset_names():
+        data = (PRESETS_DIR / f"{name}.json").read_bytes()
+        print(write_shipped(name, data, model_from_dict(json.loads(data), name=name)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
