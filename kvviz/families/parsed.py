@@ -23,7 +23,6 @@ import json
 import os
 import sys
 import tempfile
-from importlib import metadata
 from pathlib import Path
 
 SCHEMA = 1
@@ -72,6 +71,8 @@ def readers_hash() -> str:
 
 
 def versions() -> str:
+    from importlib import metadata  # ~50 ms: only on the way to the user cache, never for a preset
+
     from .. import __version__
 
     try:
