@@ -103,8 +103,9 @@ def add_knob_arguments(p: argparse.ArgumentParser) -> None:
     dep = p.add_argument_group("deployment (vLLM's flags; any model)")
     dep.add_argument("--tensor-parallel-size", "-tp", type=_int_in(1, 1 << 16), metavar="N",
                      help="plan one rank of N (KV heads and states split as vLLM splits them)")
-    dep.add_argument("--max-model-len", "--context", dest="max_model_len", type=_int_in(1, MAX_CONTEXT_TOKENS),
-                     metavar="TOKENS", help="request length (default: the model's own maximum, as vLLM derives it)")
+    dep.add_argument("--max-model-len", "--context", dest="max_model_len", type=_max_model_len,
+                     metavar="TOKENS", help="request length (default: the model's own maximum, as vLLM derives it; "
+                                            "-1 or auto: the largest that fits the budget, as vLLM's -1 does)")
     dep.add_argument("--max-num-batched-tokens", type=_int_in(1, MAX_CONTEXT_TOKENS), metavar="TOKENS",
                      help="tokens per scheduler step (default 8,192, vLLM serve's on an H200)")
     dep.add_argument("--no-async-scheduling", dest="async_scheduling", action="store_const", const=False,
@@ -141,15 +142,58 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     add_knob_arguments(p)
 
 
+AUTO_MAX_MODEL_LEN = -1  # --max-model-len -1: vLLM's auto-fit
+
+
+def _max_model_len(text: str) -> int:
+    if text.strip() in ("-1", "auto"):
+        return AUTO_MAX_MODEL_LEN
+    return _int_in(1, MAX_CONTEXT_TOKENS)(text)
+
+
+_max_model_len.__name__ = "max_model_len"
+
+
 def add_budget_arguments(p: argparse.ArgumentParser, *, required: bool = False) -> None:
-    b = p.add_mutually_exclusive_group(required=required)
+    b = p.add_mutually_exclusive_group(required=False)
     b.add_argument("--budget-gib", type=_gib, metavar="GIB", help="KV budget in GiB (1 GiB = 2^30 B)")
     b.add_argument("--budget-bytes", "--kv-cache-memory-bytes", dest="budget_bytes", type=_int_in(1, MAX_BUDGET_BYTES),
-                   metavar="BYTES", help="KV budget in bytes (vLLM's --kv-cache-memory-bytes)")
+                   metavar="BYTES", help="KV budget in bytes (vLLM's --kv-cache-memory-bytes: the exact path)")
+    g = p.add_argument_group("the budget from a GPU (vLLM's profile, term by term; estimates are labelled)")
+    g.add_argument("--gpu", type=_nonempty("the GPU"), help="a GPU of kvviz.deploy.GPUS (H100, H200, B200, ...)")
+    g.add_argument("--gpu-memory-gib", type=_gib, metavar="GIB", help="a device of this much memory instead")
+    g.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F",
+                   help="vLLM's --gpu-memory-utilization (default 0.92)")
+    g.add_argument("--weights-bytes", type=_int_in(0, MAX_BUDGET_BYTES), metavar="BYTES",
+                   help="the checkpoint's weights (whole model; default: its safetensors index, else an estimate)")
+    g.add_argument("--checkpoint", metavar="DIR", help="a checkpoint folder (model.safetensors.index.json: exact weights)")
+    g.add_argument("--activation-bytes", type=_int_in(0, MAX_BUDGET_BYTES), metavar="BYTES",
+                   help="activation / CUDA-graph allowance (default: kvviz.deploy's stated estimate)")
+    p.set_defaults(budget_required=required)
 
 
-def budget_from_args(args) -> int | None:
+def budget_from_args(args, model=None) -> int | None:
+    """The KV budget: --budget-gib / --budget-bytes, or one rank's share of a GPU (kvviz.deploy),
+    whose terms are kept in args.kv_budget for the output."""
+    if getattr(args, "gpu", None) is not None or getattr(args, "gpu_memory_gib", None) is not None:
+        from . import deploy
+
+        require(args.budget_gib is None, "--budget-gib: give either a budget or --gpu / --gpu-memory-gib")
+        require(model is not None, "--gpu: sizes a model's budget; a --groups file has no weights")
+        util = deploy.DEFAULT_GPU_MEMORY_UTILIZATION if args.gpu_memory_utilization is None else args.gpu_memory_utilization
+        b = deploy.kv_budget(model, gpu=args.gpu, gpu_memory_gib=args.gpu_memory_gib, gpu_memory_utilization=util,
+                             tensor_parallel_size=args.tensor_parallel_size or 1, weights_bytes=args.weights_bytes,
+                             checkpoint_dir=args.checkpoint, activation_bytes=args.activation_bytes,
+                             kv_cache_memory_bytes=args.budget_bytes)
+        args.kv_budget = b
+        return b.available_bytes
+    for option, dest in (("--gpu-memory-utilization", "gpu_memory_utilization"), ("--weights-bytes", "weights_bytes"),
+                         ("--checkpoint", "checkpoint"), ("--activation-bytes", "activation_bytes")):
+        if getattr(args, dest, None) is not None:
+            raise KvvizError(f"{option}: applies only with --gpu or --gpu-memory-gib")
     if args.budget_gib is None and args.budget_bytes is None:
+        require(not getattr(args, "budget_required", False),
+                f"{args.command}: needs a budget: --budget-gib, --budget-bytes (--kv-cache-memory-bytes) or --gpu")
         return None
     return capacity.budget_bytes(gib=args.budget_gib, num_bytes=args.budget_bytes)
 
@@ -164,8 +208,11 @@ def require_budget_holds_a_block(args, budget: int, stride: int, what: str = "on
 
 
 def options_from_args(args) -> Options:
-    """The Options the knobs given describe (a knob not given: None, the engine's default)."""
+    """The Options the knobs given describe (a knob not given: None, the engine's default;
+    --max-model-len -1 is resolved against the budget by `plan_from_args`)."""
     values = {name: getattr(args, name, None) for name in Options.__dataclass_fields__}
+    if values.get("max_model_len") == AUTO_MAX_MODEL_LEN:
+        values["max_model_len"] = None
     if values.get("kv_dtype") == "auto":
         values["kv_dtype"] = None
     return Options(**values)
@@ -225,10 +272,19 @@ def plan_from_args(args) -> Planned:
             raise KvvizError(f"{option}: a model knob; it does not apply to --groups (the file gives the page sizes)")
         planner = GROUPS_PLANNERS.get(args.planner, args.planner)
         require(planner in LAYOUT_PLANNERS, f"--planner {planner}: --groups takes vllm, overlay, bucketed")
+        args.budget = budget_from_args(args)
         return Planned(None, groups_layout=plan(load_groups(args.groups), planner))
     model = model_from_args(args)
     refuse_knobs(model, options)
-    return Planned(plan_model(model, resolve_planner(model, args.planner), options), model, options)
+    planner = resolve_planner(model, args.planner)
+    args.budget = budget_from_args(args, model)
+    if getattr(args, "max_model_len", None) == AUTO_MAX_MODEL_LEN:
+        from . import deploy
+
+        require(args.budget is not None, "--max-model-len -1: fits the request length to a budget; give one")
+        args.auto_fit = deploy.auto_fit(model, options, args.budget, planner=planner)
+        options = options.with_(max_model_len=args.auto_fit.max_model_len)
+    return Planned(plan_model(model, planner, options), model, options)
 
 
 _json_encode = json.JSONEncoder().encode  # the C encoder, as json.dumps(obj) uses it
@@ -285,9 +341,27 @@ def require_shares_hold_blocks(args, planned: Plan, budget: int) -> None:
 
 
 # ---- plan ---------------------------------------------------------------------------------
+def _budget_json(args) -> dict:
+    out = {}
+    if getattr(args, "kv_budget", None) is not None:
+        out["kv_budget"] = args.kv_budget.to_json()
+    if getattr(args, "auto_fit", None) is not None:
+        out["auto_fit"] = {"max_model_len": args.auto_fit.max_model_len, "log_line": args.auto_fit.log_line}
+    return out
+
+
+def _budget_lines(args) -> list[str]:
+    lines = []
+    if getattr(args, "kv_budget", None) is not None:
+        lines += list(args.kv_budget.lines())
+    if getattr(args, "auto_fit", None) is not None:
+        lines.append(args.auto_fit.log_line)
+    return lines
+
+
 def _run_plan(args) -> int:
     planned = plan_from_args(args)
-    budget = budget_from_args(args)
+    budget = args.budget
     if planned.plan is None:  # a groups file: a layout, no model to count requests with
         layout = planned.groups_layout
         blocks = None
@@ -309,7 +383,7 @@ def _run_plan(args) -> int:
     if budget is not None:
         require_shares_hold_blocks(args, p, budget)
     if args.json:
-        _print_json(p.to_json(budget_bytes=budget))
+        _print_json(p.to_json(budget_bytes=budget) | _budget_json(args))
         return 0
     print(p.describe)
     print(p.group_table())
@@ -321,6 +395,8 @@ def _run_plan(args) -> int:
         cap = p.capacity(budget)
         print()
         print(text_table(_capacity_rows([(p.model, cap)]), CAPACITY_HEADER))
+        for line in _budget_lines(args):
+            print(line)
         print(cap.line)
     return 0
 
@@ -339,7 +415,12 @@ def _run_compare(args) -> int:
     model = model_from_args(args)
     options = options_from_args(args)
     refuse_knobs(model, options)
-    budget = budget_from_args(args)
+    budget = budget_from_args(args, model)
+    if getattr(args, "max_model_len", None) == AUTO_MAX_MODEL_LEN:
+        from . import deploy
+
+        args.auto_fit = deploy.auto_fit(model, options, budget)
+        options = options.with_(max_model_len=args.auto_fit.max_model_len)
     plans = [(label, plan_model(model, planner, opts)) for label, planner, opts in
              model.reader.comparisons(model, options)]
     for _, p in plans:
@@ -351,7 +432,7 @@ def _run_compare(args) -> int:
                "max_model_len": plans[0][1].max_model_len,
                "layouts": [{"label": label, **c.to_json()} for label, c in caps]}
         out.update(notes.get("json", {}))
-        _print_json(out)
+        _print_json(out | _budget_json(args))
         return 0
     given = f" ({args.budget_gib} GiB)" if args.budget_gib is not None else ""
     print(f"{model.name}: budget {budget:,} B{given}, requests of {plans[0][1].max_model_len:,} tokens")
@@ -359,6 +440,8 @@ def _run_compare(args) -> int:
     for label, c in caps:
         print(f"{label}: {c.line}")
     for line in notes.get("lines", ()):
+        print(line)
+    for line in _budget_lines(args):
         print(line)
     return 0
 
@@ -370,7 +453,7 @@ def _run_render(args) -> int:
 
     require(args.title is None or _is_utf8(args.title), f"--title {args.title!r}: is not valid Unicode")
     planned = plan_from_args(args)
-    budget = budget_from_args(args)
+    budget = args.budget
     before = after = None
     if planned.plan is None:
         source, setting, pools = Path(args.groups).name, f"{planned.groups_layout.planner} layout", planned.pools
@@ -412,6 +495,42 @@ def _printable(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
+# ---- fit ----------------------------------------------------------------------------------
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise KvvizError(f"{option} {text[:40]!r}: comma-separated integers") from None
+    require(values and all(v > 0 for v in values), f"{option} {text[:40]!r}: positive integers")
+    return values
+
+
+def _run_fit(args) -> int:
+    """Requests that fit against context length for one model on a few GPUs and TP sizes."""
+    from . import deploy, fit
+
+    model = model_from_args(args)
+    knobs = {} if args.kv_dtype in (None, "auto") else {"kv_dtype": args.kv_dtype}
+    extra = {k: v for k, v in (("gpu_memory_utilization", args.gpu_memory_utilization),
+                               ("weights_bytes", args.weights_bytes), ("checkpoint_dir", args.checkpoint)) if v is not None}
+    gpus = tuple(g.strip() for g in args.gpus.split(",") if g.strip())
+    for g in gpus:
+        deploy.gpu_spec(g)  # an unknown name: one line listing the known
+    contexts = fit.DEFAULT_CONTEXTS if args.contexts is None else _int_list(args.contexts, "--contexts")
+    table = fit.fit_table(model, gpus=gpus, tp_sizes=_int_list(args.tp, "--tp"), contexts=contexts,
+                          planner=args.planner, **extra, **knobs)
+    if args.out is not None:
+        from . import plot, report
+
+        out = report.prepare_out_dir(args.out, what="--out")
+        report.write_file(out / "fit.png", plot.to_png_bytes(fit.fit_figure(table)))
+    if args.json:
+        _print_json(table.to_json())
+    else:
+        print("\n".join(table.lines()))
+    return 0
+
+
 # ---- models -------------------------------------------------------------------------------
 def _run_models(args) -> int:
     for name in preset_names():
@@ -450,7 +569,7 @@ def _run_verify(args) -> int:
         raise KvvizError("--blocks: give either --blocks or a budget (--budget-gib/--budget-bytes)")
     planned = plan_from_args(args)
     pools = planned.pools
-    budget = budget_from_args(args)
+    budget = args.budget
     shares = None
     if budget is not None:
         if planned.plan is not None:
@@ -492,6 +611,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_budget_arguments(p, required=True)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run_compare)
+
+    p = sub.add_parser("fit", help="what fits: requests against context length on a few GPUs and TP sizes")
+    add_source_arguments(p, groups=False)
+    p.add_argument("--planner", choices=PLANNERS, help="the planner (default vllm)")
+    p.add_argument("--gpus", default="H100,H200,B200", help="GPUs of kvviz.deploy.GPUS, comma-separated")
+    p.add_argument("--tp", default="1,2,4,8", help="tensor-parallel sizes, comma-separated")
+    p.add_argument("--contexts", default=None, help="request lengths, comma-separated (default 4k to 1M)")
+    p.add_argument("--kv-dtype", dest="kv_dtype", choices=KV_DTYPES + ("auto",), help="attention KV dtype")
+    p.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F")
+    p.add_argument("--weights-bytes", type=_int_in(0, MAX_BUDGET_BYTES), metavar="BYTES")
+    p.add_argument("--checkpoint", metavar="DIR")
+    p.add_argument("--out", default=None, metavar="DIR", help="also write the figure (fit.png) here")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_run_fit)
 
     p = sub.add_parser("models", help="list the shipped model presets")
     p.set_defaults(func=_run_models)
