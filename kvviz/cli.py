@@ -319,14 +319,16 @@ def _print_json(obj) -> None:
     print(readable_json(obj))
 
 
-def _capacity_rows(caps) -> list[list]:
-    return [[label, c.planner, f"{c.tokens_per_block or '-'}", f"{c.bytes_per_block:,}", f"{c.num_groups}",
+def _capacity_rows(caps, plans=None) -> list[list]:
+    binds = [p.pools[0].binding_label if len(p.pools) == 1 else "none (separate pools)" for p in plans] if plans else \
+        ["" for _ in caps]
+    return [[label, c.planner, f"{c.tokens_per_block or '-'}", f"{c.bytes_per_block:,}", f"{c.num_groups}", b,
              f"{c.waste.waste_pct:.2f}", f"{c.num_blocks:,}", f"{c.blocks_per_request:,}",
-             f"{c.requests_fit:,} ({c.max_concurrency:.2f})", f"{c.kv_cache_tokens:,}"] for label, c in caps]
+             f"{c.requests_fit:,} ({c.max_concurrency:.2f})", f"{c.kv_cache_tokens:,}"] for (label, c), b in zip(caps, binds)]
 
 
-CAPACITY_HEADER = ["", "planner", "tokens/block", "bytes/block", "groups", "waste %", "blocks", "blocks/request",
-                   "requests", "KV tokens"]
+CAPACITY_HEADER = ["", "planner", "tokens/block", "bytes/block", "groups", "binding group", "waste %", "blocks",
+                   "blocks/request", "requests", "KV tokens"]
 
 
 def require_shares_hold_blocks(args, planned: Plan, budget: int) -> None:
@@ -394,7 +396,7 @@ def _run_plan(args) -> int:
     if budget is not None:
         cap = p.capacity(budget)
         print()
-        print(text_table(_capacity_rows([(p.model, cap)]), CAPACITY_HEADER))
+        print(text_table(_capacity_rows([(p.model, cap)], [p]), CAPACITY_HEADER))
         for line in _budget_lines(args):
             print(line)
         print(cap.line)
@@ -431,12 +433,12 @@ def _run_compare(args) -> int:
         out = {"model": model.name, "family": model.family, "budget_bytes": budget, "budget_gib": args.budget_gib,
                "max_model_len": plans[0][1].max_model_len,
                "layouts": [{"label": label, **c.to_json()} for label, c in caps]}
-        out.update(notes.get("json", {}))
+        out.update({k: v for k, v in notes.get("json", {}).items() if k not in out})  # what was given stays
         _print_json(out | _budget_json(args))
         return 0
     given = f" ({args.budget_gib} GiB)" if args.budget_gib is not None else ""
     print(f"{model.name}: budget {budget:,} B{given}, requests of {plans[0][1].max_model_len:,} tokens")
-    print(text_table(_capacity_rows(caps), CAPACITY_HEADER))
+    print(text_table(_capacity_rows(caps, [p for _, p in plans]), CAPACITY_HEADER))
     for label, c in caps:
         print(f"{label}: {c.line}")
     for line in notes.get("lines", ()):

@@ -95,7 +95,7 @@ class ParityResult:
 def parity_cases(model: str = PARITY_MODEL) -> tuple[ParityCase, ...]:
     """Every codec at the head dims `model`'s caches use, plus the option variants.
 
-    Dims come from the preset through kvviz.specs (main rows: head_dim, with qk_rope_head_dim RoPE
+    Dims come from the preset through kvviz.families.deepseek_v4 (main rows: head_dim, with qk_rope_head_dim RoPE
     dims for fp8_ds_mla; indexer rows: index_head_dim; fp32 compressor states: the narrowest state
     row, as the fp32 codec only copies bytes and its width changes nothing).
     """

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.config import load_model
+from kvviz.families import load_preset as load_model
 
 
 def _on_cuda(item: pytest.Item) -> bool:

@@ -3,12 +3,21 @@
 
 import pytest
 
-from kvviz import capacity
-from kvviz.planners import compare_layouts
-from kvviz.config import load_model
+from kvviz.core import capacity
+from kvviz.core.spec import Scheduling
 from kvviz.errors import KvvizError
+from kvviz.families import load_preset
+from kvviz.options import Options
+from kvviz.vllm.plan import plan_model
 
-PRO = load_model("deepseek-v4-pro")
+PRO = load_preset("deepseek-v4-pro")
+
+
+def compare_layouts(model, backend):
+    """vLLM #48993's before/after for one backend: bucketed + FP8 indexer vs overlay + MXFP4."""
+    return (plan_model(model, "bucketed", Options(backend=backend, indexer_format="fp8")).layout,
+            plan_model(model, "overlay", Options(backend=backend, indexer_format="mxfp4")).layout)
+
 
 # docs/published-numbers.md#the-published-table: (backend, budget GiB, blocks before, blocks after).
 PUBLISHED = [("flashinfer", 26.46, 21_709, 23_120), ("flashmla", 26.09, 19_015, 21_306)]
@@ -87,17 +96,21 @@ def test_layout_and_capacity_count_blocks_alike():
 def test_request_blocks_and_concurrency():
     _, a = compare_layouts(PRO, "flashmla")
     tokens = 100_000
-    per_group = dict(zip((g.name for g in a.groups), capacity.group_blocks_for_request(a, tokens)))
+    # vLLM 0.33: in-flight tokens = max_concurrent_batches (2 with async scheduling) x
+    # max_num_batched_tokens (8192).
+    in_flight = 2 * 8192
+    s = Scheduling(max_model_len=tokens, max_in_flight_tokens=in_flight)
+    per_group = dict(zip((g.name for g in a.groups), capacity.group_blocks_for_request(a, s)))
     assert per_group["full"] == -(-tokens // 256)
-    # SWA: window 128 with 64-token blocks keeps cdiv(127 + 8192, 64) + 1 blocks.
-    assert per_group["swa-a"] == -(-(127 + 8192) // 64) + 1
+    # SWA: window 128 with 64-token blocks keeps cdiv(127 + in-flight, 64) + 1 blocks.
+    assert per_group["swa-a"] == -(-(127 + in_flight) // 64) + 1
     # c4 states: 4-token blocks, window 8.
-    assert per_group["c4-state"] == -(-(7 + 8192) // 4) + 1
+    assert per_group["c4-state"] == -(-(7 + in_flight) // 4) + 1
     budget = capacity.budget_bytes(gib=26.09)
-    conc = capacity.max_concurrency(a, budget, tokens)
+    conc = capacity.max_concurrency(a, budget, s)
     assert conc == pytest.approx(capacity.num_blocks(a, budget) / sum(per_group.values()))
     # A short request keeps fewer blocks than the window allows.
-    assert capacity.group_blocks_for_request(a, 10)[0] == 1
+    assert capacity.group_blocks_for_request(a, Scheduling(max_model_len=10, max_in_flight_tokens=in_flight))[0] == 1
 
 
 @pytest.mark.parametrize("kwargs,field", [

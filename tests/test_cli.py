@@ -8,9 +8,17 @@ from pathlib import Path
 import pytest
 
 from kvviz.cli import main
-from kvviz.config import MODELS_DIR, load_model
-from kvviz.planners import compare_layouts
+from kvviz.families import PRESETS_DIR as MODELS_DIR
+from kvviz.families import load_preset as load_model
+from kvviz.options import Options
 from kvviz.published import PUBLISHED_TABLE
+from kvviz.vllm.plan import plan_model
+
+
+def compare_layouts(model, backend):
+    """vLLM #48993's before/after for one backend: bucketed + FP8 indexer vs overlay + MXFP4."""
+    return (plan_model(model, "bucketed", Options(backend=backend, indexer_format="fp8")).layout,
+            plan_model(model, "overlay", Options(backend=backend, indexer_format="mxfp4")).layout)
 
 VLLM = json.loads((Path(__file__).parent / "data" / "vllm-0.33-deepseek-v4-pro.json").read_text())
 
@@ -22,7 +30,8 @@ def run(capsys, *argv):
 
 
 def test_plan_json_shape(capsys):
-    code, out, _ = run(capsys, "plan", "--model", "deepseek-v4-pro", "--budget-gib", "26.09", "--json")
+    code, out, _ = run(capsys, "plan", "--model", "deepseek-v4-pro", "--planner", "overlay", "--budget-gib", "26.09",
+                       "--json")
     assert code == 0
     doc = json.loads(out)
     assert doc["block_stride"] == 1_315_008 and doc["planner"] == "overlay"

@@ -94,11 +94,11 @@ def test_compare_qwen3_next_without_prefix_caching(capsys):
                      "--budget-gib", "40", "--json")
     assert rc == 0
     data = json.loads(out)
-    assert [p["planner"] for p in data["planners"]] == ["vllm", "packed", "separate"]
-    vllm = data["planners"][0]
+    assert [p["planner"] for p in data["layouts"]] == ["vllm", "packed", "separate"]
+    vllm = data["layouts"][0]
     assert vllm["tokens_per_block"] == tokens
     assert vllm["bytes_per_block"] == full * tokens * per_token == 13_369_344
-    assert data["budget_bytes"] == 40 * 2**30 and data["context"] == 32_768
+    assert data["budget_bytes"] == 40 * 2**30 and data["max_model_len"] == 32_768
 
 
 def test_deepseek_knob_with_a_hybrid_model(capsys):
@@ -111,9 +111,10 @@ def test_hybrid_knob_with_deepseek(capsys):
     assert "--kv-dtype" in line
 
 
-def test_separate_planner_with_deepseek(capsys):
-    line = refused(capsys, "plan", "--model", "deepseek-v4-flash", "--planner", "separate")
-    assert "--planner separate" in line
+def test_a_planner_the_family_lacks(capsys):
+    # bucketed is vLLM's pre-#48993 planner of DeepSeek V4 (DeepSeek V4 now has separate pools too)
+    line = refused(capsys, "plan", "--model", "gpt-oss-120b", "--planner", "bucketed")
+    assert "planner" in line and "'bucketed'" in line and "gpt-oss-120b" in line
 
 
 def test_unknown_architecture(capsys, tmp_path):
@@ -147,8 +148,8 @@ def test_render_separate_writes_one_folder_per_pool(capsys, tmp_path):
     (["plan", "--model", "qwen3-next-80b-a3b", "--sliding-window", "64"], "--sliding-window"),
     (["plan", "--model", "gpt-oss-120b", "--mamba-ssm-dtype", "float32"], "--mamba-ssm-dtype"),
     (["plan", "--model", "gpt-oss-120b", "--no-prefix-caching"], "--no-prefix-caching"),
-    (["plan", "--model", "gpt-oss-120b", "--context", "4096"], "--context"),
-    (["render", "--model", "gpt-oss-120b", "--context", "4096", "--out", "OUT"], "--context"),
+    (["plan", "--model", "gpt-oss-120b", "--head-dim", "64"], "--head-dim"),
+    (["render", "--model", "gpt-oss-120b", "--no-prefix-caching", "--out", "OUT"], "--no-prefix-caching"),
 ])
 def test_hybrid_knobs_that_change_nothing_are_refused(capsys, tmp_path, argv, needle):
     err = refused(capsys, *[str(tmp_path / "out") if a == "OUT" else a for a in argv])

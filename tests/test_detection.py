@@ -10,8 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvviz.grouping import groups_from_json
-from kvviz.planners import plan
+from kvviz.vllm.grouping import groups_from_json
+from kvviz.vllm.planners import plan
 
 # Two groups of unequal totals: "a" fills the stride (1000 + 24 = 1024 B), "b" leaves
 # [333, 1024) unused; round robin: a holds blocks 0, 2, 4 and b holds 1, 3.
@@ -65,12 +65,13 @@ def test_flips_in_the_unused_tail_are_named_after_the_group(offset):
 
 def test_pro_flips_in_a_page_and_in_a_tail():
     """DeepSeek-V4-Pro: one flip in an indexer page's footer, one in a SWA group's unused tail."""
-    from kvviz.config import load_model
-    from kvviz.planners import plan_model
-    from kvviz.specs import CacheKind, CacheOptions
+    from kvviz.core.kinds import CacheKind
+    from kvviz.families import load_preset
+    from kvviz.options import Options
     from kvviz.verify import verify
+    from kvviz.vllm.plan import plan_model
 
-    lay = plan_model(load_model("deepseek-v4-pro"), CacheOptions(indexer_format="mxfp4"), "overlay")
+    lay = plan_model(load_preset("deepseek-v4-pro"), "overlay", Options(indexer_format="mxfp4")).layout
     G = len(lay.groups)
     idx = next(p for p in lay.placements if p.cache.kind is CacheKind.INDEXER_K)
     fmt = idx.cache.row_format

@@ -1,28 +1,29 @@
 """The Explorer app driven from pytest: set widget values, compare with the library computed here.
 
-Every expected number is computed in the test from kvviz.planners.plan_model with the same knobs
-(or taken from docs/published-numbers.md#the-published-table), never read back from the
-explorer's own helpers. The block map is checked through the data the live map draws.
+Every expected number is computed in the test from kvviz.vllm.plan.plan_model with the same knobs
+(or taken from docs/published-numbers.md#the-published-table, or by hand from vLLM 0.33's
+rules), never read back from the explorer's own helpers. The block map is checked through the
+data the live map draws.
 """
 
 import dataclasses
+import re
 from html.parser import HTMLParser
 
 import ipywidgets as widgets
 import pytest
 
 from kvviz import knobs as knobs_module
-from kvviz.capacity import GIB
-from kvviz.config import load_model, with_layer_mix
+from kvviz.defaults import GIB
 from kvviz.errors import KvvizError
 from kvviz.explorer import CSS_CLASSES, Explorer
-from kvviz.hybrid import HybridOptions, plan_hybrid, summarize
+from kvviz.families import load_preset, preset_raw
 from kvviz.livemap import LiveBlockMap
-from kvviz.planners import plan_model
-from kvviz.specs import CacheOptions
+from kvviz.options import Options
+from kvviz.vllm.plan import plan_model
 
-PRO = load_model("deepseek-v4-pro")
-FLASH = load_model("deepseek-v4-flash")
+PRO = load_preset("deepseek-v4-pro")
+FLASH = load_preset("deepseek-v4-flash")
 
 
 class _Table(HTMLParser):
@@ -58,11 +59,17 @@ def layout_ranges(layout):
     return sorted((p.name, layout.groups[p.group].name, p.offset, p.end) for p in layout.placements)
 
 
-def expected(config=PRO, *, planner="overlay", **options):
-    """The library's layout for the knobs, computed independently of the explorer."""
+def expected(model=PRO, *, planner="vllm", **options):
+    """The library's layout for the knobs, computed independently of the explorer. 'vllm' is the
+    explorer's default planner for DeepSeek V4 (old 'overlay-by-spec': #48993's overlay stride)."""
     opts = dict(backend="flashmla", main_format="fp8_ds_mla", indexer_format="mxfp4", block_size=256, mtp=True)
     opts.update(options)
-    return plan_model(config, CacheOptions(**opts), planner)
+    return plan_model(model, planner, Options(**opts)).layout
+
+
+def stride_text(stride, tokens):
+    """The stride label: the block's bytes and its tokens."""
+    return f"block stride {stride:,} B, {tokens} tokens per block"
 
 
 @pytest.fixture
@@ -73,33 +80,43 @@ def app():
 def test_starts_on_the_published_pro_flashmla_layout(app):
     """docs/published-numbers.md#the-published-table: FlashMLA after #48993, 1,315,008 B."""
     assert app.error == ""
-    assert app.layout.block_stride == expected().block_stride == 1_315_008
-    assert app.stride_label.value == "block stride: 1,315,008 B"
+    assert app.layout.block_stride == expected().block_stride == expected(planner="overlay").block_stride == 1_315_008
+    assert app.stride_label.value == stride_text(1_315_008, 256)
     assert isinstance(app.widget, widgets.Box)
     assert isinstance(app.block_map, LiveBlockMap) and app.block_map in app.widget.children
     assert drawn_ranges(app) == layout_ranges(expected())
 
 
-@pytest.mark.parametrize("changes,config,options,planner", [
-    ({"head_dim": 576}, PRO.with_overrides(head_dim=576), {}, "overlay"),
-    ({"head_dim": 256, "rope_dim": 128}, PRO.with_overrides(head_dim=256, qk_rope_head_dim=128), {}, "overlay"),
-    ({"index_head_dim": 256, "indexer_format": "fp8"}, PRO.with_overrides(index_head_dim=256),
-     {"indexer_format": "fp8"}, "overlay"),
-    ({"main_format": "bf16"}, PRO, {"main_format": "bf16"}, "overlay"),
-    ({"block_size": 512}, PRO, {"block_size": 512}, "overlay"),
-    ({"mtp": False}, PRO, {"mtp": False}, "overlay"),
-    ({"planner": "overlay-by-spec"}, PRO, {}, "overlay-by-spec"),
-    ({"backend": "none"}, PRO, {"backend": "none"}, "overlay"),
-    ({"c4": 10, "c128": 5, "swa": 3}, with_layer_mix(PRO, c4=10, c128=5, swa=3), {}, "overlay"),
+def test_the_capacity_line_is_vllms(app):
+    """vLLM's own "GPU KV cache size" line of the plan at the budget and max_model_len."""
+    plan = plan_model(PRO, "vllm", Options(max_model_len=PRO.max_model_len))
+    assert app.capacity_label.value == plan.capacity(int(26.09 * GIB)).line
+    assert app.capacity_label.value.startswith("GPU KV cache size: ")
+    assert app.plan.block_stride == plan.block_stride and app.notice == ""
+    loaded = Explorer(load_preset("gpt-oss-120b"))  # a loaded Model too: named by its name
+    assert loaded.error == "" and loaded.model.value == "gpt-oss-120b"
+    assert loaded.map_caption.value.split(">", 1)[1].startswith("block map of gpt-oss-120b, ")
+
+
+@pytest.mark.parametrize("changes,model,options,planner", [
+    ({"head_dim": 576}, PRO, {"head_dim": 576}, "vllm"),
+    ({"head_dim": 256, "rope_dim": 128}, PRO, {"head_dim": 256, "rope_dim": 128}, "vllm"),
+    ({"index_head_dim": 256, "indexer_format": "fp8"}, PRO, {"index_head_dim": 256, "indexer_format": "fp8"}, "vllm"),
+    ({"main_format": "bf16"}, PRO, {"main_format": "bf16"}, "vllm"),
+    ({"block_size": 512}, PRO, {"block_size": 512}, "vllm"),
+    ({"mtp": False}, PRO, {"mtp": False}, "vllm"),
+    ({"planner": "overlay"}, PRO, {}, "overlay"),
+    ({"backend": "none"}, PRO, {"backend": "none"}, "vllm"),
+    ({"c4": 10, "c128": 5, "swa": 3}, PRO.reader.with_layer_mix(PRO, c4=10, c128=5, swa=3), {}, "vllm"),
 ])
-def test_each_knob_recomputes_the_layout(app, changes, config, options, planner):
+def test_each_knob_recomputes_the_layout(app, changes, model, options, planner):
     for name, value in changes.items():  # one widget at a time, as a user would
         getattr(app, name).value = value
-    want = expected(config, planner=planner, **options)
+    want = expected(model, planner=planner, **options)
     assert app.error == ""
     assert app.layout.block_stride == want.block_stride
     assert [g.name for g in app.layout.groups] == [g.name for g in want.groups]
-    assert app.stride_label.value == f"block stride: {want.block_stride:,} B"
+    assert app.stride_label.value == stride_text(want.block_stride, options.get("block_size", 256))
     # The map drawn in the browser is fed in the same handler: no stale picture.
     assert drawn_ranges(app) == layout_ranges(want)
     assert app.map_data["stride"] == want.block_stride
@@ -137,13 +154,15 @@ def test_blocks_and_change_against_bucketed(app):
     text = app.change_label.value
     assert f"stride {before.block_stride:,} B ({stride_pct:+.2f}%)" in text
     assert f"blocks {blocks_before:,} ({blocks_pct:+.2f}%)" in text
-    app.planner.value = "bucketed"
-    assert "baseline" in app.change_label.value
+    app.planner.value = "bucketed"  # the baseline itself: no change line against itself
+    cap = plan_model(PRO, "bucketed", Options(max_model_len=PRO.max_model_len)).capacity(budget)
+    assert "vs bucketed" not in app.change_label.value
+    assert app.change_label.value == f"{cap.requests_fit:,} whole requests of {cap.max_model_len:,} tokens fit"
 
 
 @pytest.mark.parametrize("changes,options,planner", [
-    ({}, {}, "overlay"),
-    ({"backend": "flashinfer"}, {"backend": "flashinfer", "main_format": "fp8"}, "overlay"),
+    ({}, {}, "vllm"),
+    ({"backend": "flashinfer"}, {"backend": "flashinfer", "main_format": "fp8"}, "vllm"),
     ({"planner": "bucketed", "indexer_format": "fp8"}, {"indexer_format": "fp8"}, "bucketed"),
 ])
 def test_group_table_is_the_layouts_groups(app, changes, options, planner):
@@ -153,8 +172,10 @@ def test_group_table_is_the_layouts_groups(app, changes, options, planner):
     want = expected(planner=planner, **options)
     header, *rows = _Table(app.table.value).rows
     assert header == list(want.group_table().columns)
-    assert rows == [[g.name, str(len(g.layers)), f"{g.total_bytes:,}", f"{want.block_stride - g.total_bytes:,}",
-                     "binds" if g.total_bytes == want.block_stride else ""] for g in want.groups]
+    assert rows == [[g.name, str(len(g.layers)), f"{want.group_total(i):,}", f"{want.group_unused(i):,}",
+                     "binds" if i == want.binding_group else ""] for i, g in enumerate(want.groups)]
+    if planner == "bucketed":
+        assert "binds" not in [r[-1] for r in rows]
     assert "white-space:nowrap" in app.table.value  # c4-state-a never wraps mid-word
     # The derivation: the layout's own lines, kept as they are (no wrapping inside a term).
     assert app.derivation.value.startswith('<pre style="white-space:pre')
@@ -186,9 +207,10 @@ def test_impossible_knobs_show_a_message_and_keep_the_last_layout(app, changes, 
     assert (app.stride_label.value, app.map_data) == (label, data)
     # The caption names the configuration still drawn: the last good knobs, not the refused one.
     caption = app.map_caption.value
-    assert "still drawn: deepseek-v4-pro" in caption and f"block stride {good.block_stride:,} B" in caption
-    shown = {"head_dim": "head_dim {}", "block_size": "{}-token blocks", "index_head_dim": "index_head_dim {}",
-             "rope_dim": "rope {}"}
+    assert re.search(r"still drawn[^:]*: deepseek-v4-pro", caption)
+    assert f"block stride {good.block_stride:,} B" in caption
+    shown = {"head_dim": "head_dim {},", "block_size": "block size {},", "index_head_dim": "index_head_dim {},",
+             "rope_dim": "rope dims {},"}
     if name in shown:
         assert shown[name].format(previous) in caption
         assert shown[name].format(value) not in caption
@@ -209,17 +231,17 @@ def test_fixing_the_knobs_clears_the_message(app):
     assert app.error
     app.head_dim.value = 576
     assert app.error == "" and app.error_label.layout.display == "none"
-    assert app.layout.block_stride == expected(PRO.with_overrides(head_dim=576)).block_stride
+    assert app.layout.block_stride == expected(head_dim=576).block_stride
 
 
 def test_an_internal_failure_is_shown_not_raised(app, monkeypatch):
     from kvviz import explorer as explorer_module
 
-    def boom(knobs):
+    def boom(knobs, planner=None):
         raise RuntimeError("planner exploded")
 
     good, data = app.layout, app.map_data
-    monkeypatch.setattr(explorer_module, "plan_pair", boom)
+    monkeypatch.setattr(explorer_module, "plan_knobs", boom)
     app.head_dim.value = 640
     assert app.error == "internal error (RuntimeError): planner exploded"
     assert app.layout is good and app.map_data == data
@@ -240,9 +262,9 @@ def test_map_follows_the_layout_not_the_budget(app):
 def test_map_caption_names_the_configuration_drawn(app):
     app.set(head_dim=576, block_size=512)
     caption = app.map_caption.value
-    want = expected(PRO.with_overrides(head_dim=576), block_size=512)
-    assert "block map of deepseek-v4-pro, head_dim 576," in caption and "512-token blocks" in caption
-    assert caption.endswith(f"block stride {want.block_stride:,} B</div>")
+    want = expected(head_dim=576, block_size=512)
+    assert "block map of deepseek-v4-pro, head_dim 576," in caption and "block size 512," in caption
+    assert caption.endswith(f"{stride_text(want.block_stride, 512)}</div>")
 
 
 def test_changing_the_preset_resets_the_model_knobs(app):
@@ -262,7 +284,7 @@ def test_set_changes_several_knobs_with_one_update(app):
     n = app.updates
     app.set(indexer_format="fp8", planner="bucketed", head_dim=576)
     assert app.updates == n + 1
-    want = expected(PRO.with_overrides(head_dim=576), indexer_format="fp8", planner="bucketed")
+    want = expected(head_dim=576, indexer_format="fp8", planner="bucketed")
     assert app.layout.block_stride == want.block_stride
     with pytest.raises(KvvizError, match="head_size"):
         app.set(head_size=1)
@@ -271,6 +293,8 @@ def test_set_changes_several_knobs_with_one_update(app):
 def test_every_control_and_output_has_its_css_class(app):
     for name, css in CSS_CLASSES.items():
         assert css in getattr(app, name)._dom_classes, name
+    for name in knobs_module.KNOBS:  # every knob's control: kvviz-knob-<name>
+        assert f"kvviz-knob-{name.replace('_', '-')}" in getattr(app, name)._dom_classes, name
 
 
 def test_knobs_that_do_not_apply_are_hidden(app, monkeypatch):
@@ -278,7 +302,7 @@ def test_knobs_that_do_not_apply_are_hidden(app, monkeypatch):
     shown = {name for name in knobs_module.KNOBS if getattr(app, name).layout.display is None}
     assert shown == set(knobs_module.knobs_for("deepseek-v4-pro"))  # the hybrid models' knobs are hidden
     hidden = dataclasses.replace(knobs_module.KNOB_BY_NAME["index_head_dim"],
-                                 applies_to=lambda config: config.name != "deepseek-v4-flash")
+                                 applies_to=lambda model: model.name != "deepseek-v4-flash")
     specs = tuple(hidden if k.name == "index_head_dim" else k for k in knobs_module.KNOB_SPECS)
     monkeypatch.setattr(knobs_module, "KNOB_SPECS", specs)
     app.model.value = "deepseek-v4-flash"
@@ -290,20 +314,25 @@ def test_knobs_that_do_not_apply_are_hidden(app, monkeypatch):
 
 def test_the_app_starts_on_the_documented_knobs():
     """The explorer's start: the Pro preset (config.json), FlashMLA with fp8_ds_mla rows, the
-    MXFP4 indexer, 256-token blocks, the overlay planner and FlashMLA's 26.09 GiB budget
+    MXFP4 indexer, the engine's block size ('auto': 256 tokens), vLLM's own planner ('vllm', the
+    #48993 overlay stride), the model's own max_model_len and FlashMLA's 26.09 GiB budget
     (docs/published-numbers.md#the-published-table)."""
-    assert Explorer().knobs() == {
-        "model": "deepseek-v4-pro", "head_dim": PRO.head_dim, "rope_dim": PRO.qk_rope_head_dim,
-        "index_head_dim": PRO.index_head_dim, "main_format": "fp8_ds_mla", "indexer_format": "mxfp4",
-        "backend": "flashmla", "block_size": 256, "mtp": True, "c4": 30, "c128": 31, "swa": 0,
-        "planner": "overlay", "budget_gib": 26.09}
+    c = PRO.config
+    app = Explorer()
+    assert app.knobs() == {
+        "model": "deepseek-v4-pro", "head_dim": c.head_dim, "rope_dim": c.qk_rope_head_dim,
+        "index_head_dim": c.index_head_dim, "main_format": "fp8_ds_mla", "indexer_format": "mxfp4",
+        "backend": "flashmla", "block_size": "auto", "mtp": True, "c4": 30, "c128": 31, "swa": 0,
+        "planner": "vllm", "context": PRO.max_model_len, "budget_gib": 26.09}
+    assert app.plan.tokens_per_block == 256
     assert Explorer(backend="flashinfer").main_format.value == "fp8"
 
 
 # ---- hybrid models ------------------------------------------------------------------------------
 # The knobs each hybrid preset shows (docs/hybrid.md#hybrid-caches): the window only with sliding
 # layers, the Mamba state dtype and prefix caching only with gated delta net layers.
-HYBRID_BASE = {"model", "kv_dtype", "attn_block_size", "full_layers", "hybrid_planner", "context", "budget_gib"}
+HYBRID_BASE = {"model", "kv_dtype", "block_size", "full_layers", "tensor_parallel_size", "planner", "context",
+               "budget_gib"}
 HYBRID_SHOWN = {
     "gpt-oss-120b": HYBRID_BASE | {"sliding_window"},
     "gemma-3-27b": HYBRID_BASE | {"sliding_window"},
@@ -311,7 +340,7 @@ HYBRID_SHOWN = {
     "qwen3-next-80b-a3b": HYBRID_BASE | {"mamba_ssm_dtype", "prefix_caching"},
 }
 PRO_SHOWN = {"model", "head_dim", "rope_dim", "index_head_dim", "main_format", "indexer_format", "backend",
-             "block_size", "mtp", "c4", "c128", "swa", "planner", "budget_gib"}
+             "block_size", "mtp", "c4", "c128", "swa", "planner", "context", "budget_gib"}
 
 
 def shown_knobs(app):
@@ -327,7 +356,7 @@ def vllm_group_layers(config) -> list[int]:
     """Layers per group under vLLM 0.33's grouping, by hand: buckets of one kind; the group size
     is the smallest bucket, or the largest when under 1.5 x the smallest; a bucket of n layers
     splits into cdiv(n, size) groups dealt round-robin (docs/hybrid.md#hybrid-grouping)."""
-    counts = [config.layer_types.count(k) for k in dict.fromkeys(config.layer_types)]
+    counts = [config.layer_kinds.count(k) for k in dict.fromkeys(config.layer_kinds)]
     size = max(counts) if 2 * max(counts) < 3 * min(counts) else min(counts)
     out = []
     for n in counts:
@@ -339,15 +368,16 @@ def vllm_group_layers(config) -> list[int]:
 @pytest.mark.parametrize("name", ["gpt-oss-120b", "gemma-3-27b", "llama-4-scout"])
 def test_picking_an_attention_hybrid_shows_its_knobs_and_vllms_bytes_per_block(app, name):
     app.model.value = name
-    config = load_model(name)
+    model = load_preset(name)
+    config = model.config
     assert app.error == ""
     assert shown_knobs(app) == HYBRID_SHOWN[name]
     assert set(app.knobs()) == HYBRID_SHOWN[name]
     per_block = max(vllm_group_layers(config)) * attention_page(config)
-    assert app.stride_label.value == f"bytes per block: {per_block:,} B (16 tokens)"
+    assert app.stride_label.value == stride_text(per_block, 16)
     assert {"gpt-oss-120b": 589_824, "gemma-3-27b": 1_310_720, "llama-4-scout": 786_432}[name] == per_block
     # The map draws vLLM's layout as it is: one lane per group, every page at its offset.
-    want = plan_hybrid(config, HybridOptions(), "vllm")
+    want = plan_model(model, "vllm", Options()).layout
     assert [lane["name"] for lane in app.map_data["lanes"]] == [g.name for g in want.groups]
     assert [lane["num_layers"] for lane in app.map_data["lanes"]] == vllm_group_layers(config)
     assert drawn_ranges(app) == layout_ranges(want)
@@ -358,12 +388,13 @@ def test_picking_an_attention_hybrid_shows_its_knobs_and_vllms_bytes_per_block(a
 
 def test_the_summary_compares_the_three_planners(app):
     app.model.value = "gemma-3-27b"
-    config = load_model("gemma-3-27b")
+    model = load_preset("gemma-3-27b")
+    config = model.config
     assert app.summary.layout.display is None
     header, *rows = _Table(app.summary.value).rows
     assert header[:3] == ["planner", "tokens/block", "bytes/block"]
     page = attention_page(config)
-    sliding, full = config.layer_types.count("sliding_attention"), config.layer_types.count("full_attention")
+    sliding, full = config.layer_kinds.count("sliding_attention"), config.layer_kinds.count("full_attention")
     # vllm and packed: every page one size, so packed is vLLM's layout; separate: one pool per
     # kind, one block of each = every layer's page.
     assert [(r[0], r[1], r[2]) for r in rows] == [
@@ -376,93 +407,99 @@ def test_the_summary_compares_the_three_planners(app):
     empty = sum(max(groups) - g for g in groups) * page
     total = len(groups) * max(groups) * page
     assert f"waste {empty:,} B of {total:,} B ({100 * empty / total:.2f}%)" in app.summary.value
-    assert f"empty slots {empty:,} B, padded state 0 B, unused tail 0 B" in app.summary.value
+    assert f"empty slots {empty:,} B, padded pages 0 B, unused tail 0 B" in app.summary.value
     assert rows[0][4] == f"{empty:,}"
-    # The admission estimate and the requests: summarize of vLLM's layout at the budget and context.
-    want = summarize(plan_hybrid(config, HybridOptions(), "vllm"), config, HybridOptions(),
-                     budget_bytes=int(26.09 * GIB), context=app.context.value)
+    # The admission estimate and the requests: vLLM's layout's capacity at the budget and
+    # max_model_len (by default the model's own).
+    assert app.context.value == model.max_model_len
+    want = plan_model(model, "vllm", Options(max_model_len=app.context.value)).capacity(int(26.09 * GIB))
     assert f"vLLM's admission estimate: {want.admission_bytes_per_request:,} B per request" in app.summary.value
-    assert app.change_label.value.startswith(f"{want.requests_fit:,} requests of {app.context.value:,} tokens fit")
+    assert app.change_label.value.startswith(
+        f"{want.requests_fit:,} whole requests of {app.context.value:,} tokens fit")
     app.context.value = 4096
-    again = summarize(plan_hybrid(config, HybridOptions(), "vllm"), config, HybridOptions(),
-                      budget_bytes=int(26.09 * GIB), context=4096)
+    again = plan_model(model, "vllm", Options(max_model_len=4096)).capacity(int(26.09 * GIB))
     assert app.result.summary == again
 
 
+def qwen_state_bytes(ssm_element_bytes=2):
+    """A gated delta net state: conv (kernel - 1) x conv_dim x 2 B + SSM v_heads x v_dim x k_dim
+    x the SSM element (the preset's config.json)."""
+    q = preset_raw("qwen3-next-80b-a3b")
+    conv_dim = 2 * q["linear_num_key_heads"] * q["linear_key_head_dim"] + \
+        q["linear_num_value_heads"] * q["linear_value_head_dim"]
+    return (q["linear_conv_kernel_dim"] - 1) * conv_dim * 2 + \
+        q["linear_num_value_heads"] * q["linear_value_head_dim"] * q["linear_key_head_dim"] * ssm_element_bytes
+
+
 def test_qwen3_next_prefix_caching_off_by_hand(app):
-    """A gated delta net state = conv (kernel - 1) x conv_dim x 2 B + SSM v_heads x v_dim x k_dim
-    x 2 B; with prefix caching off the block is the smallest multiple of 16 tokens whose
-    attention page holds one; a group holds 12 layers (36 linear + 12 full)."""
+    """With prefix caching off the block is the smallest multiple of 16 tokens whose attention
+    page holds one gated delta net state; a group holds 12 layers (36 linear + 12 full)."""
     app.model.value = "qwen3-next-80b-a3b"
     assert shown_knobs(app) == HYBRID_SHOWN["qwen3-next-80b-a3b"]
-    q = load_model("qwen3-next-80b-a3b")
-    conv_dim = 2 * q.linear_num_key_heads * q.linear_key_head_dim + q.linear_num_value_heads * q.linear_value_head_dim
-    state = (q.linear_conv_kernel_dim - 1) * conv_dim * 2 + \
-        q.linear_num_value_heads * q.linear_value_head_dim * q.linear_key_head_dim * 2
-    per_token = attention_page(q, tokens=1)
+    q = preset_raw("qwen3-next-80b-a3b")
+    state = qwen_state_bytes()
+    per_token = q["num_key_value_heads"] * q["head_dim"] * 2 * 2
     app.prefix_caching.value = False
     block = 16 * -(-state // (16 * per_token))
     assert (block, 12 * block * per_token) == (544, 13_369_344)
-    assert app.stride_label.value == "bytes per block: 13,369,344 B (544 tokens)"
+    assert app.stride_label.value == stride_text(13_369_344, 544)
     # the state page is padded up to the attention page: that padding is shown as waste
     padded = 36 * (block * per_token - state)
-    assert f"padded state {padded:,} B" in app.summary.value
+    assert f"padded pages {padded:,} B" in app.summary.value
     app.prefix_caching.value = True  # 'align' mode: a multiple of lcm(16, 64) = 64 tokens
     block = 64 * -(-state // (64 * per_token))
-    assert app.stride_label.value == f"bytes per block: {12 * block * per_token:,} B ({block} tokens)"
+    assert app.stride_label.value == stride_text(12 * block * per_token, block)
     app.mamba_ssm_dtype.value = "float32"  # the SSM state doubles: a larger block holds it
-    state32 = (q.linear_conv_kernel_dim - 1) * conv_dim * 2 + \
-        q.linear_num_value_heads * q.linear_value_head_dim * q.linear_key_head_dim * 4
-    block = 64 * -(-state32 // (64 * per_token))
-    assert app.stride_label.value == f"bytes per block: {12 * block * per_token:,} B ({block} tokens)"
+    block = 64 * -(-qwen_state_bytes(4) // (64 * per_token))
+    assert app.stride_label.value == stride_text(12 * block * per_token, block)
 
 
 def test_hybrid_knobs_recompute(app):
     app.model.value = "gpt-oss-120b"
-    oss = load_model("gpt-oss-120b")
+    oss = load_preset("gpt-oss-120b").config
     assert (app.full_layers.min, app.full_layers.max, app.full_layers.value) == (0, 36, 18)
     app.kv_dtype.value = "fp8"  # one byte per element
-    assert app.stride_label.value == f"bytes per block: {18 * attention_page(oss, element_bytes=1):,} B (16 tokens)"
+    assert app.stride_label.value == stride_text(18 * attention_page(oss, element_bytes=1), 16)
     app.kv_dtype.value = "auto"
-    app.attn_block_size.value = 32  # twice the tokens, twice the page
-    assert app.stride_label.value == f"bytes per block: {18 * attention_page(oss, tokens=32):,} B (32 tokens)"
-    app.attn_block_size.value = "auto"
+    app.block_size.value = 32  # twice the tokens, twice the page
+    assert app.stride_label.value == stride_text(18 * attention_page(oss, tokens=32), 32)
+    app.block_size.value = "auto"
     app.full_layers.value = 12  # 24 sliding + 12 full: groups of 12 layers
-    assert app.stride_label.value == f"bytes per block: {12 * attention_page(oss):,} B (16 tokens)"
+    assert app.stride_label.value == stride_text(12 * attention_page(oss), 16)
     assert [lane["num_layers"] for lane in app.map_data["lanes"]] == [12, 12, 12]
-    assert "12 full / 24 sliding layers" in app.map_caption.value
     app.sliding_window.value = 4096  # the window changes the sliding lanes' spec, not the page
     assert app.error == "" and app.map_data["lanes"][0]["name"] == "sliding4096-0"
+    assert "12 full" in app.map_caption.value and "24 sliding" in app.map_caption.value
     app.model.value = "qwen3-next-80b-a3b"  # the preset's mix again, the slider's range its layers
     assert (app.full_layers.max, app.full_layers.value) == (48, 12)
 
 
 def test_separate_pools_are_drawn_one_lane_per_pool(app):
-    app.set(model="gemma-3-27b", hybrid_planner="separate")
-    config = load_model("gemma-3-27b")
-    page = attention_page(config)
+    app.set(model="gemma-3-27b", planner="separate")
+    model = load_preset("gemma-3-27b")
+    page = attention_page(model.config)
     sliding, full = 52 * page, 10 * page
     assert app.error == ""
-    assert app.stride_label.value == f"bytes per block: {sliding + full:,} B (16 tokens, 2 pools)"
+    assert app.stride_label.value == f"{stride_text(sliding + full, 16)} (2 separate pools)"
     lanes = app.map_data["lanes"]
     assert [(lane["name"], lane["total"], lane["block_end"], lane["binds"]) for lane in lanes] == [
         ("sliding1024", sliding, sliding, False), ("full", full, full, False)]
     assert app.map_data["binding_group"] is None and app.map_data["stride"] == sliding
-    pools = plan_hybrid(config, HybridOptions(), "separate").pools
+    pools = plan_model(model, "separate", Options()).pools
     assert drawn_ranges(app) == sorted((p.name, pool.groups[0].name, p.offset, p.end)
                                        for pool in pools for p in pool.placements)
     caption = app.map_caption.value
     assert "each lane one block of its own pool with its own stride" in caption
     assert f"sliding1024 {sliding:,} B, full {full:,} B" in caption
     header, *rows = _Table(app.table.value).rows
-    assert header[0] == "pool" and [r[:3] for r in rows] == [["sliding1024", "52", f"{sliding:,}"],
-                                                            ["full", "10", f"{full:,}"]]
+    assert [r[:3] for r in rows] == [["sliding1024", "52", f"{sliding:,}"], ["full", "10", f"{full:,}"]]
+    assert header[0] == "pool"
 
 
 @pytest.mark.parametrize("name,value,field", [
-    ("attn_block_size", 8, "block_size=8"),  # not a multiple of the kernels' 16 tokens
+    ("block_size", 8, "block_size=8"),  # not a multiple of the kernels' 16 tokens
     ("sliding_window", 0, "sliding_window=0"),
-    ("context", 0, "context=0"),
+    ("context", 0, "max_model_len=0"),  # the context knob is vLLM's max_model_len (its label)
 ])
 def test_a_refused_hybrid_change_says_why_and_keeps_the_last_layout(app, name, value, field):
     app.model.value = "gemma-3-27b"
@@ -472,8 +509,10 @@ def test_a_refused_hybrid_change_says_why_and_keeps_the_last_layout(app, name, v
     assert field in app.error_label.value and app.error_label.layout.display != "none"
     assert app.layout is good and (app.stride_label.value, app.map_data) == (label, data)
     caption = app.map_caption.value
-    assert "still drawn: gemma-3-27b, 10 full / 52 sliding layers, sliding window 1024" in caption
-    assert f"16-token blocks (auto), vllm planner: bytes per block {good.block_stride:,} B" in caption
+    assert re.search(r"still drawn[^:]*: gemma-3-27b, ", caption)
+    assert "sliding window 1024" in caption and "block size auto" in caption and "planner vllm" in caption
+    assert caption.endswith(f"{stride_text(good.block_stride, 16)}</div>")  # 'auto': 16 tokens
+    assert "10 full" in caption and "52 sliding" in caption  # the layer mix still drawn
 
 
 def test_switching_back_to_deepseek_restores_its_knobs(app):
@@ -483,8 +522,10 @@ def test_switching_back_to_deepseek_restores_its_knobs(app):
     app.model.value = "deepseek-v4-pro"
     assert shown_knobs(app) == PRO_SHOWN
     assert app.knobs() == Explorer().knobs()  # the preset's dims and mix, the explorer's start
-    assert app.stride_label.value == "block stride: 1,315,008 B" and app.error == ""
-    assert app.summary.layout.display == "none"
+    assert app.stride_label.value == stride_text(1_315_008, 256) and app.error == ""
+    # no number of the previous model is left: the summary compares DeepSeek V4's planners
+    header, *rows = _Table(app.summary.value).rows
+    assert [r[0] for r in rows] == list(PRO.reader.planners)
     assert drawn_ranges(app) == layout_ranges(expected())
     app.model.value = "gpt-oss-120b"  # a deployment knob stays as set, as DeepSeek's formats do
     assert app.kv_dtype.value == "fp8"
@@ -494,7 +535,7 @@ def test_set_refuses_a_knob_of_the_other_family(app):
     n = app.updates
     app.set(model="gpt-oss-120b", kv_dtype="fp8")
     assert app.updates == n + 1
-    with pytest.raises(KvvizError, match=r"^head_dim: does not apply to gpt-oss-120b \(a hybrid model\)"):
+    with pytest.raises(KvvizError, match=r"^head_dim: does not apply to gpt-oss-120b \(.+\)"):
         app.set(head_dim=576)
     with pytest.raises(KvvizError, match=r"^kv_dtype: does not apply to deepseek-v4-pro"):
         app.set(model="deepseek-v4-pro", kv_dtype="bf16")

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from kvviz.cli import main
-from kvviz.config import MODELS_DIR
+from kvviz.families import PRESETS_DIR as MODELS_DIR
 from kvviz.defaults import GIB
 from kvviz.inputs import MAX_BUDGET_BYTES, MAX_DIM, MAX_INPUT_BYTES, MAX_LAYERS, MAX_PAGE_BYTES, MAX_TOKENS_PER_BLOCK
 

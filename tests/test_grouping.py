@@ -4,13 +4,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvviz.config import load_model
+from kvviz.core.kinds import CacheKind
+from kvviz.core.spec import custom_cache as _custom_cache
+from kvviz.defaults import BLOCK_SIZE
 from kvviz.errors import KvvizError
-from kvviz.grouping import approximate_gcd, group_caches, pad_small_pages, split_bucket
-from kvviz.specs import CacheKind, CacheOptions, custom_cache, model_caches
+from kvviz.families import load_preset
+from kvviz.families.deepseek_v4 import CacheOptions, model_caches
+from kvviz.vllm.grouping import approximate_gcd, group_caches, pad_small_pages, split_bucket
 
-PRO = load_model("deepseek-v4-pro")
-FLASH = load_model("deepseek-v4-flash")
+PRO = load_preset("deepseek-v4-pro").config
+FLASH = load_preset("deepseek-v4-flash").config
+
+
+def custom_cache(name, page_bytes, **kw):
+    """A cache known by its page size, at the groups file's default block (defaults.BLOCK_SIZE)."""
+    return _custom_cache(name, page_bytes, tokens_per_block=BLOCK_SIZE, **kw)
 
 
 def sizes(cfg, mtp):

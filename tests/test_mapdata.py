@@ -12,18 +12,26 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvviz.config import load_model
+from kvviz.core.kinds import CacheKind
 from kvviz.errors import KvvizError
+from kvviz.families import load_preset
 from kvviz.mapdata import BlockMapData, block_map_data, byte_ticks, format_bytes
-from kvviz.planners import PLANNERS, plan_model
-from kvviz.specs import CacheKind, CacheOptions
+from kvviz.options import Options
+from kvviz.vllm.plan import plan_model as _plan_model
 
-PRO = load_model("deepseek-v4-pro")
+PRO = load_preset("deepseek-v4-pro")
+# DeepSeek V4's shared-pool planners ('vllm' = the old overlay-by-spec); 'separate' has no single block.
+PLANNERS = ("bucketed", "overlay", "vllm")
+MXFP4 = Options(backend="flashmla", indexer_format="mxfp4")
+
+
+def plan_model(model, options, planner):
+    return _plan_model(model, planner, options).layout
 
 
 @pytest.fixture(scope="module", params=sorted(PLANNERS))
 def layout(request):
-    return plan_model(PRO, CacheOptions(backend="flashmla", indexer_format="mxfp4"), request.param)
+    return plan_model(PRO, MXFP4, request.param)
 
 
 def unused_by_mask(layout, group):
@@ -58,7 +66,7 @@ def test_ranges_and_lanes_are_the_layout(layout):
 
 
 def test_overlay_binding_group_and_caption():
-    layout = plan_model(PRO, CacheOptions(backend="flashmla", indexer_format="mxfp4"), "overlay")
+    layout = plan_model(PRO, MXFP4, "overlay")
     data = block_map_data(layout)
     assert data.binding_group == "full" and data.stride == 1_315_008  # docs/published-numbers.md
     assert data.caption == "block map of the overlay layout, block stride 1,315,008 B"
@@ -67,7 +75,7 @@ def test_overlay_binding_group_and_caption():
 
 def test_page_anatomy_of_the_mxfp4_indexer_page():
     """64 rows of 64 B E2M1 payload + 4 B UE8M0 footer = 4,352 B, padded to 4,608 B (8 x 576)."""
-    layout = plan_model(PRO, CacheOptions(backend="flashmla", indexer_format="mxfp4"), "overlay")
+    layout = plan_model(PRO, MXFP4, "overlay")
     r = block_map_data(layout).range("model.layers.2.attn.indexer.k_cache")
     assert r.kind is CacheKind.INDEXER_K
     assert (r.rows, r.payload_bytes, r.footer_bytes, r.content_bytes, r.page_bytes, r.padding_bytes) == (

@@ -6,13 +6,24 @@ from pathlib import Path
 
 import pytest
 
-from kvviz import capacity
-from kvviz.planners import compare_layouts
-from kvviz.config import load_model
-from kvviz.planners import plan_model
-from kvviz.specs import CacheOptions
+from kvviz.core import capacity
+from kvviz.families import load_preset
+from kvviz.options import Options
+from kvviz.vllm.plan import plan_model as _plan_model
 
-PRO = load_model("deepseek-v4-pro")
+PRO = load_preset("deepseek-v4-pro")
+
+
+def plan_model(model, options, planner):
+    """The one pool of `model` laid out by `planner` with `options`."""
+    return _plan_model(model, planner, options).layout
+
+
+def compare_layouts(model, backend):
+    """vLLM #48993's before/after for one backend: bucketed + FP8 indexer vs overlay + MXFP4."""
+    return (plan_model(model, Options(backend=backend, indexer_format="fp8"), "bucketed"),
+            plan_model(model, Options(backend=backend, indexer_format="mxfp4"), "overlay"))
+
 VLLM = json.loads((Path(__file__).parent / "data" / "vllm-0.33-deepseek-v4-pro.json").read_text())
 CASES = {(c["backend"], c["indexer"]): c for c in VLLM["cases"]}
 
@@ -44,7 +55,7 @@ def test_stride_derivations_by_hand():
 def test_overlay_by_spec_matches_vllm_033_layer_by_layer(key):
     case = CASES[key]
     backend, indexer = key
-    layout = plan_model(PRO, CacheOptions(backend=backend, indexer_format=indexer), "overlay-by-spec")
+    layout = plan_model(PRO, Options(backend=backend, indexer_format=indexer), "vllm")
     assert layout.block_stride == case["bytes_per_block"]
     assert [(len(g.layers), layout.group_total(i)) for i, g in enumerate(layout.groups)] == [
         (g["num_layers"], g["bytes"]) for g in case["groups"]]
@@ -63,7 +74,7 @@ def test_overlay_by_spec_matches_vllm_033_layer_by_layer(key):
 @pytest.mark.parametrize("key", sorted(CASES))
 def test_overlay_matches_vllm_033_strides(key):
     backend, indexer = key
-    layout = plan_model(PRO, CacheOptions(backend=backend, indexer_format=indexer), "overlay")
+    layout = plan_model(PRO, Options(backend=backend, indexer_format=indexer), "overlay")
     assert layout.block_stride == CASES[key]["bytes_per_block"]
 
 
@@ -74,7 +85,7 @@ def test_budget_in_gib_matches_vllm_truncation():
 
 
 def test_overlay_tensors_one_per_distinct_offset():
-    layout = plan_model(PRO, CacheOptions(), "overlay")
+    layout = plan_model(PRO, Options(), "overlay")
     offsets = [t.offset for t in layout.tensors]
     assert offsets == sorted(set(offsets))
     at_zero = layout.tensors[0].layers
@@ -92,7 +103,7 @@ def test_bucketed_slots_shared_across_groups():
 
 
 def test_text_map_and_dataframe():
-    layout = plan_model(PRO, CacheOptions(), "overlay")
+    layout = plan_model(PRO, Options(), "overlay")
     lines = layout.text_map(width=40).splitlines()
     # One lane per group: name, 40 cells, the group's total. Totals from the page table by hand
     # (docs/published-numbers.md#the-published-table); a lane's pages are dense from byte 0, so its
@@ -101,14 +112,17 @@ def test_text_map_and_dataframe():
     totals = {"full": stride, "swa-a": 31 * 37_440, "swa-b": 31 * 37_440, "c128-state": 31 * 32_832,
               "c4-state": 30 * (32_832 + 8_640)}
     assert len(lines) == len(totals) + 2
+    # layers per group (docs/grouping.md#vllm-grouping, MTP counted)
+    layers = {"full": 91, "swa-a": 31, "swa-b": 31, "c128-state": 31, "c4-state": 60}
     for line, (name, total) in zip(lines, totals.items()):
         label, cells, printed = line.split("|")
         assert label.strip() == name
-        assert printed == f" {total:>12,} B"
+        assert printed == f" {layers[name]:>4} layers {total:>14,} B"
         used = -(-total * 40 // stride)
         assert cells == cells[:used] + "." * (40 - used) and "." not in cells[:used]
     assert [line.split("|")[1].count(".") for line in lines[:5]] == [0, 4, 4, 9, 2]
-    assert lines[-2].strip() == "block stride 1,315,008 B (overlay)"
+    # the stride line names the tokens per block: DeepSeek V4's block of 256 tokens (defaults.BLOCK_SIZE)
+    assert lines[-2].strip() == "block stride 1,315,008 B, 256 tokens (overlay)"
     legend = lines[-1].split("  ")
     assert legend[-1] == ".=unused"
     assert set(legend[:-1]) - {""} == {"a=main KV c128", "B=indexer K", "A=main KV c4", "C=sliding-window KV",

@@ -20,12 +20,26 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 from kvviz import plot
-from kvviz.planners import compare_layouts
-from kvviz.config import load_model
+from kvviz.core.group import KVGroup
+from kvviz.core.kinds import CacheKind
+from kvviz.core.spec import custom_cache as _custom_cache
+from kvviz.defaults import BLOCK_SIZE
 from kvviz.errors import KvvizError
-from kvviz.grouping import KVGroup
-from kvviz.planners import PLANNERS, plan, plan_model
-from kvviz.specs import CacheKind, CacheOptions, custom_cache
+from kvviz.families import load_preset as load_model
+from kvviz.options import Options
+from kvviz.vllm.plan import plan_model
+from kvviz.vllm.planners import LAYOUT_PLANNERS as PLANNERS, plan
+
+
+def custom_cache(name, page_bytes, **kw):
+    """A groups-file cache (the groups files' default block: DeepSeek V4's 256 tokens)."""
+    return _custom_cache(name, page_bytes, tokens_per_block=BLOCK_SIZE, **kw)
+
+
+def compare_layouts(model, backend="flashmla"):
+    """vLLM #48993's before/after for one backend: bucketed + FP8 indexer vs overlay + MXFP4."""
+    return (plan_model(model, "bucketed", Options(backend=backend, indexer_format="fp8")).layout,
+            plan_model(model, "overlay", Options(backend=backend, indexer_format="mxfp4")).layout)
 
 MODELS = ("deepseek-v4-pro", "deepseek-v4-flash")
 
@@ -38,7 +52,7 @@ def layouts():
 
 @pytest.fixture(scope="module")
 def pro():
-    return plan_model(load_model("deepseek-v4-pro"), CacheOptions(backend="flashmla", indexer_format="mxfp4"), "overlay")
+    return plan_model(load_model("deepseek-v4-pro"), "overlay", Options(backend="flashmla", indexer_format="mxfp4")).layout
 
 
 # ---- independent expectations -------------------------------------------------------------
@@ -464,8 +478,11 @@ def test_live_bytes_bad_input_names_the_field(kwargs, field):
 # ---- no pyplot, headless ------------------------------------------------------------------
 def test_builders_never_import_pyplot():
     code = (
-        "import sys; from kvviz import plot; from kvviz.config import load_model; from kvviz.planners import compare_layouts\n"
-        "b, a = compare_layouts(load_model('deepseek-v4-flash'), 'flashmla')\n"
+        "import sys; from kvviz import plot; from kvviz.families import load_preset; from kvviz.options import Options\n"
+        "from kvviz.vllm.plan import plan_model\n"
+        "m = load_preset('deepseek-v4-flash')\n"
+        "b = plan_model(m, 'bucketed', Options(backend='flashmla', indexer_format='fp8')).layout\n"
+        "a = plan_model(m, 'overlay', Options(backend='flashmla', indexer_format='mxfp4')).layout\n"
         "plot.to_png_bytes(plot.block_map(a)); plot.to_png_bytes(plot.before_after(b, a))\n"
         "plot.to_png_bytes(plot.page_anatomy(a.placements[0]))\n"
         "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot was imported'\n"

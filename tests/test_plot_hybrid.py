@@ -17,11 +17,17 @@ from hypothesis import strategies as st
 from matplotlib.colors import to_rgba
 
 from kvviz import plot
-from kvviz.config import load_model
+from kvviz.core.kinds import CacheKind
 from kvviz.errors import KvvizError
-from kvviz.hybrid import HybridOptions, plan_hybrid
+from kvviz.families import load_preset as load_model
 from kvviz.mapdata import KIND_COLORS, PAD_COLOR, UNUSED_COLOR
-from kvviz.specs import CacheKind
+from kvviz.options import Options
+from kvviz.vllm.plan import plan_model
+
+
+def plan_hybrid(model, options=Options(), planner="vllm"):
+    """The one pool a shared-pool planner lays the model out in."""
+    return plan_model(model, planner, options).layout
 
 BF16 = 2
 
@@ -111,12 +117,12 @@ def test_pool_planes_padded_states(qwen):
     drawn in the padding colour; attention pages have none."""
     layout = plan_hybrid(qwen)
     page = qwen_attention_page(576)  # 'align' mode: a multiple of 64 tokens whose page holds a state
-    assert layout.page_bytes == page
+    assert max(p.page_bytes for p in layout.placements) == page
     pad = page - qwen_state_bytes()
     assert pad == 81_920
     fig = plot.pool_planes(layout, 4, blocks_shown=[1, 3])
     pads = plot.find_patches(fig, kind="pad")
-    states = [p for p in layout.placements if p.cache.kind is CacheKind.LINEAR_STATE]
+    states = [p for p in layout.placements if p.cache.kind is CacheKind.GDN_STATE]
     assert len(pads) == len(states) * 2
     for p in pads:
         k = [c.name for c in layout.groups[[g.name for g in layout.groups].index(p.info.group)].layers] \
@@ -155,11 +161,11 @@ def test_block_map_padded_state_pages(qwen):
     fig = plot.block_map(layout)
     page, pad = qwen_attention_page(576), qwen_attention_page(576) - qwen_state_bytes()
     pads = plot.find_patches(fig, kind="pad")
-    states = [p for p in layout.placements if p.cache.kind is CacheKind.LINEAR_STATE]
+    states = [p for p in layout.placements if p.cache.kind is CacheKind.GDN_STATE]
     assert sorted((p.info.layer, p.get_x(), p.get_width()) for p in pads) == sorted(
         (s.name, s.offset + page - pad, pad) for s in states)
     assert {rgba(p) for p in pads} == {tuple(round(x, 4) for x in to_rgba(PAD_COLOR))}
-    state_color = {rgba(p) for p in plot.find_patches(fig, kind="page", cache_kind=CacheKind.LINEAR_STATE)}
+    state_color = {rgba(p) for p in plot.find_patches(fig, kind="page", cache_kind=CacheKind.GDN_STATE)}
     assert state_color.isdisjoint({rgba(p) for p in pads})
     assert "padding (state page grown to the attention page)" in plot.legend_labels(fig)
 
@@ -196,7 +202,7 @@ def test_block_map_sliding_lanes_have_their_own_colour(gpt_oss):
 def test_invisible_state_padding_is_named_in_the_note(qwen):
     """Prefix caching off: 16,384 B of padding in a 13,369,344 B block is under 3 px at 12 in, so
     the note under the key names it, as state padding, not alignment padding."""
-    fig = plot.block_map(plan_hybrid(qwen, HybridOptions(prefix_caching=False)))
+    fig = plot.block_map(plan_hybrid(qwen, Options(prefix_caching=False)))
     pad = qwen_attention_page(544) - qwen_state_bytes()
     assert pad == 16_384
     notes = [t.get_text() for t in fig.texts if t.get_gid() == "sliver-note"]
@@ -207,7 +213,7 @@ def test_invisible_state_padding_is_named_in_the_note(qwen):
 
 def test_before_after_keys_only_what_is_drawn(qwen):
     """Prefix caching off vs on: no lane leaves bytes unused, so the key has no unused entry."""
-    fig = plot.before_after(plan_hybrid(qwen, HybridOptions(prefix_caching=False)), plan_hybrid(qwen))
+    fig = plot.before_after(plan_hybrid(qwen, Options(prefix_caching=False)), plan_hybrid(qwen))
     assert plot.find_patches(fig, kind="unused") == []
     assert "unused by the group" not in plot.legend_labels(fig)
 
@@ -215,7 +221,7 @@ def test_before_after_keys_only_what_is_drawn(qwen):
 def test_before_after_vllm_vs_packed(qwen):
     """Prefix caching off: vLLM pads each state to 1,114,112 B; packed keeps 1,097,728 B pages,
     so the padding bands are gone and each state group's tail is unused instead."""
-    options = HybridOptions(prefix_caching=False)
+    options = Options(prefix_caching=False)
     before, after = plan_hybrid(qwen, options), plan_hybrid(qwen, options, "packed")
     page, state = qwen_attention_page(544), qwen_state_bytes()
     assert page == 1_114_112 and state == 1_097_728
@@ -223,7 +229,7 @@ def test_before_after_vllm_vs_packed(qwen):
     assert {p.get_width() for p in plot.find_patches(fig, kind="pad", panel="before")} == {page - state}
     assert plot.find_patches(fig, kind="pad", panel="after") == []
     for g in after.groups:
-        if g.layers[0].kind is CacheKind.LINEAR_STATE:
+        if g.layers[0].kind is CacheKind.GDN_STATE:
             unused = plot.find_patches(fig, kind="unused", panel="after", group=g.name)
             assert [(u.get_x(), u.get_width()) for u in unused] == [(len(g.layers) * state, 12 * page - len(g.layers) * state)]
 
@@ -231,7 +237,7 @@ def test_before_after_vllm_vs_packed(qwen):
 def test_state_page_anatomy_names_conv_and_ssm(qwen):
     """The state page: conv state [0, conv), SSM state [conv, state), padding [state, page)."""
     layout = plan_hybrid(qwen)
-    state = next(p for p in layout.placements if p.cache.kind is CacheKind.LINEAR_STATE)
+    state = next(p for p in layout.placements if p.cache.kind is CacheKind.GDN_STATE)
     fig = plot.page_anatomy(state)
     c = raw("qwen3-next-80b-a3b")
     conv_dim = 2 * c["linear_num_key_heads"] * c["linear_key_head_dim"] + \
@@ -241,8 +247,9 @@ def test_state_page_anatomy_names_conv_and_ssm(qwen):
     regions = {p.info.layer: (p.get_x(), p.get_x() + p.get_width()) for p in plot.find_patches(fig, kind="region")}
     assert regions == {"payload": (0, conv), "footer": (conv, qwen_state_bytes()), "padding": (qwen_state_bytes(), page)}
     texts = "\n".join(plot.figure_texts(fig))
-    assert f"conv state: 1 rows x {conv:,} B" in texts
-    assert f"SSM state: 1 rows x {qwen_state_bytes() - conv:,} B" in texts
+    # the parts are named as the family names the state tensors (families/state.py: conv, ssm)
+    assert f"conv: 1 rows x {conv:,} B" in texts
+    assert f"ssm: 1 rows x {qwen_state_bytes() - conv:,} B" in texts
     assert f"padding: {page - qwen_state_bytes():,} B" in texts
 
 
@@ -261,7 +268,9 @@ def test_attention_page_anatomy_names_k_and_v(gpt_oss):
 def test_pool_planes_rows_tile_the_pool(model, planner, num_blocks, prefix_caching):
     """Each row's planes and unused range tile [0, bytes per block x num_blocks) with no gap or
     overlap, every plane is num_blocks pages, and every shown page lies inside its own plane."""
-    layout = plan_hybrid(load_model(model), HybridOptions(prefix_caching=prefix_caching), planner)
+    m = load_model(model)  # prefix caching is a knob of models with states only (attention-only: refused)
+    options = Options(prefix_caching=prefix_caching) if "prefix_caching" in m.reader.knobs_for(m) else Options()
+    layout = plan_hybrid(m, options, planner)
     fig = plot.pool_planes(layout, num_blocks, blocks_shown=[0, num_blocks - 1])
     size = layout.block_stride * num_blocks
     for g in layout.groups:

@@ -8,11 +8,23 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kvviz.config import load_model, with_layer_mix
-from kvviz.grouping import KVGroup
-from kvviz.layout import GLYPHS
-from kvviz.planners import plan_bucketed, plan_overlay, plan_overlay_by_spec
-from kvviz.specs import custom_cache
+from kvviz.core.group import KVGroup
+from kvviz.core.layout import GLYPHS
+from kvviz.core.spec import custom_cache as _custom_cache
+from kvviz.defaults import BLOCK_SIZE
+from kvviz.families import load_preset
+from kvviz.families.deepseek_v4 import with_layer_mix
+from kvviz.vllm.planners import plan_bucketed, plan_overlay, plan_overlay_by_spec
+
+
+def load_model(name):
+    """A DeepSeek V4 preset's ModelConfig."""
+    return load_preset(name).config
+
+
+def custom_cache(name, page_bytes, **kw):
+    """A cache known by its page size, at the groups file's default block (defaults.BLOCK_SIZE)."""
+    return _custom_cache(name, page_bytes, tokens_per_block=BLOCK_SIZE, **kw)
 
 PAGE = st.sampled_from([512, 1_024, 1_728, 4_608, 8_192, 8_640, 32_768, 37_440]) | st.integers(1, 50_000)
 
@@ -105,7 +117,9 @@ def test_text_map_glyphs_land_on_the_bytes_they_stand_for(groups, planner, width
     for gi, line in enumerate(lines[:-2]):
         label, cells, total = line.split("|")
         assert label.strip() == groups[gi].name and len(cells) == width
-        assert int(total.strip().removesuffix(" B").replace(",", "")) == layout.group_total(gi) == sum(
+        count, word, printed = total.split(maxsplit=2)  # " {layers} layers {total} B"
+        assert (int(count), word) == (len(groups[gi].layers), "layers")
+        assert int(printed.strip().removesuffix(" B").replace(",", "")) == layout.group_total(gi) == sum(
             c.page_bytes for c in groups[gi].layers)
         expected = ["."] * width
         for p in layout.group_placements(gi):

@@ -9,12 +9,24 @@ import pytest
 
 from kvviz import report
 from kvviz.cli import main
-from kvviz.planners import compare_layouts
-from kvviz.config import load_model
+from kvviz.core.group import KVGroup
+from kvviz.core.spec import custom_cache as _custom_cache
+from kvviz.defaults import BLOCK_SIZE
 from kvviz.errors import KvvizError
-from kvviz.grouping import KVGroup
-from kvviz.planners import plan
-from kvviz.specs import custom_cache
+from kvviz.families import load_preset as load_model
+from kvviz.options import Options
+from kvviz.vllm.plan import plan_model
+from kvviz.vllm.planners import plan
+
+
+def custom_cache(name, page_bytes):
+    return _custom_cache(name, page_bytes, tokens_per_block=BLOCK_SIZE)
+
+
+def compare_layouts(model, backend):
+    """vLLM #48993's before/after: bucketed + FP8 indexer vs overlay + MXFP4."""
+    return (plan_model(model, "bucketed", Options(backend=backend, indexer_format="fp8")).layout,
+            plan_model(model, "overlay", Options(backend=backend, indexer_format="mxfp4")).layout)
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -90,8 +102,8 @@ def test_cli_render_groups(tmp_path, capsys):
 
 def test_cli_render_model_includes_before_after(tmp_path, capsys):
     out = tmp_path / "flash"
-    assert main(["render", "--model", "deepseek-v4-flash", "--backend", "flashinfer", "--out", str(out),
-                 "--no-svg", "--dpi", "50"]) == 0
+    assert main(["render", "--model", "deepseek-v4-flash", "--backend", "flashinfer", "--planner", "overlay",
+                 "--out", str(out), "--no-svg", "--dpi", "50"]) == 0
     printed = capsys.readouterr().out.split()
     assert str(out / "before-after.png") in printed and printed[-1] == str(out / "report.html")
     page = (out / "report.html").read_text()

@@ -3,13 +3,14 @@ built from the row fields."""
 
 import pytest
 
-from kvviz.config import load_model
+from kvviz.core.kinds import CacheKind
 from kvviz.errors import KvvizError
+from kvviz.families import load_preset
+from kvviz.families.deepseek_v4 import CacheOptions, model_caches
 from kvviz.formats import ds_mla_row, indexer_fp8_row, indexer_mxfp4_row, page_regions
-from kvviz.specs import CacheKind, CacheOptions, model_caches
 
-PRO = load_model("deepseek-v4-pro")
-FLASH = load_model("deepseek-v4-flash")
+PRO = load_preset("deepseek-v4-pro").config
+FLASH = load_preset("deepseek-v4-flash").config
 
 
 def pages(backend, indexer="fp8"):

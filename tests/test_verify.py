@@ -12,20 +12,30 @@ from hypothesis import strategies as st
 
 from kvviz import formats
 from kvviz.cli import main
-from kvviz.config import load_model
+from kvviz.core.group import KVGroup
+from kvviz.core.kinds import CacheKind
+from kvviz.core.spec import CacheSpec
+from kvviz.core.spec import custom_cache as _custom_cache
+from kvviz.defaults import BLOCK_SIZE
 from kvviz.errors import KvvizError
-from kvviz.grouping import KVGroup, groups_from_json
-from kvviz.planners import plan, plan_model
-from kvviz.specs import CacheKind, CacheOptions, CacheSpec, custom_cache
+from kvviz.families import load_preset
+from kvviz.options import Options
 from kvviz.pool import free_bytes
 from kvviz.verify import layer_values, blocks_for_budget, verify
+from kvviz.vllm.grouping import groups_from_json
+from kvviz.vllm.plan import plan_model
+from kvviz.vllm.planners import plan
 
-PRO = load_model("deepseek-v4-pro")
+PRO = load_preset("deepseek-v4-pro")
 HAZARD_BLOCKS = 10  # two blocks per group (5 groups), round robin: block b belongs to group b % 5
 
 
+def custom_cache(name, page_bytes):
+    return _custom_cache(name, page_bytes, tokens_per_block=BLOCK_SIZE)
+
+
 def pro(backend="flashmla", indexer="mxfp4", planner="overlay"):
-    return plan_model(PRO, CacheOptions(backend=backend, indexer_format=indexer), planner)
+    return plan_model(PRO, planner, Options(backend=backend, indexer_format=indexer)).layout
 
 
 def content(p):

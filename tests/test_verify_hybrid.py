@@ -6,17 +6,26 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.config import hybrid_model_names, load_model
-from kvviz.hybrid import HYBRID_PLANNERS, HybridOptions, SeparatePools, plan_hybrid
+from kvviz.families import load_preset as load_model
+from kvviz.families import preset_names
+from kvviz.options import Options
 from kvviz.pool import Pool
 from kvviz.verify import verify
+from kvviz.vllm.plan import plan_model
 
-CASES = [(m, p) for m in hybrid_model_names() for p in HYBRID_PLANNERS]
+
+def hybrid_model_names() -> list[str]:
+    """Every preset but DeepSeek V4 (tests/test_verify.py covers it)."""
+    return [n for n in preset_names() if load_model(n).family != "deepseek_v4"]
+
+
+# Each model with every planner its family has (attention, MLA and state families: vllm, packed, separate).
+CASES = [(m, p) for m in hybrid_model_names() for p in load_model(m).reader.planners]
 
 
 def _layouts(model: str, planner: str, **knobs):
-    planned = plan_hybrid(load_model(model), HybridOptions(**knobs), planner)
-    return planned.pools if isinstance(planned, SeparatePools) else (planned,)
+    """The plan's pools: one for a shared pool, one per cache kind for 'separate'."""
+    return plan_model(load_model(model), planner, Options(**knobs)).pools
 
 
 @pytest.mark.parametrize("model,planner", CASES)

@@ -102,10 +102,10 @@ def test_installed_console_script(installed, tmp_path):
     assert script.exists()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONPATH"] = str(site)
-    r = subprocess.run([str(script), "plan", "--model", "deepseek-v4-flash", "--json"], capture_output=True,
-                       text=True, cwd=tmp_path, env=env, timeout=120)
+    r = subprocess.run([str(script), "plan", "--model", "deepseek-v4-flash", "--planner", "overlay", "--json"],
+                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
     assert r.returncode == 0, f"{NOT_PACKAGED}? {r.stderr}"
-    assert json.loads(r.stdout)["planner"] == "overlay"
+    assert json.loads(r.stdout)["planner"] == "overlay"  # the planner asked for (the default is now 'vllm')
     bad = subprocess.run([str(script), "plan", "--model", "nope"], capture_output=True, text=True, cwd=tmp_path,
                          env=env, timeout=120)
     assert (bad.returncode, bad.stdout, bad.stderr.count("\n")) == (2, "", 1)

@@ -107,10 +107,10 @@ def family_of(raw: dict, *, name: str) -> Family:
     for key in list(archs or []) + [model_type]:
         if isinstance(key, str) and key in ARCHITECTURES:
             return FAMILIES[ARCHITECTURES[key]]
-    what = (archs or [model_type])[0] if (archs or model_type) else None
-    if what is None:
+    if not (archs or model_type):
         raise KvvizError(f"{name}: config has no architectures and no model_type")
-    raise KvvizError(f"{name}: {short_repr(what)}: an architecture kvviz does not plan (vLLM 0.33 does not serve it "
+    what = f"model_type {short_repr(model_type)}" + (f" ({', '.join(archs)})" if archs else "")
+    raise KvvizError(f"{name}: {what}: an architecture kvviz does not plan (vLLM 0.33 does not serve it "
                      f"natively, or kvviz has no reader for it yet); known: {', '.join(sorted(k for k in ARCHITECTURES if k[0].isupper()))}")
 
 
@@ -194,8 +194,7 @@ def load(name_or_path: str | Path) -> Model:
 
 
 def preset_summary(name: str) -> str:
-    """One line about a preset for `kvviz models`: its family and architecture."""
-    raw = preset_raw(name)
-    family = family_of(raw, name=name)
-    arch = (raw.get("architectures") or [raw.get("model_type", "?")])[0]
-    return f"{name}: {family.title}, {arch}"
+    """One line about a preset for `kvviz models`: its family's description (from the preset's
+    shipped parsed form: no transformers)."""
+    model = load_preset(name)
+    return f"{model.describe()} [{model.reader.title}]"

@@ -27,6 +27,7 @@ from collections import Counter
 
 from ..core.declare import AttentionCache
 from ..errors import KvvizError, require
+from ..inputs import MAX_DIM, bounded_int
 from ..options import Options
 from . import Family, Model, register
 from .hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
@@ -102,6 +103,9 @@ class DecoderFamily(Family):
         if model_type == "qwen2" or not head_dim:
             require(hidden is not None and heads > 0, f"{name}: config is missing field 'head_dim'")
             head_dim = hidden // heads
+        for fname, value in (("num_attention_heads", heads), ("num_key_value_heads", kv), ("head_dim", head_dim)):
+            bounded_int(value, field=f"{name}: {fname}", low=1, high=MAX_DIM)
+        require(heads % kv == 0, f"{name}: num_key_value_heads={kv}: must divide num_attention_heads={heads}")
         kinds, source = _kinds(text, model_type, n, name=name)
         window = getattr(text, "sliding_window", None) if SLIDING in kinds else None
         if window is not None and model_type == "cohere2":

@@ -144,6 +144,9 @@ def resolve_pages(declared, rules: PageRules = PageRules(), *, pad_states: bool 
     planners); raise_block=False keeps the attention block at the kernel alignment instead of
     raising it until a page holds a state (`separate`: no page has to hold one)."""
     require(len(declared) > 0, "caches: the model registers no KV caches")
+    if rules.block_size is not None and rules.block_size % KERNEL_BLOCK_ALIGNMENT:
+        raise KvvizError(f"block_size={rules.block_size}: must be a positive multiple of {KERNEL_BLOCK_ALIGNMENT} "
+                         f"(the attention kernels' block)")
     base = rules.block_size or default_block_size(declared)
     mode = mamba_cache_mode(declared, rules)
     attention = [d for d in declared if not isinstance(d, MambaCache)]

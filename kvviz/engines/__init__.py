@@ -1,0 +1,190 @@
+"""Other engines' KV pools, sized from the same declared caches the vLLM room plans.
+
+A family's `caches(model, options)` says what each layer registers on one tensor-parallel rank
+(`kvviz.core.declare`); each engine here turns that into its own pools, the way the engine does:
+
+* `plan_sglang` (kvviz.engines.sglang): SGLang 0.5.23's token-granular pools (one K and one V
+  buffer per layer, rows of one token; hybrid-SWA full and SWA pools; MLA latent buffer; Mamba
+  state slots), `max_total_num_tokens` and `max_running_requests`;
+* `plan_trtllm` (kvviz.engines.trtllm): TensorRT-LLM's paged pools (blocks of
+  tokens_per_block = 32 tokens, one window of max_seq_len by default), its max tokens per window;
+* `plan_vllm` (here): vLLM 0.33's one shared pool, through `kvviz.vllm.plan.plan_model`, in the
+  same result shape so the three can be put side by side.
+
+One budget meaning: `kv_budget_bytes` is what the engine hands its KV pools once weights and
+activations are taken: SGLang's profiled `rest_memory` before its Mamba pool is carved out
+(KVCacheConfigurator._profile_available_bytes), TensorRT-LLM's KV memory after
+free_gpu_memory_fraction (KvCacheCreator._cal_max_memory), vLLM's available KV cache memory.
+
+Every function is pure: no engine is imported; the rules are mirrored and cited where they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..defaults import GIB
+from ..errors import KvvizError, require
+from ..options import Options
+
+ENGINES = ("vllm", "sglang", "trtllm")
+
+
+@dataclasses.dataclass(frozen=True)
+class EnginePool:
+    """One buffer (or family of per-layer buffers) an engine allocates.
+
+    `unit` is what the engine counts: 'token' (SGLang's rows), 'block of 32 tokens' (TRT-LLM,
+    vLLM), 'request slot' (recurrent states); `bytes_per_unit` covers all `layers` of the
+    pool; `reserved_units` are allocated beyond `units` and never handed out (SGLang's padded
+    page / padding slot)."""
+
+    name: str
+    holds: str
+    unit: str
+    bytes_per_unit: int
+    units: int
+    layers: int = 0
+    reserved_units: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self.bytes_per_unit * (self.units + self.reserved_units)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "holds": self.holds, "unit": self.unit, "bytes_per_unit": self.bytes_per_unit,
+                "units": self.units, "reserved_units": self.reserved_units, "layers": self.layers,
+                "total_bytes": self.total_bytes}
+
+
+@dataclasses.dataclass(frozen=True)
+class EnginePlan:
+    """What one engine does with one budget: its pools, its token capacity (SGLang's
+    max_total_num_tokens, TRT-LLM's max tokens per window, vLLM's GPU KV cache size), the
+    requests it runs at once, and the line it logs."""
+
+    engine: str  # one of ENGINES
+    version: str  # the engine version whose rules are mirrored
+    model: str
+    kv_budget_bytes: int
+    pools: tuple[EnginePool, ...]
+    token_capacity: int
+    token_capacity_name: str  # the engine's own name for it
+    request_bound: int  # requests served at once (SGLang: max_running_requests)
+    request_bound_rule: str  # how the engine arrives at it
+    max_model_len: int  # the request length the bound is counted for
+    log_lines: tuple[str, ...]  # the engine's own lines, in its wording; the last is the capacity line
+    derivation: tuple[str, ...] = ()
+    tokens_per_window: tuple[tuple[int, int], ...] = ()  # TRT-LLM: (window, max tokens)
+    notes: tuple[str, ...] = ()  # what the engine does here that kvviz does not model
+
+    @property
+    def log_line(self) -> str:
+        return self.log_lines[-1]
+
+    @property
+    def used_bytes(self) -> int:
+        return sum(p.total_bytes for p in self.pools)
+
+    @property
+    def concurrency(self) -> float:
+        """Token capacity over the request length: requests of max_model_len tokens that fit."""
+        return self.token_capacity / self.max_model_len
+
+    def describe(self) -> str:
+        lines = [f"{self.engine} {self.version}: {self.model}, KV budget {self.kv_budget_bytes:,} B "
+                 f"({self.kv_budget_bytes / GIB:.2f} GiB)"]
+        for p in self.pools:
+            extra = f" (+{p.reserved_units:,} reserved)" if p.reserved_units else ""
+            lines.append(f"  pool {p.name}: {p.holds}; {p.units:,}{extra} x {p.unit} of {p.bytes_per_unit:,} B "
+                         f"= {p.total_bytes:,} B")
+        lines.append(f"  {self.token_capacity_name} = {self.token_capacity:,}")
+        for window, tokens in self.tokens_per_window:
+            lines.append(f"  window {window:,}: {tokens:,} tokens")
+        lines.append(f"  requests at once = {self.request_bound:,} ({self.request_bound_rule}); "
+                     f"{self.concurrency:.2f}x requests of {self.max_model_len:,} tokens")
+        lines.extend(f"  {d}" for d in self.derivation)
+        lines.extend(f"  not modelled: {n}" for n in self.notes)
+        lines.extend(f"  log: {line}" for line in self.log_lines)
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"engine": self.engine, "version": self.version, "model": self.model,
+                "kv_budget_bytes": self.kv_budget_bytes, "pools": [p.to_json() for p in self.pools],
+                "used_bytes": self.used_bytes, "token_capacity": self.token_capacity,
+                "token_capacity_name": self.token_capacity_name, "request_bound": self.request_bound,
+                "request_bound_rule": self.request_bound_rule, "max_model_len": self.max_model_len,
+                "concurrency": round(self.concurrency, 4), "log_line": self.log_line,
+                "log_lines": list(self.log_lines), "derivation": list(self.derivation),
+                "tokens_per_window": [list(t) for t in self.tokens_per_window], "notes": list(self.notes)}
+
+
+def check_budget(kv_budget_bytes) -> int:
+    require(isinstance(kv_budget_bytes, int) and not isinstance(kv_budget_bytes, bool) and kv_budget_bytes > 0,
+            f"kv_budget_bytes={kv_budget_bytes!r}: must be a positive integer")
+    return kv_budget_bytes
+
+
+def plan_vllm(model, options: Options = Options(), *, kv_budget_bytes: int) -> EnginePlan:
+    """vLLM 0.33's plan (kvviz.vllm.plan.plan_model, planner 'vllm') in the engines' shape:
+    one pool of blocks, `GPU KV cache size` tokens, whole requests of max_model_len."""
+    from ..vllm.plan import plan_model
+
+    check_budget(kv_budget_bytes)
+    plan = plan_model(model, "vllm", options)
+    cap = plan.capacity(kv_budget_bytes)
+    pools = tuple(EnginePool(name="+".join(g.name for g in lay.groups), holds=f"{len(lay.groups)} KV cache groups "
+                             f"overlaid, {sum(len(g.layers) for g in lay.groups)} layers",
+                             unit=f"block of {lay.tokens_per_block} tokens", bytes_per_unit=lay.block_stride,
+                             units=cap.num_blocks, layers=sum(len(g.layers) for g in lay.groups))
+                  for lay in plan.pools)
+    return EnginePlan(engine="vllm", version="0.33", model=model.name, kv_budget_bytes=kv_budget_bytes, pools=pools,
+                      token_capacity=cap.kv_cache_tokens, token_capacity_name="GPU KV cache size (tokens)",
+                      request_bound=cap.requests_fit,
+                      request_bound_rule="whole requests of max_model_len (num_blocks // blocks per request)",
+                      max_model_len=cap.max_model_len, log_lines=(cap.line,), derivation=tuple(plan.derivation))
+
+
+def plan_engine(engine: str, model, options: Options = Options(), *, kv_budget_bytes: int) -> EnginePlan:
+    """`engine` ('vllm', 'sglang', 'trtllm') planning `model` with `options` at one budget."""
+    if engine == "vllm":
+        return plan_vllm(model, options, kv_budget_bytes=kv_budget_bytes)
+    if engine == "sglang":
+        from .sglang import plan_sglang
+
+        return plan_sglang(model, options, kv_budget_bytes=kv_budget_bytes)
+    if engine == "trtllm":
+        from .trtllm import plan_trtllm
+
+        return plan_trtllm(model, options, kv_budget_bytes=kv_budget_bytes)
+    raise KvvizError(f"engine={engine!r}: unknown; choose one of {', '.join(ENGINES)}")
+
+
+def compare_engines(model, engines=ENGINES, options: Options = Options(), *,
+                    kv_budget_bytes: int) -> tuple[EnginePlan, ...]:
+    """The same declared caches and budget through each engine, in the order given."""
+    return tuple(plan_engine(e, model, options, kv_budget_bytes=kv_budget_bytes) for e in engines)
+
+
+def split_declared(model, caches) -> tuple[list, list, list]:
+    """(attention, MLA, recurrent-state) declared caches; a family that returns finished vLLM
+    CacheSpecs (DeepSeek V4) has no engine-neutral declaration to size from."""
+    from ..core.declare import AttentionCache, MLACache, MambaCache
+
+    attn, mla, states = [], [], []
+    for c in caches:
+        if isinstance(c, AttentionCache):
+            attn.append(c)
+        elif isinstance(c, MLACache):
+            mla.append(c)
+        elif isinstance(c, MambaCache):
+            states.append(c)
+        else:
+            raise KvvizError(f"{model.name}: its family returns vLLM-paged caches ({type(c).__name__}), not "
+                             f"declared ones; the other engines' pools for it are not modelled")
+    require(attn or mla or states, f"{model.name}: registers no KV caches")
+    return attn, mla, states
+
+
+__all__ = ["ENGINES", "EnginePool", "EnginePlan", "plan_engine", "plan_vllm", "compare_engines", "check_budget",
+           "split_declared"]

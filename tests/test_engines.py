@@ -1,0 +1,557 @@
+"""SGLang 0.5.23 and TensorRT-LLM pools (kvviz.engines) against numbers derived here by hand.
+
+Every expected number below is written out from the model's config.json fields and the engine
+rule it mirrors (cited at each), never copied from kvviz's output. A second set of tests runs
+the engines' own sizing functions, taken from their source (SGLang's wheel, unpacked at
+/work/wheels/sglang or installed with `pip install --no-deps --target /tmp/sgl <wheel>`;
+TensorRT-LLM's source where one is on the machine) and compiled alone with stand-ins for their
+runtime context; they skip where the source is absent.
+"""
+
+from __future__ import annotations
+
+import __future__
+import ast
+import dataclasses
+import math
+import os
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from kvviz.errors import KvvizError
+from kvviz.families import load, load_path, preset_names, preset_raw
+from kvviz.options import Options
+from kvviz.engines import ENGINES, compare_engines, plan_engine, plan_vllm
+from kvviz.engines.sglang import plan_sglang
+from kvviz.engines.trtllm import plan_trtllm
+
+GIB = 2**30
+BUDGET = 60 * GIB  # the KV budget every case is sized at (and a smaller one where it matters)
+DEEPSEEK_V3_CONFIG = Path("/work/shared/data/vllm-0.33/configs/deepseek-v3/config.json")
+
+
+def _model(name):
+    if name == "deepseek-v3" and name not in preset_names():
+        if not DEEPSEEK_V3_CONFIG.is_file():
+            pytest.skip("no deepseek-v3 preset and no shared config.json")
+        return load_path(DEEPSEEK_V3_CONFIG)
+    return load(name)
+
+
+def _cfg(name) -> dict:
+    """The config.json fields (the text config of a multimodal wrapper)."""
+    if name == "deepseek-v3" and name not in preset_names():
+        import json
+
+        raw = json.loads(DEEPSEEK_V3_CONFIG.read_text())
+    else:
+        raw = preset_raw(name)
+    return {**raw, **raw.get("text_config", {})}
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules written out once (each a transcription of the cited engine function).
+# ---------------------------------------------------------------------------------------------
+
+def sglang_running(tokens: int, context_len: int, mamba_cap: int | None = None) -> int:
+    # mem_cache/kv_cache_configurator.py KVCacheConfigurator.resolve_max_num_reqs (no --max-running-requests)
+    est = max(min(int(tokens / context_len * 512), 4096), 2048)
+    n = min(est, tokens // 2)
+    return n if mamba_cap is None else min(n, mamba_cap)
+
+
+def trtllm_blocks(budget: int, bytes_per_token: int, tokens_per_block: int = 32) -> int:
+    # _util.py CacheCost.tokens_for_budget: budget // slope; resource_manager.py calculate_max_num_blocks:
+    # int(max_tokens // tokens_per_block)
+    return budget // bytes_per_token // tokens_per_block
+
+
+def trtllm_running(blocks: int, max_seq_len: int, tokens_per_block: int = 32) -> int:
+    # max_batch_size 2048 (llm_args.py); blocks to completion ceil(len / tokens_per_block)
+    return min(2048, blocks // math.ceil(max_seq_len / tokens_per_block))
+
+
+# ---------------------------------------------------------------------------------------------
+# By hand, per model.
+# ---------------------------------------------------------------------------------------------
+
+def test_llama_3_1_8b_full_attention():
+    c = _cfg("llama-3.1-8b")
+    layers, kv, head = c["num_hidden_layers"], c["num_key_value_heads"], c["hidden_size"] // c["num_attention_heads"]
+    ctx = c["max_position_embeddings"]
+    m = _model("llama-3.1-8b")
+    # SGLang DefaultPoolConfigurator._compute_cell_size: kv x (head_dim + v_head_dim) x layers x 2 B (bf16)
+    cell = kv * (head + head) * layers * 2
+    tokens = BUDGET // cell // 1 * 1  # calculate_pool_sizes, page_size 1
+    s = plan_sglang(m, kv_budget_bytes=BUDGET)
+    assert (s.token_capacity, s.request_bound) == (tokens, sglang_running(tokens, ctx))
+    assert s.log_line.startswith(f"max_total_num_tokens={tokens}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+                                 f"max_running_requests={sglang_running(tokens, ctx)}, context_len={ctx}, ")
+    assert [p.name for p in s.pools] == ["k_buffer", "v_buffer"]
+    assert all(p.unit == "token" and p.units == tokens and p.reserved_units == 1 for p in s.pools)
+    assert s.pools[0].bytes_per_unit == kv * head * layers * 2
+    # TRT-LLM get_cache_bytes_per_token: 2 x sum(kv heads over layers) x head_dim x 2 B
+    bpt = 2 * kv * layers * head * 2
+    blocks = trtllm_blocks(BUDGET, bpt)
+    t = plan_trtllm(m, kv_budget_bytes=BUDGET)
+    assert (t.token_capacity, t.request_bound) == (blocks * 32, trtllm_running(blocks, ctx))
+    assert t.pools[0].units == blocks and t.pools[0].bytes_per_unit == bpt * 32
+    assert t.tokens_per_window == ((ctx, blocks * 32),)
+    assert t.log_line == (f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {blocks * bpt * 32 / GIB:.2f} GiB for max "
+                          f"tokens in paged KV cache ({blocks * 32}).")
+
+
+def test_gpt_oss_120b_hybrid_swa_in_sglang_single_pool_in_trtllm():
+    c = _cfg("gpt-oss-120b")
+    types_ = c["layer_types"]
+    n_swa, n_full = types_.count("sliding_attention"), types_.count("full_attention")
+    kv, head, ctx, window = c["num_key_value_heads"], c["head_dim"], c["max_position_embeddings"], c["sliding_window"]
+    m = _model("gpt-oss-120b")
+    # SGLang: GptOssForCausalLM is in SWA_SINK_ARCHS -> HybridSWAPoolConfigurator
+    per = kv * (head + head) * 2
+    cell = per * n_full + 0.8 * (per * n_swa)  # _recompute_cell_size, swa_full_tokens_ratio 0.8
+    full = int(BUDGET // cell) // 1 * 1
+    swa = int(full * 0.8) // 1 * 1
+    s = plan_sglang(m, kv_budget_bytes=BUDGET)
+    assert (s.token_capacity, s.request_bound) == (full, sglang_running(full, ctx))
+    assert {p.name: p.units for p in s.pools} == {"full k_buffer": full, "full v_buffer": full,
+                                                  "swa k_buffer": swa, "swa v_buffer": swa}
+    assert f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}" in s.log_lines
+    assert swa > window + 1  # validate_swa_pool_size holds
+    # TRT-LLM: max_attention_window unset -> one window of max_seq_len over all 36 layers
+    bpt = 2 * kv * (n_swa + n_full) * head * 2
+    blocks = trtllm_blocks(BUDGET, bpt)
+    t = plan_trtllm(m, kv_budget_bytes=BUDGET)
+    assert (t.token_capacity, t.request_bound) == (blocks * 32, trtllm_running(blocks, ctx))
+    assert len([p for p in t.pools if p.name == "primary pool"]) == 1
+
+
+def test_gemma_3_27b_all_full_attention_in_both():
+    c = _cfg("gemma-3-27b")
+    layers, kv, head, ctx = c["num_hidden_layers"], c["num_key_value_heads"], c["head_dim"], c["max_position_embeddings"]
+    m = _model("gemma-3-27b")
+    # SGLang: model_overrides/gemma2_gemma3.py forces disable_hybrid_swa_memory -> DefaultPoolConfigurator over
+    # all 62 layers, sliding ones included.
+    cell = kv * (head + head) * layers * 2
+    tokens = BUDGET // cell
+    s = plan_sglang(m, kv_budget_bytes=BUDGET)
+    assert (s.token_capacity, s.request_bound) == (tokens, sglang_running(tokens, ctx))
+    assert [p.name for p in s.pools] == ["k_buffer", "v_buffer"]
+    assert any("disable_hybrid_swa_memory" in d for d in s.derivation)
+    bpt = 2 * kv * layers * head * 2
+    blocks = trtllm_blocks(BUDGET, bpt)
+    t = plan_trtllm(m, kv_budget_bytes=BUDGET)
+    assert (t.token_capacity, t.request_bound) == (blocks * 32, trtllm_running(blocks, ctx))
+    assert t.request_bound == 0  # 131,072-token requests do not fit 60 GiB of all-full layers
+    # a shorter max_seq_len (kvviz's max_model_len knob)
+    t8 = plan_trtllm(m, Options(max_model_len=8192), kv_budget_bytes=BUDGET)
+    assert t8.request_bound == min(2048, blocks // (8192 // 32))
+    s8 = plan_sglang(m, Options(max_model_len=8192), kv_budget_bytes=BUDGET)
+    assert s8.request_bound == sglang_running(tokens, 8192)
+
+
+def test_llama_4_scout_chunked_layers_as_swa_in_sglang():
+    c = _cfg("llama-4-scout")
+    layers, kv, head = c["num_hidden_layers"], c["num_key_value_heads"], c["head_dim"]
+    ctx, chunk = c["max_position_embeddings"], c["attention_chunk_size"]
+    m = _model("llama-4-scout")
+    # configs/model_config.py get_hybrid_layer_ids, Llama4ForConditionalGeneration: swa = (i + 1) % 4 != 0
+    n_swa = sum(1 for i in range(layers) if (i + 1) % 4 != 0)
+    n_full = layers - n_swa
+    per = kv * (head + head) * 2
+    cell = per * n_full + 0.8 * (per * n_swa)
+    full = int(BUDGET // cell)
+    swa = int(full * 0.8)
+    s = plan_sglang(m, kv_budget_bytes=BUDGET)
+    assert (s.token_capacity, s.request_bound) == (full, sglang_running(full, ctx))
+    assert s.request_bound == 2048  # 10M context: the estimate clamps to 2048
+    assert {p.name: p.units for p in s.pools}["swa k_buffer"] == swa
+    assert swa > chunk + 1
+    # the declared chunked layers are SGLang's SWA layers
+    declared = [a.layer for a in m.reader.caches(m, Options()) if a.attention_chunk_size]
+    assert declared == [i for i in range(layers) if (i + 1) % 4 != 0]
+    bpt = 2 * kv * layers * head * 2
+    blocks = trtllm_blocks(BUDGET, bpt)
+    t = plan_trtllm(m, kv_budget_bytes=BUDGET)
+    assert (t.token_capacity, t.request_bound) == (blocks * 32, trtllm_running(blocks, ctx))
+
+
+def test_qwen3_next_mamba_pool_carved_first_in_sglang():
+    c = _cfg("qwen3-next-80b-a3b")
+    layers, interval = c["num_hidden_layers"], c["full_attention_interval"]
+    n_full = sum(1 for i in range(layers) if (i + 1) % interval == 0)  # configs/qwen3_next.py layers_block_type
+    n_lin = layers - n_full
+    kv, head, ctx = c["num_key_value_heads"], c["head_dim"], c["max_position_embeddings"]
+    kh, vh = c["linear_num_key_heads"], c["linear_num_value_heads"]
+    kd, vd, kernel = c["linear_key_head_dim"], c["linear_value_head_dim"], c["linear_conv_kernel_dim"]
+    m = _model("qwen3-next-80b-a3b")
+    # configs/mamba_utils.py Mamba2StateShape.create: conv (key_dim x 2 + value_dim, kernel - 1), temporal
+    # (v heads, v dim, k dim); mamba2_state_dtype: conv bf16, SSM float32 by default.
+    conv_dim = kd * kh * 2 + vd * vh
+    conv = conv_dim * (kernel - 1) * 2
+    ssm = vh * vd * kd * 4
+    per_req = (conv + ssm) * n_lin
+    # kv_cache_configurator.py _handle_max_mamba_cache (ratio 0.9) then _profile_available_bytes' int(rest x 2**30)
+    rest = BUDGET / GIB
+    mamba_bytes = rest * 0.9 / (1 + 0.9) * GIB
+    size = int((mamba_bytes - per_req) // per_req)
+    avail = int((rest - (size + 1) * per_req / GIB) * GIB)
+    cell = kv * (head + head) * n_full * 2  # DefaultPoolConfigurator over full_attention_layer_ids
+    tokens = avail // cell
+    # _calculate_mamba_ratio: 3 + 2 tracking slots (extra_buffer strategy with the overlap schedule)
+    s = plan_sglang(m, kv_budget_bytes=BUDGET)
+    assert (s.token_capacity, s.request_bound) == (tokens, sglang_running(tokens, ctx, size // 5))
+    assert s.request_bound == size // 5  # bound by the state slots, not the tokens
+    pools = {p.name: p for p in s.pools}
+    assert pools["mamba temporal_state"].units == size and pools["mamba temporal_state"].reserved_units == 1
+    assert pools["mamba temporal_state"].bytes_per_unit == ssm * n_lin
+    assert s.log_lines[0].startswith(f"Mamba Cache is allocated. max_mamba_cache_size: {size}, ")
+    # bf16 SSM state (--mamba-ssm-dtype bfloat16) halves the state
+    per16 = (conv + vh * vd * kd * 2) * n_lin
+    size16 = int((mamba_bytes - per16) // per16)
+    avail16 = int((rest - (size16 + 1) * per16 / GIB) * GIB)
+    s16 = plan_sglang(m, Options(mamba_ssm_dtype="bfloat16"), kv_budget_bytes=BUDGET)
+    assert (s16.token_capacity, s16.request_bound) == (avail16 // cell,
+                                                       sglang_running(avail16 // cell, ctx, size16 // 5))
+    # no radix cache: 1 slot per request (_calculate_mamba_ratio)
+    assert plan_sglang(m, Options(prefix_caching=False), kv_budget_bytes=BUDGET).request_bound == \
+        sglang_running(tokens, ctx, size // 1)
+    # no overlap schedule at page 1: 'auto' resolves to no_buffer (overrides._mamba_radix_cache_resolution): 3;
+    # at page 64 to extra_buffer with 1 tracking slot without overlap: 3 + 1
+    assert plan_sglang(m, Options(async_scheduling=False), kv_budget_bytes=BUDGET).request_bound == \
+        sglang_running(tokens, ctx, size // 3)
+    paged = plan_sglang(m, Options(async_scheduling=False, block_size=64), kv_budget_bytes=BUDGET)
+    assert (paged.token_capacity, paged.request_bound) == (avail // cell // 64 * 64,
+                                                           sglang_running(avail // cell // 64 * 64, ctx, size // 4))
+    # TRT-LLM: the KV pool over the 12 attention layers gets the whole budget; the states (model dtype)
+    # are max_batch_size slots outside it.
+    bpt = 2 * kv * n_full * head * 2
+    blocks = trtllm_blocks(BUDGET, bpt)
+    t = plan_trtllm(m, kv_budget_bytes=BUDGET)
+    assert (t.token_capacity, t.request_bound) == (blocks * 32, trtllm_running(blocks, ctx))
+    states = {p.name: p for p in t.pools}
+    assert states["mamba ssm_states"].units == 2048 and states["mamba ssm_states"].bytes_per_unit == vh * vd * kd * 2 * n_lin
+
+
+def test_deepseek_v3_mla():
+    c = _cfg("deepseek-v3")
+    layers, rank, rope, ctx = c["num_hidden_layers"], c["kv_lora_rank"], c["qk_rope_head_dim"], c["max_position_embeddings"]
+    m = _model("deepseek-v3")
+    # SGLang: calculate_mla_kv_cache_dim = kv_lora_rank + qk_rope_head_dim (not DSA) x layers x 2 B
+    cell = (rank + rope) * layers * 2
+    tokens = BUDGET // cell
+    s = plan_sglang(m, kv_budget_bytes=BUDGET)
+    assert (s.token_capacity, s.request_bound) == (tokens, sglang_running(tokens, ctx))
+    assert [p.name for p in s.pools] == ["kv_buffer"]
+    # TRT-LLM: SELFKONLY, kv_factor 1, one head of kv_lora_rank + qk_rope_head_dim
+    bpt = 1 * layers * (rank + rope) * 2
+    blocks = trtllm_blocks(BUDGET, bpt)
+    t = plan_trtllm(m, kv_budget_bytes=BUDGET)
+    assert (t.token_capacity, t.request_bound) == (blocks * 32, trtllm_running(blocks, ctx))
+
+
+def test_page_size_and_fp8_knobs():
+    c = _cfg("llama-3.1-8b")
+    layers, kv, head = c["num_hidden_layers"], c["num_key_value_heads"], c["hidden_size"] // c["num_attention_heads"]
+    m = _model("llama-3.1-8b")
+    budget = 7 * GIB + 12345
+    cell = kv * (head + head) * layers * 1  # fp8: 1 byte
+    s = plan_sglang(m, Options(kv_dtype="fp8", block_size=64), kv_budget_bytes=budget)
+    assert s.token_capacity == budget // cell // 64 * 64
+    assert s.pools[0].reserved_units == 64
+    t = plan_trtllm(m, Options(block_size=64), kv_budget_bytes=budget)
+    assert t.pools[0].units == budget // (2 * kv * layers * head * 2) // 64
+
+
+def test_sglang_swa_pool_too_small_is_one_line():
+    m = _model("llama-4-scout")
+    with pytest.raises(KvvizError, match="SWA pool"):
+        plan_sglang(m, kv_budget_bytes=GIB // 2)
+
+
+def test_results_are_frozen_and_describe():
+    m = _model("llama-3.1-8b")
+    plans = compare_engines(m, kv_budget_bytes=BUDGET)
+    assert tuple(p.engine for p in plans) == ENGINES
+    for p in plans:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            p.token_capacity = 1
+        text = p.describe()
+        assert p.log_line in text and str(f"{p.token_capacity:,}") in text
+        assert p.to_json()["token_capacity"] == p.token_capacity
+    v = plan_vllm(m, kv_budget_bytes=BUDGET)
+    assert v.log_line.startswith("GPU KV cache size: ")
+    with pytest.raises(KvvizError, match="engine="):
+        plan_engine("tgi", m, kv_budget_bytes=BUDGET)
+    with pytest.raises(KvvizError, match="kv_budget_bytes"):
+        plan_sglang(m, kv_budget_bytes=0)
+
+
+def test_deepseek_v4_is_refused_in_one_line():
+    m = load("deepseek-v4-flash")
+    for engine in ("sglang", "trtllm"):
+        with pytest.raises(KvvizError, match="not modelled"):
+            plan_engine(engine, m, kv_budget_bytes=BUDGET)
+
+
+# ---------------------------------------------------------------------------------------------
+# The engines' own functions, compiled from their source.
+# ---------------------------------------------------------------------------------------------
+
+def _sglang_root() -> Path | None:
+    for root in (os.environ.get("KVVIZ_SGLANG_SRC"), "/tmp/sgl", "/work/wheels/sglang"):
+        if root and (Path(root) / "sglang" / "srt" / "model_executor" / "pool_configurator.py").is_file():
+            return Path(root) / "sglang" / "srt"
+    return None
+
+
+def _trtllm_root() -> Path | None:
+    candidates = [os.environ.get("KVVIZ_TRTLLM_SRC"), "/tmp/trtllm-src"]
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("tensorrt_llm")  # locates, does not import
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin:
+        candidates.append(str(Path(spec.origin).parent.parent))
+    for root in candidates:
+        if root and (Path(root) / "tensorrt_llm" / "_torch" / "pyexecutor" / "resource_manager.py").is_file():
+            return Path(root) / "tensorrt_llm"
+    return None
+
+
+def engine_code(path: Path, qualname: str, env: dict):
+    """One function or class of an engine's module, compiled alone into `env` (its module's other
+    names are stand-ins the caller gives); the engine's own source lines run."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    body = tree.body
+    owner, _, name = qualname.rpartition(".")
+    if owner:
+        body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner).body
+    node = next(n for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name)
+    if isinstance(node, ast.FunctionDef):  # @staticmethod / @property: the plain function
+        node.decorator_list = []
+    code = compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec",
+                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    exec(code, env)
+    return env[name]
+
+
+def engine_constant(path: Path, name: str):
+    tree = ast.parse(path.read_text())
+    for n in tree.body:
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets):
+            return ast.literal_eval(n.value)
+    raise KeyError(name)
+
+
+def _ns(**kw):
+    return types.SimpleNamespace(**kw)
+
+
+class _Log:
+    def info(self, *a, **k): pass
+
+    warning = debug = info
+
+
+@pytest.fixture
+def sgl():
+    root = _sglang_root()
+    if root is None:
+        pytest.skip("SGLang 0.5.23's source is not on this machine")
+    return root
+
+
+def test_sglang_default_pool_configurator_runs_as_kvviz_sizes(sgl, monkeypatch):
+    import torch
+    from typing import Optional
+
+    pc = sgl / "model_executor" / "pool_configurator.py"
+    env = {"dataclass": dataclasses.dataclass, "Optional": Optional}
+    MemoryPoolConfig = engine_code(pc, "MemoryPoolConfig", env)
+    kvc_path = sgl / "mem_cache" / "kv_cache_configurator.py"
+    calc_mla = engine_code(kvc_path, "calculate_mla_kv_cache_dim",
+                           {"is_deepseek_dsa": lambda hf: False})
+    # the function imports two helpers at call time: give it those modules
+    for mod, attrs in (("sglang.srt.layers.cp.utils", {"get_glm_dsa_layer_split_effective_num_layers":
+                                                           lambda kvc, n: n}),
+                       ("sglang.srt.mem_cache.kv_cache_configurator", {"calculate_mla_kv_cache_dim": calc_mla})):
+        parts = mod.split(".")
+        for i in range(1, len(parts) + 1):
+            name = ".".join(parts[:i])
+            if name not in sys.modules:
+                monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+        for k, v in attrs.items():
+            monkeypatch.setattr(sys.modules[mod], k, v, raising=False)
+    env = {"torch": torch, "envs": _ns(SGLANG_NPU_ENABLE_SPARSE_KV_OFFLOAD=_ns(get=lambda: False)),
+           "get_parallel": lambda: _ns(attn_tp_size=1, attn_dcp_size=1), "is_deepseek_dsa": lambda hf: False,
+           "is_minimax_sparse": lambda hf: False, "is_float4_e2m1fn_x2": lambda dt: False,
+           "MemoryPoolConfig": MemoryPoolConfig}
+    compute_cell = engine_code(pc, "DefaultPoolConfigurator._compute_cell_size", env)
+    calculate = engine_code(pc, "DefaultPoolConfigurator.calculate_pool_sizes", env)
+
+    def sizes(name, model_config, num_layers, mla):
+        self = _ns(kv_cache_dtype_str="auto", _compute_qsa_cell_size=lambda **k: 0, _fixed_overhead_bytes=0,
+                   _zero_kv_max_tokens=None)
+        kvc = _ns(model_config=model_config, kv_cache_dtype=torch.bfloat16, use_mla_backend=mla,
+                  server_args=_ns(enable_hisparse=False))
+        self._cell_size = compute_cell(self, kvc, num_layers)
+        return calculate(self, BUDGET, 1).max_total_num_tokens
+
+    for name in ("llama-3.1-8b", "gemma-3-27b"):
+        c = _cfg(name)
+        head = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+        mc = _ns(hf_config=None, head_dim=head, v_head_dim=head, get_num_kv_heads=lambda tp, dcp=1, c=c:
+                 c["num_key_value_heads"] // tp)
+        assert sizes(name, mc, c["num_hidden_layers"], False) == plan_sglang(_model(name), kv_budget_bytes=BUDGET
+                                                                             ).token_capacity
+    c = _cfg("deepseek-v3")
+    mc = _ns(hf_config=None, kv_lora_rank=c["kv_lora_rank"], qk_rope_head_dim=c["qk_rope_head_dim"])
+    assert sizes("deepseek-v3", mc, c["num_hidden_layers"], True) == plan_sglang(
+        _model("deepseek-v3"), kv_budget_bytes=BUDGET).token_capacity
+
+
+def test_sglang_hybrid_swa_configurator_runs_as_kvviz_sizes(sgl):
+    from typing import Optional
+
+    pc = sgl / "model_executor" / "pool_configurator.py"
+    env = {"dataclass": dataclasses.dataclass, "Optional": Optional, "logger": _Log(), "int": int}
+    env["MemoryPoolConfig"] = engine_code(pc, "MemoryPoolConfig", env)
+    methods = {n: engine_code(pc, f"HybridSWAPoolConfigurator.{n}", env)
+               for n in ("_full_cell_bytes", "_swa_cell_bytes", "_recompute_cell_size", "_solve_pool_sizes",
+                         "_make_pool_config", "calculate_pool_sizes")}
+    methods["validate_swa_pool_size"] = staticmethod(engine_code(pc, "MemoryPoolConfigurator.validate_swa_pool_size",
+                                                                 env))
+    Configurator = type("HybridSWAPoolConfigurator", (), methods)
+    for name in ("gpt-oss-120b", "llama-4-scout"):
+        c = _cfg(name)
+        layers = c["num_hidden_layers"]
+        if name == "gpt-oss-120b":
+            swa_ids = [i for i, t in enumerate(c["layer_types"]) if t == "sliding_attention"]
+            window = c["sliding_window"]
+        else:
+            swa_ids = [i for i in range(layers) if (i + 1) % 4 != 0]
+            window = c["attention_chunk_size"]
+        per = c["num_key_value_heads"] * (c["head_dim"] * 2) * 2  # HybridSWAPoolConfigurator.__init__, bf16
+        self = Configurator()
+        for k, v in dict(_full_layers_num=layers - len(swa_ids), _swa_layers_num=len(swa_ids),
+                         _swa_full_tokens_ratio=0.8, _sliding_window_size=window, _page_size=1,
+                         _enable_unified_memory=False, _full_per_token=per, _swa_per_token=per,
+                         _draft_full_layers_num=0, _draft_swa_layers_num=0, _draft_swa_full_layers_num=0,
+                         _draft_cell_size=0, _fused_full_entry=None, _fused_swa_entry=None).items():
+            setattr(self, k, v)
+        self._recompute_cell_size()
+        cfg = self.calculate_pool_sizes(BUDGET, 1)
+        plan = plan_sglang(_model(name), kv_budget_bytes=BUDGET)
+        units = {p.name: p.units for p in plan.pools}
+        assert (cfg.full_max_total_num_tokens, cfg.swa_max_total_num_tokens) == (units["full k_buffer"],
+                                                                                 units["swa k_buffer"])
+        assert cfg.max_total_num_tokens == plan.token_capacity
+
+
+def test_sglang_mamba_sizing_and_request_cap_run_as_kvviz_sizes(sgl):
+    import numpy as np
+    import torch
+    from abc import ABC
+    from typing import List, Optional
+
+    mu = sgl / "configs" / "mamba_utils.py"
+    envs = _ns(SGLANG_MAMBA_CONV_DTYPE=_ns(get=lambda: None), SGLANG_MAMBA_SSM_DTYPE=_ns(get=lambda: None),
+               SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK=_ns(get=lambda: False))
+    env = {"dataclass": dataclasses.dataclass, "field": dataclasses.field, "ABC": ABC, "List": List,
+           "Optional": Optional, "np": np, "torch": torch, "envs": envs, "logger": _Log()}
+    env["divide"] = engine_code(sgl / "distributed" / "utils.py", "divide", env)
+    env["ensure_divisibility"] = engine_code(sgl / "distributed" / "utils.py", "ensure_divisibility", env)
+    for qual in ("extra_groups_for_head_shards", "Mamba2StateDType", "mamba2_state_dtype", "BaseLinearStateParams",
+                 "Mamba2StateShape", "Mamba2CacheParams"):
+        engine_code(mu, qual, env)
+    env.update(_is_cpu=False, linear_attn_tp_size=lambda: 1)
+    cache_params = engine_code(sgl / "configs" / "qwen3_next.py", "Qwen3NextConfig.mamba2_cache_params", env)
+    c = _cfg("qwen3-next-80b-a3b")
+    linear_ids = [i for i in range(c["num_hidden_layers"]) if (i + 1) % c["full_attention_interval"] != 0]
+    params = cache_params(_ns(linear_key_head_dim=c["linear_key_head_dim"], linear_num_key_heads=c["linear_num_key_heads"],
+                              linear_value_head_dim=c["linear_value_head_dim"],
+                              linear_num_value_heads=c["linear_num_value_heads"],
+                              linear_conv_kernel_dim=c["linear_conv_kernel_dim"], linear_layer_ids=linear_ids))
+    plan = plan_sglang(_model("qwen3-next-80b-a3b"), kv_budget_bytes=BUDGET)
+    pools = {p.name: p for p in plan.pools}
+    assert params.mamba_cache_per_req == pools["mamba conv_state"].bytes_per_unit + \
+        pools["mamba temporal_state"].bytes_per_unit
+
+    # _handle_max_mamba_cache and resolve_max_num_reqs / _calculate_mamba_ratio with SGLang's defaults
+    kvc_path = sgl / "mem_cache" / "kv_cache_configurator.py"
+    schedule = _ns(max_mamba_cache_size=None, mamba_full_memory_ratio=0.9, max_running_requests=None,
+                   disable_overlap_schedule=False)
+
+    def override(_what, **kw):
+        for k, v in kw.items():
+            setattr(schedule, k, v)
+
+    mamba = _ns(enable_linear_replayssm_spec=False, enable_mamba_extra_buffer=True,
+                enable_mamba_extra_buffer_lazy=False)
+    env2 = {"get_schedule": lambda: schedule, "get_memory": lambda: _ns(disable_radix_cache=False),
+            "get_exec": lambda: _ns(mamba=mamba), "get_context": lambda: _ns(override=override),
+            "get_spec": lambda: _ns(), "_pd_prefill_skips_mamba_spec_state": lambda: False, "envs": envs,
+            "logger": _Log(), "max": max, "min": min, "int": int}
+    for n in ("MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO", "MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP",
+              "MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_BUFFER"):
+        env2[n] = engine_constant(kvc_path, n)
+    env2["get_mamba_tracking_slots"] = engine_code(sgl / "mem_cache" / "allocation_sizing.py",
+                                                  "get_mamba_tracking_slots", env2)
+    handle = engine_code(kvc_path, "KVCacheConfigurator._handle_max_mamba_cache", env2)
+    ratio = engine_code(kvc_path, "KVCacheConfigurator._calculate_mamba_ratio", env2)
+    resolve = engine_code(kvc_path, "KVCacheConfigurator.resolve_max_num_reqs", env2)
+    kvc = _ns(mambaish_config=_ns(mamba2_cache_params=params), pp_size=1, fused_entry_bytes=lambda name: None,
+              spec_algorithm=_ns(is_none=lambda: True), hybrid_gdn_config=object(), hybrid_kda_config=None,
+              extra_mamba_cache_bytes_per_req=0, attn_dp_size=1,
+              model_config=_ns(context_len=c["max_position_embeddings"]))
+    kvc._calculate_mamba_ratio = lambda: ratio(kvc)
+    rest = handle(kvc, BUDGET / GIB)
+    available = int(rest * (1 << 30))  # _profile_available_bytes
+    assert schedule.max_mamba_cache_size == pools["mamba temporal_state"].units
+    cell = c["num_key_value_heads"] * c["head_dim"] * 2 * 2 * (c["num_hidden_layers"] - len(linear_ids))
+    assert available // cell == plan.token_capacity
+    assert resolve(kvc, plan.token_capacity) == plan.request_bound
+    # a full-attention model: no mamba cap
+    llama = plan_sglang(_model("llama-3.1-8b"), kv_budget_bytes=BUDGET)
+    kvc2 = _ns(mambaish_config=None, attn_dp_size=1,
+               model_config=_ns(context_len=_cfg("llama-3.1-8b")["max_position_embeddings"]))
+    assert resolve(kvc2, llama.token_capacity) == llama.request_bound
+
+
+def test_trtllm_calculate_max_num_blocks_runs_as_kvviz_sizes():
+    root = _trtllm_root()
+    if root is None:
+        pytest.skip("TensorRT-LLM's source is not on this machine (the PyPI package is a stub)")
+    rm = root / "_torch" / "pyexecutor" / "resource_manager.py"
+    DataType = _ns(FP8="fp8", HALF="fp16", BF16="bf16", FLOAT="fp32", NVFP4="nvfp4")
+    size = {"fp8": 1, "fp16": 2, "bf16": 2, "fp32": 4}
+    env = {"DataType": DataType, "get_size_in_bytes": lambda n, dt: n * size[dt], "logger": _Log(),
+           "torch": _ns(cuda=_ns(mem_get_info=lambda: (140 * GIB, 141 * GIB))), "min": min, "int": int}
+    per_token = engine_code(rm, "KVCacheManager.get_cache_bytes_per_token", env)
+    max_blocks = engine_code(rm, "KVCacheManager.calculate_max_num_blocks", env)
+    util = root / "_torch" / "pyexecutor" / "_util.py"
+    tokens_for_budget = engine_code(util, "CacheCost.tokens_for_budget", {"max": max})
+    for name in ("llama-3.1-8b", "gpt-oss-120b", "qwen3-next-80b-a3b", "deepseek-v3"):
+        c = _cfg(name)
+        m = _model(name)
+        if "kv_lora_rank" in c:
+            kv_factor, heads, head = 1, [1] * c["num_hidden_layers"], c["kv_lora_rank"] + c["qk_rope_head_dim"]
+        elif "full_attention_interval" in c:
+            n = sum(1 for i in range(c["num_hidden_layers"]) if (i + 1) % c["full_attention_interval"] == 0)
+            kv_factor, heads, head = 2, [c["num_key_value_heads"]] * n, c["head_dim"]
+        else:
+            kv_factor, heads = 2, [c["num_key_value_heads"]] * c["num_hidden_layers"]
+            head = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+        mgr = _ns(kv_factor=kv_factor, num_kv_heads_per_layer=heads, head_dim=head, dtype="bf16")
+        mgr.get_cache_bytes_per_token = lambda mgr=mgr: per_token(mgr)
+        max_tokens = tokens_for_budget(_ns(slope=per_token(mgr), intercept=0), BUDGET)
+        blocks, _ = max_blocks(mgr, _ns(free_gpu_memory_fraction=0.9, max_tokens=max_tokens, host_cache_size=None),
+                               head, 32, _ns(world_size=1), "bf16", kv_factor)
+        plan = plan_trtllm(m, kv_budget_bytes=BUDGET)
+        assert blocks == plan.pools[0].units and blocks * 32 == plan.token_capacity, name
