@@ -114,7 +114,8 @@ GROUP_COLUMNS = ("group", "layers", "total_bytes", "unused_bytes", "binds_stride
 def group_table_html(plan: Plan) -> str:
     """The plan's group table (one row per group; separate pools: per pool, its own block) as an
     HTML table, written here rather than by pandas: it is rebuilt on every change of layout."""
-    head = "".join(f"<th>{c}</th>" for c in GROUP_COLUMNS)
+    columns = (("pool",) + GROUP_COLUMNS[1:]) if len(plan.pools) > 1 else GROUP_COLUMNS
+    head = "".join(f"<th>{c}</th>" for c in columns)
     rows = "".join(
         f"<tr><td>{html.escape(g.name)}</td><td>{len(g.layers)}</td><td>{lay.group_total(i):,}</td>"
         f"<td>{lay.group_unused(i):,}</td><td>{'binds' if i == lay.binding_group and len(plan.pools) == 1 else ''}"
@@ -220,7 +221,8 @@ def _control(knob, value, model):
     """The ipywidget of one knob (choices and ranges as the model has them)."""
     wide = {"description_width": "110px"}
     if knob.control == "int":
-        return widgets.IntSlider(value=value, min=min(knob.min, value), max=max(knob.max, value), step=knob.step,
+        top = knob.max_for(model) if (knob.max_for is not None and knob.applies_to(model)) else knob.max
+        return widgets.IntSlider(value=value, min=min(knob.min, value), max=max(top, value), step=knob.step,
                                  description=knob.label, style=wide, continuous_update=False,
                                  layout=widgets.Layout(width="340px"))
     if knob.control == "bool":
@@ -364,14 +366,20 @@ class Explorer:
         that changed, so no number on the page belongs to the previous model's settings."""
         m = model_of(self._models.get(change["new"], change["new"]))
         fresh = control_values(self._models.get(change["new"], change["new"]))
+        model_knobs = set(preset_knobs(m))
         changed = []
         with self.hold():
             for n in knobs_for(m):
                 if n == "model":
                     continue
-                control, value = getattr(self, n), fresh[n]
-                if control.value != value and n not in ("context",) + tuple(preset_knobs(m)):
-                    changed.append(f"{n} {control.value} -> {value}")
+                control, knob = getattr(self, n), KNOB_BY_NAME[n]
+                value = fresh[n]
+                if n not in model_knobs:
+                    # a deployment knob keeps the user's value where the new model takes it
+                    if knob.choices is None or control.value in knob.choices(m):
+                        value = control.value
+                    elif control.value != value:
+                        changed.append(f"{n} {control.value} -> {value} (not one of {m.name}'s)")
                 if isinstance(control, widgets.IntSlider):
                     knob = KNOB_BY_NAME[n]
                     top = knob.max_for(m) if knob.max_for is not None else max(control.max, value)

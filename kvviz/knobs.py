@@ -55,6 +55,11 @@ def _num_layers(model: Model) -> int:
     return model.config.num_hidden_layers
 
 
+def _mixes_full_layers(model: Model) -> bool:
+    """The family can move the model's full-attention layers (Family.mixes_full_layers)."""
+    return getattr(model.reader, "mixes_full_layers", lambda m: False)(model)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Knob:
     """One knob: its control ("choice", "int", "count", "bool" or "float"), label and range.
@@ -109,7 +114,7 @@ KNOB_SPECS: tuple[Knob, ...] = (
     Knob(name="sliding_window", label="sliding window", control="count", model_knob=True,
          applies_to=_applies("sliding_window"), option="sliding_window"),
     Knob(name="full_layers", label="full-attn layers", control="int", min=0, max=96, step=1, model_knob=True,
-         applies_to=_has("with_full_layers"), max_for=_num_layers),
+         applies_to=_mixes_full_layers, max_for=_num_layers),
     Knob(name="mamba_ssm_dtype", label="SSM dtype", control="choice", choices=lambda m: (AUTO,) + SSM_DTYPES,
          applies_to=_applies("mamba_ssm_dtype"), option="mamba_ssm_dtype", auto=True),
     Knob(name="prefix_caching", label="prefix caching", control="bool", applies_to=_applies("prefix_caching"),
@@ -163,7 +168,7 @@ def preset_knobs(model) -> dict:
     if "c4" in applies:
         out.update(c.layer_mix)
     if "full_layers" in applies:
-        out["full_layers"] = c.layer_kinds.count("full_attention")
+        out["full_layers"] = m.reader.full_layer_count(m)
     if "sliding_window" in applies:
         out["sliding_window"] = c.sliding_window
     return out
@@ -271,12 +276,29 @@ def layout_key(knobs: dict) -> tuple:
 
 
 def describe_knobs(knobs: dict) -> str:
-    """One line naming a configuration, e.g. for the caption of the map still drawn."""
-    parts = [str(knobs["model"])]
+    """One line naming a configuration, e.g. for the caption of the map still drawn: the model,
+    its layer mix, each knob, and what an 'auto' value resolves to (when the knobs plan)."""
+    m = model_of(knobs)
+    parts = [m.name]
+    try:
+        plan = plan_knobs(knobs)
+        mixed = model_for(knobs)
+    except KvvizError:
+        plan = mixed = None
+    if mixed is not None and "full_layers" in knobs:
+        counts = mixed.reader.kind_counts(mixed)
+        parts.append(" / ".join(f"{n} {k}" for k, n in counts.items()) + " layers")
+    resolved = {}
+    if plan is not None:
+        resolved = {"kv_dtype": m.dtype, "mamba_ssm_dtype": getattr(m.reader, "resolved_ssm_dtype", lambda mm: None)(m)}
     for name, value in knobs.items():
-        if name in ("model", "budget_gib"):
+        if name in ("model", "budget_gib", "full_layers"):
             continue
+        if value == AUTO and resolved.get(name) is not None:
+            value = f"{resolved[name]} (auto)"
         parts.append(f"{KNOB_BY_NAME[name].label} {value}")
+    if plan is not None and plan.tokens_per_block is not None:
+        parts.append(f"{plan.tokens_per_block}-token blocks")
     return ", ".join(parts)
 
 

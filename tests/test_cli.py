@@ -121,7 +121,7 @@ BAD = [
     (["plan", "--model", "deepseek-v4-pro", "--budget-bytes", "-1"], "--budget-bytes"),
     (["plan", "--model", "deepseek-v4-pro", "--budget-gib", "lots"], "--budget-gib"),
     (["plan"], "required"),
-    (["compare", "--model", "deepseek-v4-pro", "--backend", "none", "--budget-gib", "1"], "--backend"),
+    (["compare", "--model", "deepseek-v4-pro", "--backend", "bogus", "--budget-gib", "1"], "--backend"),
 ]
 
 

@@ -10,12 +10,26 @@ from hypothesis import strategies as st
 
 from kvviz import formats
 from kvviz.cli import main
-from kvviz.config import load_model
+from kvviz.families import load_preset as load_model
 from kvviz.errors import KvvizError
-from kvviz.grouping import KVGroup
-from kvviz.planners import plan, plan_model
+from kvviz.core.group import KVGroup
+from kvviz.options import Options
+from kvviz.vllm.plan import plan_model as _plan_model
+from kvviz.vllm.planners import plan
 from kvviz.pool import BlockPool, Pool, check_fits, free_bytes, resolve_device
-from kvviz.specs import CacheKind, CacheOptions, CacheSpec, custom_cache
+from kvviz.core.kinds import CacheKind
+from kvviz.core.spec import CacheSpec
+from kvviz.core.spec import custom_cache as _custom_cache
+from kvviz.defaults import BLOCK_SIZE
+
+
+def custom_cache(name, page_bytes):
+    return _custom_cache(name, page_bytes, tokens_per_block=BLOCK_SIZE)
+
+
+def plan_model(model, options, planner):
+    """The one pool `planner` lays the model out in."""
+    return _plan_model(model, planner, options).layout
 
 PRO = load_model("deepseek-v4-pro")
 NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -23,7 +37,7 @@ DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda, NO_CUDA])]
 
 
 def layout(planner="overlay", backend="flashmla", indexer="mxfp4"):
-    return plan_model(PRO, CacheOptions(backend=backend, indexer_format=indexer), planner)
+    return plan_model(PRO, Options(backend=backend, indexer_format=indexer), planner)
 
 
 def one_line(e: Exception) -> str:
@@ -58,7 +72,7 @@ def test_typed_views_have_the_layer_dtypes():
     kinds = {p.cache.row_format.name: pool.typed_view(p.name).dtype for p in pool.layout.placements}
     assert kinds["fp32"] == torch.float32 and kinds["fp8_ds_mla"] == torch.uint8
     assert kinds["indexer_mxfp4"] == torch.uint8
-    bf = plan_model(PRO, CacheOptions(backend="flashinfer", main_format="bf16"), "overlay")
+    bf = plan_model(PRO, Options(backend="flashinfer", main_format="bf16"), "overlay")
     pool = Pool(bf, 1, "cpu")
     assert {pool.typed_view(p.name).dtype for p in bf.placements} == {torch.bfloat16, torch.uint8, torch.float32}
 

@@ -539,7 +539,10 @@ def test_parts_codec_writes_each_part_in_its_element():
 
 
 def test_parts_codec_sizes_rows_like_the_hybrid_rows():
-    from kvviz.hybrid_specs import gdn_state_row, kv_row
+    from kvviz.formats import kv_row, recurrent_state_row
 
-    for row in (kv_row(8, 64, "fp8"), kv_row(2, 256, "bf16"), gdn_state_row(64, 4, 4, 8, 8, "bfloat16", "float32")):
+    # a gated delta net state of conv_dim 64, kernel 4, 4 V heads, head_k_dim = head_v_dim = 8:
+    # conv (4 - 1) x 64 bf16, then SSM 4 x 8 x 8 fp32
+    gdn = recurrent_state_row("gdn", (("conv", 3 * 64, "bf16"), ("ssm", 4 * 8 * 8, "fp32")))
+    for row in (kv_row(8, 64, 64, "fp8"), kv_row(2, 256, 256, "bf16"), gdn):
         assert q.get_codec("parts").row_bytes(row.dims, parts=q.parts_of(row)) == (row.payload_bytes, row.footer_bytes)

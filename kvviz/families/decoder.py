@@ -168,6 +168,16 @@ class DecoderFamily(Family):
             text += f", attention_chunk_size {c.attention_chunk_size}"
         return f"{model.name} ({model.architecture}): {text}; {model.dtype}; max_model_len {model.max_model_len:,}"
 
+    def mixes_full_layers(self, model: Model) -> bool:
+        return True
+
+    def full_layer_count(self, model: Model) -> int:
+        return model.config.layer_kinds.count(FULL)
+
+    def kind_counts(self, model: Model) -> dict[str, int]:
+        """Layers of each kind ('full', 'sliding', 'chunked', 'shared'), first-seen order."""
+        return {k.replace("_attention", "").replace("_kv", ""): n for k, n in model.config.kind_counts.items()}
+
     def with_full_layers(self, model: Model, full: int) -> Model:
         """The model with `full` full-attention layers spread evenly (the explorer's layer mix);
         the other layers keep the model's other kinds in their order."""

@@ -90,6 +90,12 @@ class StateConfig:
     def count(self, kind: str) -> int:
         return sum(1 for s in self.slots if s.kind == kind)
 
+    @property
+    def layer_kinds(self) -> tuple[str, ...]:
+        """One kind per cache slot, named as transformers' layer_types names them
+        ('full_attention' for attention and MLA, the mamba_type's state otherwise)."""
+        return tuple("full_attention" if s.kind in (ATTN, MLA) else f"{self.mamba_type}_state" for s in self.slots)
+
 
 # -- vLLM's MambaStateShapeCalculator, with its `divide` as a one-line refusal ------------------
 
@@ -440,3 +446,67 @@ class StateFamily(Family):
 STATE_FAMILY = register(StateFamily(), tuple(ARCH_READER) + (
     "jamba", "nemotron_h", "falcon_h1", "granitemoehybrid", "zamba2", "lfm2", "qwen3_next", "qwen3_5", "qwen3_5_moe",
     "kimi_linear"))
+
+
+def _with_full_layers(model: Model, full: int) -> Model:
+    """The model with `full` attention layers spread evenly (the explorer's layer mix), for
+    hybrids whose every layer registers one attention or one state cache (Qwen3-Next, Qwen3.5,
+    LFM2, Jamba, ...): each layer keeps its own names, only its kind moves."""
+    from .decoder import full_layer_positions
+
+    c: StateConfig = model.config
+    n = c.num_hidden_layers
+    require(isinstance(full, int) and not isinstance(full, bool) and 0 <= full <= n,
+            f"full_layers={full!r}: must be an integer from 0 to {n} (the model's layers)")
+    by_layer: dict[int, list[Slot]] = {}
+    for slot in c.slots:
+        by_layer.setdefault(slot.layer, []).append(slot)
+    require(len(by_layer) == n and all(len(v) == 1 for v in by_layer.values()),
+            f"full_layers: {model.name}'s layers do not each register one cache; its mix is fixed")
+    names = {}
+    for slot in c.slots:  # a name template per kind, from the layer's own index
+        names.setdefault(slot.kind, (slot.name, slot.layer))
+    require(len(names) >= 2 or full in (0, n) and len(names) == 1,
+            f"full_layers: {model.name} has one cache kind only")
+    if full == c.count(ATTN):
+        return model
+    is_full = set(full_layer_positions(n, full)) if full else set()
+    slots = []
+    for i in range(n):
+        kind = ATTN if i in is_full else STATE
+        require(kind in names, f"full_layers={full}: {model.name} has no {kind} layer to copy")
+        template, at = names[kind]
+        slots.append(Slot(kind=kind, name=template.replace(f".{at}.", f".{i}.", 1), layer=i))
+    cfg = dataclasses.replace(c, slots=tuple(slots))
+    return dataclasses.replace(model, name=f"{model.name} ({full} full)", config=cfg)
+
+
+def _mixes_full_layers(model: Model) -> bool:
+    c: StateConfig = model.config
+    layers = [s.layer for s in c.slots]
+    return len(set(layers)) == len(layers) == c.num_hidden_layers and {s.kind for s in c.slots} == {ATTN, STATE}
+
+
+StateFamily.with_full_layers = lambda self, model, full: _with_full_layers(model, full)
+StateFamily.mixes_full_layers = lambda self, model: _mixes_full_layers(model)
+
+
+def _kind_counts(model: Model) -> dict[str, int]:
+    c: StateConfig = model.config
+    state = "linear" if c.mamba_type == "gdn" else c.mamba_type
+    return {"full": c.count(ATTN), state: c.count(STATE)} | ({"mla": c.count(MLA)} if c.count(MLA) else {})
+
+
+StateFamily.full_layer_count = lambda self, model: model.config.count(ATTN)
+StateFamily.kind_counts = lambda self, model: _kind_counts(model)
+
+
+def _resolved_ssm_dtype(model: Model) -> str:
+    """The SSM state's dtype when the knob is 'auto': the config's own, else the model dtype
+    (KDA: float32), as vLLM's name."""
+    c: StateConfig = model.config
+    element = "fp32" if c.mamba_type == "kda" else (c.ssm_dtype or model.dtype)
+    return {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[element]
+
+
+StateFamily.resolved_ssm_dtype = lambda self, model: _resolved_ssm_dtype(model)
