@@ -362,6 +362,8 @@ def _budget_lines(args) -> list[str]:
 
 
 def _run_plan(args) -> int:
+    if args.engine != "vllm":
+        return _run_plan_engine(args)
     planned = plan_from_args(args)
     budget = args.budget
     if planned.plan is None:  # a groups file: a layout, no model to count requests with
@@ -403,6 +405,59 @@ def _run_plan(args) -> int:
     return 0
 
 
+def _engine_inputs(args):
+    """(model, options, budget) of an SGLang / TensorRT-LLM plan: a model and a budget, no planner."""
+    which = f"--engine {args.engine}" if getattr(args, "engine", None) else "--engines"
+    require(getattr(args, "groups", None) is None, f"{which}: plans a model, not a --groups file")
+    require(getattr(args, "planner", None) is None, f"--planner: vLLM's planners; {which} sizes each engine's own pools")
+    model = model_from_args(args)
+    options = options_from_args(args)
+    refuse_knobs(model, options)
+    budget = budget_from_args(args, model)
+    require(budget is not None, f"{which}: sizes pools from a KV budget: give --budget-gib, "
+                                f"--kv-cache-memory-bytes or --gpu")
+    return model, options, budget
+
+
+def _run_plan_engine(args) -> int:
+    """One model's pools as SGLang or TensorRT-LLM sizes them (kvviz.engines)."""
+    from . import engines
+
+    model, options, budget = _engine_inputs(args)
+    p = engines.plan_engine(args.engine, model, options, kv_budget_bytes=budget)
+    if args.json:
+        _print_json(p.to_json() | _budget_json(args))
+    else:
+        print(p.describe())
+        for line in _budget_lines(args):
+            print(line)
+    return 0
+
+
+def _run_compare_engines(args) -> int:
+    """The same model and budget through each engine, side by side (kvviz.engines)."""
+    from . import engines
+
+    names = tuple(e.strip() for e in args.engines.split(",") if e.strip())
+    for e in names:
+        require(e in engines.ENGINES, f"--engines: {e!r}: unknown; choose from {', '.join(engines.ENGINES)}")
+    model, options, budget = _engine_inputs(args)
+    plans = engines.compare_engines(model, names, options, kv_budget_bytes=budget)
+    if args.json:
+        _print_json({"model": model.name, "budget_bytes": budget, "engines": [p.to_json() for p in plans]}
+                    | _budget_json(args))
+        return 0
+    rows = [[p.engine, p.version, p.token_capacity_name, f"{p.token_capacity:,}", f"{p.request_bound:,}",
+             f"{p.concurrency:.2f}", f"{p.used_bytes:,}"] for p in plans]
+    print(f"{model.name}: KV budget {budget:,} B, requests of {plans[0].max_model_len:,} tokens")
+    print(text_table(rows, ["engine", "version", "capacity", "tokens", "requests at once", "concurrency", "pool bytes"]))
+    for p in plans:
+        print(f"{p.engine}: {p.log_line}")
+    for line in _budget_lines(args):
+        print(line)
+    return 0
+
+
 def _group_table(layouts) -> str:
     rows = [[g.name, len(g.layers), f"{lay.group_total(i):,}", f"{lay.group_unused(i):,}",
              "yes" if i == lay.binding_group else ""]
@@ -414,6 +469,8 @@ def _group_table(layouts) -> str:
 def _run_compare(args) -> int:
     """The layouts the model's family compares, side by side at one budget (every planner; DeepSeek
     V4: vLLM #48993's before/after with the published table)."""
+    if args.engines is not None:
+        return _run_compare_engines(args)
     model = model_from_args(args)
     options = options_from_args(args)
     refuse_knobs(model, options)
@@ -603,6 +660,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="plan one block and print the layout (and, with a budget, vLLM's capacity line)")
     add_model_arguments(p)
     add_budget_arguments(p)
+    p.add_argument("--engine", choices=("vllm", "sglang", "trtllm"), default="vllm",
+                   help="whose pools: vLLM's (default, every planner), SGLang's or TensorRT-LLM's (docs/engines.md#sglang)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run_plan)
 
@@ -611,6 +670,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_source_arguments(p, groups=False)
     add_knob_arguments(p)
     add_budget_arguments(p, required=True)
+    p.add_argument("--engines", default=None, metavar="E,E",
+                   help="engines side by side instead of planners: any of vllm,sglang,trtllm")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run_compare)
 
