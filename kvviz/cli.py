@@ -520,7 +520,9 @@ def _run_render(args) -> int:
         p, model = planned.plan, planned.model
         if budget is not None:
             require_shares_hold_blocks(args, p, budget)
-        source, setting, pools = model.name, f"{p.planner} layout", p.pools
+        given = [str(getattr(planned.options, k)) for k in ("backend", "main_format", "indexer_format", "kv_dtype")
+                 if getattr(planned.options, k) is not None]
+        source, setting, pools = model.name, ", ".join(given + [f"{p.planner} layout"]), p.pools
         pair = model.reader.comparisons(model, planned.options)
         if len(pools) == 1 and not p.separate:
             ba = [(pl, o) for _, pl, o in pair if pl != "separate"][:2]

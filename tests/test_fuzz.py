@@ -303,7 +303,7 @@ def test_model_knobs_refused_with_groups(files, tmp_path, knob, command):
     ["plan", "--model", "deepseek-v4-pro", "--unknown"], ["plan", "--model", "deepseek-v4-pro", "a\nb"],
     ["plan", "--model", "deepseek-v4-pro\n"], ["plan", "--model", "\udcff"], ["plan", "--model", "a\rb"],
     ["plan", "--model", "deepseek-v4-pro", "--planner", "\x1b[31m"], ["models", "--json"], ["models", "x"],
-    ["compare", "--model", "deepseek-v4-pro", "--backend", "none", "--budget-gib", "1"],
+    ["compare", "--model", "deepseek-v4-pro", "--backend", "bogus", "--budget-gib", "1"],
     ["compare", "--model", "deepseek-v4-pro", "--backend", "flashmla"],
     ["compare", "--model", "nope", "--backend", "flashmla", "--budget-gib", "1"],
     ["compare", "--config", "x", "--backend", "flashmla", "--budget-gib", "1"],

@@ -85,7 +85,8 @@ def test_installed_models_and_plan_run_from_anywhere(installed, tmp_path):
     _, site = installed
     models = _run(site, "-m", "kvviz", "models", cwd=tmp_path)
     assert models.returncode == 0, models.stderr
-    listed = [line.split(":")[0] for line in models.stdout.splitlines()]
+    # each line starts with the preset's name, then ':' or ' (architecture):' and its description
+    listed = [line.split(":")[0].split(" (")[0] for line in models.stdout.splitlines()]
     assert listed == [p.removesuffix(".json") for p in PRESETS] and listed, NOT_PACKAGED
     plan = _run(site, "-m", "kvviz", "plan", "--model", "deepseek-v4-pro", "--json", cwd=tmp_path)
     assert plan.returncode == 0, f"{NOT_PACKAGED}? {plan.stderr}"
