@@ -708,6 +708,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _as_flags(message: str) -> str:
+    """The library names Python arguments (`backend='x': ...`); the CLI says which flag set it."""
+    field, sep, rest = message.partition("=")
+    if sep and field in KNOB_OPTIONS:
+        return f"{KNOB_OPTIONS[field]}: {field}={rest}"
+    return message
+
+
 def _one_line(message: str) -> str:
     """argparse quotes some arguments raw ("unrecognized arguments: a<newline>b"): escape every
     character that is not printable (line breaks, lone surrogates) so the error stays one line."""
@@ -719,7 +727,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return args.func(args)
     except KvvizError as e:
-        print(f"kvviz: error: {_one_line(str(e))}", file=sys.stderr)
+        print(f"kvviz: error: {_one_line(_as_flags(str(e)))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("kvviz: interrupted", file=sys.stderr)

@@ -109,7 +109,7 @@ def family_of(raw: dict, *, name: str) -> Family:
             return FAMILIES[ARCHITECTURES[key]]
     if not (archs or model_type):
         raise KvvizError(f"{name}: config has no architectures and no model_type")
-    what = f"model_type {short_repr(model_type)}" + (f" ({', '.join(archs)})" if archs else "")
+    what = f"model_type {short_repr(model_type)}" + (f" ({', '.join(map(short_repr, archs))})" if archs else "")
     raise KvvizError(f"{name}: {what}: an architecture kvviz does not plan (vLLM 0.33 does not serve it "
                      f"natively, or kvviz has no reader for it yet); known: {', '.join(sorted(k for k in ARCHITECTURES if k[0].isupper()))}")
 
@@ -196,5 +196,4 @@ def load(name_or_path: str | Path) -> Model:
 def preset_summary(name: str) -> str:
     """One line about a preset for `kvviz models`: its family's description (from the preset's
     shipped parsed form: no transformers)."""
-    model = load_preset(name)
-    return f"{model.describe()} [{model.reader.title}]"
+    return load_preset(name).describe()
