@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .inputs import MAX_DIM, MAX_LAYERS, MAX_SLIDING_WINDOW, bounded_int, read_json, short_repr
 from .errors import KvvizError, require
+from .quiet import quiet_library
 
 # The layer kinds kvviz plans, named as transformers' `layer_types` names them.
 FULL = "full_attention"
@@ -213,7 +214,8 @@ def hybrid_config_from_dict(raw: dict, *, name: str) -> HybridConfig:
     require(architectures is None or (isinstance(architectures, list) and architectures
                                       and all(isinstance(a, str) and a for a in architectures)),
             f"{name}: architectures={short_repr(architectures)}: must be a list of class names")
-    top = _transformers_config(raw, name=name)
+    with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
+        top = _transformers_config(raw, name=name)
     text = top.get_text_config()
     for field in ("num_hidden_layers",):
         require(getattr(text, field, None) is not None, f"{name}: config is missing field {field!r}")

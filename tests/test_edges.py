@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from kvviz.cli import main
+from kvviz.config import MODELS_DIR
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def invoke(argv: list[str]) -> tuple[int, str, str]:
@@ -27,3 +35,45 @@ def test_zeroer_with_contiguous_assignment_shows_the_damage(model):
                              "--device", "cpu", "--blocks", "16"])
     assert (code, err) == (0, ""), err
     assert out.rstrip().endswith("OK (the hazard's damage showed)")
+
+
+# ---- transformers' warnings stay off stderr -------------------------------------------------
+def _gpt_oss_with(tmp_path, **changes) -> str:
+    raw = json.loads((MODELS_DIR / "gpt-oss-120b.json").read_text())
+    raw["rope_scaling"] = {"rope_type": "yarn", "factor": 32.0, "bogus_key": 1}  # transformers warns
+    raw.update(changes)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    return str(path)
+
+
+def _kvviz(*argv: str, **kwargs) -> subprocess.CompletedProcess:
+    # A process of its own: transformers' log handler writes to the real stderr.
+    return subprocess.run([sys.executable, "-m", "kvviz", *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)), **kwargs)
+
+
+def test_a_config_transformers_warns_about_plans_without_noise(tmp_path):
+    r = _kvviz("plan", "--hf-config", _gpt_oss_with(tmp_path))
+    assert (r.returncode, r.stderr) == (0, "")
+    assert "block" in r.stdout  # the plan itself
+
+
+def test_a_refused_config_transformers_warns_about_is_one_line(tmp_path):
+    r = _kvviz("plan", "--hf-config", _gpt_oss_with(tmp_path, head_dim=-3))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("kvviz: error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert "head_dim=-3" in r.stderr
+
+
+def test_quiet_library_puts_logging_and_warnings_back():
+    import logging
+    import warnings
+
+    from kvviz.quiet import quiet_library
+
+    filters = list(warnings.filters)
+    with quiet_library():
+        logging.getLogger("transformers.x").warning("dropped")
+        warnings.warn("dropped")
+    assert logging.root.manager.disable == logging.NOTSET and warnings.filters == filters
