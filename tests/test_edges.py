@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,64 @@ def test_quiet_library_puts_logging_and_warnings_back():
         logging.getLogger("transformers.x").warning("dropped")
         warnings.warn("dropped")
     assert logging.root.manager.disable == logging.NOTSET and warnings.filters == filters
+
+
+# ---- make test checks the notebooks as committed --------------------------------------------
+def _notebook(outputs: list) -> str:
+    cell = {"cell_type": "code", "execution_count": 1 if outputs else None, "id": "0", "metadata": {},
+            "outputs": outputs, "source": ["1 + 1"]}
+    return json.dumps({"cells": [cell], "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                                                    "name": "python3"}},
+                       "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+
+
+_OUTPUT = [{"data": {"text/plain": ["2"]}, "execution_count": 1, "metadata": {}, "output_type": "execute_result"}]
+
+
+def _notebook_checks(repo: Path) -> subprocess.CompletedProcess:
+    """The notebook check of `make test`, as the Makefile spells it (read with `make -n`), run in `repo`."""
+    bin_dir = Path(sys.executable).parent
+    recipe = subprocess.run(["make", "-s", "-n", "test", f"BIN={bin_dir}", "STAMP=.stamp"], cwd=repo,
+                            capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()
+    steps = [line for line in recipe if "committed_notebooks" in line or "nbstripout --verify" in line]
+    assert len(steps) == 2, recipe
+    return subprocess.run(" && ".join(steps), shell=True, cwd=repo, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    if not (shutil.which("git") and shutil.which("make")):
+        pytest.skip("needs git and make")
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    (repo / "scripts").mkdir()
+    shutil.copy(ROOT / "Makefile", repo)
+    shutil.copy(ROOT / "scripts" / "committed_notebooks.py", repo / "scripts")
+    (repo / "notebooks" / "a.ipynb").write_text(_notebook([]))
+    (repo / "pyproject.toml").touch()
+    (repo / ".stamp").touch()  # the set-up is done (STAMP=.stamp)
+
+    def git(*argv):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *argv],
+                       cwd=repo, check=True, capture_output=True, timeout=60)
+
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True, timeout=60)
+    git("add", "-A")
+    git("commit", "-qm", "clean notebook")
+    return repo, git
+
+
+def test_make_test_passes_a_working_copy_jupyterlab_saved_outputs_into(repo):
+    repo, _ = repo
+    (repo / "notebooks" / "a.ipynb").write_text(_notebook(_OUTPUT))  # what an autosave leaves
+    r = _notebook_checks(repo)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_make_test_fails_a_committed_notebook_with_outputs(repo):
+    repo, git = repo
+    (repo / "notebooks" / "a.ipynb").write_text(_notebook(_OUTPUT))
+    git("commit", "-qam", "outputs committed")
+    (repo / "notebooks" / "a.ipynb").write_text(_notebook([]))  # a clean working copy does not hide it
+    r = _notebook_checks(repo)
+    assert r.returncode != 0, r.stdout + r.stderr
