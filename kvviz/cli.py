@@ -5,7 +5,8 @@ Every subcommand lives here and no library module imports this one. The light co
 one imports its module inside its run function (said there).
 
 Every bad input ends with exit status 2 and one line `kvviz: error: ...`; Ctrl-C ends with the
-line `kvviz: interrupted` and exit status 130.
+line `kvviz: interrupted` and exit status 130, SIGTERM/SIGHUP with `kvviz: terminated` and
+128 + N (kvviz.signals).
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import math
 import sys
 from pathlib import Path
 
-from . import capacity
+from . import capacity, signals
 from .config import config_from_dict, is_deepseek_v4, is_hybrid, load_any, load_model, model_names, preset_summary
 from .defaults import CONTEXT_TOKENS, GIB, VERIFY_BLOCKS
 from .errors import KvvizError, require
 from .grouping import load_groups
-from .inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES, MAX_CONTEXT_TOKENS, MAX_DIM, MAX_SLIDING_WINDOW, MAX_TOKENS_PER_BLOCK, read_json
+from .inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES, MAX_CONTEXT_TOKENS, MAX_DIM, MAX_SLIDING_WINDOW, MAX_TOKENS_PER_BLOCK, printable, read_json
 from .planners import PLANNERS, compare_layouts, plan, plan_model
 from . import hybrid
 from .hybrid import HYBRID_PLANNERS, SeparatePools, plan_hybrid
@@ -504,12 +505,16 @@ def _run_render(args) -> int:
     # Separate pools (hybrid models): one report per pool, each in its own folder.
     pools = getattr(layout, "pools", None)
     targets = [(out, layout, title)] if pools is None else [
-        (report.prepare_out_dir(out / f"pool-{p.groups[0].name}", what="--out"), p, f"{title}: pool {p.groups[0].name}")
+        (report.prepare_sub_dir(out, f"pool-{p.groups[0].name}", what="--out"), p, f"{title}: pool {p.groups[0].name}")
         for p in pools]
-    for folder, one, heading in targets:
-        both = {} if pools is not None else {"before": before, "after": after}
-        for path in report.render_report(folder, layout=one, title=heading, svg=not args.no_svg, **both, **dpi):
-            print(_printable(str(path)))
+    written = []
+    with report.Staged() as staged:  # every report written before any file takes its name
+        for folder, one, heading in targets:
+            both = {} if pools is not None else {"before": before, "after": after}
+            written += report.render_report(folder, layout=one, title=heading, svg=not args.no_svg, staged=staged,
+                                            **both, **dpi)
+    for path in written:
+        print(_printable(str(path)))
     return 0
 
 
@@ -521,9 +526,7 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def _printable(text: str) -> str:
-    """A path as stdout can take it: bytes that were not UTF-8 shown as \\x escapes."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+_printable = printable  # a path as stdout can take it (kvviz.inputs.printable)
 
 
 # ---- models -------------------------------------------------------------------------------
@@ -636,11 +639,15 @@ def _one_line(message: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
-        return args.func(args)
+        with signals.handled():  # SIGTERM/SIGHUP: as Ctrl-C, `kvviz: terminated`, 128 + N
+            args = build_parser().parse_args(argv)
+            return args.func(args)
     except KvvizError as e:
         print(f"kvviz: error: {_one_line(str(e))}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except signals.Terminated as e:
+        print("kvviz: terminated", file=sys.stderr)
+        return e.exit_status
     except KeyboardInterrupt:
         print("kvviz: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -7,9 +7,12 @@ import contextlib
 import io
 import json
 import os
+import signal
 import shutil
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -139,3 +142,132 @@ def test_make_test_fails_a_committed_notebook_with_outputs(repo):
     (repo / "notebooks" / "a.ipynb").write_text(_notebook([]))  # a clean working copy does not hide it
     r = _notebook_checks(repo)
     assert r.returncode != 0, r.stdout + r.stderr
+
+
+# ---- render: links, failures half way, signals ----------------------------------------------
+def _listing(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_render_refuses_a_pool_folder_that_is_a_link(tmp_path):
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "pool-full").symlink_to(elsewhere)
+    code, stdout, err = invoke(["render", "--model", "gemma-3-27b", "--planner", "separate", "--out", str(out),
+                                "--dpi", "20", "--no-svg"])
+    assert (code, stdout) == (2, "") and err.count("\n") == 1
+    assert "symbolic link" in err and str(out / "pool-full") in err
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_render_that_fails_half_way_leaves_the_previous_report_whole(tmp_path, monkeypatch):
+    import tempfile
+
+    out = tmp_path / "out"
+    argv = ["render", "--model", "deepseek-v4-flash", "--out", str(out)]
+    assert invoke([*argv, "--dpi", "30"])[0] == 0
+    before = _listing(out)
+    real, calls = tempfile.mkstemp, []
+
+    def full_disk(*args, **kwargs):  # the third file of the report cannot be created
+        if Path(kwargs.get("dir", ".")).resolve() == out.resolve() and "write-test" not in kwargs.get("prefix", ""):
+            calls.append(1)
+            if len(calls) == 3:
+                raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", full_disk)
+    code, stdout, err = invoke([*argv, "--dpi", "40"])
+    assert (code, stdout) == (2, "") and "No space left on device" in err and err.count("\n") == 1
+    assert _listing(out) == before  # every old file as it was, no new one, no temporary file
+
+
+_KILLABLE = textwrap.dedent("""
+    import pathlib, sys, time
+    from kvviz import cli, plot
+    ready = pathlib.Path(sys.argv[1])
+
+    def slow_save(fig, path, dpi=100):  # the SVG half written when the signal comes
+        pathlib.Path(path).write_bytes(b"<svg half-written")
+        ready.write_text("ready")
+        time.sleep(120)
+
+    plot.save_figure = slow_save
+    if sys.argv[2] == "verify":
+        import kvviz.verify
+        v = sys.modules["kvviz.verify"]
+        real = v.verify
+
+        def noted(*args, **kwargs):  # the first progress report: inside the work
+            def progress(n):
+                ready.write_text("ready")
+                time.sleep(0.05)
+            kwargs["progress"] = progress
+            return real(*args, **kwargs)
+
+        v.verify = noted
+    sys.exit(cli.main(sys.argv[2:]))
+""")
+
+
+def _default_signals() -> None:
+    """In the child: the signals at their defaults (a background job or nohup starts with some
+    ignored, and an ignored signal stays ignored), no core file."""
+    import resource
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _start_and_signal(tmp_path, argv: list[str], sig: int) -> tuple[subprocess.Popen, str, str]:
+    ready = tmp_path / "ready"
+    ready.unlink(missing_ok=True)
+    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, str(ready), *argv], cwd=tmp_path,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals)
+    try:
+        for _ in range(1200):  # until it is inside its long step (at most 60 s)
+            if ready.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert ready.exists(), proc.communicate()
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc, stdout, stderr
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_render_ended_by_a_signal_says_so_and_leaves_no_temporary_file(tmp_path, name):
+    sig = getattr(signal, name)
+    out = tmp_path / "out"
+    proc, stdout, stderr = _start_and_signal(tmp_path, ["render", "--model", "deepseek-v4-pro", "--out", str(out)],
+                                             sig)
+    assert (proc.returncode, stderr, stdout) == (128 + sig, "kvviz: terminated\n", "")
+    assert sorted(os.listdir(out)) == []  # no report file took its name, no hidden temporary file
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_verify_ended_by_a_signal_says_so(tmp_path, name):
+    sig = getattr(signal, name)
+    proc, stdout, stderr = _start_and_signal(
+        tmp_path, ["verify", "--model", "deepseek-v4-pro", "--blocks", "4000", "--device", "cpu"], sig)
+    assert (proc.returncode, stderr, stdout) == (128 + sig, "kvviz: terminated\n", "")
+
+
+def test_the_next_render_removes_what_a_render_killed_by_sigquit_left(tmp_path):
+    out = tmp_path / "out"
+    proc, _, _ = _start_and_signal(tmp_path, ["render", "--model", "deepseek-v4-flash", "--out", str(out)],
+                                   signal.SIGQUIT)
+    assert proc.returncode == -signal.SIGQUIT
+    left = [n for n in os.listdir(out) if n.startswith(".")]
+    assert left, "SIGQUIT ran no cleanup: its temporary files are there"
+    code, _, err = invoke(["render", "--model", "deepseek-v4-flash", "--dpi", "20", "--no-svg", "--out", str(out)])
+    assert (code, err) == (0, "")
+    assert [n for n in os.listdir(out) if n.startswith(".")] == []
