@@ -195,7 +195,7 @@ def _load_config_file(path: str):
     if isinstance(raw, dict) and not is_deepseek_v4(raw) and "model_type" in raw:
         raise KvvizError(f"--config {path!r}: a {raw['model_type']!s:.40} config, not DeepSeek V4's; "
                          f"give it with --hf-config")
-    return config_from_dict(raw, name=Path(path).stem)
+    return config_from_dict(raw, name=printable(Path(path).stem))
 
 
 def _loaded_config(args):
@@ -484,7 +484,7 @@ def _run_render(args) -> int:
     planned = plan_from_args(args)
     layout, before, after = planned.layout, None, None
     if args.groups is not None:
-        source, setting = Path(args.groups).name, f"{layout.planner} layout"
+        source, setting = printable(Path(args.groups).name), f"{layout.planner} layout"
     elif isinstance(layout, SeparatePools):  # one report per pool below, no before/after
         source, setting = planned.config.name, "separate pools"
     elif planned.hybrid:
@@ -493,7 +493,7 @@ def _run_render(args) -> int:
         before, after = (plan_hybrid(planned.config, planned.options, p) for p in ("vllm", "packed"))
     else:
         opts = planned.options
-        source = args.model if args.model is not None else Path(args.config or args.hf_config).stem
+        source = args.model if args.model is not None else printable(Path(args.config or args.hf_config).stem)
         setting = f"{opts.backend}, {layout.planner} layout"
         # vLLM #48993's own before/after for this backend (its knobs: padding + FP8 indexer vs
         # overlay + MXFP4), whatever planner the main figure uses.

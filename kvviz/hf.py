@@ -16,7 +16,7 @@ import dataclasses
 from collections import Counter
 from pathlib import Path
 
-from .inputs import MAX_DIM, MAX_LAYERS, MAX_SLIDING_WINDOW, bounded_int, read_json, short_repr
+from .inputs import MAX_DIM, MAX_LAYERS, MAX_SLIDING_WINDOW, bounded_int, printable, read_json, short_repr
 from .errors import KvvizError, require
 from .quiet import quiet_library
 
@@ -272,8 +272,9 @@ def config_json_path(path: str | Path, *, what: str = "--hf-config") -> Path:
 
 
 def config_name(p: Path) -> str:
-    """A config's name: its folder's for a `config.json` (the model's checkout), else the file stem."""
-    return p.parent.name if p.name == "config.json" and p.parent.name else p.stem
+    """A config's name: its folder's for a `config.json` (the model's checkout), else the file stem;
+    bytes that are not UTF-8 shown as \\x escapes (it is printed and written into reports)."""
+    return printable(p.parent.name if p.name == "config.json" and p.parent.name else p.stem)
 
 
 def load_hf_config(path: str | Path) -> HybridConfig:

@@ -271,3 +271,41 @@ def test_the_next_render_removes_what_a_render_killed_by_sigquit_left(tmp_path):
     code, _, err = invoke(["render", "--model", "deepseek-v4-flash", "--dpi", "20", "--no-svg", "--out", str(out)])
     assert (code, err) == (0, "")
     assert [n for n in os.listdir(out) if n.startswith(".")] == []
+
+
+# ---- paths that are not UTF-8 ---------------------------------------------------------------
+@pytest.fixture
+def not_utf8(tmp_path):
+    """A folder named with the byte 0xff holding a hybrid config.json, a DeepSeek V4 config and a
+    groups file whose names hold 0xff too."""
+    folder = os.fsencode(tmp_path) + b"/\xff"
+    os.mkdir(folder)
+    shutil.copy(MODELS_DIR / "gemma-3-27b.json", os.fsdecode(folder + b"/config.json"))
+    shutil.copy(MODELS_DIR / "deepseek-v4-flash.json", os.fsdecode(folder + b"/v4\xff.json"))
+    with open(folder + b"/groups\xff.json", "w") as f:
+        f.write('{"groups": [{"name": "a", "layers": [{"name": "a0", "page_bytes": 300}]}]}')
+    return folder
+
+
+def _run_bytes(argv: list) -> subprocess.CompletedProcess:
+    # PYTHONIOENCODING: stdout as strict as a UTF-8 terminal's (the C locale would escape for us)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8")
+    return subprocess.run([sys.executable, "-m", "kvviz", *argv], cwd=ROOT, capture_output=True, timeout=120, env=env)
+
+
+@pytest.mark.parametrize("source", [["--hf-config", b""], ["--config", b"/v4\xff.json"],
+                                    ["--groups", b"/groups\xff.json"]])
+def test_a_source_whose_name_is_not_utf8_renders_a_whole_report(not_utf8, source):
+    out = not_utf8 + b"/out"
+    r = _run_bytes(["render", source[0], not_utf8 + source[1], "--out", out, "--dpi", "20", "--no-svg"])
+    assert (r.returncode, r.stderr) == (0, b""), r.stderr.decode(errors="replace")[-300:]
+    assert b"\\xff" in r.stdout and b"\xff" not in r.stdout  # every path printed, printable
+    html = open(out + b"/report.html", "rb").read().decode("utf-8")
+    assert "\\xff" in html
+
+
+@pytest.mark.parametrize("command", [["plan"], ["compare", "--budget-gib", "10"]])
+def test_a_hf_config_folder_whose_name_is_not_utf8_prints_its_plan(not_utf8, command):
+    r = _run_bytes([*command, "--hf-config", not_utf8])
+    assert (r.returncode, r.stderr) == (0, b""), r.stderr.decode(errors="replace")[-300:]
+    assert b"\xff" not in r.stdout and (command[0] == "plan" or b"\\xff" in r.stdout)  # compare names it
