@@ -309,3 +309,82 @@ def test_a_hf_config_folder_whose_name_is_not_utf8_prints_its_plan(not_utf8, com
     r = _run_bytes([*command, "--hf-config", not_utf8])
     assert (r.returncode, r.stderr) == (0, b""), r.stderr.decode(errors="replace")[-300:]
     assert b"\xff" not in r.stdout and (command[0] == "plan" or b"\\xff" in r.stdout)  # compare names it
+
+
+# ---- make lab: a token and same origin, whatever the user's Jupyter config says --------------
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, headers: dict | None = None) -> tuple[int, dict]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=5) as r:
+            return r.status, dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers)
+    except (urllib.error.URLError, OSError):  # not listening yet
+        return 0, {}
+
+
+def test_make_lab_asks_for_a_token_and_refuses_other_origins_despite_a_hostile_config(tmp_path):
+    import re
+
+    if not shutil.which("make"):
+        pytest.skip("needs make")
+    pytest.importorskip("jupyterlab")
+    work = tmp_path / "work"
+    (work / "notebooks").mkdir(parents=True)
+    shutil.copy(ROOT / "Makefile", work)
+    (work / "pyproject.toml").touch()
+    (work / ".stamp").touch()
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "jupyter_server_config.json").write_text(json.dumps({
+        "ServerApp": {"token": "", "allow_origin": "*", "allow_credentials": True, "disable_check_xsrf": True,
+                      "allow_remote_access": True, "ip": "0.0.0.0"},
+        "IdentityProvider": {"token": ""}}))
+    port = _free_port()
+    recipe = subprocess.run(["make", "-s", "-n", "lab", f"BIN={Path(sys.executable).parent}", "STAMP=.stamp",
+                             f"PORT={port}"], cwd=work, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "jupyter lab" in recipe
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+               JUPYTER_DATA_DIR=str(tmp_path / "data"), JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "ws"), BROWSER="true")
+    env.pop("JUPYTER_TOKEN", None)
+    log = (tmp_path / "lab.log").open("w")
+    proc = subprocess.Popen(["bash", "-c", recipe + " --no-browser --ServerApp.port_retries=0"], cwd=work, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        token = None
+        for _ in range(240):  # until it prints its URL (at most 60 s)
+            assert proc.poll() is None, (tmp_path / "lab.log").read_text()
+            found = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=(\w+)", (tmp_path / "lab.log").read_text())
+            if found:
+                token = found.group(1)
+                if _get(f"{url}/api/status?token={token}")[0] == 200:
+                    break
+            time.sleep(0.25)
+        assert token, (tmp_path / "lab.log").read_text()
+        assert _get(f"{url}/api/status?token={token}")[0] == 200
+        assert _get(f"{url}/api/contents")[0] in (401, 403)  # no token: refused
+        assert _get(f"{url}/api/contents?token={token}")[0] == 200
+        # Another origin without the token: refused, and no CORS grant ('*' in the config) to read the refusal with.
+        status, headers = _get(f"{url}/api/contents", {"Origin": "http://evil.example"})
+        assert status in (401, 403, 404) and headers.get("Access-Control-Allow-Origin") is None, (status, headers)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(15)
+        log.close()
