@@ -10,7 +10,8 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[lab,test]'
+	@echo "Installing kvviz with JupyterLab, torch and the test tools into $(VENV) (a few minutes, progress below)"
+	$(BIN)/python -m pip install --progress-bar on -e '.[lab,test]'
 	# Strip notebook outputs on `git add`, so saved outputs never reach a commit (only in a git checkout).
 	if git rev-parse --git-dir >/dev/null 2>&1; then $(BIN)/nbstripout --install; fi
 	touch $(STAMP)
