@@ -5,7 +5,8 @@ Every subcommand lives here and no library module imports this one. The light co
 one imports its module inside its run function (said there).
 
 Every bad input ends with exit status 2 and one line `kvviz: error: ...`; Ctrl-C ends with the
-line `kvviz: interrupted` and exit status 130.
+line `kvviz: interrupted` and exit status 130, SIGTERM/SIGHUP with `kvviz: terminated` and
+128 + N (kvviz.signals).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import math
 import sys
 from pathlib import Path
 
+from . import signals
 from .core import capacity
 from .core.layout import text_table
 from .core.plan import Plan
@@ -27,7 +29,7 @@ from .families import load_path, load_preset, preset_names, preset_summary
 from .families.deepseek_v4 import BACKENDS
 from .formats import INDEXER_FORMATS, MAIN_FORMATS
 from .inputs import (DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES, MAX_CONTEXT_TOKENS, MAX_DIM, MAX_SLIDING_WINDOW,
-                     MAX_TOKENS_PER_BLOCK, read_json)
+                     MAX_TOKENS_PER_BLOCK, printable, read_json)
 from .options import KNOB_OPTIONS, KV_DTYPES, SSM_DTYPES, Options
 from .vllm.grouping import load_groups
 from .vllm.plan import PLANNERS, check_knobs, plan_model, resolve_planner
@@ -515,7 +517,7 @@ def _run_render(args) -> int:
     budget = args.budget
     before = after = None
     if planned.plan is None:
-        source, setting, pools = Path(args.groups).name, f"{planned.groups_layout.planner} layout", planned.pools
+        source, setting, pools = printable(Path(args.groups).name), f"{planned.groups_layout.planner} layout", planned.pools
     else:
         p, model = planned.plan, planned.model
         if budget is not None:
@@ -533,13 +535,18 @@ def _run_render(args) -> int:
     if budget is not None and planned.plan is not None:
         title += f" ({planned.plan.capacity(budget).line})"
     dpi = {} if args.dpi is None else {"dpi": args.dpi}
+    # Separate pools: one report per pool, each in its own folder.
     targets = [(out, pools[0], title)] if len(pools) == 1 else [
-        (report.prepare_out_dir(out / f"pool-{pl.groups[0].name}", what="--out"), pl, f"{title}: pool {pl.groups[0].name}")
+        (report.prepare_sub_dir(out, f"pool-{pl.groups[0].name}", what="--out"), pl, f"{title}: pool {pl.groups[0].name}")
         for pl in pools]
-    for folder, one, heading in targets:
-        both = {} if len(pools) > 1 else {"before": before, "after": after}
-        for path in report.render_report(folder, layout=one, title=heading, svg=not args.no_svg, **both, **dpi):
-            print(_printable(str(path)))
+    written = []
+    with report.Staged() as staged:  # every report written before any file takes its name
+        for folder, one, heading in targets:
+            both = {} if len(pools) > 1 else {"before": before, "after": after}
+            written += report.render_report(folder, layout=one, title=heading, svg=not args.no_svg, staged=staged,
+                                            **both, **dpi)
+    for path in written:
+        print(_printable(str(path)))
     return 0
 
 
@@ -551,9 +558,7 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def _printable(text: str) -> str:
-    """A path as stdout can take it: bytes that were not UTF-8 shown as \\x escapes."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+_printable = printable  # a path as stdout can take it (kvviz.inputs.printable)
 
 
 # ---- fit ----------------------------------------------------------------------------------
@@ -724,11 +729,15 @@ def _one_line(message: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
-        return args.func(args)
+        with signals.handled():  # SIGTERM/SIGHUP: as Ctrl-C, `kvviz: terminated`, 128 + N
+            args = build_parser().parse_args(argv)
+            return args.func(args)
     except KvvizError as e:
         print(f"kvviz: error: {_one_line(_as_flags(str(e)))}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except signals.Terminated as e:
+        print("kvviz: terminated", file=sys.stderr)
+        return e.exit_status
     except KeyboardInterrupt:
         print("kvviz: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

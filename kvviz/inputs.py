@@ -42,6 +42,12 @@ def bounded_int(value: object, *, field: str, low: int, high: int) -> int:
     return value
 
 
+def printable(path) -> str:
+    """A path (or any text) as a terminal, a log or a UTF-8 file can take it: bytes that were not
+    UTF-8 (the surrogate escapes os.fsdecode makes of them) shown as \\x escapes."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def short_repr(value: object) -> str:
     """repr() cut to one short line (a JSON list in an error message can be huge)."""
     text = repr(value)

@@ -4,8 +4,10 @@ The HTML holds everything it shows: the figures as base64 PNGs, the group and la
 the text byte map and the stride derivation. It links to nothing outside itself.
 
 Writing never follows a symbolic link: each file is written to a fresh temporary file inside the
-output folder and renamed into place, an output name that is a link is refused, and an
-interrupted run leaves no half-written file under its final name.
+output folder, an output name (or a pool's folder) that is a link is refused, and the files are
+renamed into place only once all of them are written: a run that fails or is interrupted half
+way leaves the previous report as it was and removes its temporary files. A run killed outright
+(SIGQUIT, SIGKILL) cannot; the next render into that folder removes what it left (sweep_stale).
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ import contextlib
 import dataclasses
 import html
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Callable
 
 from . import plot
 from .errors import KvvizError, require
-from .inputs import DPI_RANGE
 from .core.layout import Layout, Placement
+from .inputs import DPI_RANGE, printable
 
 
 # Blocks of the small pool a hybrid report's layer-plane figure shows: every block's page is drawn.
@@ -38,48 +41,136 @@ class RenderedFigure:
     png: bytes
 
 
+# Temporary names: `.kvviz-<pid>.<what>...`, so a later run can tell its own leftovers (a run
+# killed by SIGQUIT or SIGKILL runs no cleanup) from another live run's files (sweep_stale).
+_TMP_PREFIX = ".kvviz-"
+_STALE = re.compile(r"\.kvviz-(\d+)\.")
+
+
+def _tmp_prefix(what: str) -> str:
+    return f"{_TMP_PREFIX}{os.getpid()}.{what}."
+
+
 def prepare_out_dir(path, *, what: str = "out_dir") -> Path:
     """Create the output folder (parents too) and check it takes new files; a KvvizError naming
-    `what` if that is impossible."""
+    `what` if that is impossible. Temporary files that dead kvviz runs left there are removed."""
     require(str(path) != "", f"{what} '': needs a folder name")
     p = Path(path)
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise KvvizError(f"{what} {str(p)!r}: cannot create the folder ({e.strerror or e})") from None
-    require(p.is_dir(), f"{what} {str(p)!r}: is not a folder")
+        raise KvvizError(f"{what} {printable(p)!r}: cannot create the folder ({e.strerror or e})") from None
+    require(p.is_dir(), f"{what} {printable(p)!r}: is not a folder")
     try:  # a probe under a fresh name (O_EXCL): never opens an existing file or link
-        fd, probe = tempfile.mkstemp(prefix=".kvviz-write-test-", dir=p)
+        fd, probe = tempfile.mkstemp(prefix=_tmp_prefix("write-test"), dir=p)
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise KvvizError(f"{what} {str(p)!r}: cannot write there ({e.strerror or e})") from None
+        raise KvvizError(f"{what} {printable(p)!r}: cannot write there ({e.strerror or e})") from None
+    sweep_stale(p)
     return p
+
+
+def prepare_sub_dir(parent: Path, name: str, *, what: str = "out_dir") -> Path:
+    """The folder `name` inside `parent`, created when missing; a symbolic link there is refused,
+    so nothing is written outside `parent` through it."""
+    p = Path(parent) / name
+    require(not p.is_symlink(), f"{what}: {printable(p)!r} is a symbolic link; refusing to write through it")
+    return prepare_out_dir(p, what=what)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, someone else's
+        return True
+    return True
+
+
+def sweep_stale(folder: Path) -> list[Path]:
+    """Remove the temporary files kvviz runs that are no longer alive left in `folder` (a run
+    killed by SIGQUIT or SIGKILL); another live run's files are left alone. The paths removed."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            m = _STALE.match(entry.name)
+            if m and not entry.is_dir(follow_symlinks=False) and not _alive(int(m.group(1))):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)  # a link itself, never its target
+                    removed.append(Path(entry.path))
+    return removed
+
+
+class Staged:
+    """Files written under temporary names next to their final ones, renamed into place only by
+    commit(), once every one of them is written: a render that fails half way (a full disk, an
+    interrupt) leaves the previous report as it was. As a context manager: commit() when the block
+    succeeds, discard() (remove every temporary file) when it raises, KeyboardInterrupt too."""
+
+    def __init__(self):
+        self._pending: list[tuple[str, Path]] = []
+
+    def add(self, path: Path, data: bytes | str | Callable[[Path], None]) -> None:
+        """Write `data` (bytes, text, or a function that writes a given path) to a fresh temporary
+        file in `path`'s folder (O_EXCL: never an existing file or link)."""
+        require(not path.is_symlink(), f"out_dir: {printable(path)!r} is a symbolic link; refusing to write through it")
+        tmp = None
+        try:
+            # Same suffix, so a writer that picks the format from the name (plot.save_figure) still can.
+            fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(path.name), suffix=f".tmp{path.suffix}", dir=path.parent)
+            self._pending.append((tmp, path))
+            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a plain new file gets 0666 - umask
+            with os.fdopen(fd, "wb") as f:
+                if not callable(data):
+                    f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if callable(data):
+                data(Path(tmp))
+        except OSError as e:
+            raise KvvizError(f"out_dir: cannot write {printable(path)!r} ({e.strerror or e})") from None
+
+    def commit(self) -> list[Path]:
+        """Rename every temporary file into place (os.replace: a link at the final name is replaced
+        itself, never followed); the final paths, in the order added."""
+        for _, path in self._pending:  # checked again: a link planted while the files were written
+            require(not path.is_symlink(), f"out_dir: {printable(path)!r} is a symbolic link; refusing to write through it")
+        done = []
+        try:
+            while self._pending:
+                tmp, path = self._pending[0]
+                os.replace(tmp, path)
+                self._pending.pop(0)
+                done.append(path)
+        except OSError as e:
+            raise KvvizError(f"out_dir: cannot write {printable(path)!r} ({e.strerror or e})") from None
+        return done
+
+    def discard(self) -> None:
+        for tmp, _ in self._pending:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        self._pending.clear()
+
+    def __enter__(self) -> "Staged":
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        try:
+            if kind is None:
+                self.commit()
+        finally:
+            self.discard()  # what commit() did not rename: a failure, an interrupt
 
 
 def write_file(path: Path, data: bytes | str | Callable[[Path], None]) -> None:
     """Write `data` (bytes, text, or a function that writes a given path) to `path` through a
     temporary file in the same folder renamed into place: never follows a link, and never leaves
     a half-written file under the final name."""
-    require(not path.is_symlink(), f"out_dir: {str(path)!r} is a symbolic link; refusing to write through it")
-    tmp = None
-    try:
-        # Same suffix, so a writer that picks the format from the name (plot.save_figure) still can.
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a plain new file gets 0666 - umask
-        with os.fdopen(fd, "wb") as f:
-            if not callable(data):
-                f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        if callable(data):
-            data(Path(tmp))
-        os.replace(tmp, path)  # replaces a link itself, never its target
-        tmp = None
-    except OSError as e:
-        raise KvvizError(f"out_dir: cannot write {str(path)!r} ({e.strerror or e})") from None
-    finally:
-        if tmp is not None:  # failed or interrupted (KeyboardInterrupt passes through here)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    with Staged() as staged:
+        staged.add(path, data)
 
 
 def _umask() -> int:
@@ -117,9 +208,12 @@ def report_figures(layout: Layout, *, before: Layout | None = None, after: Layou
 
 
 def render_report(out_dir, *, layout: Layout, before: Layout | None = None, after: Layout | None = None,
-                  title: str, dpi: int = plot.DEFAULT_DPI, svg: bool = True) -> list[Path]:
+                  title: str, dpi: int = plot.DEFAULT_DPI, svg: bool = True, staged: Staged | None = None) -> list[Path]:
     """Write every figure as <name>.png (and <name>.svg) plus report.html; return the paths written
-    (report.html last)."""
+    (report.html last). Every file is written under a temporary name first and renamed into place
+    only when all are written, so a failure leaves the previous report whole. With `staged` given,
+    the files are only added to it: they take their names when the caller commits it (several
+    reports at once, `kvviz render` of separate pools)."""
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
     require((before is None) == (after is None), "before/after: give both layouts or neither")
     low, high = DPI_RANGE
@@ -129,21 +223,21 @@ def render_report(out_dir, *, layout: Layout, before: Layout | None = None, afte
     names = [f"{n}.{ext}" for n, _, _ in figures for ext in ("png", "svg")[: 1 + svg]] + ["report.html"]
     for name in names:  # refuse a link before writing anything
         require(not (out / name).is_symlink(),
-                f"out_dir: {str(out / name)!r} is a symbolic link; refusing to write through it")
-    written: list[Path] = []
+                f"out_dir: {printable(out / name)!r} is a symbolic link; refusing to write through it")
+    if staged is None:
+        with Staged() as own:
+            return render_report(out, layout=layout, before=before, after=after, title=title, dpi=dpi, svg=svg,
+                                 staged=own)
     rendered = []
     for name, caption, build in figures:
         fig = build()
         png = plot.to_png_bytes(fig, dpi=dpi)
-        write_file(out / f"{name}.png", png)
-        written.append(out / f"{name}.png")
+        staged.add(out / f"{name}.png", png)
         if svg:
-            write_file(out / f"{name}.svg", lambda tmp, fig=fig: plot.save_figure(fig, tmp, dpi=dpi))
-            written.append(out / f"{name}.svg")
+            staged.add(out / f"{name}.svg", lambda tmp, fig=fig: plot.save_figure(fig, tmp, dpi=dpi))
         rendered.append(RenderedFigure(name, caption, png))
-    write_file(out / "report.html", report_html(layout, rendered, title=title, before=before, after=after))
-    written.append(out / "report.html")
-    return written
+    staged.add(out / "report.html", report_html(layout, rendered, title=title, before=before, after=after))
+    return [out / name for name in names]
 
 
 _CSS = """

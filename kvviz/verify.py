@@ -897,7 +897,10 @@ def _decode_errors(run: _Run, item: WorkItem, exp: _Encoded, got: torch.Tensor,
     if run.hazard is not None and run.hazard.zeroed_page is not None:
         layer, block = run.hazard.zeroed_page
         k = run.runs[batch.group].position(block)
-        if layer in batch.names and k is not None and item.k0 <= k < item.k1:
+        # `got` holds the item's first len(got) blocks (a clean item's sample is its first block
+        # only), not always all of item.k0..item.k1: the zeroed page is left out only when it is
+        # one of the blocks given.
+        if layer in batch.names and k is not None and 0 <= k - item.k0 < keep.shape[0]:
             keep[k - item.k0, batch.names.index(layer)] = False  # the page the zeroer meant to clear
     if not bool(keep.all()):
         x, dec = x[keep], dec[keep]

@@ -17,7 +17,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from ..errors import KvvizError, require
-from ..inputs import read_json, short_repr
+from ..inputs import printable, read_json, short_repr
 from ..options import Options
 
 PRESETS_DIR = files("kvviz") / "presets"  # a Traversable: `/ name`, `.read_text()`, `.iterdir()`
@@ -157,7 +157,7 @@ def config_json_path(path: str | Path, *, what: str = "--hf-config") -> Path:
 
 def config_name(p: Path) -> str:
     """A config's name: its folder's for a `config.json` (the model's checkout), else the file stem."""
-    return p.parent.name if p.name == "config.json" and p.parent.name else p.stem
+    return printable(p.parent.name if p.name == "config.json" and p.parent.name else p.stem)
 
 
 def load_path(path: str | Path, *, what: str = "--hf-config") -> Model:

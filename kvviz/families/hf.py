@@ -14,6 +14,7 @@ import types
 
 from ..errors import KvvizError, require
 from ..inputs import MAX_LAYERS, bounded_int, short_repr
+from ..quiet import quiet_library
 
 # transformers' dtype names -> kvviz's element names (a float16 model is sized like bf16: 2 B)
 _DTYPES = {"torch.bfloat16": "bf16", "bfloat16": "bf16", "torch.float16": "fp16", "float16": "fp16",
@@ -79,7 +80,8 @@ def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = N
         top = _namespace(raw)
         text = _namespace(raw["text_config"]) if isinstance(raw.get("text_config"), dict) else top
         return top, text
-    top = _transformers_config(raw, name=name, known_kinds=known_kinds)
+    with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
+        top = _transformers_config(raw, name=name, known_kinds=known_kinds)
     return top, top.get_text_config()
 
 
