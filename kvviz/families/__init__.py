@@ -39,6 +39,8 @@ class Model:
 
     @property
     def reader(self) -> "Family":
+        if not _GUARDED:
+            _ensure_registered()
         return FAMILIES[self.family]
 
     def describe(self) -> str:
@@ -91,9 +93,39 @@ def register(family: Family, names: tuple[str, ...]) -> Family:
     return family
 
 
+# The family methods that take a model: each refuses another family's model in one line.
+MODEL_METHODS = ("caches", "describe", "knobs_for", "comparisons", "compare_notes", "with_full_layers", "with_layer_mix",
+                 "full_layer_count", "kind_counts", "mixes_full_layers", "config_for", "state_parts",
+                 "resolved_ssm_dtype")
+_GUARDED = False
+
+
+def _guard(family: Family, name: str) -> None:
+    method = getattr(family, name)
+
+    def guarded(model, *args, **kwargs):
+        if not isinstance(model, Model) or model.family != family.key:
+            what = f"{model.name}, a {FAMILIES[model.family].title} model" if isinstance(model, Model) else \
+                type(model).__name__
+            raise KvvizError(f"{family.key}.{name}: {what}, is not of this family ({family.title}); call "
+                             f"model.reader.{name}(model, ...) or kvviz.plan(model)")
+        return method(model, *args, **kwargs)
+
+    guarded.__doc__, guarded.__name__ = method.__doc__, name
+    setattr(family, name, guarded)  # on the instance: the class keeps the plain method
+
+
 def _ensure_registered() -> None:
     # Each family module registers itself on import (light: no transformers at import time).
+    global _GUARDED
     from . import decoder, deepseek_v4, mla, state  # noqa: F401
+
+    if not _GUARDED:
+        _GUARDED = True
+        for family in FAMILIES.values():
+            for name in MODEL_METHODS:
+                if hasattr(family, name):
+                    _guard(family, name)
 
 
 def family_of(raw: dict, *, name: str) -> Family:
