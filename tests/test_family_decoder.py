@@ -1,0 +1,127 @@
+"""Attention-only decoders, each rule derived by hand from vLLM 0.33's model files (cited per test;
+docs/model-core.md#attention-decoders): which layers register a cache, their spec class, window,
+names and page = block_size x num_kv_heads x (head_size + head_size_v) x dtype bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvviz.core.kinds import CacheKind
+from kvviz.errors import KvvizError
+from kvviz.families import load_preset, model_from_dict
+from kvviz.options import Options
+from kvviz.vllm.plan import plan_model
+
+BF16 = 2
+
+
+def _plan(model, **knobs):
+    return plan_model(model, None, Options(**knobs))
+
+
+def _layers(plan):
+    return {p.cache.layer: p.cache for p in plan.layout.placements}
+
+
+def test_llama_31_all_full_one_group():
+    # llama.py LlamaAttention: no layer_types -> FullAttentionSpec on every layer; 8 KV heads x 128.
+    m = load_preset("llama-3.1-8b")
+    plan = _plan(m)
+    (group,) = plan.layout.groups
+    assert len(group.layers) == 32 and {c.kind for c in group.layers} == {CacheKind.FULL_ATTENTION}
+    assert {c.page_bytes for c in group.layers} == {16 * 8 * (128 + 128) * BF16}
+    assert group.layers[0].name == "model.layers.0.self_attn.attn"
+    # max_model_len: max_position_embeddings, llama3 rope not multiplied (_get_and_verify_max_len)
+    assert m.max_model_len == 131_072
+
+
+def test_mistral_config_wide_window_on_every_layer():
+    # EngineArgs.create_engine_config: no layer_types -> CacheConfig.sliding_window = 4096 for all.
+    plan = _plan(load_preset("mistral-7b-v0.1"), max_model_len=32_768)
+    caches = _layers(plan)
+    assert len(caches) == 32 and {c.sliding_window for c in caches.values()} == {4096}
+    assert {c.spec_class for c in caches.values()} == {"SlidingWindowSpec"}
+    # SlidingWindowSpec.max_admission_blocks_per_request, 2 x 8192 in flight
+    assert plan.capacity(1 << 30).blocks_per_request == -(-(4096 - 1 + 2 * 8192) // 16) + 1
+
+
+def test_phi3_head_size_from_hidden_and_window():
+    # phi3.py (llama rules): head_size = hidden_size // heads = 3072 // 32 = 96; window 2047.
+    caches = _layers(_plan(load_preset("phi-3-mini-4k")))
+    assert {c.page_bytes for c in caches.values()} == {16 * 32 * (96 + 96) * BF16}
+    assert {c.sliding_window for c in caches.values()} == {2047}
+
+
+def test_gemma3n_shared_layers_register_nothing():
+    # gemma3n.py Gemma3nAttention: first = 35 - 15 = 20 layers own a cache; the rest share layer
+    # 18 (sliding) or 19 (full). layer_types: every 5th layer full.
+    m = load_preset("gemma-3n-e4b")
+    caches = _layers(_plan(m))
+    assert sorted(caches) == list(range(20))
+    assert [i for i, c in caches.items() if c.kind is CacheKind.FULL_ATTENTION] == [4, 9, 14, 19]
+    assert {c.sliding_window for c in caches.values() if c.kind is CacheKind.SLIDING_ATTENTION} == {512}
+    assert caches[0].name == "language_model.model.layers.0.self_attn.attn"  # the multimodal wrapper
+    assert dict(m.config.shared_targets)[20] == 18 and dict(m.config.shared_targets)[24] == 19
+
+
+def _cfg(model_type, arch, **fields):
+    return {"architectures": [arch], "model_type": model_type, "torch_dtype": "bfloat16",
+            "num_hidden_layers": 8, "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 1024,
+            "max_position_embeddings": 8192, **fields}
+
+
+def test_cohere2_sliding_layers_see_window_plus_one():
+    # commandr.py CohereAttention: "cohere swa layer sees [pos - sliding_window, pos]" -> window + 1.
+    raw = _cfg("cohere2", "Cohere2ForCausalLM", sliding_window=4096,
+               layer_types=["sliding_attention"] * 3 + ["full_attention"] + ["sliding_attention"] * 3 + ["full_attention"])
+    caches = _layers(_plan(model_from_dict(raw, name="cohere2-test")))
+    assert {c.sliding_window for c in caches.values() if c.sliding_window} == {4097}
+    assert [i for i, c in caches.items() if c.is_full_attention] == [3, 7]
+
+
+def test_qwen2_head_size_is_hidden_over_heads_whatever_head_dim_says():
+    # qwen2.py Qwen2Attention: head_dim = hidden_size // num_heads (config.head_dim not read).
+    raw = _cfg("qwen2", "Qwen2ForCausalLM", head_dim=64)
+    caches = _layers(_plan(model_from_dict(raw, name="qwen2-test")))
+    assert {c.page_bytes for c in caches.values()} == {16 * 2 * 2 * (1024 // 8) * BF16}
+
+
+def test_gemma2_alternates_sliding_and_full():
+    # gemma2.py Gemma2Attention: layer_types (transformers: even layers sliding) pick the window.
+    raw = _cfg("gemma2", "Gemma2ForCausalLM", head_dim=256, sliding_window=4096)
+    plan = _plan(model_from_dict(raw, name="gemma2-test"))
+    caches = _layers(plan)
+    assert [i for i, c in caches.items() if c.sliding_window == 4096] == [0, 2, 4, 6]
+    assert sorted(g.name for g in plan.layout.groups) == ["full", "sliding4096"]
+
+
+def test_gpt_oss_parity_not_layer_types():
+    # gpt_oss.py OAIAttention: sliding_window if layer_idx % 2 == 0, names model.layers.i.attn.attn.
+    raw = _cfg("gpt_oss", "GptOssForCausalLM", head_dim=64, sliding_window=128,
+               layer_types=["full_attention"] * 8)
+    caches = _layers(_plan(model_from_dict(raw, name="gpt-oss-test")))
+    assert [i for i, c in caches.items() if c.sliding_window == 128] == [0, 2, 4, 6]
+    assert caches[1].name == "model.layers.1.attn.attn"
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+def test_tensor_parallel_kv_heads_per_rank(tp):
+    # ModelConfig.get_num_kv_heads: max(1, 8 // tp) KV heads on a rank of Llama 3.1 8B.
+    caches = _layers(_plan(load_preset("llama-3.1-8b"), tensor_parallel_size=tp))
+    assert {c.page_bytes for c in caches.values()} == {16 * max(1, 8 // tp) * 256 * BF16}
+
+
+def test_a_tp_that_does_not_divide_the_heads_is_refused():
+    with pytest.raises(KvvizError, match="tensor_parallel_size=3"):
+        _plan(load_preset("llama-3.1-8b"), tensor_parallel_size=3)
+
+
+def test_fp8_kv_halves_the_page():
+    caches = _layers(_plan(load_preset("llama-3.1-8b"), kv_dtype="fp8"))
+    assert {c.page_bytes for c in caches.values()} == {16 * 8 * 256 * 1}
+
+
+def test_a_float32_checkpoint_is_served_in_bf16():
+    # config/model.py _resolve_auto_dtype: a float32 checkpoint -> bfloat16 on CUDA sm >= 80.
+    m = model_from_dict(_cfg("llama", "LlamaForCausalLM", torch_dtype="float32"), name="fp32-test")
+    assert m.dtype == "bf16"
