@@ -497,8 +497,17 @@ def _overlay_bracket(ax, data: BlockMapData) -> None:
                 gid="stride-mark")
 
 
+class KvvizFigure(Figure):
+    """A matplotlib `Figure` that draws itself in Jupyter with any backend: kvviz builds figures
+    without pyplot (no figure manager), so IPython would otherwise print `<Figure size ...>` unless
+    the notebook selected `%matplotlib inline`; `_repr_png_` is IPython's rich display hook."""
+
+    def _repr_png_(self) -> bytes:
+        return to_png_bytes(self)
+
+
 def _new_figure(width: float, height: float) -> Figure:
-    return Figure(figsize=(width, height), dpi=DEFAULT_DPI)
+    return KvvizFigure(figsize=(width, height), dpi=DEFAULT_DPI)
 
 
 def _place_axes(fig: Figure, *, left: float, right: float, top: float, bottom: float):

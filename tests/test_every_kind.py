@@ -76,3 +76,16 @@ def test_every_preset_plans_with_one_import():
     for name in preset_names():
         plan = kvviz.plan(kvviz.load(name))
         assert plan.block_stride > 0 and json.dumps(plan.to_json())
+
+
+def test_a_figure_draws_in_a_notebook_without_matplotlib_inline(tmp_path):
+    """A notebook of one's own, with the default backend and no %matplotlib magic, shows the
+    figure a kvviz function returns as an image, not as `<Figure size ...>`."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('import kvviz\nkvviz.block_map(kvviz.plan("llama-3.1-8b").layout)')]
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = nb.cells[0].outputs
+    assert any("image/png" in o.get("data", {}) for o in outputs), outputs
