@@ -37,6 +37,12 @@ from .knobs import (DEFAULT_MODEL, KNOB_BY_NAME, KNOB_SPECS, KNOBS, baseline_pla
 from .livemap import LiveBlockMap, separate_pools_map_data
 from .mapdata import block_map_data
 
+# The knobs a model switch keeps (where the new model takes the value): deployment choices that
+# mean the same for every model. Every other knob takes the new model's default, and the notice
+# names those that changed.
+KEPT_ON_SWITCH = ("kv_dtype", "mamba_ssm_dtype", "prefix_caching", "tensor_parallel_size", "budget_gib",
+                  "main_format", "indexer_format", "backend")
+
 # Layouts (and their map data) kept per Explorer, so that toggling back or moving the budget is instant.
 CACHE_SIZE = 32
 
@@ -375,11 +381,13 @@ class Explorer:
                 control, knob = getattr(self, n), KNOB_BY_NAME[n]
                 value = fresh[n]
                 if n not in model_knobs:
-                    # a deployment knob keeps the user's value where the new model takes it
-                    if knob.choices is None or control.value in knob.choices(m):
+                    # a deployment knob keeps the user's value where the new model takes it; the block
+                    # size means another block in another family (DeepSeek V4's main caches) and resets
+                    if n in KEPT_ON_SWITCH and (knob.choices is None or control.value in knob.choices(m)):
                         value = control.value
                     elif control.value != value:
-                        changed.append(f"{n} {control.value} -> {value} (not one of {m.name}'s)")
+                        why = "not one of its" if n in KEPT_ON_SWITCH else "the model's own"
+                        changed.append(f"{n} {control.value} -> {value} ({why})")
                 if isinstance(control, widgets.IntSlider):
                     knob = KNOB_BY_NAME[n]
                     top = knob.max_for(m) if knob.max_for is not None else max(control.max, value)

@@ -157,6 +157,14 @@ if kind == "parity":
     out(rc == 0 and d.get("equal") is True and cases and not bad,
         f"{len(cases)} cases x {d.get('rows', 0):,} rows, {total:,} B compared"
         + (f"; DIFFER: {', '.join(bad)}" if bad else ": same bytes on cpu and " + str(d.get("device"))))
+if "pools" in d:  # separate pools: one report per pool, each must hold; judged as one
+    pools = d["pools"]
+    if kind == "clean":
+        ok = rc == 0 and d.get("ok") is True and all(p.get("clean") is True for p in pools)
+        fmts = sorted({f["format"] for p in pools for f in p.get("formats", [])})
+        out(ok, f"rc={rc}, {len(pools)} pools, " + ", ".join(f"{p.get('num_blocks', 0):,} blocks" for p in pools)
+            + f" on {pools[0].get('device')}, clean={all(p.get('clean') for p in pools)}; {', '.join(fmts)}")
+    d = pools[0]
 blocks = f"{d.get('num_blocks', 0):,} blocks on {d.get('device')}"
 if kind == "clean":
     fmts = ", ".join(f"{f['format']} err/bound {f['max_error_over_bound']:.3g}" if isinstance(f.get('max_error_over_bound'), (int, float))
