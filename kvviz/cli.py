@@ -241,12 +241,9 @@ def model_from_args(args):
 
 
 def refuse_knobs(model, options: Options) -> None:
-    """A knob the model's family says does not apply is refused, naming the flag."""
-    applies = model.reader.knobs_for(model)
-    for name in options.given():
-        if name not in applies:
-            raise KvvizError(f"{KNOB_OPTIONS[name]}: does not apply to {model.name} ({model.reader.title}); its knobs: "
-                             f"{', '.join(KNOB_OPTIONS[k] for k in applies)}")
+    """A knob the model's family says does not apply is refused (kvviz.vllm.plan.check_knobs,
+    before anything is planned); the message names the flag (`_as_flags`)."""
+    check_knobs(model, options)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -718,6 +715,12 @@ def _as_flags(message: str) -> str:
     field, sep, rest = message.partition("=")
     if sep and field in KNOB_OPTIONS:
         return f"{KNOB_OPTIONS[field]}: {field}={rest}"
+    field, sep, rest = message.partition(": ")
+    if sep and field in KNOB_OPTIONS:  # "kv_dtype: does not apply to ..." names the flag, and its knobs the flags
+        if "; its knobs are " in rest:
+            head, knobs = rest.split("; its knobs are ", 1)
+            rest = f"{head}; its knobs: " + ", ".join(KNOB_OPTIONS.get(k, k) for k in knobs.split(", "))
+        return f"{KNOB_OPTIONS[field]}: {rest}"
     return message
 
 
