@@ -31,7 +31,7 @@ from .core import capacity
 from .core.plan import Plan
 from .errors import KvvizError
 from .families.deepseek_v4 import BACKENDS
-from .knobs import (DEFAULT_MODEL, KNOB_BY_NAME, KNOB_SPECS, KNOBS, baseline_planner, budget_bytes, capacities,
+from .knobs import (DEFAULT_MODEL, kv_budget, KNOB_BY_NAME, KNOB_SPECS, KNOBS, baseline_planner, budget_bytes, capacities,
                     check_names, control_values, describe_knobs, knobs_for, layout_key, model_of, plan_knobs,
                     preset_knobs)
 from .livemap import LiveBlockMap, separate_pools_map_data
@@ -40,7 +40,8 @@ from .mapdata import block_map_data
 # The knobs a model switch keeps (where the new model takes the value): deployment choices that
 # mean the same for every model. Every other knob takes the new model's default, and the notice
 # names those that changed.
-KEPT_ON_SWITCH = ("kv_dtype", "mamba_ssm_dtype", "prefix_caching", "tensor_parallel_size", "budget_gib",
+KEPT_ON_SWITCH = ("kv_dtype", "mamba_ssm_dtype", "prefix_caching", "tensor_parallel_size", "budget_gib", "gpu",
+                  "gpu_memory_utilization",
                   "main_format", "indexer_format", "backend")
 
 # Layouts (and their map data) kept per Explorer, so that toggling back or moving the budget is instant.
@@ -59,7 +60,7 @@ PRE_STYLE = "white-space:pre;overflow-x:auto;margin:0;font-size:12px"
 CONTROL_COLUMNS = (("model", "head_dim", "rope_dim", "index_head_dim", "mtp", "sliding_window", "full_layers"),
                    ("main_format", "indexer_format", "backend", "kv_dtype", "block_size", "mamba_ssm_dtype",
                     "prefix_caching", "tensor_parallel_size", "planner"),
-                   ("c4", "c128", "swa", "budget_gib", "context"))
+                   ("c4", "c128", "swa", "budget_gib", "gpu", "gpu_memory_utilization", "context"))
 
 # Control name -> CSS class; outputs too. The browser test finds widgets by these.
 CSS_CLASSES = {
@@ -474,7 +475,11 @@ class Explorer:
         c = result.capacity
         plan = result.plan
         self.stride_label.value = stride_words(plan)
-        self.blocks_label.value = f"{c.num_blocks:,} blocks at {knobs['budget_gib']:g} GiB"
+        budget = kv_budget(knobs)
+        where = f"{knobs['budget_gib']:g} GiB" if budget is None else (
+            f"{budget.available_bytes / 2**30:.2f} GiB of one {knobs['gpu']} rank"
+            + (" (estimate)" if any(t.estimate for t in budget.terms) else ""))
+        self.blocks_label.value = f"{c.num_blocks:,} blocks at {where}"
         cmp = result.comparison
         if cmp is None or plan.planner == planned.baseline.planner:
             self.change_label.value = f"{c.requests_fit:,} whole requests of {c.max_model_len:,} tokens fit"

@@ -28,6 +28,13 @@ DEFAULT_MODEL = "deepseek-v4-pro"
 # FlashMLA's budget in vLLM #48993's table (docs/published-numbers.md#the-published-table).
 DEFAULT_BUDGET_GIB = 26.09
 AUTO = "auto"  # the engine's own choice (an Options field left None)
+NO_GPU = "budget"  # the gpu knob's first choice: size the KV budget by budget_gib, not from a GPU
+
+
+def _gpu_names() -> tuple[str, ...]:
+    from .deploy import GPUS
+
+    return tuple(GPUS)
 # Block sizes offered; 8 and 64 are there on purpose: 8 is not a multiple of the attention kernels'
 # 16-token block for hybrid models, and 64 is refused while DeepSeek V4 has c128 layers.
 BLOCK_SIZES = (AUTO, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -124,13 +131,17 @@ KNOB_SPECS: tuple[Knob, ...] = (
     Knob(name="planner", label="planner", control="choice", choices=lambda m: tuple(m.reader.planners)),
     Knob(name="context", label="max_model_len", control="count", model_knob=True, option="max_model_len"),
     Knob(name="budget_gib", label="KV budget GiB", control="float", step=0.01),
+    # the budget from a GPU instead (kvviz.deploy: vLLM's profile term by term, estimates labelled)
+    Knob(name="gpu", label="GPU", control="choice", choices=lambda m: (NO_GPU,) + tuple(_gpu_names())),
+    Knob(name="gpu_memory_utilization", label="GPU mem. util.", control="float", step=0.01),
 )
 KNOBS = tuple(k.name for k in KNOB_SPECS)
 KNOB_BY_NAME = {k.name: k for k in KNOB_SPECS}
 # Where a knob starts when the model does not set it (Options None = AUTO; booleans: vLLM's default).
 DEPLOYMENT_DEFAULTS = {"kv_dtype": AUTO, "block_size": AUTO, "mamba_ssm_dtype": AUTO, "prefix_caching": True,
                        "tensor_parallel_size": 1, "backend": "flashmla", "indexer_format": "mxfp4",
-                       "main_format": BACKENDS["flashmla"].default_main_format, "budget_gib": DEFAULT_BUDGET_GIB}
+                       "main_format": BACKENDS["flashmla"].default_main_format, "budget_gib": DEFAULT_BUDGET_GIB,
+                       "gpu": NO_GPU, "gpu_memory_utilization": 0.92}
 
 
 @lru_cache(maxsize=None)
@@ -212,9 +223,22 @@ def control_values(model=DEFAULT_MODEL, **changes) -> dict:
     return {name: values[name] for name in KNOBS}
 
 
+def kv_budget(knobs: dict):
+    """The `kvviz.deploy.KVBudget` of one rank on the knobs' GPU, or None without one."""
+    if knobs.get("gpu", NO_GPU) == NO_GPU:
+        return None
+    from .deploy import kv_budget as deploy_budget
+
+    return deploy_budget(model_for(knobs), gpu=knobs["gpu"], gpu_memory_utilization=knobs["gpu_memory_utilization"],
+                         tensor_parallel_size=knobs.get("tensor_parallel_size") or 1)
+
+
 def budget_bytes(knobs: dict) -> int:
-    """The budget in bytes; a budget of 0 GiB or less, or one under a byte, is an error naming
-    budget_gib (never clamped)."""
+    """The budget in bytes: from the GPU when one is chosen (kvviz.deploy), else budget_gib; a
+    budget of 0 GiB or less, or one under a byte, is an error naming budget_gib (never clamped)."""
+    b = kv_budget(knobs)
+    if b is not None:
+        return b.available_bytes
     value = capacity.budget_bytes(gib=knobs["budget_gib"])
     require(value > 0, f"budget_gib={knobs['budget_gib']!r}: is less than one byte")
     return value
@@ -272,7 +296,7 @@ def capacities(knobs: dict) -> tuple[Capacity, ...]:
 
 def layout_key(knobs: dict) -> tuple:
     """The knobs that decide the layout (all but the budget)."""
-    return tuple((k, v) for k, v in knobs.items() if k != "budget_gib")
+    return tuple((k, v) for k, v in knobs.items() if k not in ("budget_gib", "gpu", "gpu_memory_utilization"))
 
 
 def describe_knobs(knobs: dict) -> str:
@@ -292,7 +316,7 @@ def describe_knobs(knobs: dict) -> str:
     if plan is not None:
         resolved = {"kv_dtype": m.dtype, "mamba_ssm_dtype": getattr(m.reader, "resolved_ssm_dtype", lambda mm: None)(m)}
     for name, value in knobs.items():
-        if name in ("model", "budget_gib", "full_layers"):
+        if name in ("model", "budget_gib", "full_layers", "gpu", "gpu_memory_utilization"):
             continue
         if value == AUTO and resolved.get(name) is not None:
             value = f"{resolved[name]} (auto)"

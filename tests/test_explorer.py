@@ -323,7 +323,8 @@ def test_the_app_starts_on_the_documented_knobs():
         "model": "deepseek-v4-pro", "head_dim": c.head_dim, "rope_dim": c.qk_rope_head_dim,
         "index_head_dim": c.index_head_dim, "main_format": "fp8_ds_mla", "indexer_format": "mxfp4",
         "backend": "flashmla", "block_size": "auto", "mtp": True, "c4": 30, "c128": 31, "swa": 0,
-        "planner": "vllm", "context": PRO.max_model_len, "budget_gib": 26.09}
+        "planner": "vllm", "context": PRO.max_model_len, "budget_gib": 26.09, "gpu": "budget",
+        "gpu_memory_utilization": 0.92}
     assert app.plan.tokens_per_block == 256
     assert Explorer(backend="flashinfer").main_format.value == "fp8"
 
@@ -332,7 +333,7 @@ def test_the_app_starts_on_the_documented_knobs():
 # The knobs each hybrid preset shows (docs/hybrid.md#hybrid-caches): the window only with sliding
 # layers, the Mamba state dtype and prefix caching only with gated delta net layers.
 HYBRID_BASE = {"model", "kv_dtype", "block_size", "full_layers", "tensor_parallel_size", "planner", "context",
-               "budget_gib"}
+               "budget_gib", "gpu", "gpu_memory_utilization"}
 HYBRID_SHOWN = {
     "gpt-oss-120b": HYBRID_BASE | {"sliding_window"},
     "gemma-3-27b": HYBRID_BASE | {"sliding_window"},
@@ -340,7 +341,8 @@ HYBRID_SHOWN = {
     "qwen3-next-80b-a3b": HYBRID_BASE | {"mamba_ssm_dtype", "prefix_caching"},
 }
 PRO_SHOWN = {"model", "head_dim", "rope_dim", "index_head_dim", "main_format", "indexer_format", "backend",
-             "block_size", "mtp", "c4", "c128", "swa", "planner", "context", "budget_gib"}
+             "block_size", "mtp", "c4", "c128", "swa", "planner", "context", "budget_gib", "gpu",
+             "gpu_memory_utilization"}
 
 
 def shown_knobs(app):
@@ -547,3 +549,24 @@ def test_the_app_can_start_on_a_hybrid_model():
     assert app.full_layers.max == 48
     app.model.value = "deepseek-v4-pro"
     assert app.knobs() == Explorer().knobs()
+
+
+def test_the_capacity_moves_with_gpu_utilization_and_tp():
+    """With a GPU picked, the budget is one rank's share as vLLM profiles it (kvviz.deploy): the
+    blocks and vLLM's capacity line follow the GPU, its memory utilization and the TP size."""
+    import math
+
+    from kvviz.deploy import GPUS, kv_budget
+
+    app = Explorer("llama-3.1-8b")
+    app.set(gpu="H200", gpu_memory_utilization=0.9, tensor_parallel_size=2)
+    b = kv_budget(load_preset("llama-3.1-8b"), gpu="H200", gpu_memory_utilization=0.9, tensor_parallel_size=2)
+    assert b.requested_bytes == math.ceil(GPUS["H200"].total_memory * 0.9)  # v1/worker/utils.py request_memory
+    assert b.available_bytes == b.requested_bytes - b.weights_bytes - b.activation_bytes
+    plan = plan_model(load_preset("llama-3.1-8b"), None, Options(tensor_parallel_size=2))
+    assert app.capacity_label.value == plan.capacity(b.available_bytes).line
+    assert app.blocks_label.value.startswith(f"{plan.layout.num_blocks(b.available_bytes):,} blocks at ")
+    assert "H200" in app.blocks_label.value and "estimate" in app.blocks_label.value
+    before = app.capacity_label.value
+    app.gpu_memory_utilization.value = 0.5
+    assert app.capacity_label.value != before and app.error == ""

@@ -24,7 +24,8 @@ from kvviz.vllm.plan import plan_model
 
 PRO = load_preset("deepseek-v4-pro")
 DEEPSEEK_KNOBS = ("model", "head_dim", "rope_dim", "index_head_dim", "main_format", "indexer_format", "backend",
-                  "mtp", "c4", "c128", "swa", "block_size", "planner", "context", "budget_gib")
+                  "mtp", "c4", "c128", "swa", "block_size", "planner", "context", "budget_gib", "gpu",
+                  "gpu_memory_utilization")
 # vLLM serve's defaults: max_num_batched_tokens 8192, async scheduling on (two batches in flight).
 IN_FLIGHT = 2 * 8192
 
@@ -95,7 +96,7 @@ def test_each_model_family_has_its_own_knobs():
     linear-attention (gated delta net) layers; every model: planner, max_model_len, budget."""
     assert knobs_for("deepseek-v4-pro") == knobs_for("deepseek-v4-flash") == DEEPSEEK_KNOBS
     hybrid = ("model", "kv_dtype", "block_size", "full_layers", "tensor_parallel_size", "planner", "context",
-              "budget_gib")
+              "budget_gib", "gpu", "gpu_memory_utilization")
     with_window = hybrid[:3] + ("sliding_window",) + hybrid[3:]
     assert knobs_for("gpt-oss-120b") == knobs_for("gemma-3-27b") == with_window
     assert knobs_for("llama-4-scout") == hybrid
