@@ -42,6 +42,8 @@ PARITY_STATE_MODEL = "qwen3-next-80b-a3b"  # its gated delta net states
 PARITY_HYBRID_MODEL = "gpt-oss-120b"
 #: Rows per case; 2^16 rows of 128..512 values is 8..33 M values per codec.
 PARITY_ROWS = 65_536
+PARITY_MAX_VALUES = 1 << 24  # values per case at most (64 MiB of fp32 inputs): wide state rows take fewer rows
+PARITY_MIN_ROWS = 16
 #: Magnitudes are 10^u with u uniform in [-DECADES, DECADES] around 1: 1e-4..1e4.
 DECADES = 4.0
 #: The per-tensor FP8 codec has one scale per tensor: its rows are encoded in this many separate
@@ -217,8 +219,11 @@ def check_case(case: ParityCase, device: str | torch.device, *, rows: int = PARI
 
 def run(device: str | torch.device, *, rows: int = PARITY_ROWS, seed: int = 0,
         model: str = PARITY_MODEL) -> list[ParityResult]:
-    """`check_case` for every case of `parity_cases(model)`."""
-    return [check_case(c, device, rows=rows, seed=seed) for c in parity_cases(model)]
+    """`check_case` for every case of `parity_cases(model)`; a wide row (a recurrent state holds
+    hundreds of thousands of values) gets as many rows as PARITY_MAX_VALUES values allow, and at
+    least PARITY_MIN_ROWS."""
+    return [check_case(c, device, rows=min(rows, max(PARITY_MIN_ROWS, PARITY_MAX_VALUES // c.dims)), seed=seed)
+            for c in parity_cases(model)]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -58,7 +58,9 @@ def test_dataframe(table):
 
 def test_figure_reads_back(table):
     fig = fit_figure(table)
-    assert type(fig).__module__ == "matplotlib.figure"
+    from matplotlib.figure import Figure
+
+    assert isinstance(fig, Figure) and "matplotlib.pyplot" not in type(fig).__module__  # a Figure, no pyplot
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     lines = ax.get_lines()
