@@ -1,6 +1,7 @@
-"""Time per plan for DeepSeek-V4-Pro (all planners) and synthetic models with 10x and 100x the
-layers (config.with_layer_mix); prints the growth ratio, which should track the layer ratio
-(goal: 100x the layers in at most 110x the time).
+"""Time per plan for DeepSeek-V4-Pro (its shared-pool planners: bucketed, overlay and vllm, the old
+overlay-by-spec) and synthetic models with 10x and 100x the layers (model.reader.with_layer_mix);
+each plan is kvviz.vllm.plan.plan_model (caches -> groups -> Plan). Prints the growth ratio,
+which should track the layer ratio (goal: 100x the layers in at most 110x the time).
 
 Timed in process CPU time (time.process_time: steadier than wall time on a shared machine) with
 the cyclic GC on, as a user runs it: a plan that keeps many objects alive makes the
@@ -16,12 +17,12 @@ import gc
 import statistics
 import time
 
-from kvviz.config import load_model, with_layer_mix
-from kvviz.planners import plan_model
-from kvviz.specs import CacheOptions
+from kvviz.families import load_preset
+from kvviz.options import Options
+from kvviz.vllm.plan import plan_model
 
-PLANNERS = (("bucketed", CacheOptions(indexer_format="fp8")), ("overlay", CacheOptions()),
-            ("overlay-by-spec", CacheOptions()))
+# "vllm" is DeepSeek V4's old "overlay-by-spec"; the bucketed baseline keeps its FP8 indexer rows.
+PLANNERS = (("bucketed", Options(indexer_format="fp8")), ("overlay", Options()), ("vllm", Options()))
 
 
 def seconds(fn, repeat):
@@ -64,8 +65,9 @@ def gc_profile(fn, repeat):
 
 
 def main():
-    pro = load_model("deepseek-v4-pro")
-    mix = pro.layer_mix
+    pro = load_preset("deepseek-v4-pro")
+    mix = pro.config.layer_mix
+    with_layer_mix = pro.reader.with_layer_mix
     models = [("pro", pro, 21),
               ("10x", with_layer_mix(pro, **{k: 10 * v for k, v in mix.items()}), 7),
               ("100x", with_layer_mix(pro, **{k: 100 * v for k, v in mix.items()}), 5)]
@@ -73,14 +75,15 @@ def main():
           f" {'kept objs':>10} {'gc gen0/1/2 per plan':>21} {'gc ms':>6}")
     for planner, options in PLANNERS:
         base = None
-        for label, cfg, repeat in models:
-            run = lambda: plan_model(cfg, options, planner)  # noqa: E731
+        for label, model, repeat in models:
+            run = lambda: plan_model(model, planner, options)  # noqa: E731
             t_min, t_med = seconds(run, repeat)
-            n = plan_model(cfg, options, planner).num_layers
+            n = plan_model(model, planner, options).layout.num_layers
             alive, per_plan, gc_seconds = gc_profile(run, repeat)
             base = base or (t_min, t_med, n)
             growth = f"{t_min / base[0]:.0f}x/{t_med / base[1]:.0f}x" if base[2] != n else "1x"
-            print(f"{label:<5} {cfg.num_hidden_layers:>6} {planner:<16} {n:>7} {t_min * 1e3:>8.2f} {t_med * 1e3:>8.2f}"
+            layers = model.config.num_hidden_layers
+            print(f"{label:<5} {layers:>6} {planner:<16} {n:>7} {t_min * 1e3:>8.2f} {t_med * 1e3:>8.2f}"
                   f" {growth:>9} ({n / base[2]:.1f}x)  {alive:>9,} {'/'.join(f'{c:.2f}' for c in per_plan):>21}"
                   f" {gc_seconds * 1e3:>6.2f}")
     print("growth = min/median time over pro's; (Nx) = the cache ratio; goal at 100x: <= 110x;"

@@ -1,6 +1,8 @@
 """Median build and render (PNG) time of each kvviz figure, for DeepSeek-V4-Pro and a model ten
-times its size (`with_layer_mix(c4=300, c128=310, swa=0)`). Target: the Pro block map builds and
-renders in under 300 ms. Prints one line per figure; no assertions.
+times its size (`model.reader.with_layer_mix(model, c4=300, c128=310, swa=0)`). The layouts are
+vLLM #48993's: "after" = overlay + MXFP4 indexer, "before" = bucketed + FP8 indexer (flashmla).
+Target: the Pro block map builds and renders in under 300 ms. Prints one line per figure; no
+assertions.
 
     .venv/bin/python benchmarks/bench_plot.py [--repeat N]
 """
@@ -19,10 +21,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from kvviz import plot  # noqa: E402
-from kvviz.planners import compare_layouts  # noqa: E402
-from kvviz.config import load_model, with_layer_mix  # noqa: E402
-from kvviz.planners import plan_model  # noqa: E402
-from kvviz.specs import CacheKind, CacheOptions  # noqa: E402
+from kvviz.core.kinds import CacheKind  # noqa: E402
+from kvviz.families import load_preset  # noqa: E402
+from kvviz.options import Options  # noqa: E402
+from kvviz.vllm.plan import plan_model  # noqa: E402
+
+
+def compare_layouts(model, backend: str = "flashmla"):
+    """vLLM #48993's (before, after) Layouts: bucketed + FP8 indexer vs overlay + MXFP4."""
+    before = plan_model(model, "bucketed", Options(backend=backend, indexer_format="fp8")).layout
+    after = plan_model(model, "overlay", Options(backend=backend, indexer_format="mxfp4")).layout
+    return before, after
 
 
 def _render(fig) -> None:
@@ -65,13 +74,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args(argv)
-    pro = load_model("deepseek-v4-pro")
-    models = {"deepseek-v4-pro": pro, "10x pro (c4=300, c128=310)": with_layer_mix(pro, c4=300, c128=310, swa=0)}
+    pro = load_preset("deepseek-v4-pro")
+    models = {"deepseek-v4-pro": pro,
+              "10x pro (c4=300, c128=310)": pro.reader.with_layer_mix(pro, c4=300, c128=310, swa=0)}
     print(f"{'model':<28} {'figure':<13} {'layers':>6} {'build ms':>9} {'render ms':>10} {'total ms':>9} "
           f"{'cpu ms':>7}")
-    for name, config in models.items():
-        after = plan_model(config, CacheOptions(backend="flashmla", indexer_format="mxfp4"), "overlay")
-        before, after_pr = compare_layouts(config, "flashmla")
+    for name, model in models.items():
+        after = plan_model(model, "overlay", Options(backend="flashmla", indexer_format="mxfp4")).layout
+        before, after_pr = compare_layouts(model, "flashmla")
         main_c4 = next(p.cache for p in after.placements if p.cache.kind is CacheKind.MAIN_C4)
         data, owners = pool_bytes(after)
         victim = after.group_placements(0)[1]

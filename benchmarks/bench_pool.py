@@ -1,6 +1,7 @@
 """Throughput of a real KV pool: fill + verify through the per-layer views vs a plain torch copy.
 
-Builds a `kvviz.pool.Pool` of at least --gib GiB (default 1) for DeepSeek-V4-Pro, hands the
+Builds a `kvviz.pool.Pool` of at least --gib GiB (default 1) for DeepSeek-V4-Pro's overlay layout
+(kvviz.vllm.plan.plan_model(model, "overlay", Options(backend=..., indexer_format=...))), hands the
 blocks round robin to the groups (group g holds blocks g, g+G, ...), and measures in one run:
 
 * views:  every batch of layers' pages (seeded random bytes; the byte path does not care what they
@@ -29,10 +30,10 @@ import torch
 import statistics
 
 from kvviz.defaults import GIB
-from kvviz.config import load_model
-from kvviz.planners import plan_model
+from kvviz.families import load_preset
+from kvviz.options import Options
 from kvviz.pool import Pool, resolve_device
-from kvviz.specs import CacheOptions
+from kvviz.vllm.plan import plan_model
 from kvviz.verify import layer_batches, verify
 
 REPEATS = 5
@@ -68,7 +69,8 @@ def main() -> None:
     args = ap.parse_args()
 
     dev = resolve_device(args.device)
-    layout = plan_model(load_model("deepseek-v4-pro"), CacheOptions(backend=args.backend, indexer_format=args.indexer))
+    layout = plan_model(load_preset("deepseek-v4-pro"), "overlay",
+                        Options(backend=args.backend, indexer_format=args.indexer)).layout
     stride = layout.block_stride
     G = len(layout.groups)
     num_blocks = max(G, -(-int(args.gib * GIB) // stride))

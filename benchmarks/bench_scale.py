@@ -4,7 +4,8 @@ Shapes (built directly from caches and groups, so no config bound applies):
 * groups:     n one-layer groups (what `--groups` JSON can describe), planned by overlay;
 * page sizes: n layers of n distinct page sizes in 8 groups, planned by bucketed;
 * MTP layers: DeepSeek-V4-Pro's 61 layers plus n SWA-only MTP layers, grouped by vLLM's rules
-              (group_caches, first-seen order) and planned by overlay-by-spec.
+              (kvviz.vllm.grouping.group_caches, first-seen order) and planned by overlay-by-spec
+              (kvviz.vllm.planners.plan_overlay_by_spec, what the 'vllm' planner runs).
 
 Prints, per shape and n, the min and median time of a few runs (cyclic GC on) and the
 growth per doubling of n: linear planning shows ~2x; a quadratic step would show ~4x. Goal:
@@ -19,22 +20,26 @@ import json
 import sys
 
 from bench_plan import seconds  # this folder is on sys.path when a script here runs
-from kvviz.config import load_model
-from kvviz.grouping import KVGroup, group_caches
-from kvviz.planners import plan_bucketed, plan_overlay, plan_overlay_by_spec
-from kvviz.specs import CacheOptions, custom_cache, layer_caches, model_caches
+from kvviz.core.group import KVGroup
+from kvviz.core.spec import custom_cache
+from kvviz.defaults import BLOCK_SIZE
+from kvviz.families import load_preset
+from kvviz.families.deepseek_v4 import CacheOptions, layer_caches, model_caches
+from kvviz.vllm.grouping import group_caches
+from kvviz.vllm.planners import plan_bucketed, plan_overlay, plan_overlay_by_spec
 
 SIZES = (12_500, 25_000, 50_000, 100_000)
 REPEAT = 3
-PRO = load_model("deepseek-v4-pro")
+PRO = load_preset("deepseek-v4-pro").config  # the DeepSeek V4 ModelConfig
 
 
 def one_layer_groups(n: int):
-    return tuple(KVGroup(name=f"g{i}", layers=(custom_cache(f"g{i}.0", 4096 * (1 + i % 7)),)) for i in range(n))
+    return tuple(KVGroup(name=f"g{i}", layers=(
+        custom_cache(f"g{i}.0", 4096 * (1 + i % 7), tokens_per_block=BLOCK_SIZE),)) for i in range(n))
 
 
 def distinct_page_sizes(n: int, groups: int = 8):
-    caches = [custom_cache(f"l{i}", 1024 + i) for i in range(n)]
+    caches = [custom_cache(f"l{i}", 1024 + i, tokens_per_block=BLOCK_SIZE) for i in range(n)]
     return tuple(KVGroup(name=f"g{k}", layers=tuple(caches[k::groups])) for k in range(groups))
 
 

@@ -7,6 +7,8 @@ Runs in two child processes, one after the other, and reads each one's peak resi
 * baseline: imports kvviz.verify and allocates (and touches) a Pool of the same size, nothing else;
 * verify:   runs verify() on that many blocks.
 
+The layout is DeepSeek-V4-Pro's overlay one (kvviz.vllm.plan.plan_model(model, "overlay", ...)).
+
 peak beyond pool = verify's peak - the baseline's peak. Prints pool size, the extra and the ratio.
 
     python benchmarks/bench_verify_memory.py [--gib 1.0] [--backend flashmla] [--indexer mxfp4]
@@ -23,13 +25,13 @@ from kvviz.defaults import GIB
 
 CHILD = """
 import sys, torch
-from kvviz.config import load_model
-from kvviz.planners import plan_model
+from kvviz.families import load_preset
+from kvviz.options import Options
 from kvviz.pool import Pool
-from kvviz.specs import CacheOptions
 from kvviz.verify import verify
+from kvviz.vllm.plan import plan_model
 mode, n, backend, indexer = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-layout = plan_model(load_model("deepseek-v4-pro"), CacheOptions(backend=backend, indexer_format=indexer))
+layout = plan_model(load_preset("deepseek-v4-pro"), "overlay", Options(backend=backend, indexer_format=indexer)).layout
 if mode == "baseline":
     pool = Pool(layout, n, "cpu")
     pool.backing.fill_(1)  # touch every page, as verify's writes do
@@ -52,11 +54,12 @@ def main() -> None:
     ap.add_argument("--backend", default="flashmla")
     ap.add_argument("--indexer", default="mxfp4")
     args = ap.parse_args()
-    from kvviz.config import load_model
-    from kvviz.planners import plan_model
-    from kvviz.specs import CacheOptions
+    from kvviz.families import load_preset
+    from kvviz.options import Options
+    from kvviz.vllm.plan import plan_model
 
-    layout = plan_model(load_model("deepseek-v4-pro"), CacheOptions(backend=args.backend, indexer_format=args.indexer))
+    layout = plan_model(load_preset("deepseek-v4-pro"), "overlay",
+                        Options(backend=args.backend, indexer_format=args.indexer)).layout
     n = max(len(layout.groups), int(args.gib * GIB) // layout.block_stride)
     pool = n * layout.block_stride
     base = peak_kib(["baseline", str(n), args.backend, args.indexer]) * 1024
