@@ -22,7 +22,6 @@ from . import signals
 from .core import capacity
 from .core.layout import text_table
 from .core.plan import Plan
-from .core.spec import Scheduling
 from .defaults import GIB, VERIFY_BLOCKS
 from .errors import KvvizError, require
 from .families import load_path, load_preset, preset_names, preset_summary

@@ -22,7 +22,7 @@ from .families import Model, load, load_preset, preset_names
 from .families.deepseek_v4 import BACKENDS
 from .formats import INDEXER_FORMATS, MAIN_FORMATS
 from .options import KV_DTYPES, SSM_DTYPES, Options
-from .vllm.plan import PLANNERS, plan_model
+from .vllm.plan import plan_model
 
 DEFAULT_MODEL = "deepseek-v4-pro"
 # FlashMLA's budget in vLLM #48993's table (docs/published-numbers.md#the-published-table).

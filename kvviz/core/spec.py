@@ -16,9 +16,6 @@ from ..errors import KvvizError
 from ..formats import RowFormat, opaque_row, round_up
 from .kinds import CacheKind
 
-# vLLM's CacheConfig.DEFAULT_BLOCK_SIZE for a groups file that gives none is DeepSeek V4's own
-# (defaults.BLOCK_SIZE); specs built by families always carry their block size.
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Scheduling:

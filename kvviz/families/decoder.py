@@ -26,7 +26,7 @@ import dataclasses
 from collections import Counter
 
 from ..core.declare import AttentionCache
-from ..errors import KvvizError, require
+from ..errors import require
 from ..inputs import MAX_DIM, bounded_int
 from ..options import Options
 from . import Family, Model, register

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..core.declare import AttentionCache, MambaCache, MLACache
+from ..core.declare import MambaCache, MLACache
 from ..core.kinds import STATE_KINDS, CacheKind
 from ..core.spec import CacheSpec
 from ..errors import KvvizError, require

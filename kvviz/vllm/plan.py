@@ -14,6 +14,8 @@ A family says which planners apply to its models; nothing here asks which family
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..core.group import KVGroup
 from ..core.plan import SEPARATE, Plan
 from ..core.spec import CacheSpec, Scheduling
@@ -62,10 +64,7 @@ def _layered(caches) -> tuple:
 
 
 def _shared_pool(model, planner: str, groups: tuple[KVGroup, ...], scheduling, derivation, tokens, layout_fn) -> Plan:
-    layout = layout_fn(groups)
-    from dataclasses import replace
-
-    layout = replace(layout, planner=planner, tokens_per_block=tokens)
+    layout = replace(layout_fn(groups), planner=planner, tokens_per_block=tokens)
     return Plan(model.name, planner, (layout,), scheduling, tuple(derivation), family=model.family,
                 describe=model.describe())
 
@@ -114,12 +113,11 @@ def plan_model(model, planner: str | None = None, options: Options = Options()) 
                     f"of {', '.join(str(len(g.layers)) for g in groups)} layers packed from byte 0 "
                     f"(_get_packed_kv_cache_groups)")
         return _shared_pool(model, planner, groups, scheduling, head + (note,), tokens, plan_overlay_by_spec)
-    return _separate(model, caches, scheduling, head, declared, rules)
+    return _separate(model, caches, scheduling, head)
 
 
-def _separate(model, caches, scheduling, head, declared, rules) -> Plan:
-    from dataclasses import replace
-
+def _separate(model, caches, scheduling, head) -> Plan:
+    """One pool per spec bucket (full, each sliding window, each chunk size, each state), unpadded."""
     pools = []
     for bucket in spec_buckets(caches):
         group = KVGroup(name=group_base_name(bucket[0]), layers=tuple(bucket))
