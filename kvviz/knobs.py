@@ -271,15 +271,9 @@ def _plan(model: Model, planner: str, options: Options) -> Plan:
     return plan_model(model, planner, options)
 
 
-def _plan_options(knobs: dict) -> Options:
-    """The options a plan is keyed by: all but the request length (a plan's pages do not depend on
-    it except through a Mamba 'none' block size, which does not change bytes)."""
-    return options_for(knobs)
-
-
 def plan_knobs(knobs: dict, planner: str | None = None) -> Plan:
     """The plan of the knobs' planner (or `planner`). Raises KvvizError on an impossible combination."""
-    return _plan(model_for(knobs), planner or knobs["planner"], _plan_options(knobs))
+    return _plan(model_for(knobs), planner or knobs["planner"], options_for(knobs))
 
 
 def baseline_planner(knobs: dict) -> str:

@@ -214,9 +214,9 @@ class Plan:
             blocks = [share // p.block_stride for share, p in zip(shares, self.pools)]
             groups = tuple(GroupNeed(p.groups[0].name, len(p.groups[0].layers), n, p.block_stride, b)
                            for p, n, b in zip(self.pools, per_req, blocks))
-            real = sum(layout_waste(p).real_bytes for p in self.pools)
-            padded = sum(layout_waste(p).padded_state_bytes for p in self.pools)
-            waste = Waste(self.block_stride, real, 0, padded, 0)
+            each = [layout_waste(p) for p in self.pools]
+            waste = Waste(self.block_stride, sum(w.real_bytes for w in each), 0,
+                          sum(w.padded_state_bytes for w in each), 0)
             concurrency = min(b / n for b, n in zip(blocks, per_req))
             return Capacity(self.model, self.planner, self.tokens_per_block, self.block_stride, len(self.pools),
                             waste, s.max_model_len, budget_bytes, groups, sum(blocks), concurrency)

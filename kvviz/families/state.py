@@ -173,14 +173,23 @@ def _head_dim_or_split(text, *, name: str) -> int:
     return _int(text, "hidden_size", name=name) // _int(text, "num_attention_heads", name=name)
 
 
+def _one_cache_a_layer(text, field: str, n: int, *, name: str, model: str, state: tuple[str, str],
+                       attention: tuple[str, str]) -> tuple[Slot, ...]:
+    """The slots of a hybrid whose `field` names each layer's kind: (kind value, vLLM name suffix)
+    for its state layers and its attention layers, every other value refused naming the field."""
+    slots = []
+    for i, k in enumerate(_list(text, field, n, name=name)):
+        require(k in (state[0], attention[0]), f"{name}: {field}[{i}]={short_repr(k)}: {model} layers are "
+                                               f"{state[0]!r} or {attention[0]!r}")
+        slots.append(Slot(STATE, f"model.layers.{i}.{state[1]}", i) if k == state[0]
+                     else Slot(ATTN, f"model.layers.{i}.{attention[1]}", i))
+    return tuple(slots)
+
+
 def _jamba(raw, top, text, *, name):
     n = _int(text, "num_hidden_layers", name=name)
-    kinds = _list(text, "layers_block_type", n, name=name)
-    slots = []
-    for i, k in enumerate(kinds):
-        require(k in ("mamba", "attention"), f"{name}: layers_block_type[{i}]={short_repr(k)}: Jamba layers are "
-                                             f"'mamba' or 'attention'")
-        slots.append(Slot(STATE, f"model.layers.{i}.mixer", i) if k == "mamba" else Slot(ATTN, f"model.layers.{i}.attn", i))
+    slots = _one_cache_a_layer(text, "layers_block_type", n, name=name, model="Jamba", state=("mamba", "mixer"),
+                               attention=("attention", "attn"))
     hidden = _int(text, "hidden_size", name=name)
     args = (("intermediate_size", _int(text, "mamba_expand", name=name) * hidden),
             ("state_size", _int(text, "mamba_d_state", name=name)), ("conv_kernel", _int(text, "mamba_d_conv", name=name)))
@@ -278,13 +287,8 @@ def _zamba2(raw, top, text, *, name):
 
 def _lfm2(raw, top, text, *, name):
     n = _int(text, "num_hidden_layers", name=name)
-    kinds = _list(text, "layer_types", n, name=name)
-    slots = []
-    for i, k in enumerate(kinds):
-        require(k in ("conv", "full_attention"), f"{name}: layer_types[{i}]={short_repr(k)}: LFM2 layers are 'conv' "
-                                                 f"or 'full_attention'")
-        slots.append(Slot(STATE, f"model.layers.{i}.short_conv", i) if k == "conv"
-                     else Slot(ATTN, f"model.layers.{i}.self_attn.attn", i))
+    slots = _one_cache_a_layer(text, "layer_types", n, name=name, model="LFM2", state=("conv", "short_conv"),
+                               attention=("full_attention", "self_attn.attn"))
     args = (("conv_dim", _int(text, "conv_dim", name=name)), ("conv_kernel", _int(text, "conv_L_cache", name=name)))
     return StateConfig(mamba_type="short_conv", slots=tuple(slots), num_hidden_layers=n, state_args=args,
                        **_attn_fields(text, name=name))
