@@ -2,11 +2,8 @@
 
 Light: imports no torch, transformers or matplotlib at module level.
 
-* `GPUS`: accelerators with their total memory in bytes as the device reports it
-  (`torch.cuda.get_device_properties(i).total_memory` = cudaMemGetInfo's total, the number vLLM's
-  `MemorySnapshot.measure()` budgets from; not NVML's and not the marketing size). Each says
-  whether the byte count is confirmed (CUDA deviceQuery's exact bytes) or an estimate (torch's
-  repr prints floored MiB, or no reading was found); estimates are labelled in every output.
+* `GPUS` (kept in kvviz.gpus, named here too): accelerators with their total memory in bytes as
+  the device reports it; estimates are labelled in every output.
 * `kv_budget(model, gpu=...)`: vLLM's `Worker.determine_available_memory`
   (v1/worker/gpu_worker.py) term by term: requested = ceil(total x gpu_memory_utilization)
   (v1/worker/utils.py `request_memory`; default 0.92, config/cache.py), minus the weights on one
@@ -26,13 +23,13 @@ import math
 import struct
 from pathlib import Path
 
-from .defaults import GIB
+from .defaults import GIB, GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
 from .errors import KvvizError, require
+from .gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy's names too)
 from .options import Options
 
-MIB = 2**20
 # vLLM 0.33's CacheConfig.gpu_memory_utilization default (config/cache.py: Field(default=0.92, gt=0, le=1)).
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+DEFAULT_GPU_MEMORY_UTILIZATION = GPU_MEMORY_UTILIZATION
 # kvviz's stated activation / CUDA-graph allowance (an estimate; vLLM has no constant, it measures:
 # memory_profiling's non-torch increase + transient peak of the dummy forward, plus
 # profile_cudagraph_memory). deploy-rules.md §4: non-torch ~0.5-1 GiB, peak activation ~1-3 GiB for
@@ -46,99 +43,6 @@ DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
 def format_gib(num_bytes: int) -> str:
     """vLLM's utils/mem_utils.py format_gib: f"{round(b / 2**30, 2)}"."""
     return f"{round(num_bytes / GIB, 2)}"
-
-
-# ---- accelerators --------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class GPU:
-    """One accelerator: `total_memory` in bytes as torch / cudaMemGetInfo report it."""
-
-    name: str
-    total_memory: int
-    exact: bool  # False: an estimate (MiB precision, or no reading found)
-    source: str
-    vendor: str = "NVIDIA"
-
-    @property
-    def estimate(self) -> bool:
-        return not self.exact
-
-    @property
-    def gib(self) -> float:
-        return self.total_memory / GIB
-
-    @property
-    def serve_max_num_batched_tokens(self) -> int:
-        """`vllm serve`'s max_num_batched_tokens for this device (engine/arg_utils.py
-        get_batch_defaults, OPENAI_API_SERVER): 16384 at >= 160 GiB, 8192 at >= 70 GiB unless an
-        A100, else 2048 (vLLM reads NVML's total there; no catalogued device is near a threshold)."""
-        if self.total_memory >= 160 * GIB:
-            return 16384
-        if self.total_memory >= 70 * GIB and "A100" not in self.name.upper():
-            return 8192
-        return 2048
-
-    def label(self) -> str:
-        return self.name + ("" if self.exact else " (memory is an estimate)")
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "total_memory": self.total_memory, "gib": round(self.gib, 4),
-                "exact": self.exact, "estimate": self.estimate, "source": self.source, "vendor": self.vendor}
-
-
-def _mib(n: int) -> int:
-    return n * MIB
-
-
-GPUS: dict[str, GPU] = {g.name: g for g in (
-    GPU("H100", 85_028_896_768, True,
-        "H100 80GB HBM3 SXM: CUDA deviceQuery 'Total amount of global memory: 81090 MBytes (85028896768 bytes)' "
-        "(driver 12.8); torch repr total_memory=81089MB; drifts a few MiB with driver/CUDA version"),
-    GPU("H200", _mib(143156), False,
-        "H200 141GB SXM: torch repr total_memory=143156MB (floored MiB; bytes not confirmed)"),
-    GPU("B200", _mib(182631), False,
-        "B200: torch reprs total_memory=182631MB and 182642MB (floored MiB; the lower is used)"),
-    GPU("GB200", _mib(188_600), False,
-        "GB200 (one Blackwell GPU): no reading found; ~184 GiB assumed from B200's torch/marketing ratio "
-        "applied to 186 GB HBM3e (unconfirmed)"),
-    GPU("A100-40GB", 42_298_834_944, True,
-        "A100-SXM4-40GB: CUDA deviceQuery '40339 MBytes (42298834944 bytes)' (driver 12.2); older drivers show "
-        "40536MB"),
-    GPU("A100-80GB", 84_987_740_160, True,
-        "A100-SXM4-80GB: CUDA deviceQuery '81051 MBytes (84987740160 bytes)' (driver 12.2, runtime 12.1)"),
-    GPU("L40S", _mib(45589), False, "L40S: torch repr total_memory=45589MB (floored MiB)"),
-    GPU("RTX-4090", _mib(24563), False, "RTX 4090: torch repr total_memory=24563MB (floored MiB)"),
-    GPU("MI300X", _mib(196592), False,
-        "MI300X: torch-rocm repr total_memory=196592MB (192 GiB - 16 MiB; floored MiB)", vendor="AMD"),
-    GPU("MI325X", _mib(262144 - 16), False,
-        "MI325X: no reading found; 256 GiB - 16 MiB assumed by analogy with MI300X (unconfirmed)", vendor="AMD"),
-)}
-
-
-def _norm(name: str) -> str:
-    text = name.strip().upper().replace("_", "-").replace(" ", "-")
-    for prefix in ("NVIDIA-", "AMD-INSTINCT-", "AMD-"):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-    return text.replace("RTX4090", "RTX-4090").replace("GEFORCE-", "")
-
-
-_BY_NORM = {_norm(k): g for k, g in GPUS.items()} | {"A100-SXM4-40GB": GPUS["A100-40GB"],
-                                                     "A100-SXM4-80GB": GPUS["A100-80GB"],
-                                                     "H100-80GB-HBM3": GPUS["H100"], "H100-SXM": GPUS["H100"]}
-
-
-def gpu_spec(gpu: "str | GPU") -> GPU:
-    """The catalogued GPU of a name (case and spacing ignored); an unknown name lists the known."""
-    if isinstance(gpu, GPU):
-        return gpu
-    require(isinstance(gpu, str) and gpu.strip(), f"gpu={gpu!r}: give a GPU name; known: {', '.join(GPUS)}")
-    found = _BY_NORM.get(_norm(gpu))
-    if found is None:
-        raise KvvizError(f"gpu={gpu!r}: unknown GPU; known: {', '.join(GPUS)} (or give gpu_memory_gib)")
-    return found
 
 
 # ---- weights -------------------------------------------------------------------------------------
@@ -405,7 +309,7 @@ def _device(gpu, gpu_memory_gib) -> tuple[str | None, int | None, bool, str]:
 
 
 def kv_budget(model, *, gpu=None, gpu_memory_gib=None, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
-              tensor_parallel_size=1, weights_bytes=None, checkpoint_dir=None, activation_bytes=None,
+              tensor_parallel_size=TENSOR_PARALLEL_SIZE, weights_bytes=None, checkpoint_dir=None, activation_bytes=None,
               kv_cache_memory_bytes=None, raw_config=None) -> KVBudget:
     """The KV cache memory of one rank of `model` on `gpu` (a `GPUS` name) or a device of
     `gpu_memory_gib`, as vLLM 0.33's `Worker.determine_available_memory` computes it:
