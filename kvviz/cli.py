@@ -22,7 +22,7 @@ from . import signals
 from .core import capacity
 from .core.layout import text_table
 from .core.plan import Plan
-from .defaults import GIB, VERIFY_BLOCKS
+from .defaults import GIB, GPU_MEMORY_UTILIZATION, SEED, TENSOR_PARALLEL_SIZE, VERIFY_BLOCKS
 from .errors import KvvizError, require
 from .families import load_path, load_preset, preset_names, preset_summary
 from .families.deepseek_v4 import BACKENDS
@@ -164,7 +164,7 @@ def add_budget_arguments(p: argparse.ArgumentParser, *, required: bool = False) 
     g.add_argument("--gpu", type=_nonempty("the GPU"), help="a GPU of kvviz.deploy.GPUS (H100, H200, B200, ...)")
     g.add_argument("--gpu-memory-gib", type=_gib, metavar="GIB", help="a device of this much memory instead")
     g.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F",
-                   help="vLLM's --gpu-memory-utilization (default 0.92)")
+                   help=f"vLLM's --gpu-memory-utilization (default {GPU_MEMORY_UTILIZATION})")
     g.add_argument("--weights-bytes", type=_int_in(0, MAX_BUDGET_BYTES), metavar="BYTES",
                    help="the checkpoint's weights (whole model; default: its safetensors index, else an estimate)")
     g.add_argument("--checkpoint", metavar="DIR", help="a checkpoint folder (model.safetensors.index.json: exact weights)")
@@ -181,9 +181,9 @@ def budget_from_args(args, model=None) -> int | None:
 
         require(args.budget_gib is None, "--budget-gib: give either a budget or --gpu / --gpu-memory-gib")
         require(model is not None, "--gpu: sizes a model's budget; a --groups file has no weights")
-        util = deploy.DEFAULT_GPU_MEMORY_UTILIZATION if args.gpu_memory_utilization is None else args.gpu_memory_utilization
+        util = GPU_MEMORY_UTILIZATION if args.gpu_memory_utilization is None else args.gpu_memory_utilization
         b = deploy.kv_budget(model, gpu=args.gpu, gpu_memory_gib=args.gpu_memory_gib, gpu_memory_utilization=util,
-                             tensor_parallel_size=args.tensor_parallel_size or 1, weights_bytes=args.weights_bytes,
+                             tensor_parallel_size=args.tensor_parallel_size or TENSOR_PARALLEL_SIZE, weights_bytes=args.weights_bytes,
                              checkpoint_dir=args.checkpoint, activation_bytes=args.activation_bytes,
                              kv_cache_memory_bytes=args.budget_bytes)
         args.kv_budget = b
@@ -612,7 +612,7 @@ def add_verify_parser(sub) -> None:
     p.add_argument("--blocks", type=_int_in(1, MAX_BLOCKS), default=None,
                    help=f"number of blocks (default {VERIFY_BLOCKS}; or give a budget: budget // block stride)")
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N")
-    p.add_argument("--seed", type=_int_in(0, 2**63 - 1), default=0, help="seed of the source values (default 0)")
+    p.add_argument("--seed", type=_int_in(0, 2**63 - 1), default=SEED, help=f"seed of the source values (default {SEED})")
     p.add_argument("--hazard", default=None, help="act out a known overlay hazard: shared-block, zeroer or misread")
     p.add_argument("--hazard-layer", default=None, help="the layer the zeroer/misread hazard acts on")
     p.add_argument("--assignment", default="round-robin",

@@ -17,16 +17,18 @@ from functools import lru_cache
 
 from .core import capacity
 from .core.plan import Capacity, Plan
+from .defaults import GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
 from .errors import KvvizError, require
 from .families import Model, load, load_preset, preset_names
 from .families.deepseek_v4 import BACKENDS
 from .formats import INDEXER_FORMATS, MAIN_FORMATS
 from .options import KV_DTYPES, SSM_DTYPES, Options
+from .published import published_row
 from .vllm.plan import plan_model
 
 DEFAULT_MODEL = "deepseek-v4-pro"
 # FlashMLA's budget in vLLM #48993's table (docs/published-numbers.md#the-published-table).
-DEFAULT_BUDGET_GIB = 26.09
+DEFAULT_BUDGET_GIB = published_row(DEFAULT_MODEL, "flashmla").budget_gib
 AUTO = "auto"  # the engine's own choice (an Options field left None)
 NO_GPU = "budget"  # the gpu knob's first choice: size the KV budget by budget_gib, not from a GPU
 
@@ -139,9 +141,9 @@ KNOBS = tuple(k.name for k in KNOB_SPECS)
 KNOB_BY_NAME = {k.name: k for k in KNOB_SPECS}
 # Where a knob starts when the model does not set it (Options None = AUTO; booleans: vLLM's default).
 DEPLOYMENT_DEFAULTS = {"kv_dtype": AUTO, "block_size": AUTO, "mamba_ssm_dtype": AUTO, "prefix_caching": True,
-                       "tensor_parallel_size": 1, "backend": "flashmla", "indexer_format": "mxfp4",
+                       "tensor_parallel_size": TENSOR_PARALLEL_SIZE, "backend": "flashmla", "indexer_format": "mxfp4",
                        "main_format": BACKENDS["flashmla"].default_main_format, "budget_gib": DEFAULT_BUDGET_GIB,
-                       "gpu": NO_GPU, "gpu_memory_utilization": 0.92}
+                       "gpu": NO_GPU, "gpu_memory_utilization": GPU_MEMORY_UTILIZATION}
 
 
 @lru_cache(maxsize=None)
@@ -230,7 +232,7 @@ def kv_budget(knobs: dict):
     from .deploy import kv_budget as deploy_budget
 
     return deploy_budget(model_for(knobs), gpu=knobs["gpu"], gpu_memory_utilization=knobs["gpu_memory_utilization"],
-                         tensor_parallel_size=knobs.get("tensor_parallel_size") or 1)
+                         tensor_parallel_size=knobs.get("tensor_parallel_size") or TENSOR_PARALLEL_SIZE)
 
 
 def budget_bytes(knobs: dict) -> int:

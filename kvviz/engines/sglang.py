@@ -28,13 +28,14 @@ mamba_ssm_dtype -> --mamba-ssm-dtype.
 from __future__ import annotations
 
 from ..core.declare import AttentionCache
+from ..defaults import GIB
 from ..errors import KvvizError, require
 from ..formats import ELEMENT_BYTES
 from ..options import Options
 from . import EnginePlan, EnginePool, check_budget, split_declared
 
 VERSION = "0.5.23"
-GB = 1 << 30  # SGLang's GB in its logs and its GiB arithmetic
+GB = GIB  # SGLang's GB in its logs and its GiB arithmetic
 
 SWA_FULL_TOKENS_RATIO = 0.8  # arg_groups/fields/schedule.py swa_full_tokens_ratio fallback
 MAMBA_FULL_MEMORY_RATIO = 0.9  # arg_groups/fields/schedule.py mamba_full_memory_ratio fallback

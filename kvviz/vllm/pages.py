@@ -22,11 +22,12 @@ import math
 from ..core.declare import MambaCache, MLACache
 from ..core.kinds import STATE_KINDS, CacheKind
 from ..core.spec import CacheSpec
+from ..defaults import CONTEXT_TOKENS, VLLM_BLOCK_SIZE
 from ..errors import KvvizError, require
 from ..formats import kv_row, mla_row, recurrent_state_row
 
 # vLLM's CacheConfig.DEFAULT_BLOCK_SIZE: tokens per block when nothing asks for another size.
-DEFAULT_BLOCK_SIZE = 16
+DEFAULT_BLOCK_SIZE = VLLM_BLOCK_SIZE
 # The smallest kernel block of FlashAttention / FlashInfer (`get_supported_kernel_block_sizes`,
 # MultipleOf(16)): a block size vLLM derives for a hybrid model is a multiple of it.
 KERNEL_BLOCK_ALIGNMENT = 16
@@ -69,7 +70,7 @@ class PageRules:
 
     block_size: int | None = None
     prefix_caching: bool = True
-    max_model_len: int = 32_768
+    max_model_len: int = CONTEXT_TOKENS
 
 
 def mamba_cache_mode(declared, rules: PageRules) -> str:
