@@ -17,7 +17,7 @@ from ..core.kinds import CacheKind
 from ..core.spec import CacheSpec
 from ..defaults import BLOCK_SIZE
 from ..errors import KvvizError, require
-from ..inputs import MAX_DIM, MAX_LAYERS
+from ..inputs import MAX_DIM, MAX_LAYERS, MAX_TOKENS_PER_BLOCK, bounded_int
 from ..options import Options
 from . import Family, Model, register
 from .hf import derive_max_model_len
@@ -75,7 +75,8 @@ class CacheOptions:
             raise KvvizError(
                 f"indexer_format={self.indexer_format!r}: unknown; choose one of {', '.join(formats.INDEXER_FORMATS)}"
             )
-        require(isinstance(self.block_size, int) and self.block_size > 0, f"block_size={self.block_size!r}: must be a positive integer")
+        bounded_int(self.block_size, field="block_size", low=1, high=MAX_TOKENS_PER_BLOCK)  # the CLI's bound
+        require(type(self.mtp) is bool, f"mtp={self.mtp!r}: must be True or False")
 
     @property
     def resolved_main_format(self) -> str:

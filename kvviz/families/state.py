@@ -47,6 +47,7 @@ from ..options import Options
 from . import Family, Model, register
 from .hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
 from .mla import mla_dims
+from .state_shapes import state_shapes
 
 ATTN, MLA, STATE = "attention", "mla", "state"
 # vLLM's dtype names (STR_DTYPE_TO_TORCH_DTYPE) -> kvviz's element names.
@@ -95,43 +96,6 @@ class StateConfig:
         """One kind per cache slot, named as transformers' layer_types names them
         ('full_attention' for attention and MLA, the mamba_type's state otherwise)."""
         return tuple("full_attention" if s.kind in (ATTN, MLA) else f"{self.mamba_type}_state" for s in self.slots)
-
-
-# -- vLLM's MambaStateShapeCalculator, with its `divide` as a one-line refusal ------------------
-
-def _divide(value: int, tp: int, what: str, *, model: str) -> int:
-    require(value % tp == 0, f"tensor_parallel_size={tp}: {model}'s {what} ({value}) is not divisible by it "
-                             f"(vLLM refuses: mamba_utils divide)")
-    return value // tp
-
-
-def state_shapes(c: StateConfig, tp: int, *, model: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """(part name, shape) per state tensor at TP rank size tp, conv first (SD layout)."""
-    a = c.args
-    t = c.mamba_type
-    if t == "mamba1":  # mamba1_state_shape
-        inter = a["intermediate_size"]
-        return (("conv", (a["conv_kernel"] - 1, _divide(inter, tp, "mamba intermediate size", model=model))),
-                ("ssm", (_divide(inter, tp, "mamba intermediate size", model=model), a["state_size"])))
-    if t == "mamba2":  # mamba2_state_shape with extra_groups_for_head_shards
-        groups = a["n_groups"]
-        groups = groups + (0 if groups % tp == 0 else tp - groups)
-        conv_dim = a["intermediate_size"] + 2 * groups * a["state_size"]
-        return (("conv", (a["conv_kernel"] - 1, _divide(conv_dim, tp, "mamba conv dim", model=model))),
-                ("ssm", (_divide(a["num_heads"], tp, "mamba heads", model=model), a["head_dim"], a["state_size"])))
-    if t == "short_conv":  # short_conv_state_shape
-        return (("conv", (a["conv_kernel"] - 1, _divide(a["conv_dim"], tp, "conv_dim", model=model))),)
-    if t == "gdn":  # gated_delta_net_state_shape
-        conv_dim = 2 * a["num_k_heads"] * a["head_k_dim"] + a["num_v_heads"] * a["head_v_dim"]
-        return (("conv", (a["conv_kernel"] - 1, _divide(conv_dim, tp, "gated delta net conv dim", model=model))),
-                ("ssm", (_divide(a["num_v_heads"], tp, "linear_num_value_heads", model=model), a["head_v_dim"],
-                         a["head_k_dim"])))
-    if t == "kda":  # kda_state_shape (num_k_heads = num_heads, head_k_dim = head_dim)
-        proj = a["num_heads"] * a["head_dim"]
-        return (("conv", (a["conv_kernel"] - 1, _divide(3 * proj, tp, "KDA conv dim", model=model))),
-                ("recurrent", (_divide(a["num_heads"], tp, "linear_attn_config.num_heads", model=model),
-                               a["head_dim"], a["head_dim"])))
-    raise KvvizError(f"{model}: mamba_type {t!r}: kvviz knows mamba1, mamba2, short_conv, gdn, kda")
 
 
 # -- reading the configs -------------------------------------------------------------------------
