@@ -1,0 +1,212 @@
+"""The rooms of kvviz and what each may import (docs/architecture.md#what-each-room-may-import).
+
+Every module's imports are read with `ast` (module-level and function-level, lazy ones included;
+`importlib.import_module("kvviz....")` with a constant name too), never by importing it, so a
+module that imports torch or ipywidgets is checked like any other. Data flows one way
+(docs/model-core.md): config -> family -> declared caches -> pages -> groups -> layout -> plan ->
+pool / views / widgets, the CLI on top. The rules:
+
+* the core (kvviz/core/) imports only the foundation and itself: no family, no planner, no engine;
+* the views (kvviz/views/ and, until it is split into it, plot / mapdata / livemap) import no
+  planner family: not kvviz.families, kvviz.vllm, kvviz.engines, nor the knobs and the app above;
+* no library module imports kvviz.cli (only `python -m kvviz`, kvviz/__main__.py, does);
+* no module of kvviz/ is over about 500 lines, but for the modules named in `SPLITTING`.
+
+And the walk of `head_dim` from the explorer to a page size enters no module twice: when the
+explorer's head_dim changes, every call chain that ends in a page size (`CacheSpec`) goes
+explorer -> knobs -> vllm.plan -> families -> the family -> formats / core.spec, each module once.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "kvviz"
+
+MAX_LINES = 500
+# Modules over MAX_LINES while they are being split (issue 18): kvviz/verify.py -> kvviz/verify/,
+# kvviz/plot.py -> kvviz/views/, kvviz/quant.py -> kvviz/quant/, and the CLI, whose sub-commands
+# are still one module, and kvviz/pool.py while it takes over verify's block ownership. Listed one by one so that the list can be emptied as each split lands;
+# an entry that is no longer over the limit (or no longer exists) fails test_splitting_list_is_current.
+SPLITTING = {
+    "kvviz/verify.py",
+    "kvviz/plot.py",
+    "kvviz/quant.py",
+    "kvviz/cli.py",
+    # grows while verify's block ownership moves into BlockPool (the verify split owns it)
+    "kvviz/pool.py",
+}
+
+# The foundation every room may import: errors, defaults, bounds on input, the row formats.
+FOUNDATION = ("kvviz.errors", "kvviz.defaults", "kvviz.inputs", "kvviz.formats", "kvviz.quiet", "kvviz.signals",
+              "kvviz.published")
+CORE = "kvviz.core"
+VIEWS = ("kvviz.views", "kvviz.plot", "kvviz.mapdata", "kvviz.livemap")
+# What a view may not import: the planner families, the engines, and the app built on them.
+NOT_FOR_VIEWS = ("kvviz.families", "kvviz.vllm", "kvviz.engines", "kvviz.knobs", "kvviz.api", "kvviz.explorer",
+                 "kvviz.deploy", "kvviz.fit", "kvviz.cli", "kvviz.report")
+CLI = "kvviz.cli"
+CLI_ENTRY_POINTS = {"kvviz.__main__"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(name: str) -> bool:
+    """Whether a dotted kvviz name is a module or package of the source tree."""
+    base = ROOT.joinpath(*name.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if "__pycache__" not in p.parts}
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every kvviz module `path` imports, anywhere in the file (function bodies included):
+    `import kvviz.x`, `from kvviz.x import y` / `from .x import y` (y itself when it is a module),
+    and `importlib.import_module("kvviz.x")` with a constant name."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            found.add(source)
+            found.update(f"{source}.{a.name}" for a in node.names if _is_module(f"{source}.{a.name}"))
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            found.add(node.args[0].value)
+    return {name for name in found if name == "kvviz" or name.startswith("kvviz.")}
+
+
+IMPORTS = {name: imports_of(path) for name, path in MODULES.items()}
+
+
+def _under(name: str, prefixes) -> bool:
+    prefixes = (prefixes,) if isinstance(prefixes, str) else prefixes
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+# ---- the reader itself --------------------------------------------------------------------------
+def test_imports_are_read_at_every_level(tmp_path):
+    """Module-level, relative, function-level and import_module imports are all found."""
+    pkg = tmp_path / "kvviz" / "core"
+    pkg.mkdir(parents=True)
+    src = pkg / "probe.py"
+    src.write_text("import os\nfrom ..errors import require\nfrom . import spec\n"
+                   "def f():\n    from kvviz.families import load\n    import kvviz.cli\n"
+                   "    importlib.import_module('kvviz.vllm.plan')\n")
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        (tmp_path / "kvviz" / "core" / "spec.py").write_text("")
+        got = imports_of(src)
+    finally:
+        ROOT = saved
+    assert got == {"kvviz.errors", "kvviz.core", "kvviz.core.spec", "kvviz.families", "kvviz.cli", "kvviz.vllm.plan"}
+
+
+def test_the_walk_finds_the_package():
+    assert {"kvviz.core.spec", "kvviz.vllm.plan", "kvviz.families.deepseek_v4", "kvviz.explorer"} <= set(MODULES)
+    assert "kvviz.core.spec" in IMPORTS["kvviz.families.deepseek_v4"]
+
+
+# ---- the rules ----------------------------------------------------------------------------------
+def test_the_core_imports_no_family():
+    """kvviz/core/ imports only the foundation and itself (no family, planner, engine, view, app)."""
+    bad = {m: sorted(i for i in imps if not _under(i, (CORE,) + FOUNDATION))
+           for m, imps in IMPORTS.items() if _under(m, CORE)}
+    bad = {m: i for m, i in bad.items() if i}
+    assert not bad, f"the core imports outside the foundation: {bad}"
+
+
+def test_views_import_no_planner_family():
+    bad = {m: sorted(i for i in imps if _under(i, NOT_FOR_VIEWS))
+           for m, imps in IMPORTS.items() if _under(m, VIEWS)}
+    bad = {m: i for m, i in bad.items() if i}
+    assert not bad, f"views import a planner family or the app above them: {bad}"
+
+
+def test_no_library_module_imports_the_cli():
+    bad = sorted(m for m, imps in IMPORTS.items()
+                 if m not in CLI_ENTRY_POINTS and not _under(m, CLI) and any(_under(i, CLI) for i in imps))
+    assert not bad, f"library modules importing kvviz.cli: {bad}"
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def test_no_module_is_over_about_500_lines():
+    over = {p.relative_to(ROOT).as_posix(): _lines(p) for p in MODULES.values() if _lines(p) > MAX_LINES}
+    unexpected = {p: n for p, n in over.items() if p not in SPLITTING}
+    assert not unexpected, f"modules over {MAX_LINES} lines: {unexpected}"
+
+
+def test_splitting_list_is_current():
+    """An exception that is no longer needed is removed from SPLITTING (the list only shrinks)."""
+    stale = sorted(p for p in SPLITTING if not (ROOT / p).is_file() or _lines(ROOT / p) <= MAX_LINES)
+    assert not stale, f"remove from SPLITTING (split or back under {MAX_LINES} lines): {stale}"
+
+
+# ---- the walk of head_dim -----------------------------------------------------------------------
+def _kvviz_chain(frame) -> list[str]:
+    """The kvviz modules on the stack of `frame`, outermost first, runs of one module collapsed."""
+    names = []
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if _under(name, "kvviz"):
+            names.append(name)
+        frame = frame.f_back
+    chain: list[str] = []
+    for name in reversed(names):
+        if not chain or chain[-1] != name:
+            chain.append(name)
+    return chain
+
+
+def test_the_walk_of_head_dim_enters_no_module_twice():
+    """Change the explorer's head_dim and record, at every page size computed from it (each
+    `CacheSpec`'s __post_init__, where `page_bytes` is derived), the kvviz modules the call chain
+    passed through: each chain starts in the explorer, ends in kvviz.core.spec, and enters no
+    module again after leaving it. The chains carry the new head_dim: the main caches' rows are
+    built of it."""
+    pytest.importorskip("ipywidgets")
+    from kvviz.explorer import Explorer
+
+    explorer = Explorer("deepseek-v4-flash")
+    head_dim = explorer.head_dim.value - 64  # still a multiple of fp8_ds_mla's 64-dim scale block
+    chains: dict[tuple[str, ...], set[int]] = {}
+
+    def profile(frame, event, arg):
+        if (event == "call" and frame.f_code.co_name == "__post_init__"
+                and frame.f_globals.get("__name__") == "kvviz.core.spec"):
+            spec = frame.f_locals.get("self")
+            chains.setdefault(tuple(_kvviz_chain(frame)), set()).add(spec.row_format.dims)
+
+    sys.setprofile(profile)
+    try:
+        explorer.head_dim.value = head_dim
+    finally:
+        sys.setprofile(None)
+
+    assert explorer.error == "", explorer.error
+    assert chains, "no page size was computed when head_dim changed"
+    assert any(head_dim in dims for dims in chains.values()), "no page was built of the new head_dim"
+    for chain in chains:
+        assert chain[0] == "kvviz.explorer" and chain[-1] == "kvviz.core.spec", chain
+        again = sorted({m for m in chain if chain.count(m) > 1})
+        assert not again, f"the walk enters {again} twice: {' -> '.join(chain)}"
