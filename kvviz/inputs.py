@@ -6,7 +6,7 @@ where the problem arises (never a blanket catch-all further up):
 * only regular files are read (a FIFO would block forever, /dev/zero would never end), and at most
   `MAX_INPUT_BYTES` of them;
 * the text must be UTF-8 (a latin-1 or UTF-16 file is refused, not half-decoded);
-* the JSON must parse, nest at most as deep as Python's parser allows, hold no integer longer than
+* the JSON must parse, hold no key twice in one object, nest at most as deep as Python's parser allows, hold no integer longer than
   `MAX_INT_DIGITS` digits and no string that is not valid Unicode (a lone surrogate);
 * the counts that size work (layers, page bytes, dimensions, tokens per block) have a bound, and
   the message says it.
@@ -63,6 +63,17 @@ def _parse_int(text: str) -> int:
 
 def _parse_constant(name: str) -> float:
     raise KvvizError(f"{name} is not a JSON number")
+
+
+def _object_without_duplicates(pairs: list) -> dict:
+    # json keeps the last of two equal keys without a word; a config whose num_hidden_layers is
+    # given twice is ambiguous, so it is refused naming the key.
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise KvvizError(f"key {short_repr(key)} appears twice in one object (which one is meant?)")
+        out[key] = value
+    return out
 
 
 def _reject_bad_strings(doc: object) -> None:
@@ -123,7 +134,8 @@ def parse_json(data: bytes, *, what: str) -> object:
     if "\x00" in text:  # valid UTF-8, but no JSON text holds a NUL: UTF-16 or binary
         raise KvvizError(f"{what}: is not UTF-8 text (a NUL byte at offset {data.index(0):,}; UTF-16?)")
     try:
-        doc = json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant)
+        doc = json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant,
+                         object_pairs_hook=_object_without_duplicates)
     except json.JSONDecodeError as e:
         raise KvvizError(f"{what}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except RecursionError:

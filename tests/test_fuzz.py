@@ -546,3 +546,112 @@ def test_console_script_refuses_with_one_line():
     r = subprocess.run([str(Path(sys.executable).parent / "kvviz"), "plan", "--groups", "/dev/zero"],
                        capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stdout, r.stderr.count("\n")) == (2, "", 1)
+
+
+# ---- issue 20 item 11: impossible or misread configs, refused naming the field -------------
+def preset_with(preset: str, **changes) -> dict:
+    """A shipped preset's config.json with fields changed; `a__b` names text_config's b when a is
+    'text', ... (Ellipsis) removes the field."""
+    from kvviz.families import preset_raw
+
+    doc = json.loads(json.dumps(preset_raw(preset)))
+    for key, value in changes.items():
+        where, key = (doc["text_config"], key[len("text__"):]) if key.startswith("text__") else (doc, key)
+        if value is ...:
+            where.pop(key, None)
+        else:
+            where[key] = value
+    return doc
+
+
+# transformers' Gemma3TextConfig / Qwen3_5TextConfig / JambaConfig / Llama4TextConfig derive
+# layer_types as `(i + 1) % period` (Jamba: i % period): -1 makes every layer full without a word,
+# 0 ends in ZeroDivisionError ("integer modulo by zero", naming no field).
+MISREAD_CONFIGS = [
+    ("gemma-3-27b", dict(text__sliding_window_pattern=-1, text__layer_types=...), "text_config.sliding_window_pattern=-1"),
+    ("gemma-3-27b", dict(text__sliding_window_pattern=0, text__layer_types=...), "text_config.sliding_window_pattern=0"),
+    ("qwen3.5", dict(text__full_attention_interval=-1, text__layer_types=...), "text_config.full_attention_interval=-1"),
+    ("qwen3.5", dict(text__full_attention_interval=0, text__layer_types=...), "text_config.full_attention_interval=0"),
+    ("qwen3-next-80b-a3b", dict(full_attention_interval=-1, layer_types=...), "full_attention_interval=-1"),
+    ("jamba-v0.1", dict(attn_layer_period=0, layers_block_type=...), "attn_layer_period=0"),
+    ("llama-4-scout", dict(text__no_rope_layer_interval=0, text__no_rope_layers=...), "no_rope_layer_interval=0"),
+    # a multimodal config without its text model: transformers would plan its default model
+    ("gemma-3-27b", dict(text_config=...), "text_config=None"),
+    ("gemma-3-27b", dict(text_config=None), "text_config=None"),
+    ("llama-4-scout", dict(text_config=...), "text_config=None"),
+    ("qwen3.5", dict(text_config=None), "text_config=None"),
+    ("gemma-3n-e4b", dict(text_config="gemma"), "text_config='gemma'"),
+    # a text config of another architecture
+    ("gemma-3-27b", dict(text__model_type="llama"), "text_config.model_type='llama'"),
+    ("qwen3.5", dict(text__model_type="qwen3_next"), "text_config.model_type='qwen3_next'"),
+    # a top-level field the text config overrides (vLLM reads get_text_config())
+    ("gemma-3-27b", dict(num_hidden_layers=10), "num_hidden_layers=10 at the top level"),
+    ("llama-4-scout", dict(num_key_value_heads=2), "num_key_value_heads=2 at the top level"),
+    # 0 / negative head counts, every family (decoder, MLA, state)
+    ("llama-3.1-8b", dict(num_attention_heads=0), "num_attention_heads=0"),
+    ("deepseek-v3", dict(num_attention_heads=0), "num_attention_heads=0"),
+    ("deepseek-v3", dict(num_attention_heads=-128), "num_attention_heads=-128"),
+    ("kimi-k2", dict(num_attention_heads=-1), "num_attention_heads=-1"),
+    ("zamba2", dict(num_attention_heads=0), "num_attention_heads=0"),
+    ("zamba2", dict(n_mamba_heads=0), "n_mamba_heads=0"),
+    ("nemotron-nano-9b-v2", dict(mamba_num_heads=-4), "mamba_num_heads=-4"),
+    ("qwen3-next-80b-a3b", dict(linear_num_value_heads=0), "linear_num_value_heads=0"),
+    ("kimi-linear", dict(num_attention_heads=-32), "num_attention_heads=-32"),
+    ("gemma-3n-e4b", dict(text__num_kv_shared_layers=-5), "num_kv_shared_layers=-5"),
+    # a dtype transformers cannot name ("module 'torch' has no attribute 'auto'")
+    ("llama-3.1-8b", dict(torch_dtype="auto"), "torch_dtype='auto'"),
+    ("qwen3-next-80b-a3b", dict(torch_dtype=16), "torch_dtype=16"),
+]
+
+
+@pytest.mark.parametrize("preset,changes,needle", MISREAD_CONFIGS,
+                         ids=[f"{p}-{'-'.join(c)}" for p, c, _ in MISREAD_CONFIGS])
+def test_misread_config_refused_naming_the_field(files, preset, changes, needle):
+    path = files(json.dumps(preset_with(preset, **changes)))
+    err = assert_refused(["plan", "--hf-config", path], needle)
+    assert "modulo" not in err and "torch" not in err.split(needle)[0]
+
+
+def test_the_period_rule_checked_is_transformers_own(files):
+    """The positive control: with sliding_window_pattern 6 and no layer_types, Gemma 3's 62 layers
+    are full where (i + 1) % 6 == 0 (Gemma3TextConfig): floor(62 / 6) = 10 full, 52 sliding."""
+    path = files(json.dumps(preset_with("gemma-3-27b", text__sliding_window_pattern=6, text__layer_types=...)))
+    code, out, err = invoke(["plan", "--hf-config", path, "--json"])
+    assert code == 0, err
+    from kvviz import load
+
+    assert load(path).reader.kind_counts(load(path)) == {"sliding": 52, "full": 10}
+
+
+@pytest.mark.parametrize("text,key", [
+    ('{"model_type": "llama", "num_hidden_layers": 32, "num_hidden_layers": 2}', "num_hidden_layers"),
+    ('{"model_type": "gemma3", "text_config": {"sliding_window": 1024, "sliding_window": 4096}}', "sliding_window"),
+    ('{"groups": [], "groups": []}', "groups"),
+])
+@pytest.mark.parametrize("option", ["--hf-config", "--groups"])
+def test_duplicate_json_keys_refused_naming_the_key(files, text, key, option):
+    """json keeps the last of two equal keys without a word; kvviz refuses, naming the key."""
+    assert_refused(["plan", option, files(text)], f"key {key!r} appears twice")
+
+
+@pytest.mark.parametrize("value", ["no", "yes", "false", 0, 1, None])
+def test_deepseek_v4_mtp_is_a_bool(value):
+    """DeepSeek V4's own options record takes True or False only: "no" is truthy in Python."""
+    from kvviz.errors import KvvizError
+    from kvviz.families.deepseek_v4 import CacheOptions
+
+    with pytest.raises(KvvizError, match="mtp="):
+        CacheOptions(mtp=value)
+
+
+@pytest.mark.parametrize("block_size", [2**60, MAX_TOKENS_PER_BLOCK + 1, 0, -256, True, 256.0])
+def test_library_block_size_bounds_are_the_clis(block_size):
+    """Every library record refuses what the CLI refuses (--block-size: 1 to MAX_TOKENS_PER_BLOCK)."""
+    from kvviz.errors import KvvizError
+    from kvviz.families.deepseek_v4 import CacheOptions
+    from kvviz.options import Options
+
+    for make in (lambda: CacheOptions(block_size=block_size), lambda: Options(block_size=block_size)):
+        with pytest.raises(KvvizError, match="block_size="):
+            make()
+    assert_refused(["plan", "--model", "deepseek-v4-pro", "--block-size", str(block_size)], "block-size")

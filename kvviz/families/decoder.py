@@ -112,6 +112,7 @@ class DecoderFamily(Family):
             window += 1  # commandr.py: "cohere swa layer sees [pos - sliding_window, pos]"
         shared = ()
         n_shared = getattr(text, "num_kv_shared_layers", 0) or 0
+        bounded_int(n_shared, field=f"{name}: num_kv_shared_layers", low=0, high=n - 1)
         if n_shared:
             first = n - n_shared
             require(0 < first, f"{name}: num_kv_shared_layers={n_shared}: leaves no layer with its own KV")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import types
 
 from ..errors import KvvizError, require
-from ..inputs import MAX_LAYERS, bounded_int, short_repr
+from ..inputs import MAX_DIM, MAX_LAYERS, bounded_int, short_repr
 from ..quiet import quiet_library
 
 # transformers' dtype names -> kvviz's element names (a float16 model is sized like bf16: 2 B)
@@ -50,6 +50,7 @@ def _transformers_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] |
                 if kind not in known_kinds:
                     raise KvvizError(f"{name}: {where}layer_types[{i}]={short_repr(kind)}: unknown layer kind; "
                                      f"kvviz knows {', '.join(known_kinds)}")
+    check_text_config(raw, CONFIG_MAPPING[model_type], name=name)
     try:
         return CONFIG_MAPPING[model_type].from_dict(raw)
     except Exception as e:  # noqa: BLE001 - any rejection by transformers becomes one line
@@ -61,11 +62,70 @@ def _transformers_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] |
 
 
 
+# Fields transformers' config classes take a period from when they derive layer_types, or divide
+# by: a 0 would end in transformers' bare "integer modulo by zero", a -1 be read silently (every
+# layer full: `(i + 1) % -1 == 0` in Gemma3TextConfig / Cohere2Config / Qwen3NextConfig /
+# Qwen3_5TextConfig, which vLLM 0.33 reads through AutoConfig). Each must be a positive integer.
+PERIOD_FIELDS = ("sliding_window_pattern", "full_attention_interval", "attn_layer_period", "expert_layer_period",
+                 "no_rope_layer_interval")
+HEAD_COUNT_FIELDS = ("num_attention_heads", "num_key_value_heads", "n_mamba_heads", "mamba_n_heads", "mamba_num_heads",
+                     "linear_num_key_heads", "linear_num_value_heads", "n_groups", "mamba_n_groups", "mamba_ngroups",
+                     "num_mem_blocks")
+# Fields a multimodal model's text config holds; the same field at the top level is not read.
+TEXT_FIELDS = ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "sliding_window")
+
+
+def _parts(raw: dict):
+    return (("", raw), ("text_config.", raw.get("text_config")))
+
+
 def bound_layers(raw: dict, *, name: str) -> None:
-    """Bound num_hidden_layers before transformers builds per-layer lists from it."""
-    for where, part in (("", raw), ("text_config.", raw.get("text_config"))):
-        if isinstance(part, dict) and "num_hidden_layers" in part:
+    """Bound num_hidden_layers, the layer periods and the head counts before transformers builds
+    per-layer lists from them or divides by them (each refusal names its field)."""
+    for where, part in _parts(raw):
+        if not isinstance(part, dict):
+            continue
+        if "num_hidden_layers" in part:
             bounded_int(part["num_hidden_layers"], field=f"{name}: {where}num_hidden_layers", low=1, high=MAX_LAYERS)
+        for key in PERIOD_FIELDS:
+            value = part.get(key)
+            require(value is None or (type(value) is int and 1 <= value <= MAX_LAYERS),
+                    f"{name}: {where}{key}={short_repr(value)}: must be a period of layers from 1 to {MAX_LAYERS:,} "
+                    f"(transformers, which vLLM 0.33 reads, takes -1 as every layer full and divides by 0)")
+        for key in HEAD_COUNT_FIELDS:
+            if part.get(key) is not None:
+                bounded_int(part[key], field=f"{name}: {where}{key}", low=1, high=MAX_DIM)
+        for key in ("torch_dtype", "dtype"):
+            value = part.get(key)
+            require(value is None or (isinstance(value, str) and value in _DTYPES),
+                    f"{name}: {where}{key}={short_repr(value)}: kvviz (like vLLM 0.33, through transformers) reads "
+                    f"a checkpoint's bfloat16, float16 or float32")
+
+
+def check_text_config(raw: dict, config_class, *, name: str) -> None:
+    """A multimodal config (one whose transformers class has a text_config sub-config) must carry
+    its text model's config, of that text model's type: transformers would otherwise build its
+    default text model (or another architecture's) and kvviz would plan it under this name."""
+    expected = (getattr(config_class, "sub_configs", None) or {}).get("text_config")
+    if expected is None:
+        return
+    part, model_type = raw.get("text_config"), raw.get("model_type")
+    require(isinstance(part, dict), f"{name}: text_config={short_repr(part)}: a {model_type} config must hold its "
+                                    f"language model's config (transformers would read its defaults instead)")
+    want = getattr(expected, "model_type", None)
+    got = part.get("model_type")
+    require(got is None or not want or got == want,
+            f"{name}: text_config.model_type={short_repr(got)}: a {model_type} model's text config is {want!r}")
+
+
+def check_top_level(raw: dict, text, *, name: str) -> None:
+    """A field given at the top level of a config whose text config is read instead must agree
+    with the text config (vLLM 0.33 reads get_text_config(); the top-level value is ignored)."""
+    for key in TEXT_FIELDS:
+        if key in raw and raw[key] is not None:
+            used = getattr(text, key, None)
+            require(used == raw[key], f"{name}: {key}={short_repr(raw[key])} at the top level is not read: vLLM reads "
+                                      f"text_config.{key}={short_repr(used)}; give it there")
 
 
 def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = None):
@@ -79,10 +139,13 @@ def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = N
     if model_type in _NATIVE_ONLY:
         top = _namespace(raw)
         text = _namespace(raw["text_config"]) if isinstance(raw.get("text_config"), dict) else top
-        return top, text
-    with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
-        top = _transformers_config(raw, name=name, known_kinds=known_kinds)
-    return top, top.get_text_config()
+    else:
+        with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
+            top = _transformers_config(raw, name=name, known_kinds=known_kinds)
+        text = top.get_text_config()
+    if text is not top:
+        check_top_level(raw, text, name=name)
+    return top, text
 
 
 def _namespace(raw: dict):
@@ -109,8 +172,9 @@ def resolve_dtype(top, text, raw: dict, *, name: str) -> str:
     dtype (the root config's first, then the text config's); float32 is served as bf16, float16
     as fp16 except for the models that refuse it (bf16), no dtype at all as bf16 (float32 ->
     bf16)."""
-    dtype = getattr(top, "dtype", None) or getattr(top, "torch_dtype", None) or getattr(text, "dtype", None) \
-        or raw.get("torch_dtype") or "float32"
+    with quiet_library():  # transformers warns on reading its deprecated torch_dtype
+        dtype = getattr(top, "dtype", None) or getattr(top, "torch_dtype", None) or getattr(text, "dtype", None) \
+            or raw.get("torch_dtype") or "float32"
     dtype = _DTYPES.get(str(dtype))
     require(dtype is not None, f"{name}: torch_dtype={short_repr(str(dtype))}: kvviz sizes bfloat16, float16, float32")
     if dtype == "fp32":
