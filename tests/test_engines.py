@@ -70,7 +70,10 @@ def trtllm_blocks(budget: int, bytes_per_token: int, tokens_per_block: int = 32)
 
 
 def trtllm_running(blocks: int, max_seq_len: int, tokens_per_block: int = 32) -> int:
-    # max_batch_size 2048 (llm_args.py); blocks to completion ceil(len / tokens_per_block)
+    # vswa.py validate_and_adjust_attention_windows: max_seq_len is cut to the pool's blocks x tokens_per_block
+    # (get_max_atten_window_upper_bound, beam 1); then max_batch_size 2048 (llm_args.py) and blocks to
+    # completion ceil(len / tokens_per_block)
+    max_seq_len = min(max_seq_len, blocks * tokens_per_block)
     return min(2048, blocks // math.ceil(max_seq_len / tokens_per_block))
 
 
@@ -144,8 +147,11 @@ def test_gemma_3_27b_all_full_attention_in_both():
     bpt = 2 * kv * layers * head * 2
     blocks = trtllm_blocks(BUDGET, bpt)
     t = plan_trtllm(m, kv_budget_bytes=BUDGET)
-    assert (t.token_capacity, t.request_bound) == (blocks * 32, trtllm_running(blocks, ctx))
-    assert t.request_bound == 0  # 131,072-token requests do not fit 60 GiB of all-full layers
+    # 131,072-token requests do not fit 60 GiB of all-full layers: vswa.py validate_and_adjust_attention_windows
+    # cuts the window (and max_seq_len) to get_max_atten_window_upper_bound = blocks x 32, so one request fits.
+    assert blocks * 32 < ctx
+    assert (t.token_capacity, t.max_model_len, t.request_bound) == (blocks * 32, blocks * 32, 1)
+    assert f"[TensorRT-LLM][WARNING] Adjusted max_seq_len to {blocks * 32}" in t.log_lines
     # a shorter max_seq_len (kvviz's max_model_len knob)
     t8 = plan_trtllm(m, Options(max_model_len=8192), kv_budget_bytes=BUDGET)
     assert t8.request_bound == min(2048, blocks // (8192 // 32))
@@ -234,6 +240,43 @@ def test_qwen3_next_mamba_pool_carved_first_in_sglang():
     assert (t.token_capacity, t.request_bound) == (blocks * 32, trtllm_running(blocks, ctx))
     states = {p.name: p for p in t.pools}
     assert states["mamba ssm_states"].units == 2048 and states["mamba ssm_states"].bytes_per_unit == vh * vd * kd * 2 * n_lin
+    # mamba_cache_manager/common.py _get_mamba_hybrid_pool_size: max_batch_size + 1 (a CUDA-graph padding slot)
+    assert states["mamba ssm_states"].reserved_units == 1 and states["mamba ssm_states"].outside_budget
+    assert t.kv_bytes == blocks * 32 * bpt
+
+
+def test_trtllm_vswa_equal_shares_per_window():
+    c = _cfg("gpt-oss-120b")
+    types_ = c["layer_types"]
+    kv, head, ctx, window = c["num_key_value_heads"], c["head_dim"], c["max_position_embeddings"], c["sliding_window"]
+    m = _model("gpt-oss-120b")
+    pattern = tuple(window if t == "sliding_attention" else ctx for t in types_)
+    # vswa.py calculate_max_num_blocks_for_vswa: window -> layers (the pattern), each window size an equal
+    # share of max_gpu_total_bytes (= the budget): int(budget x 1/2 / bytes per token of its layers // 32)
+    n_swa, n_full = types_.count("sliding_attention"), types_.count("full_attention")
+    swa_blocks = int(BUDGET * 0.5 / (2 * kv * head * 2 * n_swa) // 32)
+    full_blocks = int(BUDGET * 0.5 / (2 * kv * head * 2 * n_full) // 32)
+    t = plan_trtllm(m, kv_budget_bytes=BUDGET, max_attention_window=pattern)
+    assert t.tokens_per_window == ((window, swa_blocks * 32), (ctx, full_blocks * 32))
+    assert t.token_capacity == full_blocks * 32
+    # GUARANTEED_NO_EVICT: ceil(min(len, window) / 32) blocks per request in each window's pool
+    assert t.request_bound == min(2048, swa_blocks // math.ceil(window / 32), full_blocks // (ctx // 32))
+    # shares given (TRTLLM_WINDOW_SIZE_SHARES)
+    t2 = plan_trtllm(m, kv_budget_bytes=BUDGET, max_attention_window=pattern, window_size_shares=(0.25, 0.75))
+    assert t2.tokens_per_window[1][1] == int(BUDGET * 0.75 / (2 * kv * head * 2 * n_full) // 32) * 32
+    with pytest.raises(KvvizError, match="window_size_shares"):
+        plan_trtllm(m, kv_budget_bytes=BUDGET, max_attention_window=pattern, window_size_shares=(0.5,))
+    # a pool too small for one sequence of every window: adjust_window_sizes_for_vswa shrinks the larger
+    # window to what the bytes left after the 128-token windows buy over the full layers
+    small = 2 * GIB
+    per_all, per_full = 2 * kv * head * 2 * (n_swa + n_full), 2 * kv * head * 2 * n_full
+    left = small - window * per_all
+    shrunk = window + left // per_full
+    t3 = plan_trtllm(m, kv_budget_bytes=small, max_attention_window=pattern)
+    assert any(f"-> [{window}, {shrunk}]" in d for d in t3.derivation)
+    # ...and validate_and_adjust_attention_windows then cuts it to its own pool's tokens (equal shares)
+    full_tokens = int(small * 0.5 / per_full // 32) * 32
+    assert full_tokens < shrunk and t3.max_model_len == full_tokens
 
 
 def test_deepseek_v3_mla():
@@ -299,6 +342,9 @@ def test_deepseek_v4_is_refused_in_one_line():
 
 # ---------------------------------------------------------------------------------------------
 # The engines' own functions, compiled from their source.
+# TensorRT-LLM's are not vendored into the repo: the reference index they were read from keeps its
+# code out of commits. tests/data/trtllm/PROVENANCE.md names each function, path and commit; a
+# local extract (KVVIZ_TRTLLM_SRC, /tmp/trtllm-src) runs here where present.
 # ---------------------------------------------------------------------------------------------
 
 def _sglang_root() -> Path | None:
@@ -555,3 +601,48 @@ def test_trtllm_calculate_max_num_blocks_runs_as_kvviz_sizes():
                                head, 32, _ns(world_size=1), "bf16", kv_factor)
         plan = plan_trtllm(m, kv_budget_bytes=BUDGET)
         assert blocks == plan.pools[0].units and blocks * 32 == plan.token_capacity, name
+
+
+def test_trtllm_vswa_functions_run_as_kvviz_sizes():
+    root = _trtllm_root()
+    vswa = None if root is None else root / "_torch" / "pyexecutor" / "resource_manager" / "vswa.py"
+    if vswa is None or not vswa.is_file():
+        pytest.skip("TensorRT-LLM's resource_manager/vswa.py is not on this machine")
+    import copy
+    from collections import defaultdict
+    from typing import Dict, List, Set, Tuple
+
+    DataType = _ns(NVFP4="nvfp4", FP8="fp8")
+    env = {"copy": copy, "defaultdict": defaultdict, "Dict": Dict, "List": List, "Set": Set, "Tuple": Tuple,
+           "DataType": DataType, "KvCacheConfig": object, "ModelConfigCpp": object, "logger": _Log(),
+           "get_size_in_bytes": lambda n, dt: n * {"bf16": 2, "fp8": 1}[dt],
+           "os": _ns(getenv=lambda k: None)}
+    for qual in ("get_window_size_to_layers", "adjust_window_sizes_for_vswa"):
+        engine_code(vswa, qual, env)
+    calc = engine_code(vswa, "calculate_max_num_blocks_for_vswa", env)
+    sys_torch = types.ModuleType("torch")
+    sys_torch.cuda = _ns(mem_get_info=lambda: (140 * GIB, 141 * GIB))
+    c = _cfg("gpt-oss-120b")
+    pattern = [c["sliding_window"] if t == "sliding_attention" else c["max_position_embeddings"]
+               for t in c["layer_types"]]
+    m = _model("gpt-oss-120b")
+    old = sys.modules.get("torch")
+    sys.modules["torch"] = sys_torch  # the function imports torch only for mem_get_info (unused: max_gpu_total_bytes)
+    try:
+        for budget in (BUDGET, 2 * GIB):
+            cfg = _ns(free_gpu_memory_fraction=0.9, max_gpu_total_bytes=budget, host_cache_size=None, max_tokens=None)
+            blocks, windows, primary, _ = calc(
+                kv_cache_config=cfg, max_attention_window_vec=pattern,
+                num_kv_heads_per_layer=[c["num_key_value_heads"]] * len(pattern), num_local_layers=len(pattern),
+                kv_factor=2, dtype="bf16", tokens_per_block=32, is_vswa=True, mapping=None,
+                model_config=_ns(layer_types=c["layer_types"], head_size=c["head_dim"]),
+                calculate_scaling_factor_size_bytes_fn=None)
+            plan = plan_trtllm(m, kv_budget_bytes=budget, max_attention_window=tuple(pattern))
+            pools = {p.window: p.units for p in plan.pools}
+            assert primary == budget
+            assert sorted(b for b, _ in blocks.values()) == sorted(pools.values()), budget
+    finally:
+        if old is None:
+            del sys.modules["torch"]
+        else:
+            sys.modules["torch"] = old

@@ -46,6 +46,13 @@ class EnginePool:
     units: int
     layers: int = 0
     reserved_units: int = 0
+    # How the bytes lie (kvviz.engines.maps draws each its own way): 'layer buffers' (SGLang: one
+    # buffer per layer, unit rows each), 'blocks' (TRT-LLM / vLLM: a unit holds every layer of the
+    # pool), 'unified' (SGLang --enable-unified-memory: one buffer, two allocators from its ends).
+    arrangement: str = "layer buffers"
+    window: int | None = None  # TRT-LLM: the attention window the pool serves
+    kind: str = "kv"  # 'kv', 'latent' (MLA), 'state' (recurrent)
+    outside_budget: bool = False  # allocated before the KV budget is measured (TRT-LLM's Mamba states)
 
     @property
     def total_bytes(self) -> int:
@@ -54,7 +61,8 @@ class EnginePool:
     def to_json(self) -> dict:
         return {"name": self.name, "holds": self.holds, "unit": self.unit, "bytes_per_unit": self.bytes_per_unit,
                 "units": self.units, "reserved_units": self.reserved_units, "layers": self.layers,
-                "total_bytes": self.total_bytes}
+                "total_bytes": self.total_bytes, "arrangement": self.arrangement, "window": self.window,
+                "kind": self.kind, "outside_budget": self.outside_budget}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +95,16 @@ class EnginePlan:
         return sum(p.total_bytes for p in self.pools)
 
     @property
+    def kv_bytes(self) -> int:
+        """Bytes of the pools carved from the KV budget (TRT-LLM's Mamba slots are outside it)."""
+        return sum(p.total_bytes for p in self.pools if not p.outside_budget)
+
+    @property
+    def waste_bytes(self) -> int:
+        """Budget bytes no pool holds (the floor to whole tokens, pages or blocks)."""
+        return max(self.kv_budget_bytes - self.kv_bytes, 0)
+
+    @property
     def concurrency(self) -> float:
         """Token capacity over the request length: requests of max_model_len tokens that fit."""
         return self.token_capacity / self.max_model_len
@@ -111,12 +129,38 @@ class EnginePlan:
     def to_json(self) -> dict:
         return {"engine": self.engine, "version": self.version, "model": self.model,
                 "kv_budget_bytes": self.kv_budget_bytes, "pools": [p.to_json() for p in self.pools],
-                "used_bytes": self.used_bytes, "token_capacity": self.token_capacity,
+                "used_bytes": self.used_bytes, "waste_bytes": self.waste_bytes, "token_capacity": self.token_capacity,
                 "token_capacity_name": self.token_capacity_name, "request_bound": self.request_bound,
                 "request_bound_rule": self.request_bound_rule, "max_model_len": self.max_model_len,
                 "concurrency": round(self.concurrency, 4), "log_line": self.log_line,
                 "log_lines": list(self.log_lines), "derivation": list(self.derivation),
                 "tokens_per_window": [list(t) for t in self.tokens_per_window], "notes": list(self.notes)}
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineKnobs:
+    """Engine settings that only one engine has (None / False: that engine's default).
+
+    TensorRT-LLM: `max_attention_window` (KvCacheConfig.max_attention_window, a per-layer pattern
+    repeated over the attention layers; two or more sizes make VSWA pools) and
+    `window_size_shares` (TRTLLM_WINDOW_SIZE_SHARES: each window size's share of the pool, summing
+    to 1). SGLang: `unified_memory` (--enable-unified-memory: one buffer, two allocators)."""
+
+    max_attention_window: tuple[int, ...] | None = None
+    window_size_shares: tuple[float, ...] | None = None
+    unified_memory: bool = False
+
+    def __post_init__(self) -> None:
+        w = self.max_attention_window
+        if w is not None:
+            require(isinstance(w, tuple) and w and all(type(x) is int and x > 0 for x in w),
+                    f"max_attention_window={w!r}: a tuple of positive token counts")
+        s = self.window_size_shares
+        if s is not None:
+            require(w is not None, "window_size_shares: applies only with max_attention_window")
+            require(isinstance(s, tuple) and all(isinstance(x, (int, float)) and 0 < x <= 1 for x in s),
+                    f"window_size_shares={s!r}: a tuple of shares in (0, 1]")
+        require(isinstance(self.unified_memory, bool), f"unified_memory={self.unified_memory!r}: True or False")
 
 
 def check_budget(kv_budget_bytes) -> int:
@@ -136,7 +180,8 @@ def plan_vllm(model, options: Options = Options(), *, kv_budget_bytes: int) -> E
     pools = tuple(EnginePool(name="+".join(g.name for g in lay.groups), holds=f"{len(lay.groups)} KV cache groups "
                              f"overlaid, {sum(len(g.layers) for g in lay.groups)} layers",
                              unit=f"block of {lay.tokens_per_block} tokens", bytes_per_unit=lay.block_stride,
-                             units=cap.num_blocks, layers=sum(len(g.layers) for g in lay.groups))
+                             units=cap.num_blocks, layers=sum(len(g.layers) for g in lay.groups),
+                             arrangement="blocks")
                   for lay in plan.pools)
     return EnginePlan(engine="vllm", version="0.33", model=model.name, kv_budget_bytes=kv_budget_bytes, pools=pools,
                       token_capacity=cap.kv_cache_tokens, token_capacity_name="GPU KV cache size (tokens)",
@@ -145,31 +190,78 @@ def plan_vllm(model, options: Options = Options(), *, kv_budget_bytes: int) -> E
                       max_model_len=cap.max_model_len, log_lines=(cap.line,), derivation=tuple(plan.derivation))
 
 
-def plan_engine(engine: str, model, options: Options = Options(), *, kv_budget_bytes: int) -> EnginePlan:
-    """`engine` ('vllm', 'sglang', 'trtllm') planning `model` with `options` at one budget."""
+def plan_engine(engine: str, model, options: Options = Options(), *, kv_budget_bytes: int,
+                knobs: EngineKnobs = EngineKnobs()) -> EnginePlan:
+    """`engine` ('vllm', 'sglang', 'trtllm') planning `model` with `options` at one budget;
+    `knobs` reach only the engine they belong to."""
     if engine == "vllm":
         return plan_vllm(model, options, kv_budget_bytes=kv_budget_bytes)
     if engine == "sglang":
+        if knobs.unified_memory:
+            from .sglang_unified import plan_sglang_unified
+
+            return plan_sglang_unified(model, options, kv_budget_bytes=kv_budget_bytes)
         from .sglang import plan_sglang
 
         return plan_sglang(model, options, kv_budget_bytes=kv_budget_bytes)
     if engine == "trtllm":
         from .trtllm import plan_trtllm
 
-        return plan_trtllm(model, options, kv_budget_bytes=kv_budget_bytes)
+        return plan_trtllm(model, options, kv_budget_bytes=kv_budget_bytes,
+                           max_attention_window=knobs.max_attention_window,
+                           window_size_shares=knobs.window_size_shares)
     raise KvvizError(f"engine={engine!r}: unknown; choose one of {', '.join(ENGINES)}")
 
 
+@dataclasses.dataclass(frozen=True)
+class EngineRow:
+    """One engine's answer in a comparison: its plan, or the one line saying why it has none
+    (the engine does not serve the model, or kvviz does not model that engine's pools for it)."""
+
+    engine: str
+    plan: EnginePlan | None
+    refusal: str | None = None
+
+
 def compare_engines(model, engines=ENGINES, options: Options = Options(), *,
-                    kv_budget_bytes: int) -> tuple[EnginePlan, ...]:
-    """The same declared caches and budget through each engine, in the order given."""
-    return tuple(plan_engine(e, model, options, kv_budget_bytes=kv_budget_bytes) for e in engines)
+                    kv_budget_bytes: int, knobs: EngineKnobs = EngineKnobs()) -> tuple[EnginePlan, ...]:
+    """The same declared caches and budget through each engine, in the order given (an engine
+    that cannot plan the model raises its one-line error)."""
+    return tuple(plan_engine(e, model, options, kv_budget_bytes=kv_budget_bytes, knobs=knobs) for e in engines)
 
 
-def split_declared(model, caches) -> tuple[list, list, list]:
+def compare_rows(model, engines=ENGINES, options: Options = Options(), *, kv_budget_bytes: int,
+                 knobs: EngineKnobs = EngineKnobs()) -> tuple[EngineRow, ...]:
+    """As `compare_engines`, but an engine that has no plan for the model gives a row with its
+    one-line reason instead of stopping the comparison (no numbers are made up for it)."""
+    check_budget(kv_budget_bytes)
+    rows = []
+    for e in engines:
+        try:
+            rows.append(EngineRow(e, plan_engine(e, model, options, kv_budget_bytes=kv_budget_bytes, knobs=knobs)))
+        except KvvizError as err:
+            rows.append(EngineRow(e, None, str(err)))
+    return tuple(rows)
+
+
+# Architectures an engine serves through pools of its own that kvviz does not mirror (yet):
+# the comparison says so in one line instead of inventing numbers.
+OWN_POOLS = {
+    ("sglang", "DeepseekV4ForCausalLM"): "SGLang 0.5.23 serves it through its own pools (mem_cache/"
+    "deepseek_v4_memory_pool.py DeepSeekV4TokenToKVPool: compressed c4/c128 + SWA + indexer)",
+    ("trtllm", "DeepseekV4ForCausalLM"): "TensorRT-LLM main serves it (_torch/models/modeling_deepseekv4.py) "
+    "with its own compressed-cache manager",
+}
+
+
+def split_declared(model, caches, engine: str = "") -> tuple[list, list, list]:
     """(attention, MLA, recurrent-state) declared caches; a family that returns finished vLLM
     CacheSpecs (DeepSeek V4) has no engine-neutral declaration to size from."""
     from ..core.declare import AttentionCache, MLACache, MambaCache
+
+    own = OWN_POOLS.get((engine, model.architecture))
+    if own:
+        raise KvvizError(f"{model.name}: {own}; those pools are not modelled by kvviz")
 
     attn, mla, states = [], [], []
     for c in caches:
@@ -186,5 +278,5 @@ def split_declared(model, caches) -> tuple[list, list, list]:
     return attn, mla, states
 
 
-__all__ = ["ENGINES", "EnginePool", "EnginePlan", "plan_engine", "plan_vllm", "compare_engines", "check_budget",
-           "split_declared"]
+__all__ = ["ENGINES", "EnginePool", "EnginePlan", "EngineKnobs", "EngineRow", "plan_engine", "plan_vllm",
+           "compare_engines", "compare_rows", "check_budget", "split_declared"]

@@ -12,8 +12,17 @@ wheel could not be had: PyPI's tensorrt-llm is a stub that downloads from NVIDIA
   kv_factor (2; 1 for CacheType SELFKONLY, MLA) x sum(num_kv_heads per local layer) x head_dim x
   dtype size; MLA keeps one head of kv_lora_rank + qk_rope_head_dim.
 * KVCacheManager.__init__: max_attention_window None -> [max_seq_len]: one window, so every
-  attention layer (sliding, chunked or full) is sized as a max_seq_len layer in one pool; no VSWA
-  unless kv_cache_config.max_attention_window is given (not modelled).
+  attention layer (sliding, chunked or full) is sized as a max_seq_len layer in one pool (the
+  window is applied in the kernel only). With kv_cache_config.max_attention_window given (each
+  size clamped to max_seq_len; two or more sizes = VSWA), resource_manager/vswa.py
+  (commit 6a7d0303) calculate_max_num_blocks_for_vswa: get_window_size_to_layers (the list is a
+  pattern repeated over the layers), adjust_window_sizes_for_vswa (windows shrink only when one
+  sequence of every window does not fit the pool), then each window size gets an equal share of
+  the pool (TRTLLM_WINDOW_SIZE_SHARES otherwise): blocks = int(budget x share / bytes per token of
+  that window's layers // tokens_per_block); max_gpu_total_bytes = the budget.
+* vswa.py validate_and_adjust_attention_windows + KVCacheManager.get_max_atten_window_upper_bound:
+  a window (max_seq_len by default) longer than its pool's blocks x tokens_per_block is cut to
+  that, and max_seq_len becomes the largest window: a request is never longer than the pool.
 * KVCacheManager.calculate_max_num_blocks: max_tokens = min(max_tokens, fraction x free /
   bytes per token); blocks_in_primary_pool = int(max_tokens // tokens_per_block) (main with the
   Gemma 4 per-layer head_dim support; earlier releases took math.ceil);
@@ -24,9 +33,12 @@ wheel could not be had: PyPI's tensorrt-llm is a stub that downloads from NVIDIA
 * Requests: llmapi/llm_args.py max_batch_size default 2048; the GUARANTEED_NO_EVICT capacity
   scheduler reserves a request's blocks to completion (KVCacheManager.get_needed_resource_to_completion:
   ceil(tokens / tokens_per_block)).
-* Hybrid Mamba (legacy MambaHybridCacheManager = MambaCacheManager + KVCacheManager with a
-  layer mask of the attention layers): one conv and one SSM state per sequence slot,
-  max_batch_size slots, allocated before profiling, so outside the KV budget; conv = model dtype,
+* Hybrid Mamba (kv_cache/mamba_cache_manager/ at commit 28295084: MixedMambaHybridCacheManager =
+  MambaCacheManager + KVCacheManager with a layer mask of the attention layers): conv states
+  (layers, slots, conv_dim, d_conv - 1) and SSM states (layers, slots, heads, head_dim, d_state)
+  (legacy.py PythonMambaCacheManager), slots = _get_mamba_hybrid_pool_size = max_batch_size + 1
+  (one CUDA-graph padding slot; common.py), allocated before profiling, so outside the KV budget;
+  conv = model dtype,
   SSM = mamba_ssm_cache_dtype 'auto' -> the model's torch_dtype
   (_torch/model_loader.py validate_and_set_mamba_ssm_cache_dtype).
 
@@ -45,11 +57,15 @@ from ..options import Options
 from . import EnginePlan, EnginePool, check_budget, split_declared
 
 VERSION = "main (2026, PyTorch backend)"
+GIB = 1 << 30
 TOKENS_PER_BLOCK = 32  # llmapi/llm_args.py KvCacheConfig.tokens_per_block
 FREE_GPU_MEMORY_FRACTION = 0.9  # KvCacheConfig.free_gpu_memory_fraction (applied before kv_budget_bytes)
 MAX_BATCH_SIZE = 2048  # llmapi/llm_args.py BaseLlmArgs.max_batch_size
 MAX_NUM_TOKENS = 8192  # llmapi/llm_args.py BaseLlmArgs.max_num_tokens
 _SSM = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+NOTES = ("speculative decoding / MTP layers", "host (secondary) pool", "beam width > 1 and sink tokens",
+         "KVCacheManagerV2 and the unified hybrid Mamba managers (CppMambaHybridCacheManager / "
+         "MambaHybridCacheManagerV2 put states in blocks, CacheCost.intercept inside the budget)")
 
 
 def blocks_for_budget(budget: int, bytes_per_token: int, tokens_per_block: int) -> tuple[int, int]:
@@ -59,76 +75,184 @@ def blocks_for_budget(budget: int, bytes_per_token: int, tokens_per_block: int) 
     return max_tokens, int(max_tokens // tokens_per_block)
 
 
-def plan_trtllm(model, options: Options = Options(), *, kv_budget_bytes: int) -> EnginePlan:
-    """TensorRT-LLM's pools for `model` when its KV cache gets `kv_budget_bytes` (after
-    free_gpu_memory_fraction)."""
-    check_budget(kv_budget_bytes)
-    attn, mla, states = split_declared(model, model.reader.caches(model, options))
-    require(not (attn and mla), f"{model.name}: both MHA and MLA layers; TensorRT-LLM keeps one KV cache type")
-    tpb = options.block_size or TOKENS_PER_BLOCK
-    max_seq_len = options.max_model_len or model.max_model_len
-    derivation: list[str] = [f"tokens_per_block={tpb}, max_seq_len={max_seq_len:,}, one window of max_seq_len "
-                             f"(max_attention_window unset)"]
-    pools: list[EnginePool] = []
-    notes = ["VSWA pools (kv_cache_config.max_attention_window)", "attention-window shrink when the pool holds less "
-             "than max_seq_len (_validate_and_adjust_attention_windows)", "speculative decoding / MTP layers",
-             "host (secondary) pool", "KVCacheManagerV2 and the unified hybrid Mamba managers (main routes "
-             "hybrids to CppMambaHybridCacheManager / MambaHybridCacheManagerV2, whose fixed state cost is "
-             "CacheCost.intercept inside the budget)"]
+def window_layers(windows: tuple[int, ...], num_layers: int) -> dict[int, list[int]]:
+    """vswa.py get_window_size_to_layers: the per-layer window list as a repeating pattern over
+    the local (attention) layers, window size -> layer offsets."""
+    if len(windows) == 1:
+        return {windows[0]: list(range(num_layers))}
+    out: dict[int, list[int]] = {}
+    for i in range(num_layers):
+        out.setdefault(windows[i % len(windows)], []).append(i)
+    return out
 
+
+def shrink_windows(groups: dict[int, list[int]], per_layer_token_bytes: list[int], pool_bytes: int
+                   ) -> dict[int, int]:
+    """vswa.py adjust_window_sizes_for_vswa (max_tokens unset): window -> the window it keeps.
+    Unchanged when one sequence of every window fits the pool; else, smallest window first, each
+    window gets the tokens the remaining bytes buy over the layers not yet placed."""
+    required = sum(w * sum(per_layer_token_bytes[i] for i in groups[w]) for w in sorted(groups))
+    if required < pool_bytes:
+        return {w: w for w in groups}
+    remaining, left = pool_bytes, {i for ls in groups.values() for i in ls}
+    accum, prev, out = 0, 0, {}
+    for w in sorted(groups):
+        if remaining > 0 and left:
+            per_token = sum(per_layer_token_bytes[i] for i in left)
+            tokens = min(remaining // per_token, w - prev)
+            remaining -= tokens * per_token
+            accum += tokens
+            if accum < w:
+                remaining = 0
+        out[w] = accum
+        left -= set(groups[w])
+        prev = w
+    return out
+
+
+def window_upper_bound(blocks: int, tokens_per_block: int) -> int:
+    """KVCacheManager.get_max_atten_window_upper_bound, beam width 1, no sink tokens: the tokens
+    of the whole blocks the pool has."""
+    require(blocks > 0, "TensorRT-LLM: Impossible to fit in any sequence in kvCache (no block)")
+    return math.floor(blocks * tokens_per_block / tokens_per_block) * tokens_per_block
+
+
+def _attention_geometry(model, attn, mla):
+    """(kv_factor, per-layer kv heads, head_dim, dtype, what) as _util.py _create_kv_cache_manager
+    hands them to KVCacheManager (MLA: SELFKONLY, one head of kv_lora_rank + qk_rope_head_dim)."""
     if mla:
         c = mla[0]
         require(all(m.token_bytes == c.token_bytes for m in mla), f"{model.name}: MLA layers differ")
-        kv_factor, heads, head_dim, layers, dtype = 1, 1, c.kv_lora_rank + c.qk_rope_head_dim, len(mla), c.kv_dtype
-        holds = f"latent KV of {layers} MLA layers (SELFKONLY, 1 head of {head_dim})"
-        bytes_per_token = kv_factor * heads * layers * head_dim * ELEMENT_BYTES[dtype]
+        return 1, [1] * len(mla), c.kv_lora_rank + c.qk_rope_head_dim, c.kv_dtype, "latent"
+    dtype = attn[0].kv_dtype
+    require(all(a.head_size == a.head_size_v and a.kv_dtype == dtype for a in attn),
+            f"{model.name}: TensorRT-LLM's KVCacheManager keeps one head_dim and dtype for K and V")
+    head_dim = attn[0].head_size
+    require(all(a.head_size == head_dim for a in attn), f"{model.name}: per-layer head_dim needs KVCacheManagerV2")
+    return 2, [a.num_kv_heads for a in attn], head_dim, dtype, "kv"
+
+
+def plan_trtllm(model, options: Options = Options(), *, kv_budget_bytes: int,
+                max_attention_window: tuple[int, ...] | None = None,
+                window_size_shares: tuple[float, ...] | None = None) -> EnginePlan:
+    """TensorRT-LLM's pools for `model` when its KV cache gets `kv_budget_bytes` (after
+    free_gpu_memory_fraction); `max_attention_window` is KvCacheConfig's (None: one window of
+    max_seq_len), `window_size_shares` TRTLLM_WINDOW_SIZE_SHARES."""
+    check_budget(kv_budget_bytes)
+    attn, mla, states = split_declared(model, model.reader.caches(model, options), "trtllm")
+    require(not (attn and mla), f"{model.name}: both MHA and MLA layers; TensorRT-LLM keeps one KV cache type")
+    tpb = options.block_size or TOKENS_PER_BLOCK
+    max_seq_len = options.max_model_len or model.max_model_len
+    kv_factor, heads, head_dim, dtype, kind = _attention_geometry(model, attn, mla)
+    elem = ELEMENT_BYTES[dtype]
+    layers = len(heads)
+    per_layer = [kv_factor * h * head_dim * elem for h in heads]  # bytes per token, per layer
+    windows = (max_seq_len,) if max_attention_window is None else tuple(min(max_seq_len, w)
+                                                                        for w in max_attention_window)
+    vswa = len(set(windows)) > 1
+    groups = window_layers(windows, layers)
+    derivation = [f"tokens_per_block={tpb}, max_seq_len={max_seq_len:,}, max_attention_window="
+                  f"{'unset: one window of max_seq_len' if max_attention_window is None else list(windows)}"]
+    logs: list[str] = []
+    if vswa:
+        kept = shrink_windows(groups, per_layer, kv_budget_bytes)
+        if any(kept[w] != w for w in groups):
+            derivation.append(f"adjust_window_sizes_for_vswa: windows {sorted(groups)} -> "
+                              f"{[kept[w] for w in sorted(groups)]} (one sequence did not fit)")
+            merged: dict[int, list[int]] = {}
+            for w in sorted(groups):
+                merged.setdefault(kept[w], []).extend(groups[w])
+            groups = merged
+        if window_size_shares is None:
+            shares = [1.0 / len(groups)] * len(groups)
+        else:
+            require(len(window_size_shares) == len(groups), f"window_size_shares: {len(window_size_shares)} shares "
+                                                            f"for {len(groups)} window sizes")
+            require(sum(window_size_shares) == 1.0, "window_size_shares: must sum to 1.0")
+            shares = list(window_size_shares)
+        blocks_per_window = {}
+        for share, (w, ls) in zip(shares, sorted(groups.items())):
+            bpt = sum(per_layer[i] for i in ls)
+            primary_tokens = kv_budget_bytes * share / bpt  # calculate_max_num_blocks_for_vswa
+            blocks_per_window[w] = (int(primary_tokens // tpb), bpt, ls, share)
+            derivation.append(f"window {w:,}: {len(ls)} layers x {bpt // len(ls):,} B = {bpt:,} B/token; "
+                              f"share {share:g}: int({kv_budget_bytes:,} x {share:g} / {bpt:,} // {tpb}) = "
+                              f"{int(primary_tokens // tpb):,} blocks")
     else:
-        kv_factor, layers, dtype = 2, len(attn), attn[0].kv_dtype
-        require(all(a.head_size == a.head_size_v and a.kv_dtype == dtype for a in attn),
-                f"{model.name}: TensorRT-LLM's KVCacheManager keeps one head_dim and dtype for K and V")
-        head_dim = attn[0].head_size
-        require(all(a.head_size == head_dim for a in attn), f"{model.name}: per-layer head_dim needs KVCacheManagerV2")
-        heads = sum(a.num_kv_heads for a in attn)  # sum(num_kv_heads_per_layer)
-        sliding = sum(1 for a in attn if a.sliding_window is not None or a.attention_chunk_size is not None)
-        holds = (f"K|V of {layers} attention layers"
-                 + (f" ({sliding} sliding/chunked sized as full: one window)" if sliding else ""))
-        bytes_per_token = kv_factor * heads * head_dim * ELEMENT_BYTES[dtype]
-    max_tokens, blocks = blocks_for_budget(kv_budget_bytes, bytes_per_token, tpb)
-    require(blocks > 0, f"{model.name}: TensorRT-LLM: the budget holds no KV block")
-    pools.append(EnginePool(name="primary pool", holds=holds, unit=f"block of {tpb} tokens",
-                            bytes_per_unit=bytes_per_token * tpb, units=blocks, layers=layers))
-    derivation.append(f"get_cache_bytes_per_token = {kv_factor} x {heads if not mla else 1} heads"
-                      f"{'' if mla else ' (all layers)'} x {head_dim}{f' x {layers} layers' if mla else ''} x "
-                      f"{ELEMENT_BYTES[dtype]} = {bytes_per_token:,} B")
-    derivation.append(f"max_tokens = {kv_budget_bytes:,} // {bytes_per_token:,} = {max_tokens:,}; "
-                      f"blocks = {max_tokens:,} // {tpb} = {blocks:,}")
+        bpt = sum(per_layer)  # get_cache_bytes_per_token
+        max_tokens, blocks = blocks_for_budget(kv_budget_bytes, bpt, tpb)
+        blocks_per_window = {windows[0]: (blocks, bpt, list(range(layers)), 1.0)}
+        derivation.append(f"get_cache_bytes_per_token = {kv_factor} x {sum(heads)} heads (all {layers} layers) x "
+                          f"{head_dim} x {elem} = {bpt:,} B")
+        derivation.append(f"max_tokens = {kv_budget_bytes:,} // {bpt:,} = {max_tokens:,}; "
+                          f"blocks = {max_tokens:,} // {tpb} = {blocks:,}")
+    # validate_and_adjust_attention_windows: no window longer than its pool
+    adjusted = {}
+    for w, (blocks, *_rest) in blocks_per_window.items():
+        require(blocks > 0, f"{model.name}: TensorRT-LLM: the budget holds no KV block for window {w:,}")
+        bound = window_upper_bound(blocks, tpb)
+        adjusted[w] = min(w, bound)
+        if bound < w:
+            logs.append(f"[TensorRT-LLM][WARNING] Attention window size {w} exceeds upper bound {bound} for "
+                        f"available blocks. Reducing to {bound}.")
+    if any(adjusted[w] != w for w in adjusted):
+        new_len = max(adjusted.values()) if vswa else adjusted[windows[0]]
+        logs.append(f"[TensorRT-LLM][WARNING] Adjusted max_seq_len to {new_len}")
+        derivation.append(f"validate_and_adjust_attention_windows: max_seq_len {max_seq_len:,} -> {new_len:,} "
+                          f"(the pool's blocks x {tpb})")
+        max_seq_len = new_len
+    sliding = sum(1 for a in attn if a.sliding_window is not None or a.attention_chunk_size is not None)
+    pools: list[EnginePool] = []
+    logs.append(f"[TensorRT-LLM][INFO] Number of tokens per block: {tpb}.")
+    per_request = {}
+    for w, (blocks, bpt, ls, share) in sorted(blocks_per_window.items()):
+        window = adjusted[w]
+        what = ("latent KV" if kind == "latent" else "K|V") + f" of {len(ls)} {'MLA' if mla else 'attention'} layers"
+        if not vswa and sliding:
+            what += f" ({sliding} sliding/chunked sized as full: one window)"
+        pools.append(EnginePool(name="primary pool" if not vswa else f"window {window:,} pool", holds=what,
+                                unit=f"block of {tpb} tokens", bytes_per_unit=bpt * tpb, units=blocks, layers=len(ls),
+                                arrangement="blocks", window=window, kind=kind))
+        per_request[window] = math.ceil(min(max_seq_len, window) / tpb)
+        logs.append(f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {pools[-1].total_bytes / GIB:.2f} GiB for max "
+                    f"tokens in paged KV cache ({blocks * tpb}).")
     if states:
-        conv_dtype = model.dtype
-        ssm = _SSM[options.mamba_ssm_dtype] if options.mamba_ssm_dtype else model.dtype
-        conv_b = ssm_b = 0
-        for s in states:
-            temporal = s.parts[-1] if len(s.parts) > 1 else None
-            for p in s.parts:
-                if p is temporal:
-                    ssm_b += p.count * ELEMENT_BYTES[ssm]
-                else:
-                    conv_b += p.count * ELEMENT_BYTES[conv_dtype]
-        n = len(states)
-        pools += [EnginePool(name="mamba conv_states", holds=f"conv state of {n} layers ({conv_dtype})",
-                             unit="sequence slot", bytes_per_unit=conv_b, units=MAX_BATCH_SIZE, layers=n),
-                  EnginePool(name="mamba ssm_states", holds=f"SSM state of {n} layers ({ssm})", unit="sequence slot",
-                             bytes_per_unit=ssm_b, units=MAX_BATCH_SIZE, layers=n)]
-        derivation.append(f"Mamba states: {MAX_BATCH_SIZE} slots x ({conv_b:,} + {ssm_b:,}) B, outside the KV budget")
-    tokens = blocks * tpb
-    per_request = math.ceil(max_seq_len / tpb)
-    running = min(MAX_BATCH_SIZE, blocks // per_request)
-    rule = (f"min(max_batch_size {MAX_BATCH_SIZE}, blocks // ceil(max_seq_len / {tpb})) "
+        pools += _mamba_pools(model, options, states)
+        derivation.append(f"Mamba states: {pools[-1].units:,} + 1 slots (max_batch_size + a padding slot) x "
+                          f"({pools[-2].bytes_per_unit:,} + {pools[-1].bytes_per_unit:,}) B, outside the KV budget")
+        logs.insert(0, f"Mamba Cache is allocated. max_mamba_cache_size: {MAX_BATCH_SIZE + 1}, conv_state size: "
+                       f"{pools[-2].total_bytes / GIB:.2f}GB, ssm_state size: {pools[-1].total_bytes / GIB:.2f}GB")
+    kv_pools = [p for p in pools if p.kind != "state"]
+    full = max(kv_pools, key=lambda p: p.window)
+    tokens = full.units * tpb
+    running = min([MAX_BATCH_SIZE] + [p.units // per_request[p.window] for p in kv_pools])
+    rule = (f"min(max_batch_size {MAX_BATCH_SIZE}, blocks // ceil(min(max_seq_len, window) / {tpb}) per pool) "
             f"(GUARANTEED_NO_EVICT reserves blocks to completion)")
-    kv_bytes = pools[0].total_bytes
-    logs = (f"[TensorRT-LLM][INFO] Number of tokens per block: {tpb}.",
-            f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {kv_bytes / GIB:.2f} GiB for max tokens in paged KV "
-            f"cache ({tokens}).")
     return EnginePlan(engine="trtllm", version=VERSION, model=model.name, kv_budget_bytes=kv_budget_bytes,
                       pools=tuple(pools), token_capacity=tokens, token_capacity_name="max tokens in paged KV cache",
-                      request_bound=running, request_bound_rule=rule, max_model_len=max_seq_len, log_lines=logs,
-                      derivation=tuple(derivation), tokens_per_window=((max_seq_len, tokens),), notes=tuple(notes))
+                      request_bound=running, request_bound_rule=rule, max_model_len=max_seq_len, log_lines=tuple(logs),
+                      derivation=tuple(derivation),
+                      tokens_per_window=tuple((p.window, p.units * tpb) for p in kv_pools), notes=NOTES)
+
+
+def _mamba_pools(model, options: Options, states) -> list[EnginePool]:
+    """legacy.py PythonMambaCacheManager's conv_states / ssm_states over
+    _get_mamba_hybrid_pool_size = max_batch_size + 1 slots (the last a padding slot); conv in the
+    model dtype, SSM in mamba_ssm_cache_dtype ('auto': the model's torch_dtype)."""
+    conv_dtype = model.dtype
+    ssm = _SSM[options.mamba_ssm_dtype] if options.mamba_ssm_dtype else model.dtype
+    conv_b = ssm_b = 0
+    for s in states:
+        temporal = s.parts[-1] if len(s.parts) > 1 else None
+        for p in s.parts:
+            if p is temporal:
+                ssm_b += p.count * ELEMENT_BYTES[ssm]
+            else:
+                conv_b += p.count * ELEMENT_BYTES[conv_dtype]
+    n = len(states)
+    return [EnginePool(name="mamba conv_states", holds=f"conv state of {n} layers ({conv_dtype})", unit="sequence slot",
+                       bytes_per_unit=conv_b, units=MAX_BATCH_SIZE, layers=n, reserved_units=1, kind="state",
+                       outside_budget=True),
+            EnginePool(name="mamba ssm_states", holds=f"SSM state of {n} layers ({ssm})", unit="sequence slot",
+                       bytes_per_unit=ssm_b, units=MAX_BATCH_SIZE, layers=n, reserved_units=1, kind="state",
+                       outside_budget=True)]
