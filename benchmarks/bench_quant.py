@@ -22,7 +22,7 @@ import time
 import torch
 
 from kvviz import quant as q
-from kvviz.quant_parity import parity_cases
+from kvviz.tools.quant_parity import parity_cases
 
 FORMATS = ("indexer_mxfp4", "fp8_ds_mla")
 

@@ -322,6 +322,34 @@ class PageAnatomy:
         """Payload, footer and padding regions, empty ones left out."""
         return tuple(r for r in (self.payload, self.footer, self.padding) if r.size)
 
+    # ---- the rule applied to bytes: any array with [..., slice] indexing and reshape (a torch
+    # tensor, a numpy array); this module imports neither, so the light paths stay light. ----
+
+    def split(self, page):
+        """(payloads [..., rows, payload_bytes], footers [..., rows, footer_bytes]) of `page`
+        [..., page_bytes]: views where the array type can reshape without copying."""
+        lead = tuple(page.shape[:-1])
+        return (page[..., self.payload.slice].reshape(*lead, self.rows, self.payload_bytes),
+                page[..., self.footer.slice].reshape(*lead, self.rows, self.footer_bytes))
+
+    def write(self, page, payloads, footers, *, zero_padding: bool = True):
+        """Write rows into `page` [..., page_bytes] in place: row t's payload at t * payload_bytes,
+        its footer at rows * payload_bytes + t * footer_bytes, the padding zeroed (unless
+        ``zero_padding=False``). `payloads` [..., rows, payload_bytes] and `footers`
+        [..., rows, footer_bytes] share page's leading dims. Returns page."""
+        lead = tuple(page.shape[:-1])
+        page[..., self.payload.slice] = payloads.reshape(*lead, self.payload.size)
+        page[..., self.footer.slice] = footers.reshape(*lead, self.footer.size)
+        if zero_padding:
+            page[..., self.padding.slice] = 0
+        return page
+
+    def records(self, page):
+        """The content of `page` [..., page_bytes] cut into `rows` records of payload_bytes +
+        footer_bytes each, [..., rows, payload_bytes + footer_bytes]: how a reader that assumes
+        each row's payload and footer side by side (a per-token layout) sees the page."""
+        return page[..., self.content.slice].reshape(*page.shape[:-1], self.rows, self.payload_bytes + self.footer_bytes)
+
 
 def page_regions(row: RowFormat, rows: int, page_bytes: int) -> tuple[Region, ...]:
     """Payload region, footer region and trailing padding of one page (empty regions omitted)."""

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check of kvviz, for a GPU workstation as it is (no network, nothing installed):
-#   1. CPU/CUDA byte parity of every kvviz.quant codec (python -m kvviz.quant_parity, 65,536 rows
+#   1. CPU/CUDA byte parity of every kvviz.quant codec (python -m kvviz.tools.quant_parity, 65,536 rows
 #      per codec; with pytest importable, also tests/test_parity.py -m cuda)
 #   2. clean `kvviz verify` on CUDA: deepseek-v4-pro x {flashmla, flashinfer} x indexer {fp8, mxfp4}
 #   3. the three hazards on CUDA (shared-block, zeroer, misread): the JSON must show the damage
@@ -249,7 +249,7 @@ pytest_step() {  # pytest_step STEP LIMIT FILE...
 }
 
 # ---- 1. parity ----------------------------------------------------------------------------------
-run_timed 150 "parity (quant_parity)" "$PY" -m kvviz.quant_parity --device "$DEVICE" --rows "$PARITY_ROWS" --json
+run_timed 150 "parity (quant_parity)" "$PY" -m kvviz.tools.quant_parity --device "$DEVICE" --rows "$PARITY_ROWS" --json
 log="$RESULTS/$(logname "parity (quant_parity)")"
 verdict=$(judge parity "$log.out" "$RC" 2>>"$log.err")
 status=${verdict%%$'\t'*}; detail=${verdict#*$'\t'}

@@ -2,10 +2,10 @@
 
 On CUDA, torch computes ``tensor / python_number`` as a multiply by the rounded reciprocal, which
 can be one bit off the CPU's IEEE division; vLLM's kernels divide. kvviz.quant therefore divides
-by a tensor on the input's device everywhere (`quant._true_div`).
+by a tensor on the input's device everywhere (`kvviz.quant.bits.true_div`).
 
 * The ``cuda`` tests (``pytest -m cuda``; skipped without CUDA) compare CPU and CUDA bytes of
-  every codec on 2^16 rows with magnitudes over 1e-4..1e4 (`kvviz.quant_parity`).
+  every codec on 2^16 rows with magnitudes over 1e-4..1e4 (`kvviz.tools.quant_parity`).
 * The CPU tests hold the scales and codes to exact references written here with numpy (float64
   division rounded once to float32, which equals IEEE float32 division; E4M3 and E2M1 rounding
   from the formats' definitions), on inputs built so that ``x * (1/s)`` and ``x / s`` round to
@@ -22,7 +22,8 @@ import pytest
 import torch
 
 from kvviz import quant as q
-from kvviz import quant_parity
+from kvviz.quant import bits
+from kvviz.tools import quant_parity
 from kvviz.formats import DS_MLA_SCALE_BLOCK, INDEXER_FP8_BLOCK, MXFP4_BLOCK
 
 F32 = np.float32
@@ -237,7 +238,7 @@ def test_ds_mla_matches_reference():
 
 
 def _reciprocal_div(scalars: bool, tensors: bool):
-    """A stand-in for quant._true_div that multiplies by the float32 reciprocal: for Python-number
+    """A stand-in for kvviz.quant.bits.true_div that multiplies by the float32 reciprocal: for Python-number
     divisors (what CUDA does for x / 448.0) and/or for tensor divisors (code written as
     x * (1 / scale))."""
     def div(x: torch.Tensor, divisor) -> torch.Tensor:
@@ -253,11 +254,11 @@ def test_reciprocal_multiply_is_caught(monkeypatch):
     rows, scales = indexer_rows(16, seed=7)
     x = torch.from_numpy(rows)
     with monkeypatch.context() as m:  # CUDA's x / 448.0: the scales come out wrong
-        m.setattr(q, "_true_div", _reciprocal_div(scalars=True, tensors=False))
+        m.setattr(bits, "true_div", _reciprocal_div(scalars=True, tensors=False))
         _, got = q.fp8_indexer_encode(x)
         assert np.count_nonzero(got[:, 0].numpy() != scales) == len(scales)
     with monkeypatch.context() as m:  # x * (1 / scale): right scales, wrong codes
-        m.setattr(q, "_true_div", _reciprocal_div(scalars=False, tensors=True))
+        m.setattr(bits, "true_div", _reciprocal_div(scalars=False, tensors=True))
         codes, got = q.fp8_indexer_encode(x)
         assert np.array_equal(got[:, 0].numpy(), scales)
         assert (codes.numpy() != e4m3_ref(true_div(rows, scales[:, None]))).mean() > 0.5

@@ -8,7 +8,7 @@ those of DeepSeek-V4-Pro's caches (head dims from the shipped preset), at least 
 with magnitudes spread log-uniformly over 1e-4..1e4 with random signs (no NaN), so every scale
 exponent and both E4M3 ranges (subnormal and normal) are hit.
 
-    python -m kvviz.quant_parity --device cuda [--rows 65536] [--json]
+    python -m kvviz.tools.quant_parity --device cuda [--rows 65536] [--json]
 
 Exit status 0 when every byte agrees, 1 when some differ (one line per codec either way), 2 on
 bad input. Plain torch, no pytest: ``scripts/gpu_check.sh`` runs it on a bare GPU machine, and
@@ -26,12 +26,12 @@ from typing import Any
 
 import torch
 
-from . import formats, quant
-from .families import preset_names, preset_raw
-from .families.deepseek_v4 import BACKENDS, CacheOptions, config_from_dict, is_deepseek_v4, model_caches
-from .pool import resolve_device
-from .options import KV_DTYPES
-from .errors import KvvizError, require
+from .. import formats, quant
+from ..errors import KvvizError, require
+from ..families import preset_names, preset_raw
+from ..families.deepseek_v4 import BACKENDS, CacheOptions, config_from_dict, is_deepseek_v4, model_caches
+from ..options import KV_DTYPES
+from ..pool import resolve_device
 
 #: The model whose row formats are checked (its preset gives every head dim).
 PARITY_MODEL = "deepseek-v4-pro"
@@ -61,6 +61,7 @@ class ParityCase:
 
     @property
     def label(self) -> str:
+        """'codec[dims] opt=value ...', the case's name in the output and in pytest ids."""
         extra = "".join(f" {k}={v}" for k, v in self.opts)
         return f"{self.codec}[{self.dims}]{extra}"
 
@@ -79,15 +80,18 @@ class ParityResult:
 
     @property
     def equal(self) -> bool:
+        """True when nothing differed (same bytes on the CPU and the device)."""
         return not any(self.mismatched.values())
 
     def line(self) -> str:
+        """One line: the case, rows, bytes compared and the verdict (what differed first, if anything)."""
         verdict = "same bytes" if self.equal else "DIFFERENT: " + ", ".join(
             f"{n} {part}" for part, n in self.mismatched.items() if n) + f" (first: {self.first_mismatch})"
         return (f"{self.case.label:<44} {self.rows:>7,} rows  {self.bytes_compared:>13,} B  cpu vs {self.device}: "
                 f"{verdict}  ({self.seconds:.2f} s)")
 
     def to_json(self) -> dict:
+        """The result as a JSON-ready dict (the --json output's per-case entry)."""
         return {"case": self.case.label, "codec": self.case.codec, "dims": self.case.dims,
                 "opts": dict(self.case.opts), "device": self.device, "rows": self.rows,
                 "bytes_compared": self.bytes_compared, "mismatched": self.mismatched,
@@ -234,7 +238,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = _Parser(prog="python -m kvviz.quant_parity", description=__doc__.splitlines()[0])
+    """The command line: 0 when every case gives the same bytes, 1 when some differ, 2 on bad input."""
+    ap = _Parser(prog="python -m kvviz.tools.quant_parity", description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda", help="device compared with the CPU (default cuda)")
     ap.add_argument("--rows", type=int, default=PARITY_ROWS, help=f"rows per case (default {PARITY_ROWS:,})")
     ap.add_argument("--seed", type=int, default=0)
