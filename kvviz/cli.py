@@ -104,6 +104,9 @@ def add_knob_arguments(p: argparse.ArgumentParser) -> None:
     dep = p.add_argument_group("deployment (vLLM's flags; any model)")
     dep.add_argument("--tensor-parallel-size", "-tp", type=_int_in(1, 1 << 16), metavar="N",
                      help="plan one rank of N (KV heads and states split as vLLM splits them)")
+    dep.add_argument("--decode-context-parallel-size", "-dcp", dest="decode_context_parallel_size",
+                     type=_int_in(1, 1 << 16), metavar="N",
+                     help="vLLM's DCP: full-attention / MLA tokens split over N of the TP ranks (default 1)")
     dep.add_argument("--max-model-len", "--context", dest="max_model_len", type=_max_model_len,
                      metavar="TOKENS", help="request length (default: the model's own maximum, as vLLM derives it; "
                                             "-1 or auto: the largest that fits the budget, as vLLM's -1 does)")

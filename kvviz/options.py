@@ -24,6 +24,7 @@ KNOB_OPTIONS = {
     "prefix_caching": "--no-prefix-caching", "sliding_window": "--sliding-window",
     "max_model_len": "--max-model-len", "max_num_batched_tokens": "--max-num-batched-tokens",
     "async_scheduling": "--no-async-scheduling", "tensor_parallel_size": "--tensor-parallel-size",
+    "decode_context_parallel_size": "--decode-context-parallel-size",
     "backend": "--backend", "main_format": "--main-format", "indexer_format": "--indexer", "mtp": "--no-mtp",
     "head_dim": "--head-dim", "rope_dim": "--rope-dim", "index_head_dim": "--index-head-dim",
 }
@@ -36,7 +37,9 @@ class Options:
     Any model: kv_dtype ('bf16', 'fp16', 'fp32', 'fp8'; None: the model dtype, vLLM's 'auto'),
     block_size (tokens per attention block), max_model_len (None: the model's own maximum, as
     vLLM derives it), max_num_batched_tokens (vLLM serve's 8192 on an H200), async_scheduling
-    (vLLM's default: on, two batches in flight), tensor_parallel_size (one rank is planned).
+    (vLLM's default: on, two batches in flight), tensor_parallel_size (one rank is planned),
+    decode_context_parallel_size (vLLM's DCP: full-attention / MLA tokens split over that many of
+    the TP ranks; None = 1; any model that takes tensor_parallel_size, refused where vLLM refuses).
     States: mamba_ssm_dtype, prefix_caching (on: 'align' mode). Sliding layers: sliding_window.
     DeepSeek V4: backend, main_format, indexer_format, mtp and the head_dim / rope_dim /
     index_head_dim overrides."""
@@ -50,6 +53,7 @@ class Options:
     max_num_batched_tokens: int | None = None
     async_scheduling: bool | None = None
     tensor_parallel_size: int | None = None
+    decode_context_parallel_size: int | None = None
     backend: str | None = None
     main_format: str | None = None
     indexer_format: str | None = None
@@ -67,7 +71,8 @@ class Options:
             raise KvvizError(f"mamba_ssm_dtype={self.mamba_ssm_dtype!r}: unknown; choose one of {', '.join(SSM_DTYPES)}")
         for field, high in (("block_size", MAX_TOKENS_PER_BLOCK), ("sliding_window", MAX_SLIDING_WINDOW),
                             ("max_model_len", MAX_CONTEXT_TOKENS), ("max_num_batched_tokens", MAX_CONTEXT_TOKENS),
-                            ("tensor_parallel_size", 1 << 16), ("head_dim", MAX_DIM), ("rope_dim", MAX_DIM),
+                            ("tensor_parallel_size", 1 << 16), ("decode_context_parallel_size", 1 << 16),
+                            ("head_dim", MAX_DIM), ("rope_dim", MAX_DIM),
                             ("index_head_dim", MAX_DIM)):
             if getattr(self, field) is not None:
                 bounded_int(getattr(self, field), field=field, low=1, high=high)

@@ -323,7 +323,7 @@ def test_the_app_starts_on_the_documented_knobs():
         "model": "deepseek-v4-pro", "head_dim": c.head_dim, "rope_dim": c.qk_rope_head_dim,
         "index_head_dim": c.index_head_dim, "main_format": "fp8_ds_mla", "indexer_format": "mxfp4",
         "backend": "flashmla", "block_size": "auto", "mtp": True, "c4": 30, "c128": 31, "swa": 0,
-        "planner": "vllm", "context": PRO.max_model_len, "budget_gib": 26.09, "gpu": "budget",
+        "tensor_parallel_size": 1, "planner": "vllm", "context": PRO.max_model_len, "budget_gib": 26.09, "gpu": "budget",
         "gpu_memory_utilization": 0.92}
     assert app.plan.tokens_per_block == 256
     assert Explorer(backend="flashinfer").main_format.value == "fp8"
@@ -341,7 +341,7 @@ HYBRID_SHOWN = {
     "qwen3-next-80b-a3b": HYBRID_BASE | {"mamba_ssm_dtype", "prefix_caching"},
 }
 PRO_SHOWN = {"model", "head_dim", "rope_dim", "index_head_dim", "main_format", "indexer_format", "backend",
-             "block_size", "mtp", "c4", "c128", "swa", "planner", "context", "budget_gib", "gpu",
+             "block_size", "mtp", "c4", "c128", "swa", "tensor_parallel_size", "planner", "context", "budget_gib", "gpu",
              "gpu_memory_utilization"}
 
 

@@ -24,7 +24,7 @@ from kvviz.vllm.plan import plan_model
 
 PRO = load_preset("deepseek-v4-pro")
 DEEPSEEK_KNOBS = ("model", "head_dim", "rope_dim", "index_head_dim", "main_format", "indexer_format", "backend",
-                  "mtp", "c4", "c128", "swa", "block_size", "planner", "context", "budget_gib", "gpu",
+                  "mtp", "c4", "c128", "swa", "block_size", "tensor_parallel_size", "planner", "context", "budget_gib", "gpu",
                   "gpu_memory_utilization")
 # vLLM serve's defaults: max_num_batched_tokens 8192, async scheduling on (two batches in flight).
 IN_FLIGHT = 2 * 8192

@@ -187,6 +187,7 @@ class ModelConfig:
     compress_ratios: tuple[int, ...]  # one per layer, then the MTP slot(s)
     index_n_heads: int | None = None
     index_topk: int | None = None
+    num_attention_heads: int | None = None  # query heads: TP must divide them (None: not in the config)
 
     def __post_init__(self) -> None:
         require(isinstance(self.name, str), f"name={self.name!r}: must be a string")
@@ -213,6 +214,9 @@ class ModelConfig:
         )
         for i, r in enumerate(self.compress_ratios):
             require(type(r) is int and r >= 0, f"compress_ratios[{i}]={r!r}: must be a non-negative integer")
+        h = self.num_attention_heads
+        require(h is None or (type(h) is int and 0 < h <= MAX_DIM),
+                f"num_attention_heads={h!r}: must be a positive integer (at most {MAX_DIM:,})")
 
     @property
     def num_layers_with_mtp(self) -> int:
@@ -253,6 +257,7 @@ def config_from_dict(raw: dict, *, name: str) -> ModelConfig:
         compress_ratios=tuple(ratios),
         index_n_heads=raw.get("index_n_heads"),
         index_topk=raw.get("index_topk"),
+        num_attention_heads=raw.get("num_attention_heads"),
     )
 
 
@@ -309,7 +314,7 @@ class DeepSeekV4Family(Family):
     key = "deepseek_v4"
     title = "DeepSeek V4 (compressed MLA + indexer)"
     knobs = ("backend", "main_format", "indexer_format", "mtp", "block_size", "head_dim", "rope_dim",
-             "index_head_dim", "max_model_len", "max_num_batched_tokens", "async_scheduling")
+             "index_head_dim", "max_model_len", "max_num_batched_tokens", "async_scheduling", "tensor_parallel_size")
     planners = PLANNERS
     block_outermost = True  # DeepSeek V4's backends declare block-outermost layouts (BLHNC)
 
@@ -327,6 +332,18 @@ class DeepSeekV4Family(Family):
                                            index_head_dim=options.index_head_dim)
 
     def caches(self, model: Model, options: Options) -> tuple[CacheSpec, ...]:
+        """One rank's caches. TP shards none of them in vLLM 0.33: every DeepSeek V4 spec is
+        num_kv_heads=1, max_tp_shards=1 (models/deepseek_v4/attention.py DeepseekV4MLAAttention and
+        DeepseekV4IndexerCache.get_kv_cache_spec, compressor.py CompressorStateCache,
+        v1/attention/backends/mla/sparse_swa.py DeepseekV4SWACache), and the compressor state is
+        2 x coff x head_dim wide whatever the TP; only the query heads split, and
+        DeepseekV4MLAAttention asserts `n_heads % tp_size == 0` (as ModelConfig.verify_with_parallel_config
+        does), refused here when the config gives num_attention_heads."""
+        tp = options.tensor_parallel_size or 1
+        heads = model.config.num_attention_heads
+        require(heads is None or heads % tp == 0,
+                f"tensor_parallel_size={tp}: {model.name}'s {heads} attention heads are not divisible by it (vLLM 0.33: "
+                f"'Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).')")
         return model_caches(self.config_for(model, options), cache_options(options))
 
     def describe(self, model: Model) -> str:
@@ -334,7 +351,9 @@ class DeepSeekV4Family(Family):
         mix = c.layer_mix
         return (f"{model.name}: {c.num_hidden_layers} layers (+{c.num_nextn_predict_layers} MTP): "
                 f"{mix['c4']} c4, {mix['c128']} c128, {mix['swa']} SWA-only; head_dim {c.head_dim}, "
-                f"index_head_dim {c.index_head_dim}")
+                f"index_head_dim {c.index_head_dim}"
+                + ("" if c.num_attention_heads else "; no num_attention_heads in the config, so a tensor-parallel "
+                                                   "size that does not divide it is not refused"))
 
     def comparisons(self, model: Model, options: Options) -> tuple[tuple[str, str, Options], ...]:
         """vLLM #48993's before/after for the chosen backend: bucketed + padding + FP8 (132 B)

@@ -34,7 +34,58 @@ ALIASES = {"overlay-by-spec": "vllm"}
 def scheduling_for(model, options: Options, mode: str = "none") -> Scheduling:
     max_model_len = options.max_model_len or model.max_model_len
     return Scheduling(max_model_len=max_model_len, max_in_flight_tokens=options.max_in_flight_tokens,
-                      mamba_cache_mode=mode)
+                      mamba_cache_mode=mode, dcp=options.decode_context_parallel_size or 1)
+
+
+# DCP reuses the TP ranks (vLLM 0.33 config/parallel.py: "DCP reuses the TP ranks when PCP is
+# disabled"), so it is a knob of every model that takes tensor_parallel_size.
+DCP = "decode_context_parallel_size"
+TP = "tensor_parallel_size"
+MLA_SPEC_CLASSES = ("MLAAttentionSpec", "SlidingWindowMLASpec")
+
+
+def _total_heads(model) -> tuple[int | None, int | None]:
+    """(total attention heads, total KV heads) of the model's attention layers, before TP."""
+    c = model.config
+    heads = getattr(c, "num_attention_heads", None)
+    kv = getattr(c, "num_key_value_heads", None) or getattr(c, "num_kv_heads", None)
+    return heads, kv
+
+
+def check_dcp(model, options: Options, caches) -> None:
+    """vLLM 0.33's refusals of a decode context-parallel size, in the order vLLM meets them:
+
+    * ParallelConfig (config/parallel.py): 'tp_size={tp} must be divisible by dcp_size={dcp}.';
+    * ModelConfig.verify_with_parallel_config (config/model.py), for a model without MLA: TP must
+      exceed the total KV heads, dcp <= tp // kv, and the query heads per KV head divisible by dcp;
+    * SlidingWindowSpec.max_memory_usage_bytes (v1/kv_cache_interface.py): 'DCP not support
+      sliding window.' (every sliding-window spec is dcp_sharded, so any windowed layer refuses;
+      DeepSeek V4's SWA and compressor specs are SlidingWindowMLASpec).
+    MLA (use_mla) skips the GQA rules: its latent is one head on every rank."""
+    dcp = options.decode_context_parallel_size or 1
+    if dcp == 1:
+        return
+    tp = options.tensor_parallel_size or 1
+    name = model.name
+    require(tp % dcp == 0, f"{DCP}={dcp}: tensor_parallel_size={tp} must be divisible by it (vLLM 0.33 "
+                           f"ParallelConfig: 'tp_size={tp} must be divisible by dcp_size={dcp}.')")
+    attention = [c for c in caches if not c.kind.is_state]
+    require(attention, f"{DCP}={dcp}: {name} has no attention layer whose tokens DCP could split")
+    use_mla = any(c.spec_class in MLA_SPEC_CLASSES for c in attention)
+    if not use_mla:
+        heads, kv = _total_heads(model)
+        require(heads and kv, f"{DCP}={dcp}: kvviz does not know {name}'s attention / KV head counts")
+        require(tp > kv, f"{DCP}={dcp}: decode context parallelism for GQA/MQA requires tensor_parallel_size ({tp}) "
+                         f"to be greater than {name}'s total number of KV heads ({kv}) (vLLM 0.33 "
+                         f"ModelConfig.verify_with_parallel_config)")
+        require(dcp <= tp // kv, f"{DCP}={dcp}: exceeds the maximum supported value ({tp // kv}) for "
+                                 f"tensor_parallel_size ({tp}) and {kv} model KV heads (vLLM 0.33)")
+        require((heads // kv) % dcp == 0, f"{DCP}={dcp}: {name}'s number of query heads per KV head "
+                                          f"({heads // kv}) must be divisible by it for GQA/MQA (vLLM 0.33)")
+    windowed = next((c for c in attention if c.sliding_window is not None), None)
+    require(windowed is None, f"{DCP}={dcp}: {name} has sliding-window layers ({windowed.name if windowed else ''}, "
+                              f"window {windowed.sliding_window if windowed else ''}); vLLM 0.33 refuses: 'DCP not "
+                              f"support sliding window.' (SlidingWindowSpec.max_memory_usage_bytes)")
 
 
 def resolve_planner(model, planner: str | None) -> str:
@@ -51,6 +102,8 @@ def resolve_planner(model, planner: str | None) -> str:
 def check_knobs(model, options: Options) -> None:
     """A knob that does not apply to the model is refused, naming it and the model's knobs."""
     applies = model.reader.knobs_for(model)
+    if TP in applies:
+        applies = applies + (DCP,)
     for name in options.given():
         if name not in applies:
             raise KvvizError(f"{name}: does not apply to {model.name} ({model.reader.title}); its knobs are "
@@ -88,6 +141,7 @@ def plan_model(model, planner: str | None = None, options: Options = Options()) 
     else:
         caches, mode, head = specs, "none", ()
         tokens = max((c.tokens_per_block for c in caches if c.is_full_attention), default=None)
+    check_dcp(model, options, caches)
     scheduling = scheduling_for(model, options, mode)
     if planner == "vllm":
         if declared:
