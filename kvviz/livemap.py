@@ -1,4 +1,5 @@
-"""The block map drawn in the browser: an anywidget fed with `BlockMapData.to_dict()`.
+"""The block map drawn in the browser: an anywidget fed with `BlockMapData.to_dict()`, the same
+data object the PNG block map draws (`kvviz.views.blockmap_data`).
 
 The JavaScript module (kvviz/static/blockmap.js, shipped in the package, no network) draws an
 SVG: one lane per group over the block's bytes [0, stride), one rect per layer page, hatched
@@ -16,7 +17,6 @@ reads back and compares with the planner. A hybrid model's separate pools share 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from importlib.resources import files
 
@@ -24,7 +24,7 @@ import anywidget
 import traitlets
 
 from .core.layout import Layout
-from .mapdata import BlockMapData, block_map_data, format_bytes
+from .views.blockmap_data import BlockMapData, block_map_data, separate_pools_data
 
 
 def _static(name: str) -> str:
@@ -54,34 +54,15 @@ class LiveBlockMap(anywidget.AnyWidget):
         self._data_json = json.dumps(change["new"], separators=(",", ":"))
 
     def show(self, what: Layout | BlockMapData | dict) -> None:
+        """Draw a Layout (through `block_map_data`), a BlockMapData, or its `to_dict()`."""
         if isinstance(what, Layout):
             what = block_map_data(what)
         self.data = what.to_dict() if isinstance(what, BlockMapData) else what
 
 
 def separate_pools_map_data(pools, *, caption: str) -> dict:
-    """The live map's data for a separate-pools `kvviz.core.plan.Plan`: one lane per pool, each its own
-    pool's block drawn from byte 0 on one byte scale (the largest pool's block sets the width).
-
-    Honest about what it is not: the pools share no block and no stride, so no lane binds, the
-    bracket says so, and the part of a lane past its own pool's block is marked as such
-    (`block_end`), not as unused bytes. Each pool's lane and ranges are `block_map_data` of that
-    pool's one-group layout, unchanged but for the lane index."""
-    parts = [block_map_data(p) for p in pools.pools]
-    width = max(d.stride for d in parts)
-    lanes, ranges = [], []
-    for i, d in enumerate(parts):
-        lanes.append(dataclasses.replace(d.lanes[0], index=i, binds=False))
-        ranges.extend(dataclasses.replace(r, lane=i) for r in d.ranges)
-    merged = BlockMapData(planner=pools.planner, stride=width, lanes=tuple(lanes), ranges=tuple(ranges),
-                          binding_group=None, caption=caption).to_dict()
-    merged["stride_text"] = f"{width:,} B (largest pool's block)"
-    merged["binding_label"] = "none: separate pools, each with its own stride"
-    merged["overlay_note"] = "separate pools: each lane is one block of its own pool (bytes [0, its stride))"
-    for lane, pool in zip(merged["lanes"], pools.pools):
-        stride = pool.block_stride
-        lane["block_end"] = stride
-        lane["tooltip"] = (f"pool {lane['name']}: {lane['num_layers']} layers, its own block of {stride:,} B "
-                           f"({format_bytes(stride)}), its own block ids\n"
-                           f"separate pool: shares no block with the others")
-    return merged
+    """The live map's data for a separate-pools `kvviz.core.plan.Plan`: one lane per pool, each its
+    own pool's block drawn from byte 0 on one byte scale; `separate_pools_data(pools).to_dict()`
+    (kvviz.views.blockmap_data): no lane binds, and a lane past its own pool's block is marked
+    as such (`block_end`), not as unused bytes."""
+    return separate_pools_data(pools, caption=caption).to_dict()
