@@ -4,7 +4,7 @@ Shapes (built directly from caches and groups, so no config bound applies):
 * groups:     n one-layer groups (what `--groups` JSON can describe), planned by overlay;
 * page sizes: n layers of n distinct page sizes in 8 groups, planned by bucketed;
 * MTP layers: DeepSeek-V4-Pro's 61 layers plus n SWA-only MTP layers, grouped by vLLM's rules
-              (kvviz.vllm.grouping.group_caches, first-seen order) and planned by overlay-by-spec
+              (kvviz.vllm.grouping.kv_cache_groups, its packed path) and planned by overlay-by-spec
               (kvviz.vllm.planners.plan_overlay_by_spec, what the 'vllm' planner runs).
 
 Prints, per shape and n, the min and median time of a few runs (cyclic GC on) and the
@@ -25,7 +25,7 @@ from kvviz.core.spec import custom_cache
 from kvviz.defaults import BLOCK_SIZE
 from kvviz.families import load_preset
 from kvviz.families.deepseek_v4 import CacheOptions, layer_caches, model_caches
-from kvviz.vllm.grouping import group_caches
+from kvviz.vllm.grouping import kv_cache_groups
 from kvviz.vllm.planners import plan_bucketed, plan_overlay, plan_overlay_by_spec
 
 SIZES = (12_500, 25_000, 50_000, 100_000)
@@ -52,7 +52,7 @@ def pro_with_mtp_layers(n: int):
 SHAPES = {
     "groups": (one_layer_groups, plan_overlay),
     "page sizes": (distinct_page_sizes, plan_bucketed),
-    "MTP layers": (pro_with_mtp_layers, lambda caches: plan_overlay_by_spec(group_caches(caches, order="first-seen"))),
+    "MTP layers": (pro_with_mtp_layers, lambda caches: plan_overlay_by_spec(kv_cache_groups(caches, block_outermost=True))),
 }
 
 

@@ -10,7 +10,7 @@ from kvviz.defaults import BLOCK_SIZE
 from kvviz.errors import KvvizError
 from kvviz.families import load_preset
 from kvviz.families.deepseek_v4 import CacheOptions, model_caches
-from kvviz.vllm.grouping import approximate_gcd, group_caches, pad_small_pages, split_bucket
+from kvviz.vllm.grouping import approximate_gcd, group_caches, kv_cache_groups, pad_small_pages, split_bucket
 
 PRO = load_preset("deepseek-v4-pro").config
 FLASH = load_preset("deepseek-v4-flash").config
@@ -71,7 +71,7 @@ def test_full_group_never_split_and_registration_order():
 
 
 def test_vllm_033_group_order_is_first_seen():
-    names = [g.name for g in group_caches(model_caches(PRO), order="first-seen")]
+    names = [g.name for g in kv_cache_groups(model_caches(PRO), block_outermost=True)]
     assert names == ["swa-a", "swa-b", "full", "c128-state", "c4-state"]
 
 

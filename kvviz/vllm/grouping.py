@@ -1,7 +1,14 @@
 """vLLM's grouping of caches into KV-cache groups (docs/grouping.md#vllm-grouping), for every
 model: `kv_cache_groups` mirrors vLLM 0.33's `get_kv_cache_groups`
-(v1/core/kv_cache_planning.py); `group_caches` is vLLM #48993's grouping of DeepSeek V4's
-caches, which `overlay` and `bucketed` plan.
+(v1/core/kv_cache_planning.py) and is the one rule the `vllm` planner asks, DeepSeek V4 included
+(its block-outermost layout takes the packed path); `group_caches` is vLLM #48993's grouping of
+DeepSeek V4's caches (full group first), which the `overlay` and `bucketed` planners plan.
+
+Group names are kvviz's own: vLLM names no group (a KVCacheGroupSpec is its layer names and
+spec; tests/data/vllm-0.33-deepseek-v4-pro.json lists groups by index). A group is named after
+its bucket's kind (`group_base_name`; a bucket of several full-attention kinds is `full`), and
+the sub-groups of one bucket are lettered a, b, ... on the packed path (the names DeepSeek V4's
+groups have had since #48993) and numbered 0, 1, ... on the uniform-page path.
 
 A group is a set of layers that share one block table. Groups never hold the same block id at
 the same time, which is what lets the overlay planner lay them over the same bytes.
@@ -91,39 +98,32 @@ def pad_small_pages(caches: tuple[CacheSpec, ...]) -> tuple[CacheSpec, ...]:
 _BUCKET_KINDS = (CacheKind.SWA_KV, CacheKind.STATE_C4, CacheKind.INDEXER_STATE, CacheKind.STATE_C128)
 
 
-def group_caches(caches: tuple[CacheSpec, ...], *, order: str = "full-first") -> tuple[KVGroup, ...]:
-    """vLLM's groups for a model's caches (registration order in, groups out).
-
-    order="full-first": the full group, then the buckets in first-seen order (vLLM #48993 era).
-    order="first-seen": buckets in the order their first cache was registered, the sub-groups
-    of one bucket together (vLLM 0.33).
+def group_caches(caches: tuple[CacheSpec, ...]) -> tuple[KVGroup, ...]:
+    """vLLM #48993's groups for DeepSeek V4's caches (registration order in, groups out): the
+    full group, then the buckets (tokens per block, sliding window) in first-seen order, each split
+    into `approximate_gcd`-sized strided sub-groups. vLLM 0.33's own groups, in registration order,
+    are `kv_cache_groups(caches, block_outermost=True)`: the same groups, layer for layer.
     """
-    require(order in ("full-first", "first-seen"), f"order={order!r}: choose full-first or first-seen")
     require(len(caches) > 0, "caches: the model registers no KV caches")
     full: list[CacheSpec] = []
     buckets: dict[tuple, list[CacheSpec]] = {}
-    first_index: dict[tuple | None, int] = {}  # bucket key (None: full) -> its first registration index
-    for i, c in enumerate(caches):
-        key = None if c.is_full_attention else c.group_key
-        first_index.setdefault(key, i)
-        (full if key is None else buckets.setdefault(key, [])).append(c)
+    for c in caches:
+        (full if c.is_full_attention else buckets.setdefault(c.group_key, [])).append(c)
     counts = [tuple_count(b) for b in buckets.values()]
     lower = tuple_count(full) if full else 1
     d = approximate_gcd(([lower] if full else []) + counts, lower)
 
-    named: list[tuple[int, KVGroup]] = []  # (first registration index of its bucket, group)
+    named: list[KVGroup] = []
     if full:
-        named.append((first_index[None], KVGroup(name="full", layers=tuple(full))))
+        named.append(KVGroup(name="full", layers=tuple(full)))
     for key, bucket in buckets.items():
         base = (bucket[0].kind.style.group_base if bucket[0].kind in _BUCKET_KINDS
                 else f"window{bucket[0].sliding_window}")
         parts = split_bucket(bucket, d)
         for i, part in enumerate(parts):
             name = base if len(parts) == 1 else f"{base}-{chr(ord('a') + i)}"
-            named.append((first_index[key], KVGroup(name=name, layers=tuple(part))))
-    if order == "first-seen":
-        named.sort(key=lambda item: item[0])
-    return tuple(g for _, g in named)
+            named.append(KVGroup(name=name, layers=tuple(part)))
+    return tuple(named)
 
 
 def groups_from_json(raw: object, *, source: str = "--groups") -> tuple[KVGroup, ...]:
@@ -214,14 +214,25 @@ def group_base_name(c: CacheSpec) -> str:
     return c.kind.style.group_base
 
 
-def _named_groups(parts: list[tuple[str, list[list[CacheSpec]]]]) -> tuple[KVGroup, ...]:
+def bucket_name(bucket: list[CacheSpec]) -> str:
+    """A bucket's group name: its kind's (`group_base_name`), or 'full' for a bucket of several
+    full-attention kinds (DeepSeek V4's main c4 / c128 and indexer K pages, one vLLM type)."""
+    if all(c.is_full_attention for c in bucket) and len({c.kind for c in bucket}) > 1:
+        return "full"
+    return group_base_name(bucket[0])
+
+
+def _named_groups(parts: list[tuple[str, list[list[CacheSpec]]]], *, lettered: bool = False) -> tuple[KVGroup, ...]:
+    """KVGroups named `base` (one group in the bucket) or `base-0`, `base-1`, ... (`base-a`, `base-b`,
+    ... when lettered); a base name met twice gets a prime, so every name is unique."""
     out, used = [], set()
     for base, groups in parts:
         while base in used:  # two buckets of one base name (two state page sizes): keep names unique
             base += "'"
         used.add(base)
         for i, layers in enumerate(groups):
-            out.append(KVGroup(name=base if len(groups) == 1 else f"{base}-{i}", layers=tuple(layers)))
+            suffix = chr(ord("a") + i) if lettered and i < 26 else str(i)
+            out.append(KVGroup(name=base if len(groups) == 1 else f"{base}-{suffix}", layers=tuple(layers)))
     return tuple(out)
 
 
@@ -324,11 +335,11 @@ def packed_groups(caches: tuple[CacheSpec, ...]) -> tuple[KVGroup, ...]:
             per_block = max(anchor // bucket[0].page_bytes, 1)
             n = max(n, -(-len(bucket) // per_block))
         if n == 1:
-            parts.append((group_base_name(bucket[0]), [bucket]))
+            parts.append((bucket_name(bucket), [bucket]))
             continue
         pattern = list(zip(*by_page.values()))
-        parts.append((group_base_name(bucket[0]), [[c for rep in pattern[i::n] for c in rep] for i in range(n)]))
-    return _named_groups(parts)
+        parts.append((bucket_name(bucket), [[c for rep in pattern[i::n] for c in rep] for i in range(n)]))
+    return _named_groups(parts, lettered=True)
 
 
 def grouping_derivation(groups: tuple[KVGroup, ...], caches) -> tuple[str, ...]:

@@ -143,19 +143,15 @@ def plan_model(model, planner: str | None = None, options: Options = Options()) 
         tokens = max((c.tokens_per_block for c in caches if c.is_full_attention), default=None)
     check_dcp(model, options, caches)
     scheduling = scheduling_for(model, options, mode)
-    if planner == "vllm":
-        if declared:
-            groups = kv_cache_groups(caches, block_outermost=family.block_outermost)
-            return _shared_pool(model, planner, groups, scheduling, head + grouping_derivation(groups, caches), tokens,
-                                plan_overlay_by_spec)
-        groups = group_caches(caches, order="first-seen")
-        return _shared_pool(model, planner, groups, scheduling, head, tokens, plan_overlay_by_spec)
+    if planner == "vllm":  # get_kv_cache_groups for every model (DeepSeek V4: its packed path)
+        groups = kv_cache_groups(caches, block_outermost=family.block_outermost)
+        derivation = head + grouping_derivation(groups, caches) if declared else head
+        return _shared_pool(model, planner, groups, scheduling, derivation, tokens, plan_overlay_by_spec)
     if planner == "overlay":
-        return _shared_pool(model, planner, group_caches(caches, order="full-first"), scheduling, head, tokens,
-                            plan_overlay)
+        return _shared_pool(model, planner, group_caches(caches), scheduling, head, tokens, plan_overlay)
     if planner == "bucketed":
-        return _shared_pool(model, planner, group_caches(pad_small_pages(caches), order="full-first"), scheduling,
-                            head, tokens, plan_bucketed)
+        return _shared_pool(model, planner, group_caches(pad_small_pages(caches)), scheduling, head, tokens,
+                            plan_bucketed)
     if planner == "packed":
         if len({c.page_bytes for c in caches}) == 1:
             groups = kv_cache_groups(caches)
