@@ -173,7 +173,7 @@ def fit_figure(table: FitTable, *, title: str | None = None):
     """Requests that fit (vLLM's max concurrency) against request length, log-log, one line per
     (gpu, tp), drawn from `table` (matplotlib.figure.Figure; no pyplot). Estimated GPU memory is
     marked '(est.)' in the legend."""
-    from .plot import KvvizFigure  # draws itself in Jupyter without %matplotlib inline
+    from .views.canvas import KvvizFigure  # draws itself in Jupyter without %matplotlib inline
 
     fig = KvvizFigure(figsize=(8, 5.5))
     ax = fig.add_subplot()
