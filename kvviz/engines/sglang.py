@@ -176,7 +176,7 @@ def plan_sglang(model, options: Options = Options(), *, kv_budget_bytes: int,
     """SGLang 0.5.23's pools for `model` when its KV pools get `kv_budget_bytes` (rest_memory before
     the Mamba carve-out). `available_gpu_mem_gb` only fills the log line's last field."""
     check_budget(kv_budget_bytes)
-    attn, mla, states = split_declared(model, model.reader.caches(model, options))
+    attn, mla, states = split_declared(model, model.reader.caches(model, options), "sglang")
     require(not (attn and mla), f"{model.name}: both MHA and MLA layers; SGLang has no such pool here")
     page = options.block_size or DEFAULT_PAGE_SIZE
     context_len = options.max_model_len or model.max_model_len
