@@ -425,7 +425,7 @@ def _run_plan_engine(args) -> int:
     from . import engines
 
     model, options, budget = _engine_inputs(args)
-    p = engines.plan_engine(args.engine, model, options, kv_budget_bytes=budget)
+    p = engines.plan_engine(args.engine, model, options, kv_budget_bytes=budget, knobs=_engine_knobs(args))
     if args.json:
         _print_json(p.to_json() | _budget_json(args))
     else:
@@ -443,20 +443,44 @@ def _run_compare_engines(args) -> int:
     for e in names:
         require(e in engines.ENGINES, f"--engines: {e!r}: unknown; choose from {', '.join(engines.ENGINES)}")
     model, options, budget = _engine_inputs(args)
-    plans = engines.compare_engines(model, names, options, kv_budget_bytes=budget)
+    knobs = _engine_knobs(args)
+    rows_ = engines.compare_rows(model, names, options, kv_budget_bytes=budget, knobs=knobs)
     if args.json:
-        _print_json({"model": model.name, "budget_bytes": budget, "engines": [p.to_json() for p in plans]}
-                    | _budget_json(args))
+        _print_json({"model": model.name, "budget_bytes": budget,
+                     "engines": [r.plan.to_json() if r.plan else {"engine": r.engine, "refusal": r.refusal}
+                                 for r in rows_]} | _budget_json(args))
         return 0
-    rows = [[p.engine, p.version, p.token_capacity_name, f"{p.token_capacity:,}", f"{p.request_bound:,}",
-             f"{p.concurrency:.2f}", f"{p.used_bytes:,}"] for p in plans]
-    print(f"{model.name}: KV budget {budget:,} B, requests of {plans[0].max_model_len:,} tokens")
-    print(text_table(rows, ["engine", "version", "capacity", "tokens", "requests at once", "concurrency", "pool bytes"]))
-    for p in plans:
-        print(f"{p.engine}: {p.log_line}")
+    rows = [[r.engine, r.plan.version, r.plan.token_capacity_name, f"{r.plan.token_capacity:,}",
+             f"{r.plan.request_bound:,}", f"{r.plan.max_model_len:,}", f"{r.plan.waste_bytes:,}"] if r.plan else
+            [r.engine, "-", "not planned", "-", "-", "-", "-"] for r in rows_]
+    print(f"{model.name}: KV budget {budget:,} B")
+    print(text_table(rows, ["engine", "version", "capacity", "tokens", "requests at once", "of tokens", "waste B"]))
+    for r in rows_:
+        print(f"{r.engine}: {r.plan.log_line if r.plan else r.refusal}")
     for line in _budget_lines(args):
         print(line)
+    if getattr(args, "figure", None):
+        from .engines.figure import compare_figure
+
+        compare_figure(rows_, model=model.name, budget_bytes=budget).savefig(args.figure)
+        print(f"figure: {args.figure}")
     return 0
+
+
+def _engine_knobs(args):
+    """kvviz.engines.EngineKnobs from --max-attention-window / --enable-unified-memory."""
+    from .engines import EngineKnobs
+
+    window = getattr(args, "max_attention_window", None)
+    if window is not None:
+        try:
+            window = tuple(int(w) for w in window.split(","))
+        except ValueError:
+            raise KvvizError(f"--max-attention-window: {window!r}: comma-separated token counts") from None
+    try:
+        return EngineKnobs(max_attention_window=window, unified_memory=bool(getattr(args, "unified_memory", False)))
+    except KvvizError as err:
+        raise KvvizError(f"--max-attention-window: {err}") from None
 
 
 def _group_table(layouts) -> str:
@@ -659,6 +683,13 @@ def _run_verify(args) -> int:
     return 0 if all(r.ok for r in reports) else 1
 
 
+def _engine_knob_arguments(p) -> None:
+    p.add_argument("--max-attention-window", default=None, metavar="W,W",
+                   help="TensorRT-LLM KvCacheConfig.max_attention_window (a per-layer pattern; docs/engines.md)")
+    p.add_argument("--enable-unified-memory", dest="unified_memory", action="store_true",
+                   help="SGLang --enable-unified-memory: one buffer for a hybrid-SWA model's pools")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kvviz", description="Byte-exact views of LLM serving engines' KV-cache layouts.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -668,6 +699,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_budget_arguments(p)
     p.add_argument("--engine", choices=("vllm", "sglang", "trtllm"), default="vllm",
                    help="whose pools: vLLM's (default, every planner), SGLang's or TensorRT-LLM's (docs/engines.md#sglang)")
+    _engine_knob_arguments(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run_plan)
 
@@ -678,6 +710,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_budget_arguments(p, required=True)
     p.add_argument("--engines", default=None, metavar="E,E",
                    help="engines side by side instead of planners: any of vllm,sglang,trtllm")
+    _engine_knob_arguments(p)
+    p.add_argument("--figure", default=None, metavar="PNG", help="with --engines: also write the engines figure")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run_compare)
 
