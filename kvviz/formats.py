@@ -53,6 +53,7 @@ class Field:
 
     @property
     def num_bytes(self) -> int:
+        """Bytes the field takes: count x the element's bits / 8 (two E2M1 share a byte)."""
         return self.count * self.element.bits // 8
 
     def describe(self) -> str:
@@ -78,18 +79,22 @@ class RowFormat:
 
     @property
     def codec_name(self) -> str:
+        """The kvviz.quant codec that writes the row (`codec`, else the format's own name)."""
         return self.codec or self.name
 
     @cached_property
     def payload_bytes(self) -> int:
+        """Bytes of the payload fields (what goes first in the page, row after row)."""
         return sum(f.num_bytes for f in self.payload)
 
     @cached_property
     def footer_bytes(self) -> int:
+        """Bytes of the footer fields (what follows all payloads: scales, pad; 0 for none)."""
         return sum(f.num_bytes for f in self.footer)
 
     @cached_property
     def row_bytes(self) -> int:
+        """Bytes of one row, payload and footer together."""
         return self.payload_bytes + self.footer_bytes
 
     @property
@@ -135,17 +140,21 @@ MXFP4_BLOCK = 32
 
 
 @functools.lru_cache(maxsize=None)
-def ds_mla_row(head_dim: int, rope_dims: int, scale_block: int = DS_MLA_SCALE_BLOCK) -> RowFormat:
+def ds_mla_row(head_dim: int, qk_rope_head_dim: int, scale_block: int = DS_MLA_SCALE_BLOCK) -> RowFormat:
     """DeepSeek V4 `fp8_ds_mla`: NoPE dims as E4M3 + RoPE dims as bf16; footer of UE8M0 scales + pad.
 
-    One scale per `scale_block` NoPE dims (the kernel's 64; other values only for kvviz.quant's
-    what-ifs); the footer is padded to a multiple of DS_MLA_FOOTER_ALIGN bytes.
+    Mirrors vLLM 0.33's ``quantize_and_insert_k_cache`` (models/deepseek_v4/common/ops/
+    cache_utils.py: "Each token: 448 bytes (fp8) + 128 bytes (bf16) ... 8 bytes (uint8 scales,
+    7 real + 1 padding)"). One scale per `scale_block` NoPE dims (the kernel's 64; other values
+    only for kvviz.quant's what-ifs); the footer is padded to a multiple of DS_MLA_FOOTER_ALIGN.
     """
+    rope_dims = qk_rope_head_dim
     nope = head_dim - rope_dims
     require(nope > 0, f"qk_rope_head_dim={rope_dims}: must be smaller than head_dim={head_dim}")
     require(
         nope % scale_block == 0,
-        f"head_dim={head_dim}: fp8_ds_mla needs head_dim - qk_rope_head_dim ({nope}) to be a multiple of {scale_block}",
+        f"head_dim={head_dim}: fp8_ds_mla needs head_dim - qk_rope_head_dim ({nope}) to be a multiple of "
+        f"scale_block={scale_block}",
     )
     scales = nope // scale_block
     pad = -scales % DS_MLA_FOOTER_ALIGN
@@ -165,13 +174,14 @@ def ds_mla_row(head_dim: int, rope_dims: int, scale_block: int = DS_MLA_SCALE_BL
 
 @functools.lru_cache(maxsize=None)
 def fp8_row(head_dim: int) -> RowFormat:
-    """FlashInfer DSV4 FP8: every dim (RoPE too) as E4M3; the per-tensor scale lives outside the cache."""
+    """FlashInfer DSV4 FP8: every dim (RoPE too) as E4M3; the per-tensor scale lives outside the cache
+    (vLLM 0.33's ``fused_deepseek_v4_qnorm_rope_kv_rope_full_cache_fp8_insert``)."""
     return RowFormat(name="fp8", dims=head_dim, payload=(Field(name="KV", element=Element.E4M3, count=head_dim),))
 
 
 @functools.lru_cache(maxsize=None)
 def bf16_row(head_dim: int) -> RowFormat:
-    """Unquantized bf16 latent."""
+    """Unquantized bf16 latent (vLLM 0.33's ``fused_deepseek_v4_qnorm_rope_kv_rope_full_cache_bf16_insert``)."""
     return RowFormat(
         name="bf16", dims=head_dim, payload=(Field(name="KV", element=Element.BF16, count=head_dim),), view_dtype="bfloat16"
     )
@@ -179,7 +189,8 @@ def bf16_row(head_dim: int) -> RowFormat:
 
 @functools.lru_cache(maxsize=None)
 def indexer_fp8_row(index_head_dim: int, block: int = INDEXER_FP8_BLOCK) -> RowFormat:
-    """Indexer K as FP8: E4M3 values, footer of one fp32 scale per `block` (128) values (132 B at 128 dims)."""
+    """Indexer K as FP8: E4M3 values, footer of one fp32 scale per `block` (128) values (132 B at 128 dims;
+    vLLM 0.33's ``indexer_k_quant_and_cache``, quant_block_size 128)."""
     require(
         index_head_dim % block == 0,
         f"index_head_dim={index_head_dim}: the FP8 indexer needs a multiple of {block}",
@@ -194,7 +205,8 @@ def indexer_fp8_row(index_head_dim: int, block: int = INDEXER_FP8_BLOCK) -> RowF
 
 @functools.lru_cache(maxsize=None)
 def indexer_mxfp4_row(index_head_dim: int) -> RowFormat:
-    """Indexer K as MXFP4 (vLLM #48993): packed E2M1 + one UE8M0 scale per 32 values (68 B at 128 dims)."""
+    """Indexer K as MXFP4 (vLLM #48993): packed E2M1 + one UE8M0 scale per 32 values (68 B at 128 dims;
+    vLLM 0.33's ``_fused_kv_compress_norm_rope_insert_indexer_mxfp4_attn``)."""
     require(
         index_head_dim % MXFP4_BLOCK == 0,
         f"index_head_dim={index_head_dim}: MXFP4 needs a multiple of {MXFP4_BLOCK}",
@@ -209,7 +221,7 @@ def indexer_mxfp4_row(index_head_dim: int) -> RowFormat:
 
 @functools.lru_cache(maxsize=None)
 def state_row(floats: int) -> RowFormat:
-    """Compressor state slot: fp32 values stored as they are."""
+    """Compressor state slot: fp32 values stored as they are (vLLM 0.33's DeepSeek V4 ``CompressorStateCache``)."""
     return RowFormat(
         name="fp32", dims=floats, payload=(Field(name="state", element=Element.FP32, count=floats),), view_dtype="float32"
     )
@@ -227,18 +239,23 @@ INDEXER_FORMATS = {"fp8": indexer_fp8_row, "mxfp4": indexer_mxfp4_row}
 
 
 def main_row(fmt: str, head_dim: int, rope_dims: int) -> RowFormat:
+    """The DeepSeek V4 main KV row of format `fmt` (a key of MAIN_FORMATS); one line naming
+    main_format for an unknown one (the model option it comes from)."""
     if fmt not in MAIN_FORMATS:
         raise KvvizError(f"main_format={fmt!r}: unknown; choose one of {', '.join(MAIN_FORMATS)}")
     return MAIN_FORMATS[fmt](head_dim, rope_dims)
 
 
 def indexer_row(fmt: str, index_head_dim: int) -> RowFormat:
+    """The DeepSeek V4 indexer K row of format `fmt` (a key of INDEXER_FORMATS); one line naming
+    indexer_format for an unknown one (the model option it comes from)."""
     if fmt not in INDEXER_FORMATS:
         raise KvvizError(f"indexer_format={fmt!r}: unknown; choose one of {', '.join(INDEXER_FORMATS)}")
     return INDEXER_FORMATS[fmt](index_head_dim)
 
 
 def round_up(n: int, multiple: int) -> int:
+    """`n` rounded up to a multiple of `multiple` (integers, no float rounding)."""
     return -(-n // multiple) * multiple
 
 
@@ -252,6 +269,7 @@ class Region:
 
     @property
     def end(self) -> int:
+        """One past the region's last byte: start + size."""
         return self.start + self.size
 
     @property
@@ -294,14 +312,17 @@ class PageAnatomy:
 
     @property
     def payload(self) -> Region:
+        """All rows' payloads: [0, rows * payload_bytes)."""
         return Region("payload", 0, self.rows * self.payload_bytes)
 
     @property
     def footer(self) -> Region:
+        """All rows' footers, right after the payloads: rows * footer_bytes bytes."""
         return Region("footer", self.payload.end, self.rows * self.footer_bytes)
 
     @property
     def padding(self) -> Region:
+        """The rest of the page after the footers, up to page_bytes (zero bytes when written)."""
         return Region("padding", self.footer.end, self.page_bytes - self.footer.end)
 
     @property

@@ -210,8 +210,9 @@ def bf16_decode(u8: torch.Tensor) -> torch.Tensor:
 def fp32_encode(x: torch.Tensor) -> torch.Tensor:
     """x [..., D] -> fp32 little-endian bytes uint8 [..., 4D].
 
-    Mirrors vLLM 0.33's DeepSeek V4 compressor state cache (``DeepseekCompressor``'s
-    ``state_dtype = torch.float32``: states stored as they are).
+    Mirrors vLLM 0.33's DeepSeek V4 compressor state cache (``CompressorStateCache`` in
+    models/deepseek_v4/compressor.py, ``assert self.dtype == torch.float32``: states stored as
+    they are).
     """
     x = bits.as_f32(x, "x")
     bits.last_dim(x, "x")

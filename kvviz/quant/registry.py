@@ -188,7 +188,7 @@ _REGISTERED = (
         "fp32",
         "fp32 row (compressor states, stored as they are): 4*D bytes",
         (),
-        "DeepseekCompressor's fp32 state cache (vllm/models/deepseek_v4/compressor.py)",
+        "CompressorStateCache's fp32 states (vllm/models/deepseek_v4/compressor.py)",
         lambda x: _no_footer(fp32_encode(x)),
         lambda e: fp32_decode(e.payload),
         formats.state_row,
