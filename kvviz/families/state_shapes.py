@@ -30,6 +30,12 @@ def state_shapes(c: StateConfig, tp: int, *, model: str) -> tuple[tuple[str, tup
                 ("ssm", (_divide(inter, tp, "mamba intermediate size", model=model), a["state_size"])))
     if t == "mamba2":  # mamba2_state_shape with extra_groups_for_head_shards
         groups = a["n_groups"]
+        _divide(a["num_heads"], tp, "mamba heads", model=model)
+        # MambaMixer2.__init__ (layers/mamba/mamba_mixer2.py): groups are replicated only from one group.
+        require(groups % tp == 0 or groups == 1,
+                f"tensor_parallel_size={tp}: {model}'s {groups} mamba groups are not divisible by it and are not 1 "
+                f"(vLLM refuses: 'If tensor parallel world size does not divide num_groups, then num_groups must "
+                f"equal 1.')")
         groups = groups + (0 if groups % tp == 0 else tp - groups)
         conv_dim = a["intermediate_size"] + 2 * groups * a["state_size"]
         return (("conv", (a["conv_kernel"] - 1, _divide(conv_dim, tp, "mamba conv dim", model=model))),
