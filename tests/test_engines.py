@@ -646,3 +646,85 @@ def test_trtllm_vswa_functions_run_as_kvviz_sizes():
             del sys.modules["torch"]
         else:
             sys.modules["torch"] = old
+
+
+# ---------------------------------------------------------------------------------------------
+# Byte maps, unified memory, the comparison rows and the CLI.
+# ---------------------------------------------------------------------------------------------
+
+def test_sglang_unified_memory_one_buffer_from_both_ends():
+    c = _cfg("gpt-oss-120b")
+    types_ = c["layer_types"]
+    n_swa, n_full = types_.count("sliding_attention"), types_.count("full_attention")
+    per = c["num_key_value_heads"] * c["head_dim"] * 2 * 2
+    # pool_configurator.py _max_unified_full_tokens (page 1, no draft): the largest full with
+    # full x full_bpt + int(full x 0.8) x swa_bpt <= available
+    full_bpt, swa_bpt = per * n_full, per * n_swa
+    full = BUDGET // full_bpt
+    while full * full_bpt + int(full * 0.8) * swa_bpt > BUDGET:
+        full -= 1
+    from kvviz.engines import EngineKnobs
+    from kvviz.engines.maps import byte_map
+
+    p = plan_engine("sglang", _model("gpt-oss-120b"), kv_budget_bytes=BUDGET, knobs=EngineKnobs(unified_memory=True))
+    assert p.token_capacity == full
+    m = byte_map(p)
+    assert m.arrangement == "unified" and len(m.buffers) == 1
+    swa_r, full_r = m.buffers[0].regions
+    assert swa_r.offset == 0 and swa_r.size == int(full * 0.8) * swa_bpt  # grows up from byte 0
+    assert full_r.end == m.buffers[0].size and full_r.size == full * full_bpt  # grows down from the top
+    with pytest.raises(KvvizError, match="unified_memory"):
+        plan_engine("sglang", _model("llama-3.1-8b"), kv_budget_bytes=BUDGET, knobs=EngineKnobs(unified_memory=True))
+
+
+def test_byte_maps_have_each_engines_shape():
+    from kvviz.engines.maps import byte_map
+
+    c = _cfg("llama-3.1-8b")
+    layers, kv, head = c["num_hidden_layers"], c["num_key_value_heads"], c["hidden_size"] // c["num_attention_heads"]
+    m = _model("llama-3.1-8b")
+    s = byte_map(plan_sglang(m, kv_budget_bytes=BUDGET))
+    # MHATokenToKVPool: one K and one V buffer per layer of (size + page_size) rows, the padding row first
+    tokens = BUDGET // (kv * head * 2 * layers * 2)
+    assert len(s.buffers) == 2 * layers
+    assert all(b.size == (tokens + 1) * kv * head * 2 for b in s.buffers)
+    assert s.buffers[0].regions[0].kind == "pad" and s.buffers[0].regions[0].size == kv * head * 2
+    t = byte_map(plan_trtllm(m, kv_budget_bytes=BUDGET))
+    pool, block = t.buffers
+    # a block holds every layer: [layer][K|V][32 tokens x heads x head_dim]
+    assert block.zoom and len(block.regions) == 2 * layers and block.size == 2 * kv * layers * head * 2 * 32
+    assert block.regions[1].offset == kv * head * 2 * 32 and block.regions[1].kind == "v"
+    assert pool.size == trtllm_blocks(BUDGET, 2 * kv * layers * head * 2) * block.size
+
+
+def test_compare_rows_every_preset_and_figure():
+    from kvviz.engines import compare_rows
+    from kvviz.engines.figure import compare_figure, plan_figure
+
+    for name in preset_names():
+        rows = compare_rows(load(name), kv_budget_bytes=BUDGET)
+        assert [r.engine for r in rows] == list(ENGINES)
+        for r in rows:
+            assert (r.plan is None) != (r.refusal is None)
+            assert r.refusal is None or "\n" not in r.refusal
+        if name.startswith("deepseek-v4"):
+            assert rows[0].plan is not None and rows[1].plan is None and rows[2].plan is None
+            assert "SGLang 0.5.23 serves it" in rows[1].refusal and "TensorRT-LLM main serves it" in rows[2].refusal
+    rows = compare_rows(load("gpt-oss-120b"), kv_budget_bytes=BUDGET)
+    fig = compare_figure(rows, model="gpt-oss-120b", budget_bytes=BUDGET)
+    texts = " ".join(t.get_text() for t in fig.texts)
+    assert all(r.plan.log_line[:40] in texts for r in rows)
+    assert plan_figure(rows[1].plan).axes
+
+
+def test_cli_compare_engines_table_and_refusal_lines(tmp_path, capsys):
+    from kvviz.cli import main
+
+    out = tmp_path / "e.png"
+    assert main(["compare", "--model", "deepseek-v4-flash", "--engines", "vllm,sglang,trtllm", "--budget-gib", "60",
+                 "--figure", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "not planned" in text and "SGLang 0.5.23 serves it" in text and out.stat().st_size > 0
+    assert main(["compare", "--model", "gpt-oss-120b", "--engines", "trtllm", "--budget-gib", "60",
+                 "--max-attention-window", "128,131072"]) == 0
+    assert "Allocated 30.00 GiB" in capsys.readouterr().out
