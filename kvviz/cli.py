@@ -159,6 +159,9 @@ _max_model_len.__name__ = "max_model_len"
 
 
 def add_budget_arguments(p: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """Add the budget flags to `p`: --budget-gib / --budget-bytes (vLLM's --kv-cache-memory-bytes), or a GPU's
+    budget (--gpu, --gpu-memory-gib, --gpu-memory-utilization, --weights-bytes, --checkpoint, --activation-
+    bytes); `required` makes a command refuse to run without one."""
     b = p.add_mutually_exclusive_group(required=False)
     b.add_argument("--budget-gib", type=_gib, metavar="GIB", help="KV budget in GiB (1 GiB = 2^30 B)")
     b.add_argument("--budget-bytes", "--kv-cache-memory-bytes", dest="budget_bytes", type=_int_in(1, MAX_BUDGET_BYTES),
@@ -259,6 +262,7 @@ class Planned:
 
     @property
     def pools(self):
+        """The planned pools: the plan's, or the one layout of a groups file."""
         return self.plan.pools if self.plan is not None else (self.groups_layout,)
 
 
@@ -432,7 +436,14 @@ def _run_plan_engine(args) -> int:
         print(p.describe())
         for line in _budget_lines(args):
             print(line)
+        if getattr(args, "kv_budget", None) is not None:
+            print(ENGINE_GPU_NOTE)
     return 0
+
+
+ENGINE_GPU_NOTE = ("engines: this budget is vLLM 0.33's (gpu_memory_utilization x total - weights - allowance), given "
+                   "to every engine as its KV memory; SGLang's mem_fraction_static and TensorRT-LLM's "
+                   "free_gpu_memory_fraction on the --gpu path are not modelled (docs/engines.md#one-budget-meaning)")
 
 
 def _run_compare_engines(args) -> int:
@@ -459,6 +470,8 @@ def _run_compare_engines(args) -> int:
         print(f"{r.engine}: {r.plan.log_line if r.plan else r.refusal}")
     for line in _budget_lines(args):
         print(line)
+    if getattr(args, "kv_budget", None) is not None:
+        print(ENGINE_GPU_NOTE)
     if getattr(args, "figure", None):
         from .engines.figure import compare_figure
 
@@ -691,6 +704,7 @@ def _engine_knob_arguments(p) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `kvviz` argument parser: plan, compare, render, fit, models and verify, each with its flags."""
     parser = _Parser(prog="kvviz", description="Byte-exact views of LLM serving engines' KV-cache layouts.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -767,6 +781,8 @@ def _one_line(message: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run `kvviz` on `argv` (None: sys.argv) and return the exit status: 0, 2 on bad input (one line naming the
+    flag), 130 on Ctrl-C, 128 + N on SIGTERM / SIGHUP."""
     try:
         with signals.handled():  # SIGTERM/SIGHUP: as Ctrl-C, `kvviz: terminated`, 128 + N
             args = build_parser().parse_args(argv)

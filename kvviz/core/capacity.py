@@ -55,21 +55,27 @@ class Comparison:
 
     @property
     def blocks_before(self) -> int:
+        """Blocks the budget buys with the `before` layout (budget // its block stride)."""
         return num_blocks(self.before, self.budget)
 
     @property
     def blocks_after(self) -> int:
+        """Blocks the budget buys with the `after` layout (budget // its block stride)."""
         return num_blocks(self.after, self.budget)
 
     @property
     def stride_change_pct(self) -> float:
+        """The change in block stride from before to after, in percent of before."""
         return 100.0 * (self.after.block_stride - self.before.block_stride) / self.before.block_stride
 
     @property
     def blocks_change_pct(self) -> float:
+        """The change in blocks from before to after, in percent of before."""
         return 100.0 * (self.blocks_after - self.blocks_before) / self.blocks_before
 
     def to_json(self) -> dict:
+        """The comparison as a JSON object: the budget, and each side's planner, stride, blocks and binding group,
+        then the changes in percent."""
         return {
             "budget_bytes": self.budget,
             "budget_gib": self.budget / GIB,
@@ -85,6 +91,7 @@ class Comparison:
 
 
 def full_group_index(layout: Layout) -> int | None:
+    """The index of the layout's first full-attention group, or None when it has none."""
     full = [i for i, g in enumerate(layout.groups) if g.is_full]
     return full[0] if full else None
 

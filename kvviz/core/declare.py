@@ -30,6 +30,8 @@ class AttentionCache:
 
     @property
     def token_bytes(self) -> int:
+        """Bytes one token takes in this layer: num_kv_heads x (head_size + head_size_v) x element bytes (vLLM 0.33
+        AttentionSpec.real_page_size_bytes per token)."""
         return self.num_kv_heads * (self.head_size + self.head_size_v) * ELEMENT_BYTES[self.kv_dtype]
 
 
@@ -46,6 +48,8 @@ class MLACache:
 
     @property
     def token_bytes(self) -> int:
+        """Bytes one token takes in this MLA layer: (kv_lora_rank + qk_rope_head_dim) x element bytes, one latent
+        head (vLLM 0.33 MLAAttentionSpec)."""
         return (self.kv_lora_rank + self.qk_rope_head_dim) * ELEMENT_BYTES[self.kv_dtype]
 
 
@@ -60,10 +64,12 @@ class StatePart:
 
     @property
     def count(self) -> int:
+        """Elements in this state tensor (the product of its shape)."""
         return math.prod(self.shape)
 
     @property
     def num_bytes(self) -> int:
+        """Bytes of this state tensor: elements x element bytes (one term of vLLM 0.33 MambaSpec.page_size_bytes)."""
         return self.count * ELEMENT_BYTES[self.dtype]
 
 

@@ -52,26 +52,32 @@ class CacheKind(enum.Enum):
 
     @property
     def style(self) -> Style:
+        """The kind's whole style record (label, glyph, colour, JSON key, group base name)."""
         return self.value
 
     @property
     def label(self) -> str:
+        """The kind's name in legends and tables."""
         return self.value.label
 
     @property
     def letter(self) -> str:
+        """The kind's letter in the docs (DeepSeek V4's caches A to E)."""
         return self.value.letter
 
     @property
     def glyph(self) -> str:
+        """The one character the text map draws this kind's bytes with."""
         return self.value.glyph
 
     @property
     def color(self) -> str:
+        """The kind's colour in every figure and the live map."""
         return self.value.color
 
     @property
     def is_state(self) -> bool:
+        """Whether this kind is a recurrent state (vLLM's MambaSpec: one row a block, whatever the block size)."""
         return self.value.is_state
 
     @property

@@ -22,14 +22,17 @@ class Placement:
 
     @property
     def name(self) -> str:
+        """The placed cache's vLLM layer name."""
         return self.cache.name
 
     @property
     def page_bytes(self) -> int:
+        """The placed cache's page size in bytes."""
         return self.cache.page_bytes
 
     @property
     def end(self) -> int:
+        """The byte just past this page in the block (offset + page bytes)."""
         return self.offset + self.cache.page_bytes
 
 
@@ -80,6 +83,7 @@ class Layout:
         return {p.name: p for p in self.placements}
 
     def placement(self, name: str) -> Placement:
+        """The placement of the layer cache named `name` (vLLM's layer name); KeyError when there is none."""
         return self.by_name[name]
 
     @cached_property
@@ -91,6 +95,7 @@ class Layout:
         return tuple(map(tuple, lanes))
 
     def group_placements(self, group: int) -> tuple[Placement, ...]:
+        """The placements of group `group`'s layers, in the group's order."""
         return self._by_group[group]
 
     # ---- derived sizes -------------------------------------------------------------------
@@ -128,11 +133,14 @@ class Layout:
 
     @property
     def binding_label(self) -> str:
+        """The name of the group that sets the block stride, or a note that none does (bucketed layouts sum their
+        page-size buckets)."""
         i = self.binding_group
         return self.groups[i].name if i is not None else "none (sum of page-size buckets)"
 
     @property
     def num_layers(self) -> int:
+        """How many layer caches the block holds (one placement each)."""
         return len(self.placements)
 
     def num_blocks(self, budget_bytes: int) -> int:
@@ -144,6 +152,7 @@ class Layout:
 
     # ---- views ---------------------------------------------------------------------------
     def to_records(self) -> list[dict]:
+        """One dict per placement: group, layer, kind, offset, page bytes and the rest of the row, for tables."""
         return [
             {
                 "group": p.group,
@@ -161,6 +170,7 @@ class Layout:
         ]
 
     def to_dataframe(self):
+        """`to_records()` as a pandas DataFrame (pandas is imported here only)."""
         import pandas as pd  # only for tables: pandas stays off the light commands (plan, compare)
 
         return pd.DataFrame.from_records(self.to_records())
@@ -183,6 +193,8 @@ class Layout:
         )
 
     def to_json(self, *, num_blocks: int | None = None) -> dict:
+        """The layout as a JSON object: planner, block stride, binding group, each group's layers with their offsets
+        and pages, and `num_blocks` when given."""
         return {
             "planner": self.planner,
             "block_stride": self.block_stride,

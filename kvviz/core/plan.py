@@ -32,13 +32,17 @@ class Waste:
 
     @property
     def waste_bytes(self) -> int:
+        """Bytes of one block holding no cache data: total minus real."""
         return self.total_bytes - self.real_bytes
 
     @property
     def waste_pct(self) -> float:
+        """Waste bytes in percent of the block's total bytes."""
         return 100.0 * self.waste_bytes / self.total_bytes
 
     def to_json(self) -> dict:
+        """The waste split as a JSON object: total, real and waste bytes, the percentage, and the empty-slot,
+        padded-state and unused-tail bytes."""
         return {"total_bytes": self.total_bytes, "real_bytes": self.real_bytes, "waste_bytes": self.waste_bytes,
                 "waste_pct": round(self.waste_pct, 3), "empty_slot_bytes": self.empty_slot_bytes,
                 "padded_state_bytes": self.padded_state_bytes, "unused_tail_bytes": self.unused_tail_bytes}
@@ -69,6 +73,8 @@ class GroupNeed:
     num_blocks: int | None = None  # separate pools only: the pool's own blocks
 
     def to_json(self) -> dict:
+        """The group's need as a JSON object (name, layers, blocks per request, block bytes; num_blocks for a pool
+        of its own)."""
         out = {"name": self.name, "layers": self.layers, "blocks_per_request": self.blocks_per_request,
                "block_bytes": self.block_bytes}
         if self.num_blocks is not None:
@@ -102,10 +108,13 @@ class Capacity:
 
     @property
     def context(self) -> int:
+        """The request length the capacity is counted for: max_model_len, under the name the explorer's knob has."""
         return self.max_model_len
 
     @property
     def blocks_per_request(self) -> int:
+        """Blocks one request of max_model_len tokens holds, summed over the groups (vLLM 0.33
+        get_max_concurrency_for_kv_cache_config's denominator)."""
         return sum(g.blocks_per_request for g in self.groups)
 
     @property
@@ -128,13 +137,18 @@ class Capacity:
 
     @property
     def kv_tokens_per_gib(self) -> float:
+        """Tokens of max_model_len-long requests held per GiB of budget (concurrency x max_model_len / budget GiB)."""
         return self.max_concurrency * self.max_model_len / (self.budget_bytes / GIB)
 
     @property
     def line(self) -> str:
+        """vLLM 0.33's own log line for this capacity (update_kv_cache_capacity): 'GPU KV cache size: ... tokens,
+        Maximum concurrency for ... tokens per request: ...x'."""
         return capacity_line(self.kv_cache_tokens, self.max_model_len, self.max_concurrency)
 
     def to_json(self) -> dict:
+        """The capacity as a JSON object: planner, block, waste, budget, blocks, per-request need, concurrency,
+        tokens and the log line."""
         return {
             "model": self.model, "planner": self.planner, "tokens_per_block": self.tokens_per_block,
             "bytes_per_block": self.bytes_per_block, "num_groups": self.num_groups, "waste": self.waste.to_json(),
@@ -166,6 +180,7 @@ class Plan:
 
     @property
     def separate(self) -> bool:
+        """Whether the plan keeps one pool per cache kind (the `separate` planner)."""
         return self.planner == SEPARATE
 
     @property
@@ -178,6 +193,7 @@ class Plan:
 
     @property
     def groups(self):
+        """Every group of every pool, pool by pool."""
         return tuple(g for p in self.pools for g in p.groups)
 
     @property
@@ -187,10 +203,12 @@ class Plan:
 
     @property
     def tokens_per_block(self) -> int | None:
+        """Tokens per block of the first pool (None for a pool of states only)."""
         return self.pools[0].tokens_per_block
 
     @property
     def max_model_len(self) -> int:
+        """The request length the plan's capacity counts (the scheduling's max_model_len)."""
         return self.scheduling.max_model_len
 
     def split_budget(self, budget: int) -> list[int]:
@@ -228,6 +246,8 @@ class Plan:
                         layout_waste(layout), s.max_model_len, budget_bytes, groups, blocks, blocks / sum(per_req))
 
     def explain(self, budget_bytes: int | None = None) -> str:
+        """How the plan was derived, one step a line (pages, groups, each pool's layout); with `budget_bytes`, the
+        block count it buys and the bytes left over."""
         lines = list(self.derivation)
         for p in self.pools:
             if len(self.pools) > 1:
@@ -240,6 +260,7 @@ class Plan:
         return "\n".join(lines)
 
     def text_map(self, width: int = 72) -> str:
+        """The text byte map of each pool, `width` characters a line, pools separated by a blank line."""
         return "\n\n".join(p.text_map(width) for p in self.pools)
 
     def group_table(self) -> str:

@@ -76,6 +76,7 @@ class CacheSpec:
 
     @property
     def row_bytes(self) -> int:
+        """Bytes of one row (one token, or the whole state), from the row format."""
         return self.row_format.row_bytes
 
     @property
@@ -90,14 +91,17 @@ class CacheSpec:
 
     @property
     def padding_bytes(self) -> int:
+        """Bytes of the page beyond its rows: alignment and page_size_padded."""
         return self.page_bytes - self.content_bytes
 
     @property
     def dtype_size(self) -> int:
+        """Bytes of one element of the row (vLLM's dtype size of the spec)."""
         return self.row_format.dtype_size
 
     @property
     def is_state(self) -> bool:
+        """Whether the cache is a recurrent state (vLLM MambaSpec)."""
         return self.kind.is_state
 
     @property
