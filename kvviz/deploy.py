@@ -201,10 +201,12 @@ class Term:
     source: str = ""
 
     def line(self) -> str:
+        """The term as one line: label, bytes and GiB, an [estimate] mark where it is one, and its source."""
         mark = "  [estimate]" if self.estimate else ""
         return f"{self.label}: {self.value:,} B ({self.value / GIB:.2f} GiB){mark} - {self.source}"
 
     def to_json(self) -> dict:
+        """The term as a JSON object: key, label, bytes, GiB, whether an estimate, and its source."""
         return {"key": self.key, "label": self.label, "bytes": self.value, "gib": round(self.value / GIB, 4),
                 "estimate": self.estimate, "source": self.source}
 
@@ -224,6 +226,7 @@ class KVBudget:
     exact_pool: bool = False  # --kv-cache-memory-bytes
 
     def term(self, key: str) -> Term | None:
+        """The term of key `key` ('requested', 'weights', 'activation', ...), or None when the budget has none."""
         return next((t for t in self.terms if t.key == key), None)
 
     def _value(self, key: str) -> int | None:
@@ -232,14 +235,18 @@ class KVBudget:
 
     @property
     def requested_bytes(self) -> int | None:
+        """ceil(total x gpu_memory_utilization) in bytes (vLLM 0.33 v1/worker/utils.py request_memory); None when
+        the budget was given exactly."""
         return self._value("requested")
 
     @property
     def weights_bytes(self) -> int | None:
+        """The weights on one rank subtracted, in bytes (None when the budget was given exactly)."""
         return self._value("weights")
 
     @property
     def activation_bytes(self) -> int | None:
+        """The activation / CUDA-graph allowance subtracted, in bytes (None when the budget was given exactly)."""
         return self._value("activation")
 
     @property
@@ -249,6 +256,7 @@ class KVBudget:
 
     @property
     def available_gib(self) -> float:
+        """The KV budget in GiB (available_bytes / 2^30)."""
         return self.available_bytes / GIB
 
     @property
@@ -261,6 +269,8 @@ class KVBudget:
         return f"Available KV cache memory: {format_gib(self.available_bytes)} GiB"
 
     def lines(self) -> list[str]:
+        """The budget as text: a head line (model, GPU, TP, whether it includes estimates), then one line per term
+        and the result."""
         head = f"KV budget of {self.model}"
         if self.gpu:
             head += f" on one {self.gpu}"
@@ -281,6 +291,8 @@ class KVBudget:
         return "\n".join(self.lines())
 
     def to_json(self) -> dict:
+        """The budget as a JSON object: model, GPU, utilization, TP, each term, the available bytes and GiB, whether
+        it includes estimates, and the log line."""
         return {"model": self.model, "gpu": self.gpu, "total_memory": self.total_memory,
                 "gpu_memory_utilization": self.gpu_memory_utilization,
                 "tensor_parallel_size": self.tensor_parallel_size, "exact_pool": self.exact_pool,
@@ -418,10 +430,13 @@ class AutoFit:
 
     @property
     def reduced(self) -> bool:
+        """Whether the fitted max_model_len is below the model's own."""
         return self.max_model_len < self.derived_max_model_len
 
     @property
     def log_line(self) -> str:
+        """vLLM 0.33's auto-fit log line (kv_cache_planning._auto_fit_max_model_len): the full context fits, or it
+        was reduced to the fitted length, with the memory it was checked against."""
         mem = f"{format_gib(self.check_bytes)} GiB GPU"
         if not self.reduced:
             return (f"Auto-fit max_model_len: full model context length {self.derived_max_model_len} fits in "

@@ -112,6 +112,7 @@ class Planned:
 
     @property
     def layout(self):
+        """The plan's one pool, or the Plan itself when it has separate pools."""
         return self.plan.pools[0] if len(self.plan.pools) == 1 else self.plan
 
 
@@ -132,6 +133,7 @@ def group_table_html(plan: Plan) -> str:
 
 
 def stride_words(plan: Plan) -> str:
+    """The plan's block stride in words, e.g. 'block stride 1,315,008 B, 256 tokens per block'."""
     tokens = "" if plan.tokens_per_block is None else f", {plan.tokens_per_block} tokens per block"
     pools = f" ({len(plan.pools)} separate pools)" if len(plan.pools) > 1 else ""
     return f"block stride {plan.block_stride:,} B{tokens}{pools}"
@@ -196,18 +198,23 @@ class Result:
 
     @property
     def layout(self):
+        """The plan's one pool, or the Plan itself when it has separate pools."""
         return self.plan.pools[0] if len(self.plan.pools) == 1 else self.plan
 
     @property
     def num_blocks(self) -> int:
+        """Blocks the chosen planner's pool holds at the budget."""
         return self.capacity.num_blocks
 
     @property
     def summary(self):
+        """The chosen planner's Capacity (kept under the name the notebooks use)."""
         return self.capacity
 
 
 def result_at(planned: Planned, knobs: dict) -> Result:
+    """What the explorer shows of a planned configuration at the knobs' budget: every planner's Capacity and the
+    comparison with the baseline planner (None unless both have one pool)."""
     budget = budget_bytes(knobs)
     caps = capacities(knobs)
     chosen = next(c for c in caps if c.planner == planned.plan.planner)

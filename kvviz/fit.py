@@ -23,6 +23,8 @@ DEFAULT_TP_SIZES = (1, 2, 4, 8)
 
 @dataclasses.dataclass(frozen=True)
 class FitRow:
+    """One row of the fit table: a GPU, TP size and request length, one rank's KV budget, and the blocks,
+    concurrency and whole requests it holds (or why it was refused)."""
     gpu: str
     gpu_estimate: bool  # the GPU's memory is an estimate
     tp: int
@@ -41,6 +43,7 @@ class FitRow:
     note: str = ""
 
     def to_json(self) -> dict:
+        """The row as a JSON object, with the KV budget in GiB too."""
         out = dataclasses.asdict(self)
         out["kv_budget_gib"] = None if self.kv_budget_bytes is None else round(self.kv_budget_bytes / GIB, 4)
         return out
@@ -48,6 +51,8 @@ class FitRow:
 
 @dataclasses.dataclass(frozen=True)
 class FitTable:
+    """What fits for one model: one FitRow per (GPU, TP, context), the budgets they used, the contexts skipped
+    (above the model's max_model_len) and notes."""
     model: str
     planner: str | None
     rows: tuple[FitRow, ...]
@@ -65,22 +70,26 @@ class FitTable:
         return {k: sorted(v, key=lambda r: r.context) for k, v in out.items()}
 
     def row(self, gpu: str, tp: int, context: int) -> FitRow:
+        """The row of (gpu, tp, context); a KvvizError naming them when the table has none."""
         for r in self.rows:
             if (r.gpu, r.tp, r.context) == (gpu, tp, context):
                 return r
         raise KvvizError(f"fit table: no row for gpu={gpu!r} tp={tp} context={context}")
 
     def to_dataframe(self):
+        """The rows as a pandas DataFrame (pandas is imported here only)."""
         import pandas as pd
 
         return pd.DataFrame([r.to_json() for r in self.rows])
 
     def to_json(self) -> dict:
+        """The table as a JSON object: model, planner, max_model_len, skipped contexts, notes and rows."""
         return {"model": self.model, "planner": self.planner, "max_model_len": self.max_model_len,
                 "skipped_contexts": list(self.skipped_contexts), "notes": list(self.notes),
                 "rows": [r.to_json() for r in self.rows]}
 
     def lines(self) -> list[str]:
+        """The table as text: a title, a header and one line per row (estimates marked *)."""
         out = [f"what fits: {self.model} (max_model_len {self.max_model_len:,})"]
         head = f"{'gpu':<22} {'tp':>2} {'context':>9} {'KV GiB':>8} {'conc.':>9} {'fit':>6}  note"
         out.append(head)

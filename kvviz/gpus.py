@@ -29,10 +29,12 @@ class GPU:
 
     @property
     def estimate(self) -> bool:
+        """Whether the memory is an estimate (not exact bytes)."""
         return not self.exact
 
     @property
     def gib(self) -> float:
+        """The total memory in GiB."""
         return self.total_memory / GIB
 
     @property
@@ -47,9 +49,11 @@ class GPU:
         return 2048
 
     def label(self) -> str:
+        """The GPU's name, marked when its memory is an estimate."""
         return self.name + ("" if self.exact else " (memory is an estimate)")
 
     def to_json(self) -> dict:
+        """The GPU as a JSON object: name, total memory in bytes and GiB, exact or estimate, source and vendor."""
         return {"name": self.name, "total_memory": self.total_memory, "gib": round(self.gib, 4),
                 "exact": self.exact, "estimate": self.estimate, "source": self.source, "vendor": self.vendor}
 

@@ -85,10 +85,12 @@ class Options:
         return tuple(f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None)
 
     def with_(self, **changes) -> "Options":
+        """A copy with `changes` applied (dataclasses.replace)."""
         return dataclasses.replace(self, **changes)
 
     @property
     def resolved_max_num_batched_tokens(self) -> int:
+        """max_num_batched_tokens, or vLLM's default (defaults.MAX_NUM_BATCHED_TOKENS) when not given."""
         return MAX_NUM_BATCHED_TOKENS if self.max_num_batched_tokens is None else self.max_num_batched_tokens
 
     @property

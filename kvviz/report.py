@@ -149,6 +149,7 @@ class Staged:
         return done
 
     def discard(self) -> None:
+        """Remove every temporary file written so far; nothing is renamed into place."""
         for tmp, _ in self._pending:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)

@@ -29,6 +29,7 @@ class Terminated(KeyboardInterrupt):
 
     @property
     def exit_status(self) -> int:
+        """The exit status a shell reports for this signal: 128 + its number."""
         return 128 + self.signum
 
 

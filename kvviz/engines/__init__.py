@@ -56,9 +56,12 @@ class EnginePool:
 
     @property
     def total_bytes(self) -> int:
+        """Bytes of the pool: bytes per unit x (units + reserved units)."""
         return self.bytes_per_unit * (self.units + self.reserved_units)
 
     def to_json(self) -> dict:
+        """The pool as a JSON object: name, what it holds, its unit and bytes per unit, units (and reserved ones),
+        layers, total bytes and arrangement."""
         return {"name": self.name, "holds": self.holds, "unit": self.unit, "bytes_per_unit": self.bytes_per_unit,
                 "units": self.units, "reserved_units": self.reserved_units, "layers": self.layers,
                 "total_bytes": self.total_bytes, "arrangement": self.arrangement, "window": self.window,
@@ -88,10 +91,12 @@ class EnginePlan:
 
     @property
     def log_line(self) -> str:
+        """The engine's own capacity line (the last of its log lines)."""
         return self.log_lines[-1]
 
     @property
     def used_bytes(self) -> int:
+        """Bytes of the budget the pools take, reserved units included."""
         return sum(p.total_bytes for p in self.pools)
 
     @property
@@ -110,6 +115,8 @@ class EnginePlan:
         return self.token_capacity / self.max_model_len
 
     def describe(self) -> str:
+        """The plan as text: the engine, model and budget, one line per pool (units x bytes per unit), the token
+        capacity under the engine's own name, and the engine's log lines."""
         lines = [f"{self.engine} {self.version}: {self.model}, KV budget {self.kv_budget_bytes:,} B "
                  f"({self.kv_budget_bytes / GIB:.2f} GiB)"]
         for p in self.pools:
@@ -127,6 +134,8 @@ class EnginePlan:
         return "\n".join(lines)
 
     def to_json(self) -> dict:
+        """The plan as a JSON object: engine, version, model, budget, pools, used and wasted bytes, token capacity,
+        request bound, concurrency and the engine's log lines."""
         return {"engine": self.engine, "version": self.version, "model": self.model,
                 "kv_budget_bytes": self.kv_budget_bytes, "pools": [p.to_json() for p in self.pools],
                 "used_bytes": self.used_bytes, "waste_bytes": self.waste_bytes, "token_capacity": self.token_capacity,
@@ -164,6 +173,7 @@ class EngineKnobs:
 
 
 def check_budget(kv_budget_bytes) -> int:
+    """The KV budget in bytes, checked: a positive integer, else one line naming kv_budget_bytes."""
     require(isinstance(kv_budget_bytes, int) and not isinstance(kv_budget_bytes, bool) and kv_budget_bytes > 0,
             f"kv_budget_bytes={kv_budget_bytes!r}: must be a positive integer")
     return kv_budget_bytes

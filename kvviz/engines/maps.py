@@ -32,6 +32,7 @@ class Region:
 
     @property
     def end(self) -> int:
+        """The byte just past the region (offset + size)."""
         return self.offset + self.size
 
 
@@ -56,6 +57,7 @@ class ByteMap:
 
     @property
     def total_bytes(self) -> int:
+        """Bytes of the map's buffers drawn to scale (zoomed buffers left out)."""
         return sum(b.size for b in self.buffers if not b.zoom)
 
 

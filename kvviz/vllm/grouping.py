@@ -29,6 +29,7 @@ from ..inputs import (MAX_LAYERS, MAX_PAGE_BYTES, MAX_SLIDING_WINDOW, MAX_TOKENS
 
 
 def page_sizes_first_seen(caches) -> list[int]:
+    """The caches' distinct page sizes, in the order they are first met."""
     return list(dict.fromkeys(c.page_bytes for c in caches))
 
 
@@ -201,6 +202,7 @@ def _checked_layer(layer: object, where: str, default_name: str, seen: set) -> t
 
 
 def load_groups(path) -> tuple[KVGroup, ...]:
+    """The groups of a --groups JSON file (`groups_from_json`), refused in one line when the file is bad."""
     return groups_from_json(read_json(path, what="--groups"))
 
 

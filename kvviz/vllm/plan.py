@@ -32,6 +32,8 @@ ALIASES = {"overlay-by-spec": "vllm"}
 
 
 def scheduling_for(model, options: Options, mode: str = "none") -> Scheduling:
+    """What a request's blocks depend on for this model and these options: max_model_len (the option, else the
+    model's), vLLM 0.33's in-flight tokens, the Mamba cache mode and the DCP size."""
     max_model_len = options.max_model_len or model.max_model_len
     return Scheduling(max_model_len=max_model_len, max_in_flight_tokens=options.max_in_flight_tokens,
                       mamba_cache_mode=mode, dcp=options.decode_context_parallel_size or 1)
@@ -89,6 +91,8 @@ def check_dcp(model, options: Options, caches) -> None:
 
 
 def resolve_planner(model, planner: str | None) -> str:
+    """The planner name to run: the family's default for None, an alias resolved (overlay-by-spec: vllm); refused in
+    one line unless it is one of the model's planners."""
     family = model.reader
     if planner is None:
         return family.default_planner
