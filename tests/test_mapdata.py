@@ -134,3 +134,56 @@ def test_bad_input_names_the_field():
         block_map_data("deepseek-v4-pro")
     with pytest.raises(KvvizError, match="n=-1"):
         format_bytes(-1)
+
+
+# ---- the data objects of kvviz.views -------------------------------------------------------
+DATA_MODULES = ("kvviz.views", "kvviz.views.style", "kvviz.views.blockmap_data", "kvviz.views.compare_data",
+                "kvviz.views.planes_data", "kvviz.views.live_data", "kvviz.views.anatomy_data")
+
+
+def test_the_data_modules_stay_light():
+    """Every figure's data object is built without matplotlib (and torch, ipywidgets, pandas)."""
+    code = (f"import sys\nfor m in {DATA_MODULES!r}: __import__(m)\n"
+            "bad = [m for m in ('matplotlib', 'torch', 'ipywidgets', 'pandas') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_one_region_class():
+    """A map range's regions are the page anatomy's own `kvviz.formats.Region`s (no second class)."""
+    from kvviz import formats, mapdata
+
+    assert mapdata.Region is formats.Region
+    layout = plan_model(PRO, MXFP4, "overlay")
+    assert all(type(g) is formats.Region for r in block_map_data(layout).ranges for g in r.regions)
+
+
+def test_the_data_objects_are_frozen():
+    import dataclasses
+
+    data = block_map_data(plan_model(PRO, MXFP4, "overlay"))
+    for obj in (data, data.lanes[0], data.ranges[0]):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            obj.caption = "x" if obj is data else None
+
+
+def test_separate_pools_data_is_one_lane_per_pool(qwen):
+    """Qwen3-Next in separate pools (as SGLang keeps them): one lane per pool, each its pool's own
+    block; the width is the largest pool's block; no lane binds; each lane ends at its pool's block.
+    Each lane's total is the sum of its pool's pages, read off the pool's layout."""
+    from kvviz.mapdata import separate_pools_data
+
+    plan = _plan_model(qwen, "separate", Options())
+    assert len(plan.pools) > 1
+    data = separate_pools_data(plan, caption="c")
+    assert data.separate and data.binding_group is None and not any(lane.binds for lane in data.lanes)
+    assert data.stride == max(p.block_stride for p in plan.pools)
+    for i, (lane, pool) in enumerate(zip(data.lanes, plan.pools)):
+        assert (lane.index, lane.name, lane.block_end) == (i, pool.groups[0].name, pool.block_stride)
+        assert lane.total == sum(p.cache.page_bytes for p in pool.placements)
+        assert [(r.layer, r.offset, r.end) for r in data.lane_ranges(i)] == [
+            (p.name, p.offset, p.offset + p.cache.page_bytes) for p in pool.placements]
+    d = data.to_dict()
+    assert [lane["block_end"] for lane in d["lanes"]] == [p.block_stride for p in plan.pools]
+    assert d["stride_text"] == f"{data.stride:,} B (largest pool's block)"
+    assert "block_end" not in block_map_data(plan.pools[0]).to_dict()["lanes"][0]  # a shared pool's lane

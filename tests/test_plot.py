@@ -475,6 +475,90 @@ def test_live_bytes_bad_input_names_the_field(kwargs, field):
         plot.live_bytes(layout, args.pop("block_bytes"), args.pop("block_groups"), **args)
 
 
+# ---- the figures draw their data objects (kvviz.views) --------------------------------------
+def test_block_map_draws_its_data_object(pro):
+    """The PNG map and the live map draw one BlockMapData: every drawn page and padding band is a
+    range of it, and both are the layout's. The MXFP4 indexer page by hand: 64 rows x (64 + 4) B =
+    4,352 B of rows, page 4,608 B (docs/caches.md#the-caches-a-layer-registers), 256 B padding."""
+    data = plot.block_map_data(pro)
+    fig = plot.block_map(data)
+    assert isinstance(fig, plot.KvvizFigure)
+    drawn = [(p.info.layer, p.get_x(), p.get_x() + p.get_width()) for p in plot.find_patches(fig, kind="page")]
+    assert drawn == [(r.layer, r.offset, r.end) for r in data.ranges] == [
+        (p.name, p.offset, p.offset + p.cache.page_bytes) for p in pro.placements]
+    pads = [(p.info.layer, p.get_x(), p.get_x() + p.get_width()) for p in plot.find_patches(fig, kind="pad")]
+    assert pads == [(r.layer, r.pad_start, r.end) for r in data.ranges if r.padding_bytes]
+    idx = data.range("model.layers.2.attn.indexer.k_cache")
+    offset = pro.placement(idx.layer).offset
+    assert (idx.pad_start, idx.end) == (offset + 64 * (64 + 4), offset + 4608)
+    (stride_mark,) = texts_with_gid(fig, "stride-mark")
+    assert stride_mark.get_text() == f"stride {data.stride_text}" == f"stride {pro.block_stride:,} B"
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [lane.label for lane in data.lanes]
+    assert plot.block_map_data(pro).to_dict() == data.to_dict()  # what the live map is sent
+
+
+def test_before_after_draws_its_data_object(layouts):
+    """vLLM #48993 on Pro with FlashMLA: 1,473,408 B -> 1,315,008 B a block
+    (docs/published-numbers.md#the-published-table): 158,400 B saved, -10.75%."""
+    before, after = layouts["deepseek-v4-pro", "flashmla"]
+    data = plot.before_after_data(before, after)
+    assert (data.scale, data.saved, round(data.pct, 2)) == (1_473_408, 1_473_408 - 1_315_008, -10.75)
+    assert data.saved_range == (1_315_008, 1_473_408) and data.has_holes
+    fig = plot.before_after(data)
+    assert isinstance(fig, plot.KvvizFigure)
+    (saved,) = plot.find_patches(fig, kind="saved")
+    assert (saved.get_x(), saved.get_x() + saved.get_width()) == data.saved_range
+    for panel, _, d in data.panels:
+        assert [(r.layer, r.start, r.end) for r in plot.patch_ranges(fig, kind="page", panel=panel)] == [
+            (r.layer, r.offset, r.end) for r in d.ranges]
+    assert fig._suptitle.get_text() == data.title
+    assert "(158,400 B per block saved)" in data.title
+
+
+def test_page_anatomy_draws_its_data_object(pro):
+    """fp8_ds_mla by hand (docs/row-formats.md#fp8_ds_mla): a row is 448 E4M3 NoPE + 64 bf16 RoPE
+    = 576 B of payload and 7 UE8M0 scales + 1 pad = 8 B of footer; 64 rows of 584 B in a 37,440 B
+    page leave 64 B of padding."""
+    cache = pro.placement("model.layers.2.attn").cache
+    data = plot.page_anatomy_data(cache)
+    assert [(r.name, r.start, r.end) for r in data.regions] == [
+        ("payload", 0, 64 * 576), ("footer", 64 * 576, 64 * 584), ("padding", 64 * 584, 37_440)]
+    assert [(f.name, f.start, f.end) for f in data.payload] == [("NoPE", 0, 448), ("RoPE", 448, 448 + 64 * 2)]
+    assert [(f.name, f.start, f.end) for f in data.footer] == [("scale", 0, 7), ("pad", 7, 8)]
+    assert (data.row_bytes, data.padding_bytes) == (576 + 8, 37_440 - 64 * 584)
+    fig = plot.page_anatomy(data)
+    assert isinstance(fig, plot.KvvizFigure)
+    assert _ranges(fig, "region") == [(p.name, p.start, p.end) for p in data.page]
+    assert _ranges(fig, "field") == [(p.name, p.start, p.end) for p in data.payload + data.footer]
+    assert {data.title, data.page_line, data.payload_line, data.footer_line} <= set(plot.figure_texts(fig))
+
+
+def test_live_bytes_draws_its_data_object():
+    """Two 4,096 B pages in an 8,192 B block; block 0 holds 4,096 non-zero bytes then 1,024: the two
+    bins are 4,096/4,096 and 1,024/4,096 non-zero. A victim from byte 1,000 of block 1 for one
+    stride spills into block 2: pieces [1,000, 8,192) and [0, 1,000) (docs/hazards.md#zeroer)."""
+    layout = plan((KVGroup(name="g", layers=(custom_cache("a", 4096), custom_cache("b", 4096))),), "overlay")
+    pool = np.zeros((3, 8192), np.uint8)
+    pool[0, :4096] = 7
+    pool[0, 4096:4096 + 1024] = 1
+    victims = [{"block": 1, "start": 1000, "end": 1000 + 8192, "layer": "spill"}]
+    data = plot.live_bytes_data(layout, pool, [0, None, "g"], victims=victims, bins=2)
+    assert data.blocks == (0, 1, 2) and data.owners == ("g", None, "g")
+    assert data.image.tolist() == [[4096 / 4096, 1024 / 4096], [0.0, 0.0], [0.0, 0.0]]
+    assert [(s.block, s.layer, s.start, s.end) for s in data.spans] == [
+        (0, "a", 0, 4096), (0, "b", 4096, 8192), (2, "a", 0, 4096), (2, "b", 4096, 8192)]
+    assert [(v.number, v.block, v.start, v.end) for v in data.victims] == [(1, 1, 1000, 8192), (2, 2, 0, 1000)]
+    fig = plot.live_bytes(data)
+    assert isinstance(fig, plot.KvvizFigure)
+    assert [im.get_array().tolist() for im in fig.axes[0].get_images()] == [[row] for row in data.image.tolist()]
+    assert [(r.block, r.layer, r.start, r.end) for r in plot.patch_ranges(fig, kind="span")] == [
+        (s.block, s.layer, s.start, s.end) for s in data.spans]
+    assert [(r.block, r.start, r.end) for r in plot.patch_ranges(fig, kind="victim")] == [
+        (v.block, v.start, v.end) for v in data.victims]
+    assert len(texts_with_gid(fig, "victim-table")) == len(data.table) == 1 + 2
+    assert data.title in plot.figure_texts(fig)
+
+
 # ---- no pyplot, headless ------------------------------------------------------------------
 def test_builders_never_import_pyplot():
     code = (

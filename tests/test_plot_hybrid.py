@@ -283,3 +283,51 @@ def test_pool_planes_rows_tile_the_pool(model, planner, num_blocks, prefix_cachi
             assert p.get_width() == num_blocks * page
             for q in plot.find_patches(fig, kind="page", layer=p.info.layer):
                 assert p.get_x() + q.info.block * page == q.get_x() and q.get_width() == page
+
+
+# ---- pool_planes draws its data object (kvviz.views.planes_data) -----------------------------
+def test_pool_planes_draws_its_data_object(qwen):
+    """Qwen3-Next, 3 blocks, blocks 0 and 2 shown: plane k of a group at k x 3 x page, block b's
+    page of it at that + b x page (the layer-outermost rule), a state page ending in its padding
+    (attention page - state bytes, derived from the preset); the figure draws exactly the data."""
+    layout = plan_hybrid(qwen)
+    page = qwen_attention_page(576)
+    pad = page - qwen_state_bytes()
+    data = plot.pool_planes_data(layout, 3, blocks_shown=[2, 0])
+    assert data.blocks_shown == (0, 2) and data.size == 3 * layout.block_stride
+    for g in layout.groups:
+        planes = [pl for pl in data.planes if pl.group == g.name]
+        assert [(pl.layer, pl.start, pl.end) for pl in planes] == [
+            (c.name, k * 3 * page, (k + 1) * 3 * page) for k, c in enumerate(g.layers)]
+        pages = [p for p in data.pages if p.group == g.name]
+        assert [(p.layer, p.block, p.start, p.end) for p in pages] == [
+            (c.name, b, k * 3 * page + b * page, k * 3 * page + (b + 1) * page)
+            for k, c in enumerate(g.layers) for b in (0, 2)]
+        for p in pages:
+            assert p.padding_bytes == (pad if p.kind is CacheKind.GDN_STATE else 0)
+    fig = plot.pool_planes(data)
+    assert isinstance(fig, plot.KvvizFigure)
+    assert [(p.info.layer, p.get_x(), p.get_x() + p.get_width()) for p in plot.find_patches(fig, kind="plane")] == [
+        (pl.layer, pl.start, pl.end) for pl in data.planes]
+    assert [(r.block, r.layer, r.start, r.end) for r in plot.patch_ranges(fig, kind="page")] == [
+        (p.block, p.layer, p.start, p.end) for p in data.pages]
+    assert [(r.block, r.layer, r.start, r.end) for r in plot.patch_ranges(fig, kind="pad")] == [
+        (p.block, p.layer, p.pad_start, p.end) for p in data.pages if p.padding_bytes]
+    assert [(r.group, r.start, r.end) for r in plot.patch_ranges(fig, kind="unused")] == [
+        (pl.group, pl.start, pl.end) for pl in data.unused]
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [r.label for r in data.rows]
+    assert data.title in plot.figure_texts(fig)
+
+
+def test_pool_planes_data_of_short_groups_by_hand(gemma):
+    """Gemma 3 in 8 blocks: a group of n sliding layers leaves (10 - n) planes of 8 x page unused
+    at the end of the pool (groups of 10 layers, docs/hybrid.md#hybrid-grouping)."""
+    layout = plan_hybrid(gemma)
+    c = raw("gemma-3-27b")
+    page = 16 * c["num_key_value_heads"] * c["head_dim"] * 2 * BF16
+    data = plot.pool_planes_data(layout, 8)
+    assert data.blocks_shown == tuple(range(8))  # a pool this small: every block's pages
+    for g in layout.groups:
+        n = len(g.layers)
+        unused = [(pl.start, pl.end) for pl in data.unused if pl.group == g.name]
+        assert unused == ([(n * 8 * page, 10 * 8 * page)] if n < 10 else [])
