@@ -43,8 +43,8 @@ class Codec:
     """A row format: encode rows to (payload, footer, side) bytes, decode them back, size them,
     bound their error.
 
-    ``encode(x, **opts)`` takes x [..., D]; ``row_format(dims, **opts)`` is the row's anatomy
-    (a `kvviz.formats.RowFormat`, the one source of its sizes) and ``row_bytes(dims, **opts)``
+    ``encode(x, **opts)`` takes x [..., D]; ``row_format(head_dim, **opts)`` is the row's anatomy
+    (a `kvviz.formats.RowFormat`, the one source of its sizes) and ``row_bytes(head_dim, **opts)``
     its (payload_bytes, footer_bytes); ``error_bound(x, **opts)`` gives the per-element absolute
     bound on |decode(encode(x)) - x| for finite x. `mirrors` names the vLLM 0.33 function that
     writes the row. An unknown option raises KvvizError naming it.
@@ -84,15 +84,15 @@ class Codec:
         )
         return self._decode(enc, **dict(enc.opts))
 
-    def row_format(self, dims: int, **opts: Any) -> formats.RowFormat:
-        """The kvviz.formats row this codec writes for head dim `dims` with these options."""
+    def row_format(self, head_dim: int, **opts: Any) -> formats.RowFormat:
+        """The kvviz.formats row this codec writes for `head_dim` values with these options."""
         self._check_opts(opts)
-        require(isinstance(dims, int) and dims > 0, f"head_dim={dims!r}: must be a positive integer")
-        return self._row(dims, **opts)
+        require(isinstance(head_dim, int) and head_dim > 0, f"head_dim={head_dim!r}: must be a positive integer")
+        return self._row(head_dim, **opts)
 
-    def row_bytes(self, dims: int, **opts: Any) -> tuple[int, int]:
+    def row_bytes(self, head_dim: int, **opts: Any) -> tuple[int, int]:
         """(payload_bytes, footer_bytes) of one row, from `row_format`."""
-        row = self.row_format(dims, **opts)
+        row = self.row_format(head_dim, **opts)
         return row.payload_bytes, row.footer_bytes
 
     def error_bound(self, x: torch.Tensor, **opts: Any) -> torch.Tensor:
@@ -213,18 +213,19 @@ _REGISTERED = (
 CODECS: dict[str, Codec] = {c.name: c for c in _REGISTERED}
 
 
-def get_codec(name: str) -> Codec:
-    """The codec called `name`; KvvizError naming ``codec`` and listing the known names otherwise."""
-    codec = CODECS.get(name) if isinstance(name, str) else None
-    if codec is None:
-        raise KvvizError(f"codec={name!r}: unknown codec; known: {', '.join(CODECS)}")
-    return codec
+def get_codec(codec: str) -> Codec:
+    """The `Codec` called `codec` (a key of CODECS); one-line KvvizError naming ``codec`` and
+    listing the known names otherwise."""
+    found = CODECS.get(codec) if isinstance(codec, str) else None
+    if found is None:
+        raise KvvizError(f"codec={codec!r}: unknown codec; known: {', '.join(CODECS)}")
+    return found
 
 
-def error_bound(name: str, x: torch.Tensor, **opts: Any) -> torch.Tensor:
-    """Per-element absolute bound on |decode(encode(x)) - x| for codec `name` (float32, x's shape).
+def error_bound(codec: str, x: torch.Tensor, **opts: Any) -> torch.Tensor:
+    """Per-element absolute bound on |decode(encode(x)) - x| for codec `codec` (float32, x's shape).
 
     Holds for finite x (bf16: away from the fp32 overflow edge); `opts` are the codec's encode
     options. The bound is the codec's own (`Codec.error_bound`); derivations in `kvviz.quant`.
     """
-    return get_codec(name).error_bound(x, **opts)
+    return get_codec(codec).error_bound(x, **opts)

@@ -34,9 +34,10 @@ FP8_AMAX_FLOOR = 1e-4
 # ------------------------------------------------------------------ MXFP4 (indexer K, 68 B at 128)
 
 
-def check_mxfp4_dims(d: int, what: str = "head_dim") -> None:
-    """KvvizError naming `what` unless `d` is a positive multiple of MXFP4_BLOCK (32)."""
-    require(d > 0 and d % MXFP4_BLOCK == 0, f"{what}={d}: MXFP4 needs a positive multiple of {MXFP4_BLOCK}")
+def check_mxfp4_dims(d: int, arg: str = "") -> None:
+    """KvvizError unless head_dim `d` is a positive multiple of MXFP4_BLOCK (32); the message
+    starts with the argument `arg` the dims come from ("x: "), if any."""
+    require(d > 0 and d % MXFP4_BLOCK == 0, f"{arg}head_dim={d}: MXFP4 needs a positive multiple of {MXFP4_BLOCK}")
 
 
 def mxfp4_encode(
@@ -55,7 +56,7 @@ def mxfp4_encode(
     ``scale_rule="floor"``); powers of two make x/s and code*s exact.
     """
     x = bits.as_f32(x, "x")
-    check_mxfp4_dims(bits.last_dim(x, "x"))
+    check_mxfp4_dims(bits.last_dim(x, "x"), "x: ")
     g = bits.groups(x, MXFP4_BLOCK)
     scales = ue8m0_from_amax(bits.absmax(g), max_elem=E2M1_MAX, rule=scale_rule, amax_floor=amax_floor)
     q = e2m1_encode(bits.true_div(g, ue8m0_decode(scales).unsqueeze(-1))).reshape(x.shape)
@@ -71,7 +72,7 @@ def mxfp4_decode(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     packed = bits.as_u8(packed, "packed")
     scales = bits.as_u8(scales, "scales")
     d = 2 * bits.last_dim(packed, "packed")
-    check_mxfp4_dims(d)
+    check_mxfp4_dims(d, "packed: ")
     n_scales = d // MXFP4_BLOCK
     require(
         tuple(scales.shape) == tuple(packed.shape[:-1]) + (n_scales,),
@@ -85,7 +86,7 @@ def mxfp4_decode(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
 
 def mxfp4_bound(x: torch.Tensor, *, scale_rule: str = "ceil", amax_floor: float = MXFP4_AMAX_FLOOR) -> torch.Tensor:
     """Per-element bound on |mxfp4_decode(mxfp4_encode(x)) - x| (see `mxfp4_encode`)."""
-    check_mxfp4_dims(bits.last_dim(x, "x"))
+    check_mxfp4_dims(bits.last_dim(x, "x"), "x: ")
     g = bits.groups(x, MXFP4_BLOCK)
     sb = ue8m0_from_amax(bits.absmax(g), max_elem=E2M1_MAX, rule=scale_rule, amax_floor=amax_floor)
     s = ue8m0_decode(sb).unsqueeze(-1)
@@ -103,10 +104,11 @@ def mxfp4_row_format(head_dim: int, **_: object) -> formats.RowFormat:
 # --------------------------------------------------------------- indexer FP8 (132 B rows at 128)
 
 
-def check_block(d: int, block: int, what: str) -> None:
-    """KvvizError naming `block` or `head_dim` unless `d` is a positive multiple of a positive `block`."""
+def check_block(d: int, block: int, what: str, arg: str = "") -> None:
+    """KvvizError naming `block`, or head_dim (after the argument `arg` it comes from, "x: "),
+    unless head_dim `d` is a positive multiple of a positive `block`."""
     require(isinstance(block, int) and block > 0, f"block={block!r}: must be a positive integer")
-    require(d > 0 and d % block == 0, f"head_dim={d}: {what} needs a positive multiple of block={block}")
+    require(d > 0 and d % block == 0, f"{arg}head_dim={d}: {what} needs a positive multiple of block={block}")
 
 
 def fp8_indexer_encode(
@@ -127,7 +129,7 @@ def fp8_indexer_encode(
     block decodes NaN).
     """
     x = bits.as_f32(x, "x")
-    check_block(bits.last_dim(x, "x"), block, "indexer FP8")
+    check_block(bits.last_dim(x, "x"), block, "indexer FP8", "x: ")
     require(amax_floor > 0, f"amax_floor={amax_floor!r}: must be > 0 (the scale divides)")
     g = bits.groups(x, block)
     scales = bits.true_div(torch.clamp(bits.absmax(g), min=bits.f32_floor(amax_floor)), E4M3_MAX)
@@ -143,7 +145,7 @@ def fp8_indexer_decode(codes: torch.Tensor, scales: torch.Tensor) -> torch.Tenso
     require(isinstance(scales, torch.Tensor), "scales: expected a torch.Tensor")
     d = bits.last_dim(codes, "codes")
     nb = bits.last_dim(scales, "scales")
-    require(nb > 0 and d % nb == 0, f"scales: {nb} scales do not divide head_dim={d}")
+    require(nb > 0 and d % nb == 0, f"scales: {nb} scales do not divide the {d} codes of a row")
     require(
         tuple(scales.shape[:-1]) == tuple(codes.shape[:-1]),
         f"scales: leading dims {tuple(scales.shape[:-1])} differ from codes {tuple(codes.shape[:-1])}",
@@ -171,17 +173,18 @@ def fp8_indexer_row_format(head_dim: int, *, block: int = INDEXER_FP8_BLOCK, **_
 
 
 def ds_mla_row_format(head_dim: int, *, rope_dims: int = DS_MLA_ROPE_DIMS, scale_block: int = DS_MLA_SCALE_BLOCK,
-               **_: object) -> formats.RowFormat:
-    """formats.ds_mla_row after checking the arguments under kvviz.quant's names
-    (head_dim, rope_dims, scale_block)."""
-    require(isinstance(head_dim, int) and head_dim > 0, f"head_dim={head_dim!r}: must be a positive integer")
+                      arg: str = "", **_: object) -> formats.RowFormat:
+    """formats.ds_mla_row after checking the arguments under kvviz.quant's names (head_dim,
+    after the argument `arg` it comes from, "x: "; rope_dims; scale_block)."""
+    require(isinstance(head_dim, int) and head_dim > 0, f"{arg}head_dim={head_dim!r}: must be a positive integer")
     require(isinstance(rope_dims, int) and rope_dims >= 0, f"rope_dims={rope_dims!r}: must be a non-negative integer")
     require(rope_dims < head_dim, f"rope_dims={rope_dims}: must be smaller than head_dim={head_dim}")
     require(isinstance(scale_block, int) and scale_block > 0, f"scale_block={scale_block!r}: must be a positive integer")
     nope = head_dim - rope_dims
     require(
         nope % scale_block == 0,
-        f"head_dim={head_dim}: NoPE dims (head_dim - rope_dims = {nope}) must be a multiple of scale_block={scale_block}",
+        f"{arg}head_dim={head_dim}: NoPE dims (head_dim - rope_dims = {nope}) must be a multiple of "
+        f"scale_block={scale_block}",
     )
     return formats.ds_mla_row(head_dim, rope_dims, scale_block)
 
@@ -212,7 +215,7 @@ def ds_mla_encode(
     7 + 1 = 8, row 584.
     """
     x = bits.as_f32(x, "x")
-    row = ds_mla_row_format(bits.last_dim(x, "x"), rope_dims=rope_dims, scale_block=scale_block)
+    row = ds_mla_row_format(bits.last_dim(x, "x"), rope_dims=rope_dims, scale_block=scale_block, arg="x: ")
     nope = row.field("NoPE").count
     g = bits.groups(x[..., :nope], scale_block)
     sbytes = ue8m0_from_amax(bits.absmax(g), max_elem=E4M3_MAX, rule="ceil", amax_floor=amax_floor)
@@ -242,7 +245,8 @@ def ds_mla_decode(
     rope_bytes = formats.Field(name="RoPE", element=formats.Element.BF16, count=rope_dims).num_bytes
     nope = p - rope_bytes  # E4M3: one byte per NoPE dim
     require(nope > 0, f"rope_dims={rope_dims}: payload of {p} bytes leaves no NoPE dims")
-    n_scales = ds_mla_row_format(nope + rope_dims, rope_dims=rope_dims, scale_block=scale_block).field("scale").count
+    n_scales = ds_mla_row_format(nope + rope_dims, rope_dims=rope_dims, scale_block=scale_block,
+                                 arg="payload: ").field("scale").count
     require(
         footer.shape[-1] >= n_scales and tuple(footer.shape[:-1]) == tuple(payload.shape[:-1]),
         f"footer: shape {tuple(footer.shape)} cannot hold {n_scales} scales for payload {tuple(payload.shape)}",
@@ -261,7 +265,8 @@ def ds_mla_bound(
 ) -> torch.Tensor:
     """Per-element bound on the fp8_ds_mla round trip: the exact-scale E4M3 bound on the NoPE
     dims (power-of-two scales), half a bf16 ulp on the RoPE dims."""
-    nope = ds_mla_row_format(bits.last_dim(x, "x"), rope_dims=rope_dims, scale_block=scale_block).field("NoPE").count
+    nope = ds_mla_row_format(bits.last_dim(x, "x"), rope_dims=rope_dims, scale_block=scale_block,
+                             arg="x: ").field("NoPE").count
     g = bits.groups(x[..., :nope], scale_block)
     sb = ue8m0_from_amax(bits.absmax(g), max_elem=E4M3_MAX, rule="ceil", amax_floor=amax_floor)
     b = e4m3_scaled_bound(g, ue8m0_decode(sb).unsqueeze(-1), exact_scale=True)
