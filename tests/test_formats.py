@@ -119,3 +119,23 @@ def test_regions_tile_the_page_in_order(rows, p, f, extra):
     if rows:
         assert a.payload_offset(rows - 1) + p == a.footer.start  # every payload before every footer
         assert a.footer_offset(rows - 1) + f == a.footer.end
+
+
+def test_page_anatomy_places_and_cuts_bytes_of_any_array():
+    """PageAnatomy.write / split / records on a numpy page (formats imports no torch): 3 rows of
+    5 payload + 2 footer bytes in a 24 B page, offsets by hand: payload t at 5t, footer t at
+    15 + 2t, bytes 21..23 padding."""
+    np = pytest.importorskip("numpy")
+    a = PageAnatomy(rows=3, payload_bytes=5, footer_bytes=2, page_bytes=24)
+    payloads = np.arange(15, dtype=np.uint8).reshape(3, 5) + 10
+    footers = np.arange(6, dtype=np.uint8).reshape(3, 2) + 200
+    page = np.full(24, 0xEE, dtype=np.uint8)
+    assert a.write(page, payloads, footers) is page
+    assert page.tolist() == list(range(10, 25)) + [200, 201, 202, 203, 204, 205] + [0, 0, 0]
+    p, f = a.split(page)
+    assert (p == payloads).all() and (f == footers).all() and np.shares_memory(p, page)
+    page[21:] = 0x11
+    a.write(page, payloads, footers, zero_padding=False)
+    assert page[21:].tolist() == [0x11] * 3
+    # read as 3 records of 7 bytes (a per-token reader): record 1 starts at byte 7
+    assert a.records(page)[1].tolist() == list(range(17, 24))
