@@ -30,6 +30,7 @@ import ipywidgets as widgets
 from .core import capacity
 from .core.plan import Plan
 from .errors import KvvizError
+from .explorer_tables import PRE_STYLE, group_table_html, summary_html
 from .families.deepseek_v4 import BACKENDS
 from .knobs import (DEFAULT_MODEL, kv_budget, KNOB_BY_NAME, KNOB_SPECS, KNOBS, baseline_planner, budget_bytes, capacities,
                     check_names, control_values, describe_knobs, knobs_for, layout_key, model_of, plan_knobs,
@@ -46,14 +47,6 @@ KEPT_ON_SWITCH = ("kv_dtype", "mamba_ssm_dtype", "prefix_caching", "tensor_paral
 
 # Layouts (and their map data) kept per Explorer, so that toggling back or moving the budget is instant.
 CACHE_SIZE = 32
-
-# white-space: nowrap keeps group names (c4-state-a) and numbers on one line.
-TABLE_STYLE = ("<style>.kvviz-groups{border-collapse:collapse;font-size:12px}"
-               ".kvviz-groups th,.kvviz-groups td{padding:2px 10px;text-align:right;border-bottom:1px solid #ddd;"
-               "white-space:nowrap}"
-               ".kvviz-groups th:first-child,.kvviz-groups td:first-child{text-align:left}</style>")
-# The derivation keeps its lines as they are (no wrapping inside a term).
-PRE_STYLE = "white-space:pre;overflow-x:auto;margin:0;font-size:12px"
 
 # Where the controls sit: three columns (model, deployment, layer mix and budget). A knob added to
 # kvviz.knobs.KNOB_SPECS and not listed here gets a fourth column.
@@ -116,22 +109,6 @@ class Planned:
         return self.plan.pools[0] if len(self.plan.pools) == 1 else self.plan
 
 
-GROUP_COLUMNS = ("group", "layers", "total_bytes", "unused_bytes", "binds_stride")
-
-
-def group_table_html(plan: Plan) -> str:
-    """The plan's group table (one row per group; separate pools: per pool, its own block) as an
-    HTML table, written here rather than by pandas: it is rebuilt on every change of layout."""
-    columns = (("pool",) + GROUP_COLUMNS[1:]) if len(plan.pools) > 1 else GROUP_COLUMNS
-    head = "".join(f"<th>{c}</th>" for c in columns)
-    rows = "".join(
-        f"<tr><td>{html.escape(g.name)}</td><td>{len(g.layers)}</td><td>{lay.group_total(i):,}</td>"
-        f"<td>{lay.group_unused(i):,}</td><td>{'binds' if i == lay.binding_group and len(plan.pools) == 1 else ''}"
-        f"</td></tr>"
-        for lay in plan.pools for i, g in enumerate(lay.groups))
-    return f'{TABLE_STYLE}<table class="kvviz-groups"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
-
-
 def stride_words(plan: Plan) -> str:
     """The plan's block stride in words, e.g. 'block stride 1,315,008 B, 256 tokens per block'."""
     tokens = "" if plan.tokens_per_block is None else f", {plan.tokens_per_block} tokens per block"
@@ -158,33 +135,6 @@ def plan_for_display(knobs: dict) -> Planned:
         data = block_map_data(plan.layout, caption=f"block map of {what}: {stride_words(plan)}").to_dict()
     derivation = f'<pre style="{PRE_STYLE}">{html.escape(plan.explain())}</pre>'
     return Planned(plan, baseline, data, group_table_html(plan), derivation)
-
-
-CHOSEN_ROW = ' style="font-weight:bold"'  # the planner the map and numbers show
-COMPARE_COLUMNS = ("planner", "tokens/block", "bytes/block", "groups", "waste B", "waste %", "admission B/request",
-                   "blocks", "requests", "concurrency")
-
-
-def summary_html(chosen, all_caps) -> str:
-    """The waste split and admission of the chosen planner, and every planner side by side."""
-    s, w = chosen, chosen.waste
-    lines = [
-        f"waste {w.waste_bytes:,} B of {w.total_bytes:,} B ({w.waste_pct:.2f}%) in one block of each of "
-        f"{s.num_groups} {'pools' if s.planner == 'separate' else 'groups'}: empty slots {w.empty_slot_bytes:,} B, "
-        f"padded pages {w.padded_state_bytes:,} B, unused tail {w.unused_tail_bytes:,} B",
-        f"vLLM's admission estimate: {s.admission_bytes_per_request:,} B per request of {s.max_model_len:,} tokens "
-        f"({s.blocks_per_request:,} blocks); {s.requests_fit:,} whole requests fit, concurrency {s.max_concurrency:.2f}",
-    ]
-    head = "".join(f"<th>{c}</th>" for c in COMPARE_COLUMNS)
-    rows = "".join(
-        f"<tr{CHOSEN_ROW if x.planner == s.planner else ''}><td>{x.planner}</td>"
-        f"<td>{x.tokens_per_block or '-'}</td><td>{x.bytes_per_block:,}</td><td>{x.num_groups}</td>"
-        f"<td>{x.waste.waste_bytes:,}</td><td>{x.waste.waste_pct:.2f}</td><td>{x.admission_bytes_per_request:,}</td>"
-        f"<td>{x.num_blocks:,}</td><td>{x.requests_fit:,}</td><td>{x.max_concurrency:.2f}</td></tr>"
-        for x in all_caps)
-    text = "".join(f'<div class="kvviz-summary-line">{html.escape(line, quote=False)}</div>' for line in lines)
-    return (f'{TABLE_STYLE}<div style="font-size:13px">{text}</div>'
-            f'<table class="kvviz-groups kvviz-compare"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>')
 
 
 @dataclasses.dataclass(frozen=True)
