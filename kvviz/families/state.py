@@ -450,23 +450,30 @@ def _with_full_layers(model: Model, full: int) -> Model:
 
 
 def _mixes_full_layers(model: Model) -> bool:
+    """Whether the explorer's full_layers knob applies: every layer registers one cache, attention
+    or state, so a layer's kind can move."""
     c: StateConfig = model.config
     layers = [s.layer for s in c.slots]
     return len(set(layers)) == len(layers) == c.num_hidden_layers and {s.kind for s in c.slots} == {ATTN, STATE}
 
 
-StateFamily.with_full_layers = lambda self, model, full: _with_full_layers(model, full)
-StateFamily.mixes_full_layers = lambda self, model: _mixes_full_layers(model)
+def _as_method(fn):
+    """`fn(model, ...)` as a StateFamily method, under fn's name without the underscore and with its docstring."""
+    method = lambda self, *args, **kwargs: fn(*args, **kwargs)  # noqa: E731
+    method.__doc__, method.__name__ = fn.__doc__, fn.__name__.lstrip("_")
+    return method
+
+
+def _full_layer_count(model: Model) -> int:
+    """How many layers register full attention (the explorer's full_layers knob)."""
+    return model.config.count(ATTN)
 
 
 def _kind_counts(model: Model) -> dict[str, int]:
+    """Layers of each kind: 'full', the state's kind ('linear' for the gated delta net) and 'mla'."""
     c: StateConfig = model.config
     state = "linear" if c.mamba_type == "gdn" else c.mamba_type
     return {"full": c.count(ATTN), state: c.count(STATE)} | ({"mla": c.count(MLA)} if c.count(MLA) else {})
-
-
-StateFamily.full_layer_count = lambda self, model: model.config.count(ATTN)
-StateFamily.kind_counts = lambda self, model: _kind_counts(model)
 
 
 def _resolved_ssm_dtype(model: Model) -> str:
@@ -477,4 +484,5 @@ def _resolved_ssm_dtype(model: Model) -> str:
     return {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[element]
 
 
-StateFamily.resolved_ssm_dtype = lambda self, model: _resolved_ssm_dtype(model)
+for _fn in (_with_full_layers, _mixes_full_layers, _full_layer_count, _kind_counts, _resolved_ssm_dtype):
+    setattr(StateFamily, _fn.__name__.lstrip("_"), _as_method(_fn))
