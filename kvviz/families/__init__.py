@@ -39,11 +39,13 @@ class Model:
 
     @property
     def reader(self) -> "Family":
+        """The Family that read this model (and answers every question about it)."""
         if not _GUARDED:
             _ensure_registered()
         return FAMILIES[self.family]
 
     def describe(self) -> str:
+        """The model in one line (its family's `describe`)."""
         return self.reader.describe(self)
 
 
@@ -58,15 +60,20 @@ class Family:
     block_outermost: bool = False  # vLLM resolves a block-outermost layout (packed groups)
 
     def read(self, raw: dict, *, name: str) -> Model:
+        """The `Model` of a parsed config.json (`raw`), named `name`; a bad or missing field is one line naming it."""
         raise NotImplementedError
 
     def knobs_for(self, model: Model) -> tuple[str, ...]:
+        """The Options fields that apply to `model` (base: the family's `knobs`); any other given knob is refused."""
         return self.knobs
 
     def caches(self, model: Model, options: Options) -> tuple:
+        """What each layer of `model` registers under `options`, in vLLM's registration order: declared caches
+        (kvviz.core.declare, paged by kvviz.vllm.pages) or CacheSpecs already paged (DeepSeek V4)."""
         raise NotImplementedError
 
     def describe(self, model: Model) -> str:
+        """One line saying what the model is, as `kvviz models` prints it (base: name and architecture)."""
         return f"{model.name}: {model.architecture}"
 
     def comparisons(self, model: Model, options: Options) -> tuple[tuple[str, str, Options], ...]:
@@ -87,6 +94,7 @@ ARCHITECTURES: dict[str, str] = {}
 
 
 def register(family: Family, names: tuple[str, ...]) -> Family:
+    """Register `family` for the architectures and model types in `names`; returns the family."""
     FAMILIES[family.key] = family
     for n in names:
         ARCHITECTURES[n] = family.key
@@ -147,6 +155,7 @@ def family_of(raw: dict, *, name: str) -> Family:
 
 
 def model_from_dict(raw: dict, *, name: str) -> Model:
+    """The Model of a parsed config.json, read by the family its architecture (else model_type) names."""
     return family_of(raw, name=name).read(raw, name=name)
 
 
@@ -156,6 +165,7 @@ def preset_names() -> list[str]:
 
 
 def preset_raw(name: str) -> dict:
+    """The shipped preset's config.json as a dict; an unknown name lists the known ones."""
     names = preset_names()
     if name not in names:
         raise KvvizError(f"--model {name!r}: unknown model; known: {', '.join(names)}")

@@ -55,9 +55,11 @@ class DecoderConfig:
 
     @property
     def kind_counts(self) -> dict[str, int]:
+        """Layers of each kind ('full_attention', 'sliding_attention', ...), in first-seen order."""
         return dict(Counter(self.layer_kinds))
 
     def layers_of(self, kind: str) -> tuple[int, ...]:
+        """The indices of the layers of kind `kind`."""
         return tuple(i for i, k in enumerate(self.layer_kinds) if k == kind)
 
 
@@ -87,6 +89,8 @@ def _kinds(text, model_type: str, n: int, *, name: str) -> tuple[list[str], str]
 
 
 class DecoderFamily(Family):
+    """Attention-only decoders (Llama, Mistral, Phi-3, Qwen2/3, Gemma 2/3/3n, Cohere2, OLMo 3, gpt-oss, Llama 4):
+    one K|V page per layer as vLLM 0.33's model files register it (docs/model-core.md#attention-decoders)."""
     key = "decoder"
     title = "attention-only decoder"
     knobs = ("kv_dtype", "block_size", "sliding_window", "max_model_len", "max_num_batched_tokens",
@@ -170,9 +174,11 @@ class DecoderFamily(Family):
         return f"{model.name} ({model.architecture}): {text}; {model.dtype}; max_model_len {model.max_model_len:,}"
 
     def mixes_full_layers(self, model: Model) -> bool:
+        """True: any layer of a decoder can be made full or sliding (the full_layers knob applies)."""
         return True
 
     def full_layer_count(self, model: Model) -> int:
+        """How many layers are full attention (the explorer's full_layers knob)."""
         return model.config.layer_kinds.count(FULL)
 
     def kind_counts(self, model: Model) -> dict[str, int]:

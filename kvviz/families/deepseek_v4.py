@@ -28,6 +28,8 @@ from .hf import derive_max_model_len
 # indexer K pages (the ones its kernels read by page) a multiple of 512 B and leaves states alone.
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Backend:
+    """An attention backend's page rule for DeepSeek V4: its name, the alignment its kernels want of the pages of
+    `aligned_kinds`, and its default main-cache format (docs/caches.md#backend-alignment)."""
     name: str
     alignment: int
     aligned_kinds: frozenset[CacheKind]
@@ -80,6 +82,7 @@ class CacheOptions:
 
     @property
     def resolved_main_format(self) -> str:
+        """The main-cache row format: the one given, else the backend's default."""
         return self.main_format or BACKENDS[self.backend].default_main_format
 
 
@@ -220,6 +223,7 @@ class ModelConfig:
 
     @property
     def num_layers_with_mtp(self) -> int:
+        """The hidden layers plus the MTP layers (each MTP slot registers a sliding-window cache)."""
         return self.num_hidden_layers + self.num_nextn_predict_layers
 
     @property
@@ -311,6 +315,8 @@ def is_deepseek_v4(raw: dict) -> bool:
 
 
 class DeepSeekV4Family(Family):
+    """DeepSeek V4's compressed caches (sliding-window KV, indexer K, main c4 / c128 KV, compressor states) and
+    #48993's planners (docs/caches.md#the-caches-a-layer-registers)."""
     key = "deepseek_v4"
     title = "DeepSeek V4 (compressed MLA + indexer)"
     knobs = ("backend", "main_format", "indexer_format", "mtp", "block_size", "head_dim", "rope_dim",
@@ -328,6 +334,7 @@ class DeepSeekV4Family(Family):
                      max_model_len_source=key)
 
     def config_for(self, model: Model, options: Options) -> ModelConfig:
+        """The model's config with the head_dim / rope_dim / index_head_dim overrides of `options` applied."""
         return model.config.with_overrides(head_dim=options.head_dim, qk_rope_head_dim=options.rope_dim,
                                            index_head_dim=options.index_head_dim)
 
@@ -394,6 +401,8 @@ class DeepSeekV4Family(Family):
         return {"lines": tuple(lines), "json": out}
 
     def with_layer_mix(self, model: Model, *, c4: int, c128: int, swa: int) -> Model:
+        """The model with `c4` c4, `c128` c128 and `swa` SWA-only layers (the explorer's layer mix); the model
+        itself when the mix is its own."""
         config = with_layer_mix(model.config, c4=c4, c128=c128, swa=swa)
         return model if config is model.config else dataclasses.replace(model, name=config.name, config=config)
 

@@ -31,6 +31,8 @@ from .hf import check_tp_heads, derive_max_model_len, field, read_config, resolv
 
 @dataclasses.dataclass(frozen=True)
 class MLAConfig:
+    """The cache-relevant part of an MLA decoder's config (DeepSeek V2/V3, Kimi-K2): layers, attention heads,
+    kv_lora_rank, qk_rope_head_dim and the layer-name prefix."""
     num_hidden_layers: int
     num_attention_heads: int
     kv_lora_rank: int
@@ -39,6 +41,8 @@ class MLAConfig:
 
     @property
     def latent(self) -> int:
+        """Elements of one token's MLA latent: kv_lora_rank + qk_rope_head_dim (vLLM 0.33 MLAAttentionSpec
+        head_size)."""
         return self.kv_lora_rank + self.qk_rope_head_dim
 
 
@@ -62,6 +66,8 @@ def mla_dims(raw: dict, text, *, name: str) -> tuple[int, int]:
 
 
 class MLAFamily(Family):
+    """MLA decoders: one latent page per layer, not sharded by TP (vLLM 0.33 MLAAttentionSpec, docs/model-
+    core.md#families)."""
     key = "mla"
     title = "MLA decoder"
     knobs = ("kv_dtype", "block_size", "max_model_len", "max_num_batched_tokens", "async_scheduling",

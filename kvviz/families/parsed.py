@@ -29,6 +29,7 @@ SCHEMA = 1
 
 
 def encode(obj):
+    """`obj` as JSON-able data: dataclasses as {'__dc__': 'module:Class', fields...}, tuples as {'__t__': [...]}."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         cls = type(obj)
         out = {"__dc__": f"{cls.__module__}:{cls.__qualname__}"}
@@ -46,6 +47,7 @@ def encode(obj):
 
 
 def decode(obj):
+    """The object `encode` wrote, rebuilt (kvviz dataclasses only; any other class is refused)."""
     if isinstance(obj, list):
         return [decode(x) for x in obj]
     if isinstance(obj, dict):
@@ -71,6 +73,8 @@ def readers_hash() -> str:
 
 
 def versions() -> str:
+    """What a parsed form depends on besides the file: kvviz's and transformers' versions, the readers' code hash
+    and the schema."""
     from importlib import metadata  # ~50 ms: only on the way to the user cache, never for a preset
 
     from .. import __version__
@@ -83,6 +87,8 @@ def versions() -> str:
 
 
 def cache_dir() -> Path:
+    """The user's cache folder for parsed configs: $KVVIZ_CACHE_DIR, else $XDG_CACHE_HOME/kvviz, else
+    ~/.cache/kvviz."""
     explicit = os.environ.get("KVVIZ_CACHE_DIR")
     if explicit:
         return Path(explicit)
@@ -91,6 +97,7 @@ def cache_dir() -> Path:
 
 
 def key(data: bytes, name: str) -> str:
+    """The cache key of a config file: sha256 of `versions()`, the name and the file's bytes."""
     return hashlib.sha256(versions().encode() + b"\0" + name.encode("utf-8", "surrogateescape") + b"\0" + data
                           ).hexdigest()
 
@@ -121,6 +128,7 @@ def store(data: bytes, name: str, model) -> None:
 
 
 def shipped_path(preset: str) -> Path:
+    """Where the shipped parsed form of preset `preset` lives (kvviz/presets/parsed/)."""
     return Path(__file__).resolve().parent.parent / "presets" / "parsed" / f"{preset}.json"
 
 
@@ -140,6 +148,8 @@ def shipped(preset: str, data: bytes):
 
 
 def write_shipped(preset: str, data: bytes, model) -> Path:
+    """Write the parsed form of preset `preset` (from its bytes `data` and `model`) to the package; returns its
+    path."""
     path = shipped_path(preset)
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps({"sha256": hashlib.sha256(data).hexdigest(), "schema": SCHEMA, "readers": readers_hash(),

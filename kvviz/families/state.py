@@ -86,9 +86,11 @@ class StateConfig:
 
     @property
     def args(self) -> dict[str, int]:
+        """The shape calculator's arguments as a dict (config field -> value)."""
         return dict(self.state_args)
 
     def count(self, kind: str) -> int:
+        """How many cache slots are of kind `kind` (ATTN, MLA or STATE)."""
         return sum(1 for s in self.slots if s.kind == kind)
 
     @property
@@ -335,6 +337,8 @@ TITLES = {"mamba1": "Mamba-1", "mamba2": "Mamba-2", "short_conv": "short conv", 
 
 
 class StateFamily(Family):
+    """State-space / linear-attention hybrids: layers that register a recurrent state (vLLM 0.33 MambaSpec) beside
+    attention or MLA layers."""
     key = "state"
     title = "state-space / linear-attention hybrid"
     knobs = ("kv_dtype", "block_size", "mamba_ssm_dtype", "prefix_caching", "max_model_len", "max_num_batched_tokens",
@@ -364,6 +368,8 @@ class StateFamily(Family):
         return tuple(k for k in self.knobs if k != "mamba_ssm_dtype" or not no_ssm)
 
     def state_parts(self, model: Model, options: Options) -> tuple[StatePart, ...]:
+        """The recurrent state's tensors at the options' TP size: name, shape and dtype each, conv first
+        (MambaStateShapeCalculator / MambaStateDtypeCalculator)."""
         c: StateConfig = model.config
         tp = options.tensor_parallel_size or 1
         shapes = state_shapes(c, tp, model=model.name)
