@@ -429,6 +429,9 @@ def _run_plan_engine(args) -> int:
     from . import engines
 
     model, options, budget = _engine_inputs(args)
+    own = _engine_own_budgets(args, model, (args.engine,))
+    if own:
+        budget = own[args.engine].kv_budget_bytes
     p = engines.plan_engine(args.engine, model, options, kv_budget_bytes=budget, knobs=_engine_knobs(args))
     if args.json:
         _print_json(p.to_json() | _budget_json(args))
@@ -436,14 +439,29 @@ def _run_plan_engine(args) -> int:
         print(p.describe())
         for line in _budget_lines(args):
             print(line)
-        if getattr(args, "kv_budget", None) is not None:
-            print(ENGINE_GPU_NOTE)
+        _print_engine_budget_lines(args, own)
     return 0
 
 
-ENGINE_GPU_NOTE = ("engines: this budget is vLLM 0.33's (gpu_memory_utilization x total - weights - allowance), given "
-                   "to every engine as its KV memory; SGLang's mem_fraction_static and TensorRT-LLM's "
-                   "free_gpu_memory_fraction on the --gpu path are not modelled (docs/engines.md#one-budget-meaning)")
+def _engine_own_budgets(args, model, names) -> dict:
+    """On the --gpu path (no --kv-cache-memory-bytes), each engine's own budget
+    (kvviz.engines.budget); else {} and every engine gets the one budget given."""
+    b = getattr(args, "kv_budget", None)
+    if b is None or b.exact_pool:
+        return {}
+    from .engines.budget import engine_budgets
+
+    return engine_budgets(model, b, names)
+
+
+def _print_engine_budget_lines(args, own) -> None:
+    if own:
+        print("each engine's own KV budget on this device (docs/engines.md#one-budget-meaning):")
+        for b in own.values():
+            for line in b.lines:
+                print(f"  {line}" + ("  [estimate]" if b.estimate else ""))
+    elif getattr(args, "kv_budget", None) is not None:
+        print("engines: --kv-cache-memory-bytes is every engine's KV memory as given; no engine's fraction applies")
 
 
 def _run_compare_engines(args) -> int:
@@ -455,23 +473,27 @@ def _run_compare_engines(args) -> int:
         require(e in engines.ENGINES, f"--engines: {e!r}: unknown; choose from {', '.join(engines.ENGINES)}")
     model, options, budget = _engine_inputs(args)
     knobs = _engine_knobs(args)
-    rows_ = engines.compare_rows(model, names, options, kv_budget_bytes=budget, knobs=knobs)
+    own = _engine_own_budgets(args, model, names)
+    rows_ = engines.compare_rows(model, names, options, kv_budget_bytes=budget, knobs=knobs,
+                                 budgets={e: b.kv_budget_bytes for e, b in own.items()})
     if args.json:
         _print_json({"model": model.name, "budget_bytes": budget,
                      "engines": [r.plan.to_json() if r.plan else {"engine": r.engine, "refusal": r.refusal}
                                  for r in rows_]} | _budget_json(args))
         return 0
-    rows = [[r.engine, r.plan.version, r.plan.token_capacity_name, f"{r.plan.token_capacity:,}",
-             f"{r.plan.request_bound:,}", f"{r.plan.max_model_len:,}", f"{r.plan.waste_bytes:,}"] if r.plan else
-            [r.engine, "-", "not planned", "-", "-", "-", "-"] for r in rows_]
-    print(f"{model.name}: KV budget {budget:,} B")
-    print(text_table(rows, ["engine", "version", "capacity", "tokens", "requests at once", "of tokens", "waste B"]))
+    rows = [[r.engine, r.plan.version, f"{r.plan.kv_budget_bytes:,}", r.plan.token_capacity_name,
+             f"{r.plan.token_capacity:,}", f"{r.plan.request_bound:,}", f"{r.plan.max_model_len:,}",
+             f"{r.plan.waste_bytes:,}"] if r.plan else
+            [r.engine, "-", f"{(own[r.engine].kv_budget_bytes if r.engine in own else budget):,}", "not planned",
+             "-", "-", "-", "-"] for r in rows_]
+    print(f"{model.name}: " + ("each engine's own KV budget on this device" if own else f"KV budget {budget:,} B"))
+    print(text_table(rows, ["engine", "version", "KV budget B", "capacity", "tokens", "requests at once", "of tokens",
+                            "waste B"]))
     for r in rows_:
         print(f"{r.engine}: {r.plan.log_line if r.plan else r.refusal}")
     for line in _budget_lines(args):
         print(line)
-    if getattr(args, "kv_budget", None) is not None:
-        print(ENGINE_GPU_NOTE)
+    _print_engine_budget_lines(args, own)
     if getattr(args, "figure", None):
         from .engines.figure import compare_figure
 
@@ -690,10 +712,10 @@ def _run_verify(args) -> int:
                               progress=not args.json and sys.stderr.isatty()))
     if args.json:
         _print_json(reports[0].to_json() if len(reports) == 1 else {"pools": [r.to_json() for r in reports],
-                                                                     "ok": all(r.ok for r in reports)})
+                                                                     "ok": all(r.passed for r in reports)})
     else:
         print("\n\n".join(r.text() for r in reports))
-    return 0 if all(r.ok for r in reports) else 1
+    return 0 if all(r.passed for r in reports) else 1
 
 
 def _engine_knob_arguments(p) -> None:
@@ -760,9 +782,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# kvviz.verify's and kvviz.pool's arguments -> the verify flags that set them
+VERIFY_FLAGS = {"seed": "--seed", "hazard": "--hazard", "hazard_layer": "--hazard-layer",
+                "assignment": "--assignment", "device": "--device"}
+
+
 def _as_flags(message: str) -> str:
     """The library names Python arguments (`backend='x': ...`); the CLI says which flag set it."""
     field, sep, rest = message.partition("=")
+    if sep and field in VERIFY_FLAGS:
+        return f"{VERIFY_FLAGS[field]}: {field}={rest}"
     if sep and field in KNOB_OPTIONS:
         return f"{KNOB_OPTIONS[field]}: {field}={rest}"
     field, sep, rest = message.partition(": ")

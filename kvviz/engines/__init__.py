@@ -241,14 +241,16 @@ def compare_engines(model, engines=ENGINES, options: Options = Options(), *,
 
 
 def compare_rows(model, engines=ENGINES, options: Options = Options(), *, kv_budget_bytes: int,
-                 knobs: EngineKnobs = EngineKnobs()) -> tuple[EngineRow, ...]:
+                 knobs: EngineKnobs = EngineKnobs(), budgets: dict[str, int] | None = None) -> tuple[EngineRow, ...]:
     """As `compare_engines`, but an engine that has no plan for the model gives a row with its
-    one-line reason instead of stopping the comparison (no numbers are made up for it)."""
+    one-line reason instead of stopping the comparison (no numbers are made up for it).
+    `budgets` (engine -> bytes, kvviz.engines.budget on the --gpu path) overrides the one budget."""
     check_budget(kv_budget_bytes)
     rows = []
     for e in engines:
+        budget = (budgets or {}).get(e, kv_budget_bytes)
         try:
-            rows.append(EngineRow(e, plan_engine(e, model, options, kv_budget_bytes=kv_budget_bytes, knobs=knobs)))
+            rows.append(EngineRow(e, plan_engine(e, model, options, kv_budget_bytes=budget, knobs=knobs)))
         except KvvizError as err:
             rows.append(EngineRow(e, None, str(err)))
     return tuple(rows)
@@ -261,6 +263,20 @@ OWN_POOLS = {
     "deepseek_v4_memory_pool.py DeepSeekV4TokenToKVPool: compressed c4/c128 + SWA + indexer)",
     ("trtllm", "DeepseekV4ForCausalLM"): "TensorRT-LLM main serves it (_torch/models/modeling_deepseekv4.py) "
     "with its own compressed-cache manager",
+    ("trtllm", "KimiLinearForCausalLM"): "TensorRT-LLM main serves it (_torch/models/modeling_kimi_linear.py) "
+    "with MLA layers plus KDA states whose cache manager kvviz does not mirror",
+}
+# Architectures an engine does not serve at all: one line, no numbers.
+_SGLANG_NO_MODEL = ("SGLang 0.5.23 has no model class for it in sglang/srt/models (kvviz does not size the "
+                    "generic transformers fallback)")
+_TRTLLM_NO_MODEL = ("TensorRT-LLM's PyTorch backend does not list it (_torch/models/_arch_index.py "
+                    "MODEL_ARCH_TO_MODULE at commit 065ff9e9)")
+NOT_SERVED = {
+    ("sglang", "JambaForCausalLM"): _SGLANG_NO_MODEL,
+    ("sglang", "Zamba2ForCausalLM"): _SGLANG_NO_MODEL,
+    **{("trtllm", arch): _TRTLLM_NO_MODEL for arch in (
+        "FalconH1ForCausalLM", "Gemma3nForConditionalGeneration", "Gemma3nForCausalLM", "GraniteMoeHybridForCausalLM",
+        "JambaForCausalLM", "Lfm2ForCausalLM", "Zamba2ForCausalLM")},
 }
 
 
@@ -272,6 +288,9 @@ def split_declared(model, caches, engine: str = "") -> tuple[list, list, list]:
     own = OWN_POOLS.get((engine, model.architecture))
     if own:
         raise KvvizError(f"{model.name}: {own}; those pools are not modelled by kvviz")
+    unserved = NOT_SERVED.get((engine, model.architecture))
+    if unserved:
+        raise KvvizError(f"{model.name}: {model.architecture} is not served: {unserved}")
 
     attn, mla, states = [], [], []
     for c in caches:

@@ -74,6 +74,12 @@ MAMBA_EXTRA_BUFFER_ARCHS = frozenset({
     "NemotronH_Omni_Reasoning_V3",
 })
 
+# Gemma 3n shares KV between its last layers (gemma3n_causal.py: is_kv_shared_layer reads another
+# layer's cache), yet SGLang's pool still has one buffer per layer:
+# model_executor/model_runner_components/layer_setup.py resolve_layer_indices gives
+# num_effective_layers = end_layer - start_layer, with no KV-sharing reduction.
+KV_SHARING_ARCHS = frozenset({"Gemma3nForConditionalGeneration", "Gemma3nForCausalLM"})
+
 _TORCH_DTYPE = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32",
                 "fp8": "torch.float8_e4m3fn"}
 _SSM = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -142,6 +148,17 @@ def resolve_max_num_reqs(token_capacity: int, context_len: int, mamba_cap: int |
     require(max_num_reqs > 0, "SGLang: the Mamba state cache is too small to serve any requests "
                               "(resolve_max_num_reqs)")
     return max_num_reqs
+
+
+def every_layer(model, attn) -> list:
+    """The declared attention caches plus one of the same geometry for each layer that registers
+    none (KV-shared layers): SGLang sizes num_hidden_layers buffers."""
+    import dataclasses
+
+    have = {a.layer for a in attn}
+    extra = [dataclasses.replace(attn[-1], layer=i, name=f"layer {i} (KV-shared, still allocated)")
+             for i in range(model.config.num_hidden_layers) if i not in have]
+    return sorted(attn + extra, key=lambda a: a.layer)
 
 
 def _uniform(caches, what: str, model) -> AttentionCache:
@@ -276,6 +293,8 @@ def plan_sglang(model, options: Options = Options(), *, kv_budget_bytes: int,
         # DefaultPoolConfigurator: n x (head_dim + v_head_dim) x layers x kv size over the attention
         # layers (hybrid linear models: full_attention_layer_ids only); page-aligned floor.
         c = _uniform(attn, "attention", model)
+        if model.architecture in KV_SHARING_ARCHS:
+            attn = every_layer(model, attn)
         cell = c.token_bytes * len(attn)
         tokens = available // cell // page * page
         pools += _kv_pools("", attn, tokens, page, "attention")
