@@ -381,3 +381,17 @@ def test_the_cli_names_the_dcp_flag(capsys):
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) == 1 and lines[0].startswith("kvviz: error: --decode-context-parallel-size")
     assert "exceeds the maximum supported value (4)" in lines[0]
+
+
+def test_json_carries_the_dcp_and_the_line(capsys):
+    """`--json`: the scheduling a request's blocks were counted with, and vLLM's line."""
+    import json
+
+    rc = main(["plan", "--model", "kimi-k2", "--tensor-parallel-size", "8", "--decode-context-parallel-size", "8",
+               "--kv-cache-memory-bytes", str(BUDGET), "--max-model-len", "32768", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["scheduling"]["decode_context_parallel_size"] == 8
+    assert data["capacity_line"] == mla(8, layers=61, dcp=8).line()
+    assert data["summary"]["num_blocks"] == BUDGET // (61 * 16 * 576 * BF16)

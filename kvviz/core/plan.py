@@ -272,8 +272,9 @@ class Plan:
 
     def to_json(self, *, budget_bytes: int | None = None) -> dict:
         """What `kvviz plan --json` prints: the layout fields (planner, block_stride, num_blocks,
-        groups with their layers, tensors, derivation), the model, tokens per block, and with a
-        budget the capacity (`summary`)."""
+        groups with their layers, tensors, derivation), the model, tokens per block, the scheduling
+        (max_model_len, in-flight tokens, Mamba cache mode, decode context-parallel size), and with
+        a budget the capacity (`summary`)."""
         cap = None if budget_bytes is None else self.capacity(budget_bytes)
         if len(self.pools) == 1 and not self.separate:
             out = self.layout.to_json(num_blocks=None if cap is None else cap.num_blocks)
@@ -292,6 +293,9 @@ class Plan:
         out["family"] = self.family
         out["tokens_per_block"] = self.tokens_per_block
         out["max_model_len"] = self.max_model_len
+        s = self.scheduling  # what a request's blocks were counted with (VllmConfig as the specs read it)
+        out["scheduling"] = {"max_model_len": s.max_model_len, "max_in_flight_tokens": s.max_in_flight_tokens,
+                             "mamba_cache_mode": s.mamba_cache_mode, "decode_context_parallel_size": s.dcp}
         out["budget_bytes"] = budget_bytes
         if cap is not None:
             out["summary"] = cap.to_json()
