@@ -728,3 +728,89 @@ def test_cli_compare_engines_table_and_refusal_lines(tmp_path, capsys):
     assert main(["compare", "--model", "gpt-oss-120b", "--engines", "trtllm", "--budget-gib", "60",
                  "--max-attention-window", "128,131072"]) == 0
     assert "Allocated 30.00 GiB" in capsys.readouterr().out
+
+
+def test_gemma_3n_sglang_sizes_every_layer_and_unserved_lines():
+    c = _cfg("gemma-3n-e4b")
+    layers, kv, head = c["num_hidden_layers"], c["num_key_value_heads"], c["head_dim"]
+    # layer_setup.py resolve_layer_indices: num_effective_layers = num_hidden_layers (no KV-sharing reduction)
+    cell = kv * (head + head) * layers * 2
+    s = plan_sglang(_model("gemma-3n-e4b"), kv_budget_bytes=BUDGET)
+    assert s.token_capacity == BUDGET // cell and len([p for p in s.pools]) == 2 and s.pools[0].layers == layers
+    for engine, name in (("trtllm", "gemma-3n-e4b"), ("trtllm", "jamba-v0.1"), ("sglang", "jamba-v0.1"),
+                         ("sglang", "zamba2")):
+        with pytest.raises(KvvizError, match="is not served"):
+            plan_engine(engine, _model(name), kv_budget_bytes=BUDGET)
+
+
+def test_each_engines_own_budget_on_a_gpu():
+    from kvviz import deploy
+    from kvviz.engines.budget import engine_budgets, prefill_capture_sizes, sglang_mem_fraction_static
+
+    m = _model("llama-3.1-8b")
+    b = deploy.kv_budget(m, gpu="H200")
+    total, weights, act = b.total_memory, b.weights_bytes, b.activation_bytes
+    own = engine_budgets(m, b, ENGINES)
+    # vLLM: the deploy budget itself
+    assert own["vllm"].kv_budget_bytes == b.available_bytes
+    # TRT-LLM _cal_max_memory: (total - peak + temporary KV) x 0.9, peak - temporary = weights + allowance
+    assert own["trtllm"].kv_budget_bytes == int((total - weights - act) * 0.9)
+    # SGLang memory_hook: reserved MiB = 512 + 8192 x 1.5 + 1/8 x 1024 + (256 x 2 + 8 x prefill sizes), >= 10 GiB
+    assert len(prefill_capture_sizes(8192)) == 8 + 14 + 8 + 8 + 12 + 8
+    reserved = 512 + 8192 * 1.5 + 1024 / 8 + 256 * 2 + 8 * 58
+    mib = total / 2**20
+    mfs = round((mib - reserved) / mib, 3)
+    assert sglang_mem_fraction_static(total) == (mfs, int(reserved))
+    # _profile_available_bytes: free after load (total - weights) - total x (1 - mfs), in GiB, int(x 2**30)
+    assert own["sglang"].kv_budget_bytes == int((total / GIB - total / GIB * (1 - mfs) - weights / GIB) * GIB)
+    # the CLI gives each engine its own on --gpu, and one budget with --kv-cache-memory-bytes
+    from kvviz.cli import main
+
+    import io
+    import contextlib
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["compare", "--model", "llama-3.1-8b", "--engines", "vllm,sglang,trtllm", "--gpu", "H200"]) == 0
+    text = buf.getvalue()
+    assert f"{own['sglang'].kv_budget_bytes:,}" in text and f"{own['trtllm'].kv_budget_bytes:,}" in text
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["compare", "--model", "llama-3.1-8b", "--engines", "sglang,trtllm", "--gpu", "H200",
+                     "--kv-cache-memory-bytes", str(BUDGET)]) == 0
+    assert "no engine's fraction applies" in buf.getvalue() and buf.getvalue().count(f"{BUDGET:,}") >= 2
+
+
+def test_sglang_unified_pool_sizing_runs_as_kvviz_sizes(sgl):
+    from typing import Optional
+    from bisect import bisect_right
+
+    from kvviz.engines import EngineKnobs
+
+    pc = sgl / "model_executor" / "pool_configurator.py"
+    env = {"dataclass": dataclasses.dataclass, "Optional": Optional, "logger": _Log(), "int": int,
+           "bisect_right": bisect_right, "ceil_align": lambda x, a: -(-x // a) * a, "max": max}
+    env["MemoryPoolConfig"] = engine_code(pc, "MemoryPoolConfig", env)
+    methods = {n: engine_code(pc, f"HybridSWAPoolConfigurator.{n}", env)
+               for n in ("_draft_pool_bytes_per_token", "_unified_full_bytes_per_token", "_unified_pool_bytes",
+                         "_max_unified_full_tokens", "_solve_pool_sizes", "_make_pool_config",
+                         "calculate_pool_sizes")}
+    methods["validate_swa_pool_size"] = staticmethod(engine_code(pc, "MemoryPoolConfigurator.validate_swa_pool_size",
+                                                                 env))
+    Configurator = type("HybridSWAPoolConfigurator", (), methods)
+    c = _cfg("gpt-oss-120b")
+    swa_n = c["layer_types"].count("sliding_attention")
+    per = c["num_key_value_heads"] * (c["head_dim"] * 2) * 2
+    self = Configurator()
+    for k, v in dict(_full_layers_num=len(c["layer_types"]) - swa_n, _swa_layers_num=swa_n, _swa_full_tokens_ratio=0.8,
+                     _sliding_window_size=c["sliding_window"], _page_size=1, _enable_unified_memory=True,
+                     _full_per_token=per, _swa_per_token=per, _draft_full_layers_num=0, _draft_swa_layers_num=0,
+                     _draft_swa_full_layers_num=0, _draft_cell_size=0, _fused_full_entry=None,
+                     _fused_swa_entry=None).items():
+        setattr(self, k, v)
+    cfg = self.calculate_pool_sizes(BUDGET, 1)
+    plan = plan_engine("sglang", _model("gpt-oss-120b"), kv_budget_bytes=BUDGET, knobs=EngineKnobs(unified_memory=True))
+    units = {p.name: p.units for p in plan.pools}
+    assert (cfg.full_max_total_num_tokens, cfg.swa_max_total_num_tokens) == (units["unified full (grows down)"],
+                                                                             units["unified swa (grows up)"])
+    assert cfg.unified_memory_pool_bytes == sum(p.total_bytes for p in plan.pools)
