@@ -418,6 +418,9 @@ def _engine_inputs(args):
     model = model_from_args(args)
     options = options_from_args(args)
     refuse_knobs(model, options)
+    require((options.decode_context_parallel_size or 1) == 1,
+            f"--decode-context-parallel-size: vLLM's decode context parallelism; {which} sizes SGLang's / "
+            f"TensorRT-LLM's pools without it")
     budget = budget_from_args(args, model)
     require(budget is not None, f"{which}: sizes pools from a KV budget: give --budget-gib, "
                                 f"--kv-cache-memory-bytes or --gpu")
