@@ -395,3 +395,10 @@ def test_json_carries_the_dcp_and_the_line(capsys):
     assert data["scheduling"]["decode_context_parallel_size"] == 8
     assert data["capacity_line"] == mla(8, layers=61, dcp=8).line()
     assert data["summary"]["num_blocks"] == BUDGET // (61 * 16 * 576 * BF16)
+
+
+def test_other_engines_refuse_dcp_rather_than_ignore_it(capsys):
+    rc = main(["plan", "--model", "kimi-k2", "--engine", "sglang", "--tensor-parallel-size", "8",
+               "--decode-context-parallel-size", "8", "--budget-gib", "20"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and err.strip().startswith("kvviz: error: --decode-context-parallel-size:"), err
