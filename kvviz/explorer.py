@@ -173,6 +173,23 @@ def result_at(planned: Planned, knobs: dict) -> Result:
     return Result(planned.plan, chosen, caps, cmp)
 
 
+def engines_html(knobs: dict) -> str:
+    """One line per other engine at the budget the knobs give (kvviz.engines.compare_rows): its
+    token capacity, requests at once and own log line, or why it has no plan."""
+    from .engines import compare_rows
+    from .knobs import model_for, options_for
+
+    try:
+        rows = compare_rows(model_for(knobs), ("sglang", "trtllm"), options_for(knobs),
+                            kv_budget_bytes=budget_bytes(knobs))
+    except KvvizError as e:
+        return f'<span style="color:#555">other engines: {html.escape(str(e))}</span>'
+    lines = [f"{r.engine}: {r.plan.token_capacity:,} tokens, {r.plan.request_bound:,} requests at once "
+             f"({r.plan.log_line})" if r.plan else f"{r.engine}: {r.refusal}" for r in rows]
+    head = f"the same KV budget ({budget_bytes(knobs):,} B) in the other engines (docs/engines.md#one-budget-meaning):"
+    return '<div style="color:#555;font-size:12px">' + "<br>".join(html.escape(t) for t in [head] + lines) + "</div>"
+
+
 def _caption(text: str) -> str:
     return f'<div style="font-size:12px;color:#555;line-height:1.35">{html.escape(text, quote=False)}</div>'
 
@@ -254,6 +271,7 @@ class Explorer:
         self.blocks_label = widgets.Label(style={"font_size": "16px"})
         self.change_label = widgets.Label()
         self.capacity_label = widgets.Label(style={"font_size": "14px"})
+        self.engines_label = widgets.HTML()  # the same model and budget in SGLang and TensorRT-LLM (kvviz.engines)
         self.summary = widgets.HTML()
         self.block_map = LiveBlockMap(layout=widgets.Layout(width="100%", max_width="1000px"))
         self.map_caption = widgets.HTML()
@@ -269,7 +287,8 @@ class Explorer:
         self.table.layout.margin = "0 24px 0 0"
         numbers = widgets.HBox([self.stride_label, self.blocks_label, self.change_label],
                                layout=widgets.Layout(align_items="baseline", flex_flow="row wrap"))
-        self.widget = widgets.VBox([controls, self.error_label, numbers, self.capacity_label, self.summary,
+        self.widget = widgets.VBox([controls, self.error_label, numbers, self.capacity_label, self.engines_label,
+                                    self.summary,
                                     self.block_map, self.map_caption, widgets.HBox([self.table, self.derivation])])
         for n, css in CSS_CLASSES.items():
             getattr(self, n).add_class(css)
@@ -445,6 +464,7 @@ class Explorer:
                 f"vs {planned.baseline.planner}: stride {cmp.before.block_stride:,} B ({_pct(cmp.stride_change_pct)}), "
                 f"blocks {cmp.blocks_before:,} ({_pct(cmp.blocks_change_pct)})")
         self.capacity_label.value = c.line
+        self.engines_label.value = engines_html(knobs)
         self.summary.value = summary_html(c, result.capacities)
         self.map_caption.value = _caption(planned.map_data["caption"])
         self.table.value = planned.table_html

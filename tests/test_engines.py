@@ -814,3 +814,15 @@ def test_sglang_unified_pool_sizing_runs_as_kvviz_sizes(sgl):
     assert (cfg.full_max_total_num_tokens, cfg.swa_max_total_num_tokens) == (units["unified full (grows down)"],
                                                                              units["unified swa (grows up)"])
     assert cfg.unified_memory_pool_bytes == sum(p.total_bytes for p in plan.pools)
+
+
+def test_explorer_shows_the_other_engines_at_its_budget():
+    pytest.importorskip("ipywidgets")
+    from kvviz.explorer import Explorer
+
+    e = Explorer("gpt-oss-120b", budget_gib=40)
+    s = plan_sglang(_model("gpt-oss-120b"), kv_budget_bytes=40 * GIB)
+    t = plan_trtllm(_model("gpt-oss-120b"), kv_budget_bytes=40 * GIB)
+    assert f"{s.token_capacity:,} tokens" in e.engines_label.value and f"{t.token_capacity:,} tokens" in e.engines_label.value
+    e.set(model="deepseek-v4-flash")
+    assert "not modelled by kvviz" in e.engines_label.value

@@ -24,9 +24,10 @@ import dataclasses
 
 from ..defaults import GIB
 from ..errors import require
+from .sglang import CHUNKED_PREFILL_SIZE
 
 MIB = 1 << 20
-SGLANG_CHUNKED_PREFILL = 8192  # memory_hook.py: 8k on an H20 / H200 class device (< 160 GiB)
+SGLANG_CHUNKED_PREFILL = CHUNKED_PREFILL_SIZE  # memory_hook.py: 8k on an H20 / H200 class device (< 160 GiB)
 SGLANG_DECODE_MAX_BS = 256  # memory_hook.py: < 160 GiB and tp < 4 (512 at tp >= 4)
 
 

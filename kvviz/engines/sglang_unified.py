@@ -20,7 +20,7 @@ from bisect import bisect_right
 from ..errors import require
 from ..options import Options
 from . import EnginePlan, EnginePool, check_budget, split_declared
-from .sglang import (DEFAULT_PAGE_SIZE, SWA_FULL_TOKENS_RATIO, VERSION, _uniform, is_hybrid_swa,
+from .sglang import (CHUNKED_PREFILL_SIZE, DEFAULT_PAGE_SIZE, SWA_FULL_TOKENS_RATIO, VERSION, _uniform, is_hybrid_swa,
                      resolve_max_num_reqs)
 
 ENTRY_ALIGN_BYTES = 32  # mem_cache/layout/token_major.py
@@ -72,7 +72,7 @@ def plan_sglang_unified(model, options: Options = Options(), *, kv_budget_bytes:
                         arrangement="unified"))
     running = resolve_max_num_reqs(full_tokens, context_len, None)
     logs = (f"Use sliding window memory pool. full_layer_tokens={full_tokens}, swa_layer_tokens={swa_tokens}",
-            f"max_total_num_tokens={full_tokens}, chunked_prefill_size={options.max_num_batched_tokens or 8192}, "
+            f"max_total_num_tokens={full_tokens}, chunked_prefill_size={options.max_num_batched_tokens or CHUNKED_PREFILL_SIZE}, "
             f"max_prefill_tokens=16384, max_running_requests={running}, context_len={context_len}, "
             f"available_gpu_mem=? GB")
     derivation = (f"_max_unified_full_tokens: largest full (page {page}) with full x {full_bpt:,} + "
