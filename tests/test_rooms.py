@@ -4,7 +4,8 @@ Every module's imports are read with `ast` (module-level and function-level, laz
 `importlib.import_module("kvviz....")` with a constant name too), never by importing it, so a
 module that imports torch or ipywidgets is checked like any other. Data flows one way
 (docs/model-core.md): config -> family -> declared caches -> pages -> groups -> layout -> plan ->
-pool / views / widgets, the CLI on top. The rules:
+pool / views / widgets, the CLI on top. Every module is in one room of `ROOMS`, and imports only
+its own room, the foundation and the rooms `MAY_IMPORT` names for it; in particular:
 
 * the core (kvviz/core/) imports only the foundation and itself: no family, no planner, no engine;
 * the views (kvviz/views/ and, until it is split into it, plot / mapdata / livemap) import no
@@ -39,16 +40,59 @@ SPLITTING = {
     "kvviz/pool.py",
 }
 
-# The foundation every room may import: errors, defaults, bounds on input, the row formats.
-FOUNDATION = ("kvviz.errors", "kvviz.defaults", "kvviz.inputs", "kvviz.formats", "kvviz.quiet", "kvviz.signals",
-              "kvviz.published")
+# The rooms (docs/architecture.md#the-rooms): module prefixes, the longest prefix wins.
+ROOMS = {
+    # errors, defaults, bounds on input, row formats, the knobs record, published numbers
+    "foundation": ("kvviz.errors", "kvviz.defaults", "kvviz.inputs", "kvviz.formats", "kvviz.options", "kvviz.quiet",
+                   "kvviz.signals", "kvviz.published"),
+    "core": ("kvviz.core",),  # specs, groups, layouts, plans, capacity: nothing of any model or engine
+    "families": ("kvviz.families",),  # config.json -> what each layer registers
+    "vllm": ("kvviz.vllm",),  # vLLM 0.33's pages, grouping and planners
+    "engines": ("kvviz.engines",),  # SGLang's and TensorRT-LLM's pools beside vLLM's
+    "quant": ("kvviz.quant",),  # element and row codecs
+    "pool": ("kvviz.pool",),  # real memory (torch) and block ownership
+    "views": ("kvviz.views", "kvviz.plot", "kvviz.mapdata", "kvviz.livemap"),  # data objects and figures
+    "verify": ("kvviz.verify",),  # write, read back, hazards
+    "app": ("kvviz.api", "kvviz.knobs", "kvviz.deploy", "kvviz.gpus", "kvviz.fit", "kvviz.explorer",
+            "kvviz.explorer_tables", "kvviz.report"),  # what a notebook calls
+    "tools": ("kvviz.tools",),  # command-line tools beside the CLI (quant parity)
+    "cli": ("kvviz.cli", "kvviz.__main__"),
+    "package": ("kvviz",),  # the facade: `import kvviz` and its lazy names
+}
+LIBRARY = ("core", "families", "vllm", "engines", "quant", "pool", "views", "verify")
+# What each room may import besides itself, the foundation and the package's __version__.
+MAY_IMPORT = {
+    "foundation": (),
+    "core": (),
+    "families": ("core",),
+    "vllm": ("core",),
+    "engines": ("core", "vllm", "views"),
+    "quant": (),
+    "pool": ("core",),
+    "views": ("core",),
+    "verify": ("core", "pool", "quant"),
+    "app": LIBRARY,
+    "tools": LIBRARY + ("app",),
+    "cli": LIBRARY + ("app", "tools"),
+    "package": LIBRARY + ("app",),
+}
+FOUNDATION = ROOMS["foundation"]
 CORE = "kvviz.core"
-VIEWS = ("kvviz.views", "kvviz.plot", "kvviz.mapdata", "kvviz.livemap")
+VIEWS = ROOMS["views"]
 # What a view may not import: the planner families, the engines, and the app built on them.
-NOT_FOR_VIEWS = ("kvviz.families", "kvviz.vllm", "kvviz.engines", "kvviz.knobs", "kvviz.api", "kvviz.explorer",
-                 "kvviz.deploy", "kvviz.fit", "kvviz.cli", "kvviz.report")
+NOT_FOR_VIEWS = ("kvviz.families", "kvviz.vllm", "kvviz.engines") + ROOMS["app"] + ("kvviz.cli",)
 CLI = "kvviz.cli"
 CLI_ENTRY_POINTS = {"kvviz.__main__"}
+
+
+def room_of(module: str) -> str | None:
+    """The room of a kvviz module: the room of its longest matching prefix (None: in no room)."""
+    best = None
+    for room, prefixes in ROOMS.items():
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[1])):
+                best = (room, prefix)
+    return best[0] if best else None
 
 
 def _module_name(path: Path) -> str:
@@ -141,6 +185,24 @@ def test_no_library_module_imports_the_cli():
     bad = sorted(m for m, imps in IMPORTS.items()
                  if m not in CLI_ENTRY_POINTS and not _under(m, CLI) and any(_under(i, CLI) for i in imps))
     assert not bad, f"library modules importing kvviz.cli: {bad}"
+
+
+def test_every_module_is_in_a_room():
+    """A new module is placed in a room (ROOMS here, docs/architecture.md#the-rooms there)."""
+    homeless = sorted(m for m in MODULES if room_of(m) in (None, "package") and m != "kvviz")
+    assert not homeless, f"modules in no room (add them to ROOMS and docs/architecture.md): {homeless}"
+
+
+def test_each_room_imports_only_what_it_may():
+    """The one-way flow of docs/architecture.md#what-each-room-may-import, module by module."""
+    bad = []
+    for module, imports in IMPORTS.items():
+        room = room_of(module)
+        allowed = {room, "foundation", *MAY_IMPORT.get(room, ())}
+        for name in sorted(imports):
+            if name != "kvviz" and room_of(name) not in allowed:  # `from .. import __version__` is fine
+                bad.append(f"{module} ({room}) imports {name} ({room_of(name)})")
+    assert not bad, "imports against the rooms' flow:\n" + "\n".join(bad)
 
 
 def _lines(path: Path) -> int:
