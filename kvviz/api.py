@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from .core.plan import Capacity, Plan
-from .errors import KvvizError
+from .errors import KvvizError, require
 from .families import Model, load
+from .inputs import short_repr
 from .options import Options
 from .vllm.plan import plan_model
 
@@ -25,11 +26,22 @@ def _model(model) -> Model:
         return model
     if isinstance(model, (str, Path)):
         return load(model)
-    raise KvvizError(f"model={type(model).__name__}: give a kvviz.load(...) result, a preset name or a config path")
+    hint = {"Plan": ": it is already a plan; pass kvviz.plan's model argument a model",
+            "Layout": ": it is one pool of a plan; pass kvviz.plan a model"}.get(type(model).__name__, "")
+    raise KvvizError(f"model={short_repr(model)}{hint}; give kvviz.load(...)'s result, a preset name "
+                     f"(kvviz.model_names()) or a config path")
+
+
+def _planner(model: Model, planner) -> str | None:
+    require(planner is None or isinstance(planner, str),
+            f"planner={short_repr(planner)}: give a planner's name: {', '.join(model.reader.planners)} (None: vllm)")
+    return planner
 
 
 def options_from(knobs: dict) -> Options:
     """Options from keyword knobs; an unknown knob name is one line naming the knobs."""
+    require(isinstance(knobs, dict), f"knobs={short_repr(knobs)}: give a dict of Options fields, e.g. "
+                                     f"{{'kv_dtype': 'fp8'}}")
     fields = Options.__dataclass_fields__
     for name in knobs:
         if name not in fields:
@@ -41,7 +53,8 @@ def plan(model, planner: str | None = None, **knobs) -> Plan:
     """`model` (a `Model`, preset name or config path) laid out by `planner` ('vllm' by default:
     what vLLM 0.33 does; 'overlay', 'bucketed', 'packed', 'separate' where the model's family has
     them) with `knobs` (`kvviz.options.Options` fields). A knob that does not apply is refused."""
-    return plan_model(_model(model), planner, options_from(knobs))
+    m = _model(model)
+    return plan_model(m, _planner(m, planner), options_from(knobs))
 
 
 def compare(model, *, budget_bytes: int, **knobs) -> tuple[tuple[str, Capacity], ...]:

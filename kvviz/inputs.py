@@ -14,6 +14,7 @@ where the problem arises (never a blanket catch-all further up):
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import stat
@@ -32,6 +33,7 @@ MAX_PAGE_BYTES = 1 << 36  # one layer's page (64 GiB): sums of MAX_LAYERS pages 
 MAX_BUDGET_BYTES = 1 << 60  # a KV budget (1 EiB)
 MAX_BLOCKS = 1 << 40  # blocks of a verified pool (its bytes are checked against free memory first)
 MAX_CONTEXT_TOKENS = 1 << 30  # a request's length in tokens (--context)
+MAX_VARIANTS = 4096  # rows of a knob sweep / comparison table or a fit table's axis: each row is a plan
 DPI_RANGE = (20, 600)  # resolution of rendered PNGs: below 20 nothing is legible, above 600 a figure is ~100 MB
 
 
@@ -40,6 +42,22 @@ def bounded_int(value: object, *, field: str, low: int, high: int) -> int:
     require(type(value) is int, f"{field}={short_repr(value)}: must be an integer")
     require(low <= value <= high, f"{field}={value!r}: must be from {low:,} to {high:,}")
     return value
+
+
+def bounded_items(values: object, *, field: str, high: int = MAX_VARIANTS) -> tuple:
+    """`values` (a list, tuple or range; a generator is read at most `high` + 1 items far) as a
+    tuple of 1 to `high` items; a KvvizError naming `field` otherwise. Counted before anything is
+    built from it: range(10**9) is refused from its length, not after a billion rows."""
+    require(isinstance(values, (list, tuple, range)) or (hasattr(values, "__next__") and hasattr(values, "__iter__")),
+            f"{field}={short_repr(values)}: give a list of values, e.g. [16, 32]")
+    if isinstance(values, (list, tuple, range)):
+        require(len(values) <= high, f"{field}: {len(values):,} values; at most {high:,}")
+        items = tuple(values)
+    else:
+        items = tuple(itertools.islice(values, high + 1))
+        require(len(items) <= high, f"{field}: more than {high:,} values; at most {high:,}")
+    require(len(items) > 0, f"{field}=[]: give at least one value")
+    return items
 
 
 def printable(path) -> str:

@@ -21,6 +21,7 @@ from .defaults import GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
 from .errors import KvvizError, require
 from .families import Model, load, load_preset, preset_names
 from .families.deepseek_v4 import BACKENDS
+from .inputs import bounded_items, short_repr
 from .formats import INDEXER_FORMATS, MAIN_FORMATS
 from .options import KV_DTYPES, SSM_DTYPES, Options
 from .published import published_row
@@ -156,6 +157,8 @@ def model_of(knobs_or_name) -> Model:
     """The model a knob set (or a name / path / Model) names."""
     if isinstance(knobs_or_name, Model):
         return knobs_or_name
+    require(not isinstance(knobs_or_name, dict) or "model" in knobs_or_name,
+            "knobs: a knob set names its model; build one with kvviz.knobs.default_knobs(model)")
     name = knobs_or_name["model"] if isinstance(knobs_or_name, dict) else knobs_or_name
     if isinstance(name, Model):
         return name
@@ -201,6 +204,23 @@ def check_names(names, model=None) -> None:
                                  f"{', '.join(applies)}")
 
 
+_CONTROL_TYPES = {"float": ((int, float), "a number"), "int": ((int,), "an integer"), "count": ((int,), "an integer"),
+                  "bool": ((bool,), "True or False")}
+
+
+def check_value(name: str, value) -> None:
+    """A knob's value is of its control's type (a number, an integer, True/False; a choice: one
+    value, never a list or NaN); a KvvizError naming the knob otherwise. Whether the value is
+    possible for the model is the planner's to say (the explorer shows that refusal)."""
+    knob = KNOB_BY_NAME[name]
+    types_, what = _CONTROL_TYPES.get(knob.control, ((object,), "one of its choices"))
+    ok = isinstance(value, types_) and (knob.control == "bool" or not isinstance(value, bool))
+    if knob.control == "choice":
+        ok = isinstance(value, (str, int, float)) and not isinstance(value, bool) and value == value
+    require(name == "model" or ok,
+            f"{name}={short_repr(value)}: must be {what}")
+
+
 def default_knobs(model=DEFAULT_MODEL, **changes) -> dict:
     """The knobs that apply to `model` as the explorer starts: the model's own knobs, the
     engine's defaults ('auto'), the family's default planner and FlashMLA's budget from vLLM
@@ -209,6 +229,8 @@ def default_knobs(model=DEFAULT_MODEL, **changes) -> dict:
     model = changes.pop("model", model)
     m = model_of(model)
     check_names(changes, m)
+    for name, value in changes.items():
+        check_value(name, value)
     knobs = {"model": model if isinstance(model, str) else m.name, **DEPLOYMENT_DEFAULTS, **preset_knobs(m),
              "planner": m.reader.default_planner}
     if "backend" in changes and "main_format" not in changes:  # as in the app: the backend's format
@@ -331,7 +353,10 @@ def compare_knobs(variants, **base):
     Returns a pandas DataFrame."""
     import pandas as pd  # a table is asked for; pandas stays off the import of this module
 
-    variants = list(variants)
+    variants = bounded_items(variants, field="variants")
+    for v in variants:
+        require(isinstance(v, dict), f"variants: {short_repr(v)}: each variant is a dict of knob changes, "
+                                     f"e.g. {{'block_size': 32}}")
     changed = list(dict.fromkeys(k for v in variants for k in v))
     rows, first = [], None
     for changes in variants:
@@ -358,5 +383,5 @@ def compare_knobs(variants, **base):
 
 def sweep(knob: str, values, **kwargs):
     """`compare_knobs` over one knob's values, e.g. `sweep("block_size", [128, 256, 512])`."""
-    require(knob in KNOBS, f"{knob}: not a knob; knobs are {', '.join(KNOBS)}")
-    return compare_knobs([{knob: v} for v in values], **kwargs)
+    require(isinstance(knob, str) and knob in KNOBS, f"{short_repr(knob)}: not a knob; knobs are {', '.join(KNOBS)}")
+    return compare_knobs([{knob: v} for v in bounded_items(values, field="values")], **kwargs)

@@ -15,6 +15,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -655,3 +656,159 @@ def test_library_block_size_bounds_are_the_clis(block_size):
         with pytest.raises(KvvizError, match="block_size="):
             make()
     assert_refused(["plan", "--model", "deepseek-v4-pro", "--block-size", str(block_size)], "block-size")
+
+
+# ---- issue 20 item 12: misuse of the Python API ends in kvviz's error, saying what to call ----
+WRONG = [None, 0, -1, 1.5, True, "", b"llama-3.1-8b", [], {}, ("llama-3.1-8b",), object(), float("nan")]
+
+
+def _api_misuse():
+    """(label, call) for generated misuses of kvviz's public entries: every wrong value in the
+    place of each argument, objects of the wrong kind (a Plan or a pool where a model belongs, a
+    dict where Options belong), unknown or inapplicable knobs."""
+    import kvviz
+    from kvviz.api import options_from
+    from kvviz.knobs import compare_knobs, default_knobs, sweep
+
+    model = kvviz.load("llama-3.1-8b")
+    plan = kvviz.plan(model)
+    layout = plan.pools[0]
+    calls = []
+    for v in WRONG + [plan, layout, Path("/nonexistent/config.json"), "no-such-model", model.config]:
+        calls += [(f"load({v!r:.24})", lambda v=v: kvviz.load(v)),
+                  (f"plan({v!r:.24})", lambda v=v: kvviz.plan(v)),
+                  (f"compare({v!r:.24})", lambda v=v: kvviz.compare(v, budget_bytes=GIB))]
+    for v in [w for w in WRONG if w is not None] + [plan, "nope"]:
+        calls += [(f"plan(planner={v!r:.24})", lambda v=v: kvviz.plan(model, planner=v)),
+                  (f"plan(kv_dtype={v!r:.24})", lambda v=v: kvviz.plan(model, kv_dtype=v)),
+                  (f"plan(block_size={v!r:.24})", lambda v=v: kvviz.plan(model, block_size=v)),
+                  (f"plan(tensor_parallel_size={v!r:.24})", lambda v=v: kvviz.plan(model, tensor_parallel_size=v))]
+    for v in WRONG + [plan, "nope"]:
+        calls += [(f"compare(budget_bytes={v!r:.24})", lambda v=v: kvviz.compare(model, budget_bytes=v)),
+                  (f"plan.capacity({v!r:.24})", lambda v=v: plan.capacity(v)),
+                  (f"sweep({v!r:.24}, [16])", lambda v=v: sweep(v, [16])),
+                  (f"default_knobs({v!r:.24})", lambda v=v: default_knobs(v)),
+                  *([] if v == {} else [(f"options_from({v!r:.24})", lambda v=v: options_from(v))]),
+                  (f"reader.caches(model, {v!r:.24})", lambda v=v: model.reader.caches(model, v)),
+                  (f"reader.caches({v!r:.24}, Options())", lambda v=v: model.reader.caches(v, kvviz.Options())),
+                  (f"verify({v!r:.24})", lambda v=v: kvviz.verify(v)),
+                  (f"verify(layout, num_blocks={v!r:.24})", lambda v=v: kvviz.verify(layout, v))]
+    for v in [w for w in WRONG if not isinstance(w, (list, tuple))] + [plan, "nope", range(10**9), iter(range(10**9))]:
+        calls += [(f"sweep('block_size', {v!r:.24})", lambda v=v: sweep("block_size", v)),
+                  (f"compare_knobs({v!r:.24})", lambda v=v: compare_knobs(v)),
+                  *([] if v == {} else [(f"compare_knobs([{v!r:.24}])", lambda v=v: compare_knobs([v]))])]
+    for v in [w for w in WRONG if w is not None]:
+        calls += [*([] if type(v) in (int, float) else
+                    [(f"default_knobs(budget_gib={v!r:.24})", lambda v=v: default_knobs(model, budget_gib=v))]),
+                  (f"default_knobs(tensor_parallel_size=[{v!r:.24}])",
+                   lambda v=v: default_knobs(model, tensor_parallel_size=v if isinstance(v, (list, dict)) else [v]))]
+    calls += [("plan(nonsense=1)", lambda: kvviz.plan(model, nonsense=1)),
+              ("plan(mtp=True) on a decoder", lambda: kvviz.plan(model, mtp=True)),
+              ("plan(tensor_parallel_size=3)", lambda: kvviz.plan(model, tensor_parallel_size=3)),
+              ("compare(nonsense=1)", lambda: kvviz.compare(model, budget_bytes=GIB, nonsense=1)),
+              ("verify(plan)", lambda: kvviz.verify(plan)),
+              ("verify(model)", lambda: kvviz.verify(model)),
+              ("verify(preset name)", lambda: kvviz.verify("llama-3.1-8b")),
+              ("reader.caches(model, dict)", lambda: model.reader.caches(model, {"kv_dtype": "fp8"})),
+              ("reader.describe(plan)", lambda: model.reader.describe(plan)),
+              ("default_knobs(knob set without a model)", lambda: default_knobs({})),
+              ("sweep of 10**9 values", lambda: sweep("block_size", range(10**9))),
+              ("sweep of a 10**9 generator", lambda: sweep("block_size", (16 for _ in range(10**9))))]
+    return calls
+
+
+def test_api_misuse_is_a_kvviz_error_that_says_what_to_give():
+    """Every misuse raises kvviz.errors.KvvizError (never a bare AttributeError, TypeError,
+    KeyError or ZeroDivisionError from deep inside), in one line naming an argument."""
+    from kvviz.errors import KvvizError
+
+    calls = _api_misuse()
+    assert len(calls) >= 250
+    wrong = []
+    for label, call in calls:
+        try:
+            call()
+        except KvvizError as e:
+            message = str(e)
+            if "\n" in message or not message:
+                wrong.append(f"{label}: not one line: {message!r}")
+        except Exception as e:  # noqa: BLE001 - the test names every escape
+            wrong.append(f"{label}: {type(e).__name__}: {e}")
+        else:
+            wrong.append(f"{label}: accepted")
+    assert not wrong, f"{len(wrong)} of {len(calls)} misuses:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("label,message", [
+    ("plan(a Plan)", "already a plan"), ("load(a Model)", "already a loaded model"),
+    ("plan(planner=[])", "give a planner's name"), ("reader.caches(model, {})", "kvviz.Options("),
+    ("options_from(None)", "give a dict of Options fields"), ("default_knobs({})", "default_knobs(model)"),
+])
+def test_misuse_message_says_what_to_call_instead(label, message):
+    import kvviz
+    from kvviz.api import options_from
+    from kvviz.errors import KvvizError
+    from kvviz.knobs import default_knobs
+
+    model = kvviz.load("llama-3.1-8b")
+    call = {"plan(a Plan)": lambda: kvviz.plan(kvviz.plan(model)), "load(a Model)": lambda: kvviz.load(model),
+            "plan(planner=[])": lambda: kvviz.plan(model, planner=[]),
+            "reader.caches(model, {})": lambda: model.reader.caches(model, {}),
+            "options_from(None)": lambda: options_from(None), "default_knobs({})": lambda: default_knobs({})}[label]
+    with pytest.raises(KvvizError, match=re.escape(message)):
+        call()
+
+
+def test_explorer_misuse_raises_or_names_the_knob():
+    """The explorer never raises out of a callback; given a wrong argument it either refuses at
+    once (KvvizError) or opens showing the refusal, naming the knob."""
+    pytest.importorskip("ipywidgets")
+    import kvviz
+    from kvviz.errors import KvvizError
+
+    model = kvviz.load("llama-3.1-8b")
+    cases = [("model", v) for v in WRONG + [kvviz.plan(model), "no-such-model"]]
+    cases += [("budget_gib", v) for v in [0, -1, True, "", b"x", [], {}, object(), float("nan"), "x"]]
+    cases += [("block_size", v) for v in [0, -1, 1.5, True, "", b"x", [], {}, object(), float("nan"), 3]]
+    cases += [("nonsense", 1), ("head_dim", 512)]
+    wrong = []
+    for knob, value in cases:
+        try:
+            ex = kvviz.Explorer(value) if knob == "model" else kvviz.Explorer(model, **{knob: value})
+        except KvvizError:
+            continue
+        except Exception as e:  # noqa: BLE001
+            wrong.append(f"{knob}={value!r:.30}: {type(e).__name__}: {e}")
+            continue
+        if knob not in ex.error:
+            wrong.append(f"{knob}={value!r:.30}: opened without naming {knob} ({ex.error!r})")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.xfail(strict=True, reason="kvviz/fit.py is not this change's to edit: fit_table iterates gpus / "
+                                       "tp_sizes / contexts before checking them (bare TypeError); its owner can "
+                                       "read them with kvviz.inputs.bounded_items")
+@pytest.mark.parametrize("argument", ["gpus", "tp_sizes", "contexts"])
+def test_fit_table_misuse_is_a_kvviz_error(argument):
+    from kvviz.errors import KvvizError
+    from kvviz.fit import fit_table
+
+    for value in (None, 0, 1.5, object(), b"\x01\x02"):
+        with pytest.raises(KvvizError, match=argument):
+            fit_table("llama-3.1-8b", **{argument: value})
+
+
+def test_a_symlink_loop_is_not_reported_as_missing(tmp_path):
+    """A config path that loops (a -> b -> a) says so (ELOOP), not "no such file"."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    for target in (tmp_path / "a", tmp_path):
+        if target == tmp_path:
+            (tmp_path / "config.json").symlink_to(tmp_path / "a")
+        err = assert_refused(["plan", "--hf-config", str(target)])
+        assert "symbolic links" in err and "no such file" not in err, err
+    from kvviz import load
+    from kvviz.errors import KvvizError
+
+    with pytest.raises(KvvizError, match="symbolic links"):
+        load(tmp_path / "a")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 from importlib.resources import files
 from pathlib import Path
 
@@ -105,6 +106,8 @@ def register(family: Family, names: tuple[str, ...]) -> Family:
 MODEL_METHODS = ("caches", "describe", "knobs_for", "comparisons", "compare_notes", "with_full_layers", "with_layer_mix",
                  "full_layer_count", "kind_counts", "mixes_full_layers", "config_for", "state_parts",
                  "resolved_ssm_dtype")
+# ... and those whose next argument is an Options record.
+OPTIONS_METHODS = ("caches", "comparisons", "compare_notes", "config_for", "state_parts")
 _GUARDED = False
 
 
@@ -117,6 +120,10 @@ def _guard(family: Family, name: str) -> None:
                 type(model).__name__
             raise KvvizError(f"{family.key}.{name}: {what}, is not of this family ({family.title}); call "
                              f"model.reader.{name}(model, ...) or kvviz.plan(model)")
+        if name in OPTIONS_METHODS:
+            options = args[0] if args else kwargs.get("options")
+            require(isinstance(options, Options), f"{family.key}.{name}: options={short_repr(options)}: give a "
+                                                  f"kvviz.Options(...) (kvviz.Options() for the engine's defaults)")
         return method(model, *args, **kwargs)
 
     guarded.__doc__, guarded.__name__ = method.__doc__, name
@@ -186,9 +193,24 @@ def load_preset(name: str) -> Model:
     return model if model is not None else model_from_dict(raw, name=name)
 
 
+def _stat_error(p: Path) -> str | None:
+    """Why `p` cannot be looked at (a symlink loop, a permission), or None when it can or is
+    simply absent: is_file() / is_dir() would answer False for all of them alike."""
+    try:
+        p.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
 def config_json_path(path: str | Path, *, what: str = "--hf-config") -> Path:
     """The config.json a path names: the file itself, or `config.json` inside a folder."""
     p = Path(path)
+    for q in (p, p / "config.json") if p.is_dir() else (p,):
+        problem = _stat_error(q)
+        require(problem is None, f"{what} {printable(q)!r}: cannot read ({problem})")
     if p.is_dir():
         p = p / "config.json"
         require(p.is_file(), f"{what} {str(path)!r}: folder holds no config.json")
@@ -227,9 +249,13 @@ def load_path(path: str | Path, *, what: str = "--hf-config") -> Model:
 
 def load(name_or_path: str | Path) -> Model:
     """A preset name ('llama-3.1-8b'), a config.json, or a folder holding one -> `Model`."""
+    if isinstance(name_or_path, Model):
+        raise KvvizError(f"{name_or_path.name}: is already a loaded model; pass it to kvviz.plan(model) as it is")
+    require(isinstance(name_or_path, (str, Path)), f"{short_repr(name_or_path)}: give a preset name "
+                                                   f"(kvviz.model_names()) or a config.json / folder path")
     if isinstance(name_or_path, str) and name_or_path in preset_names():
         return load_preset(name_or_path)
-    if isinstance(name_or_path, (str, Path)) and Path(name_or_path).exists():
+    if Path(name_or_path).exists() or os.path.lexists(name_or_path):
         return load_path(name_or_path)
     raise KvvizError(f"{short_repr(name_or_path)}: neither a preset ({', '.join(preset_names())}) nor a "
                      f"config.json or folder")

@@ -42,7 +42,7 @@ from collections import Counter
 
 from ..core.declare import AttentionCache, MambaCache, MLACache, StatePart
 from ..errors import KvvizError, require
-from ..inputs import short_repr
+from ..inputs import MAX_DIM, bounded_int, short_repr
 from ..options import Options
 from . import Family, Model, register
 from .hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
@@ -127,7 +127,8 @@ def _attn_fields(text, *, name: str, head_dim: int | None = None) -> dict:
     kv = _int(text, "num_key_value_heads", name=name, default=heads)
     if head_dim is None:
         hidden = _int(text, "hidden_size", name=name)
-        head_dim = hidden // heads
+        head_dim = bounded_int(hidden // heads, field=f"{name}: head_dim (hidden_size {hidden:,} // num_attention_heads "
+                                                      f"{heads:,})", low=1, high=MAX_DIM)
     return dict(num_attention_heads=heads, num_kv_heads=kv, head_dim=head_dim)
 
 
@@ -136,7 +137,9 @@ def _head_dim_or_split(text, *, name: str) -> int:
     if hd:
         require(isinstance(hd, int) and not isinstance(hd, bool) and hd > 0, f"{name}: head_dim={short_repr(hd)}: must be a positive integer")
         return hd
-    return _int(text, "hidden_size", name=name) // _int(text, "num_attention_heads", name=name)
+    hidden, heads = _int(text, "hidden_size", name=name), _int(text, "num_attention_heads", name=name)
+    return bounded_int(hidden // heads, field=f"{name}: head_dim (hidden_size {hidden:,} // num_attention_heads {heads:,})",
+                       low=1, high=MAX_DIM)
 
 
 def _one_cache_a_layer(text, field: str, n: int, *, name: str, model: str, state: tuple[str, str],
