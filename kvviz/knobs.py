@@ -131,6 +131,9 @@ KNOB_SPECS: tuple[Knob, ...] = (
          option="prefix_caching"),
     Knob(name="tensor_parallel_size", label="tensor parallel", control="choice", choices=lambda m: TP_SIZES,
          applies_to=_applies("tensor_parallel_size"), option="tensor_parallel_size"),
+    # vLLM's DCP reuses the TP ranks: a knob wherever TP is (kvviz.vllm.plan.check_dcp refuses what vLLM refuses)
+    Knob(name="decode_context_parallel_size", label="decode CP", control="choice", choices=lambda m: TP_SIZES,
+         applies_to=_applies("tensor_parallel_size"), option="decode_context_parallel_size"),
     Knob(name="planner", label="planner", control="choice", choices=lambda m: tuple(m.reader.planners)),
     Knob(name="context", label="max_model_len", control="count", model_knob=True, option="max_model_len"),
     Knob(name="budget_gib", label="KV budget GiB", control="float", step=0.01),
@@ -142,7 +145,8 @@ KNOBS = tuple(k.name for k in KNOB_SPECS)
 KNOB_BY_NAME = {k.name: k for k in KNOB_SPECS}
 # Where a knob starts when the model does not set it (Options None = AUTO; booleans: vLLM's default).
 DEPLOYMENT_DEFAULTS = {"kv_dtype": AUTO, "block_size": AUTO, "mamba_ssm_dtype": AUTO, "prefix_caching": True,
-                       "tensor_parallel_size": TENSOR_PARALLEL_SIZE, "backend": "flashmla", "indexer_format": "mxfp4",
+                       "tensor_parallel_size": TENSOR_PARALLEL_SIZE, "decode_context_parallel_size": 1,
+                       "backend": "flashmla", "indexer_format": "mxfp4",
                        "main_format": BACKENDS["flashmla"].default_main_format, "budget_gib": DEFAULT_BUDGET_GIB,
                        "gpu": NO_GPU, "gpu_memory_utilization": GPU_MEMORY_UTILIZATION}
 
