@@ -355,12 +355,11 @@ def compare_knobs(variants, **base):
     their change against the first possible row. An impossible variant gets its one-line message
     in `note` instead of numbers; a knob that does not apply to a row's model raises KvvizError.
     Returns a pandas DataFrame."""
-    import pandas as pd  # a table is asked for; pandas stays off the import of this module
-
     variants = bounded_items(variants, field="variants")
     for v in variants:
         require(isinstance(v, dict), f"variants: {short_repr(v)}: each variant is a dict of knob changes, "
                                      f"e.g. {{'block_size': 32}}")
+    import pandas as pd  # a table is asked for; pandas stays off the import of this module
     changed = list(dict.fromkeys(k for v in variants for k in v))
     rows, first = [], None
     for changes in variants:

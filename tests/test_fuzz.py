@@ -812,3 +812,33 @@ def test_a_symlink_loop_is_not_reported_as_missing(tmp_path):
 
     with pytest.raises(KvvizError, match="symbolic links"):
         load(tmp_path / "a")
+
+
+# ---- issue 20 item 9: every count is bounded before anything is built from it -------------
+@pytest.mark.parametrize("label", ["sweep range", "sweep generator", "compare_knobs generator", "layer mix",
+                                   "full layers"])
+def test_a_billion_is_refused_before_anything_is_built(label):
+    """A count of 10^9 from the library is refused at once, in well under a second and a few
+    MiB: nothing (a list of a billion rows, layers or dicts) is built before the bound."""
+    import time
+    import tracemalloc
+
+    from kvviz.errors import KvvizError
+    from kvviz.inputs import MAX_VARIANTS
+    from kvviz.knobs import compare_knobs, default_knobs, model_for, sweep
+
+    call = {
+        "sweep range": lambda: sweep("block_size", range(10**9)),
+        "sweep generator": lambda: sweep("block_size", (16 for _ in range(10**9))),
+        "compare_knobs generator": lambda: compare_knobs({"block_size": 16} for _ in range(10**9)),
+        "layer mix": lambda: model_for(default_knobs("deepseek-v4-pro", c4=10**9)),
+        "full layers": lambda: model_for(default_knobs("gemma-3-27b", full_layers=10**9)),
+    }[label]
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    with pytest.raises(KvvizError, match=f"{MAX_VARIANTS:,}|{MAX_LAYERS:,}|from 0 to"):
+        call()
+    elapsed = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert elapsed < 2 and peak < 16 << 20, (elapsed, peak)
