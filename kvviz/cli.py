@@ -22,7 +22,7 @@ from . import signals
 from .core import capacity
 from .core.layout import text_table
 from .core.plan import Plan
-from .defaults import GIB, GPU_MEMORY_UTILIZATION, SEED, TENSOR_PARALLEL_SIZE, VERIFY_BLOCKS
+from .defaults import DPI, GIB, GPU_MEMORY_UTILIZATION, SEED, TENSOR_PARALLEL_SIZE, VERIFY_BLOCKS
 from .errors import KvvizError, require
 from .families import load_path, load_preset, preset_names, preset_summary
 from .families.deepseek_v4 import BACKENDS
@@ -778,7 +778,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=_nonempty("the output folder"), metavar="DIR",
                    help="output folder (created when missing)")
     p.add_argument("--title", default=None, help="report title (default: model, planner)")
-    p.add_argument("--dpi", type=_int_in(*DPI_RANGE), help="PNG resolution (default: kvviz.plot.DEFAULT_DPI, 100)")
+    p.add_argument("--dpi", type=_int_in(*DPI_RANGE), help=f"PNG resolution (default {DPI})")
     p.add_argument("--no-svg", action="store_true", help="write PNGs only")
     p.set_defaults(func=_run_render)
 

@@ -14,3 +14,4 @@ TENSOR_PARALLEL_SIZE = 1  # vLLM's ParallelConfig.tensor_parallel_size: one rank
 VERIFY_BLOCKS = 64  # blocks `kvviz verify` allocates when no budget or block count is given
 SEED = 0  # seed of kvviz verify's source values when none is given (kvviz's choice)
 CONTEXT_TOKENS = 32_768  # request length of the hybrid comparisons when none is given
+DPI = 100  # resolution of rendered PNG figures when none is given (kvviz's choice)

@@ -34,11 +34,12 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from ..core.kinds import CacheKind
+from ..defaults import DPI
 
 __all__ = ["DEFAULT_DPI", "PatchRange", "RangePatch", "find_patches", "patch_ranges", "figure_texts",
            "legend_labels", "save_figure", "to_png_bytes"]
 
-DEFAULT_DPI = 100
+DEFAULT_DPI = DPI
 
 
 @dataclasses.dataclass(frozen=True)
