@@ -52,7 +52,7 @@ CACHE_SIZE = 32
 # kvviz.knobs.KNOB_SPECS and not listed here gets a fourth column.
 CONTROL_COLUMNS = (("model", "head_dim", "rope_dim", "index_head_dim", "mtp", "sliding_window", "full_layers"),
                    ("main_format", "indexer_format", "backend", "kv_dtype", "block_size", "mamba_ssm_dtype",
-                    "prefix_caching", "tensor_parallel_size", "planner"),
+                    "prefix_caching", "tensor_parallel_size", "decode_context_parallel_size", "planner"),
                    ("c4", "c128", "swa", "budget_gib", "gpu", "gpu_memory_utilization", "context"))
 
 # Control name -> CSS class; outputs too. The browser test finds widgets by these.
@@ -77,6 +77,7 @@ CSS_CLASSES = {
     "mamba_ssm_dtype": "kvviz-mamba-ssm-dtype",
     "prefix_caching": "kvviz-prefix-caching",
     "tensor_parallel_size": "kvviz-tensor-parallel-size",
+    "decode_context_parallel_size": "kvviz-decode-context-parallel-size",
     "capacity_label": "kvviz-capacity",
     "context": "kvviz-context",
     "budget_gib": "kvviz-budget",

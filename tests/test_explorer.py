@@ -323,8 +323,8 @@ def test_the_app_starts_on_the_documented_knobs():
         "model": "deepseek-v4-pro", "head_dim": c.head_dim, "rope_dim": c.qk_rope_head_dim,
         "index_head_dim": c.index_head_dim, "main_format": "fp8_ds_mla", "indexer_format": "mxfp4",
         "backend": "flashmla", "block_size": "auto", "mtp": True, "c4": 30, "c128": 31, "swa": 0,
-        "tensor_parallel_size": 1, "planner": "vllm", "context": PRO.max_model_len, "budget_gib": 26.09, "gpu": "budget",
-        "gpu_memory_utilization": 0.92}
+        "tensor_parallel_size": 1, "decode_context_parallel_size": 1, "planner": "vllm", "context": PRO.max_model_len,
+        "budget_gib": 26.09, "gpu": "budget", "gpu_memory_utilization": 0.92}
     assert app.plan.tokens_per_block == 256
     assert Explorer(backend="flashinfer").main_format.value == "fp8"
 
@@ -332,8 +332,8 @@ def test_the_app_starts_on_the_documented_knobs():
 # ---- hybrid models ------------------------------------------------------------------------------
 # The knobs each hybrid preset shows (docs/hybrid.md#hybrid-caches): the window only with sliding
 # layers, the Mamba state dtype and prefix caching only with gated delta net layers.
-HYBRID_BASE = {"model", "kv_dtype", "block_size", "full_layers", "tensor_parallel_size", "planner", "context",
-               "budget_gib", "gpu", "gpu_memory_utilization"}
+HYBRID_BASE = {"model", "kv_dtype", "block_size", "full_layers", "tensor_parallel_size", "decode_context_parallel_size",
+               "planner", "context", "budget_gib", "gpu", "gpu_memory_utilization"}
 HYBRID_SHOWN = {
     "gpt-oss-120b": HYBRID_BASE | {"sliding_window"},
     "gemma-3-27b": HYBRID_BASE | {"sliding_window"},
@@ -341,8 +341,8 @@ HYBRID_SHOWN = {
     "qwen3-next-80b-a3b": HYBRID_BASE | {"mamba_ssm_dtype", "prefix_caching"},
 }
 PRO_SHOWN = {"model", "head_dim", "rope_dim", "index_head_dim", "main_format", "indexer_format", "backend",
-             "block_size", "mtp", "c4", "c128", "swa", "tensor_parallel_size", "planner", "context", "budget_gib", "gpu",
-             "gpu_memory_utilization"}
+             "block_size", "mtp", "c4", "c128", "swa", "tensor_parallel_size", "decode_context_parallel_size", "planner",
+             "context", "budget_gib", "gpu", "gpu_memory_utilization"}
 
 
 def shown_knobs(app):

@@ -24,8 +24,8 @@ from kvviz.vllm.plan import plan_model
 
 PRO = load_preset("deepseek-v4-pro")
 DEEPSEEK_KNOBS = ("model", "head_dim", "rope_dim", "index_head_dim", "main_format", "indexer_format", "backend",
-                  "mtp", "c4", "c128", "swa", "block_size", "tensor_parallel_size", "planner", "context", "budget_gib", "gpu",
-                  "gpu_memory_utilization")
+                  "mtp", "c4", "c128", "swa", "block_size", "tensor_parallel_size", "decode_context_parallel_size",
+                  "planner", "context", "budget_gib", "gpu", "gpu_memory_utilization")
 # vLLM serve's defaults: max_num_batched_tokens 8192, async scheduling on (two batches in flight).
 IN_FLIGHT = 2 * 8192
 
@@ -95,8 +95,8 @@ def test_each_model_family_has_its_own_knobs():
     window only with sliding layers; the Mamba state dtype and prefix caching only with
     linear-attention (gated delta net) layers; every model: planner, max_model_len, budget."""
     assert knobs_for("deepseek-v4-pro") == knobs_for("deepseek-v4-flash") == DEEPSEEK_KNOBS
-    hybrid = ("model", "kv_dtype", "block_size", "full_layers", "tensor_parallel_size", "planner", "context",
-              "budget_gib", "gpu", "gpu_memory_utilization")
+    hybrid = ("model", "kv_dtype", "block_size", "full_layers", "tensor_parallel_size", "decode_context_parallel_size",
+              "planner", "context", "budget_gib", "gpu", "gpu_memory_utilization")
     with_window = hybrid[:3] + ("sliding_window",) + hybrid[3:]
     assert knobs_for("gpt-oss-120b") == knobs_for("gemma-3-27b") == with_window
     assert knobs_for("llama-4-scout") == hybrid
@@ -165,10 +165,11 @@ def test_hybrid_defaults_are_vllms_own_choices_and_the_presets_mix():
     # 'auto' is None to Options (vLLM's own choice); the window is passed only with sliding layers
     oss = load_preset("gpt-oss-120b")
     assert options_for(default_knobs("gpt-oss-120b")) == Options(
-        sliding_window=128, tensor_parallel_size=1, max_model_len=oss.max_model_len)
+        sliding_window=128, tensor_parallel_size=1, decode_context_parallel_size=1, max_model_len=oss.max_model_len)
     scout = load_preset("llama-4-scout")
     assert options_for(default_knobs("llama-4-scout", kv_dtype="fp8", block_size=64)) == Options(
-        kv_dtype="fp8", block_size=64, tensor_parallel_size=1, max_model_len=scout.max_model_len)
+        kv_dtype="fp8", block_size=64, tensor_parallel_size=1, decode_context_parallel_size=1,
+        max_model_len=scout.max_model_len)
 
 
 @pytest.mark.parametrize("model,knob", [("gpt-oss-120b", "head_dim"), ("gemma-3-27b", "c4"),
@@ -307,3 +308,16 @@ def test_full_layer_mix_keeps_counts_and_spreads_evenly(name, data):
 def test_full_layer_mix_refuses_out_of_range(full):
     with pytest.raises(KvvizError, match=r"^full_layers=.*: must be an integer from 0 to 36"):
         with_full_layers(load_preset("gpt-oss-120b"), full)
+
+
+def test_the_dcp_knob_moves_blocks_per_request():
+    """The explorer's decode-CP knob is Options.decode_context_parallel_size: Kimi-K2 at TP 8, DCP 8
+    holds cdiv(cdiv(32768, 8), 16) = 256 MLA blocks a request (FullAttentionSpec.max_memory_usage_bytes)
+    instead of cdiv(32768, 16) = 2,048."""
+    from kvviz.knobs import plan_knobs
+
+    one = plan_knobs(default_knobs("kimi-k2", tensor_parallel_size=8, context=32_768))
+    eight = plan_knobs(default_knobs("kimi-k2", tensor_parallel_size=8, decode_context_parallel_size=8,
+                                     context=32_768))
+    assert one.capacity(2**34).blocks_per_request == 2048
+    assert eight.capacity(2**34).blocks_per_request == 256
