@@ -15,7 +15,8 @@ its own room, the foundation and the rooms `MAY_IMPORT` names for it; in particu
 
 And the walk of `head_dim` from the explorer to a page size enters no module twice: when the
 explorer's head_dim changes, every call chain that ends in a page size (`CacheSpec`) goes
-explorer -> knobs -> vllm.plan -> families -> the family -> formats / core.spec, each module once.
+explorer -> knobs -> vllm.plan -> families -> the family -> core.spec (or through an engine),
+each module once.
 """
 
 from __future__ import annotations
