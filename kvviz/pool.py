@@ -31,11 +31,11 @@ _DEVICE_RE = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
 
 
 # ---- devices -----------------------------------------------------------------------------------
-def resolve_device(name: str | torch.device | None = "auto") -> torch.device:
+def resolve_device(name: str | torch.device | None = "auto", what: str = "--device") -> torch.device:
     """"auto" (CUDA when available, else CPU), "cpu", "cuda" or "cuda:N" -> torch.device.
 
     Unknown strings, and CUDA when this torch sees no GPU (or not that index), raise KvvizError
-    naming --device.
+    naming `what` (the library passes "device"; the default, "--device", is for command-line tools).
     """
     if isinstance(name, torch.device):
         name = str(name)
@@ -43,18 +43,18 @@ def resolve_device(name: str | torch.device | None = "auto") -> torch.device:
         name = "auto"
     m = _DEVICE_RE.match(name.strip().lower()) if isinstance(name, str) else None
     if m is None or (m.group(1) == "auto" and m.group(2) is not None):
-        raise KvvizError(f"--device={name!r}: unknown; choose auto, cpu, cuda or cuda:N")
+        raise KvvizError(f"{what}={name!r}: unknown; choose auto, cpu, cuda or cuda:N")
     kind, index = m.group(1), m.group(2)
     if kind == "auto":
         return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     if kind == "cpu":
-        require(index in (None, "0"), f"--device={name!r}: there is one CPU device; use cpu")
+        require(index in (None, "0"), f"{what}={name!r}: there is one CPU device; use cpu")
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise KvvizError(f"--device={name!r}: this torch ({torch.__version__}) sees no CUDA device; use cpu or auto")
+        raise KvvizError(f"{what}={name!r}: this torch ({torch.__version__}) sees no CUDA device; use cpu or auto")
     count = torch.cuda.device_count()
     i = torch.cuda.current_device() if index is None else int(index)
-    require(i < count, f"--device={name!r}: there {'is' if count == 1 else 'are'} only {count} CUDA device(s) (0..{count - 1})")
+    require(i < count, f"{what}={name!r}: there {'is' if count == 1 else 'are'} only {count} CUDA device(s) (0..{count - 1})")
     return torch.device("cuda", i)
 
 
@@ -73,12 +73,76 @@ def _meminfo_available() -> int | None:
         return None
 
 
+CGROUP_ROOT = "/sys/fs/cgroup"  # where cgroup v2 (and v1's memory/ controller) are mounted
+
+
+def _read_int(path: str) -> int | None:
+    """An integer file of the cgroup fs ("max" or an absurd v1 limit: None)."""
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    if not text.isdigit() or int(text) >= 2**62:
+        return None
+    return int(text)
+
+
+def _cgroup_headroom() -> int | None:
+    """memory.max - memory.current of this process's cgroup (v2; v1: memory.limit_in_bytes -
+    memory.usage_in_bytes), None without a limit. What the kernel's OOM killer enforces."""
+    rel = ""
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                if line.startswith("0::"):
+                    rel = line[3:].strip().lstrip("/")
+    except OSError:
+        pass
+    for d in dict.fromkeys([os.path.join(CGROUP_ROOT, rel), CGROUP_ROOT]):
+        limit = _read_int(os.path.join(d, "memory.max"))
+        if limit is not None:
+            return max(0, limit - (_read_int(os.path.join(d, "memory.current")) or 0))
+    v1 = os.path.join(CGROUP_ROOT, "memory")
+    limit = _read_int(os.path.join(v1, "memory.limit_in_bytes"))
+    if limit is not None:
+        return max(0, limit - (_read_int(os.path.join(v1, "memory.usage_in_bytes")) or 0))
+    return None
+
+
+def _address_space_headroom() -> int | None:
+    """RLIMIT_AS (soft) minus the address space this process maps now (VmSize), None unlimited."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        with open("/proc/self/status") as f:
+            used = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        used = 0
+    return max(0, soft - used)
+
+
+def host_memory() -> dict[str, int]:
+    """What this process may still allocate on the host, by each limit that applies: MemAvailable,
+    RLIMIT_AS (address space left) and the cgroup's memory.max (left), bytes; absent ones left out."""
+    out = {"MemAvailable": _meminfo_available(), "RLIMIT_AS": _address_space_headroom(),
+           "cgroup memory.max": _cgroup_headroom()}
+    return {k: v for k, v in out.items() if v is not None}
+
+
 def free_bytes(device: str | torch.device = "auto") -> int | None:
-    """Free memory of a device in bytes: torch.cuda.mem_get_info on CUDA, MemAvailable on CPU."""
+    """Free memory of a device in bytes: torch.cuda.mem_get_info on CUDA; on the CPU the tightest
+    of host_memory() (MemAvailable, RLIMIT_AS, cgroup memory.max); None when nothing says."""
     dev = resolve_device(device)
     if dev.type == "cuda":
         return int(torch.cuda.mem_get_info(dev)[0])
-    return _meminfo_available()
+    limits = host_memory()
+    return min(limits.values()) if limits else None
 
 
 def _gib(n: int) -> str:
@@ -86,17 +150,31 @@ def _gib(n: int) -> str:
 
 
 def check_fits(nbytes: int, device: str | torch.device = "auto", *, what: str = "pool") -> None:
-    """Raise KvvizError (requested vs free, bytes and GiB) unless `nbytes` fit in the device's free memory.
-
-    `what` names the field the request came from, e.g. "num_blocks=100000".
-    """
+    """Raise KvvizError (requested vs free, bytes and GiB, and which limit) unless `nbytes` fit in
+    the device's free memory (free_bytes). `what` names the field the request came from, e.g.
+    "num_blocks=100000"."""
     require(isinstance(nbytes, int) and nbytes >= 0, f"{what}: nbytes={nbytes!r} must be a non-negative integer")
     dev = resolve_device(device)
-    free = free_bytes(dev)
-    if free is None:  # the platform does not say; let the allocator decide
-        return
+    if dev.type == "cuda":
+        free, limit = free_bytes(dev), "free"
+    else:
+        limits = host_memory()
+        if not limits:  # the platform does not say; let the allocator decide
+            return
+        name = min(limits, key=limits.get)
+        free, limit = limits[name], "free" if name == "MemAvailable" else f"free under {name}"
     if nbytes > free:
-        raise KvvizError(f"{what}: needs {_gib(nbytes)} but {dev} has only {_gib(free)} free")
+        raise KvvizError(f"{what}: needs {_gib(nbytes)} but {dev} has only {_gib(free)} {limit}")
+
+
+def allocation_failed(e: BaseException) -> bool:
+    """Whether an exception from torch is an allocator's refusal (out of memory), not a bug."""
+    if isinstance(e, (MemoryError, torch.OutOfMemoryError)):
+        return True
+    text = str(e).lower()
+    return isinstance(e, RuntimeError) and any(s in text for s in (
+        "can't allocate memory", "cannot allocate memory", "out of memory", "not enough memory",
+        "failed to allocate"))
 
 
 # ---- the pool ----------------------------------------------------------------------------------
@@ -134,20 +212,27 @@ class TensorView:
 class Pool:
     """ONE uint8 backing of num_blocks * block_stride bytes and zero-copy views of every layer."""
 
-    def __init__(self, layout: Layout, num_blocks: int, device: str | torch.device = "auto") -> None:
+    def __init__(self, layout: Layout, num_blocks: int, device: str | torch.device = "auto", *,
+                 zero: bool = True) -> None:
+        """Allocate the backing (zeroed, as vLLM's worker does with torch.zeros; zero=False leaves
+        the bytes as the allocator gives them, for a caller that writes every byte it reads, as
+        kvviz.verify does) and check that every layer has a view."""
         require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
         require(isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks > 0,
                 f"num_blocks={num_blocks!r}: must be a positive integer")
         self.layout = layout
         self.num_blocks = num_blocks
         self.block_stride = layout.block_stride
-        self.device = resolve_device(device)
+        self.device = resolve_device(device, "device")
         check_views(layout)
         self.nbytes = num_blocks * layout.block_stride
         check_fits(self.nbytes, self.device, what=f"num_blocks={num_blocks} x block_stride={layout.block_stride}")
         try:
-            self.backing = torch.zeros(self.nbytes, dtype=torch.uint8, device=self.device)
-        except (torch.OutOfMemoryError, RuntimeError) as e:  # the free-memory check raced or lied
+            make = torch.zeros if zero else torch.empty
+            self.backing = make(self.nbytes, dtype=torch.uint8, device=self.device)
+        except (MemoryError, RuntimeError) as e:  # the free-memory check raced or lied
+            if not allocation_failed(e):
+                raise
             raise KvvizError(f"num_blocks={num_blocks}: allocating {_gib(self.nbytes)} on {self.device} failed "
                              f"({str(e).splitlines()[0]})") from None
         self.blocks = self.backing.view(num_blocks, layout.block_stride)
@@ -274,6 +359,7 @@ class Pool:
 
 # ---- block ownership ---------------------------------------------------------------------------
 FREE = -1  # owner id of a free block
+ASSIGNMENTS = ("round-robin", "contiguous")  # BlockPool.assigned
 _SCAN = 4096  # blocks allocate() looks at per step when searching for free ids
 
 
@@ -411,6 +497,41 @@ class BlockPool:
         first = self.owner(block)
         return () if first is None else (first, *self._extra.get(block, ()))
 
+    def block_ids(self, group: Hashable) -> torch.Tensor:
+        """The blocks `group` holds, ascending, as an int64 tensor (no Python object per block)."""
+        i = self._ids.get(group)
+        if i is None:
+            return torch.empty(0, dtype=torch.int64)
+        mine = (self.owner_ids == i).nonzero().flatten()
+        extra = [b for b, o in self._extra.items() if group in o]
+        return torch.cat([mine, torch.tensor(extra, dtype=torch.int64)]).sort().values if extra else mine
+
+    def runs_of(self, group: Hashable) -> tuple[range, ...]:
+        """The blocks `group` holds, ascending, as maximal runs of equally spaced ids (greedy from
+        the lowest id): round robin and contiguous ownership give one run, a hazard's extra block a
+        few more. What a caller that writes the group's blocks through strided views asks."""
+        return ranges_of(self.block_ids(group))
+
+    @classmethod
+    def assigned(cls, num_blocks: int, num_groups: int, assignment: str = "round-robin") -> "BlockPool":
+        """A BlockPool whose groups 0..num_groups-1 hold every block: "round-robin" gives block b to
+        group b % num_groups (neighbouring blocks belong to different groups, as in a busy vLLM
+        server); "contiguous" gives group g one run of ids, in group order. Filled in one tensor
+        operation."""
+        require(assignment in ASSIGNMENTS, f"assignment={assignment!r}: unknown; choose one of {', '.join(ASSIGNMENTS)}")
+        bp = cls(num_blocks, max_groups=num_groups)
+        owner = torch.full((num_blocks,), FREE, dtype=bp.owner_ids.dtype)
+        start = 0
+        for g in range(num_groups):  # strided fills: no per-block temporary
+            if assignment == "round-robin":
+                owner[g::num_groups] = g
+            else:
+                n = num_blocks // num_groups + (g < num_blocks % num_groups)
+                owner[start:start + n] = g
+                start += n
+        bp.assign(owner, range(num_groups))
+        return bp
+
     def blocks_of(self, group: Hashable) -> list[int]:
         """The blocks `group` holds, ascending."""
         i = self._ids.get(group)
@@ -419,3 +540,30 @@ class BlockPool:
         mine = (self.owner_ids == i).nonzero().flatten().tolist()
         extra = [b for b, o in self._extra.items() if group in o]
         return sorted(mine + extra) if extra else mine
+
+
+def ranges_of(ids: torch.Tensor) -> tuple[range, ...]:
+    """Ascending block ids as maximal runs of equally spaced ids, greedily from the lowest: the
+    breaks are found on the tensor, so a run of 10^8 ids costs one pass, not 10^8 objects."""
+    n = int(ids.numel())
+    if n == 0:
+        return ()
+    if n == 1:
+        b = int(ids[0])
+        return (range(b, b + 1),)
+    d = ids[1:] - ids[:-1]
+    breaks = ((d[1:] != d[:-1]).nonzero().flatten() + 1).tolist()  # d changes between d[i-1] and d[i]
+    ends = breaks + [n - 1]  # segment s of d: d[start..end) constant
+    out, i, seg = [], 0, 0
+    while i < n:
+        if i == n - 1:
+            b = int(ids[i])
+            out.append(range(b, b + 1))
+            break
+        while ends[seg] <= i:  # the segment of d holding d[i]
+            seg += 1
+        j = ends[seg]  # d[i..j) equal: ids[i..j] form one run
+        lo, step = int(ids[i]), int(d[i])
+        out.append(range(lo, int(ids[j]) + 1, step))
+        i = j + 1
+    return tuple(out)

@@ -160,15 +160,15 @@ def test_resolve_device():
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     for bad in ("tpu", "cuda:x", "auto:1", "", "gpu"):
         with pytest.raises(KvvizError) as e:
-            resolve_device(bad)
-        assert "--device" in one_line(e.value)
+            resolve_device(bad, "device")
+        assert one_line(e.value).startswith("device=")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this torch has CUDA")
 def test_cuda_without_cuda_is_refused():
     with pytest.raises(KvvizError) as e:
-        resolve_device("cuda:0")
-    assert "--device" in one_line(e.value) and "CUDA" in str(e.value)
+        resolve_device("cuda:0", "device")
+    assert one_line(e.value).startswith("device=") and "CUDA" in str(e.value)
 
 
 def test_check_fits_names_both_numbers():
@@ -198,7 +198,7 @@ def test_absurd_pool_does_not_fit():
 def test_unknown_device():
     with pytest.raises(KvvizError) as e:
         Pool(layout(), 1, "tpu:0")
-    assert "--device" in one_line(e.value)
+    assert one_line(e.value).startswith("device=")
 
 
 def misaligned_layout():

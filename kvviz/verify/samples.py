@@ -1,0 +1,197 @@
+"""Real codec rows: the sample of pages that go through kvviz.quant's encoders, and the decode
+errors the report gives for them.
+
+Every layer's page in the first block of its group holds real encoded rows in its first
+`SAMPLE_ROWS` rows (payloads where the payload region puts them, scales in the footer, as
+`quant.pack_page` lays a page out); the rest of the page, and every other page, holds the
+pattern (kvviz.verify.source). Pages of one kind (format, rows, dims, codec options) are encoded in
+ONE call, at most `SAMPLE_KIND_VALUES` values of them (evenly spread over the kind's layers, at
+least one page), so that the sample costs a few codec calls whatever the model. A hazard may ask
+for whole pages of real rows (the misread demo reads every row). After the read-back the sampled
+rows are decoded from the pool's bytes and compared with their fp32 source (max absolute error,
+max error / `quant.error_bound`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from .. import formats, quant
+from ..core.layout import Layout, Placement
+from ..pool import Pool
+from .batches import Batch
+from .source import sample_source
+
+SAMPLE_ROWS = 16  # rows of each sampled page that hold real encoded rows
+SAMPLE_KIND_VALUES = 2**15  # source values one kind's sample holds at most (one page at least)
+# Bytes of working tensors per sampled value: the fp32 source, the codec's fp32 temporaries, the
+# encoded rows, the decoded values and the error bound (measured: benchmarks/bench_verify_memory.py).
+SAMPLE_BYTES_PER_VALUE = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class SampledPage:
+    """The first `rows` rows of one layer's page in one block hold real encoded rows."""
+
+    placement: Placement
+    layer: int  # index in layout.placements (its seed)
+    block: int
+    rows: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleKind:
+    """Pages of one format, shape and codec options, encoded in one call."""
+
+    fmt: formats.RowFormat
+    opts: dict
+    rows: int  # rows sampled per page
+    pages: tuple[SampledPage, ...]
+
+    @property
+    def values(self) -> int:
+        """Source values of the kind's sample."""
+        return len(self.pages) * self.rows * self.fmt.dims
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """One kind's sample, encoded: its fp32 source (pages, rows, dims) and the codec's output."""
+
+    kind: SampleKind
+    source: torch.Tensor
+    encoded: quant.Encoded
+
+    def index(self, name: str, block: int) -> int | None:
+        """Where page (name, block) sits in the sample (None: not sampled here)."""
+        return next((i for i, p in enumerate(self.kind.pages) if p.placement.name == name and p.block == block), None)
+
+
+def _spread(items: list, m: int) -> list:
+    """m of the items, evenly spread (first and last included when m > 1)."""
+    if len(items) <= m:
+        return items
+    if m == 1:
+        return items[:1]
+    return [items[round(i * (len(items) - 1) / (m - 1))] for i in range(m)]
+
+
+def choose_samples(layout: Layout, batches: tuple[Batch, ...], first_blocks: tuple[int | None, ...],
+                   whole_pages: tuple[tuple[Placement, int], ...] = ()) -> tuple[SampleKind, ...]:
+    """The pages that hold real rows: every codec layer's page in its group's first block
+    (`first_blocks[g]`), SAMPLE_ROWS rows, grouped by kind and capped; then `whole_pages`
+    (placement, block), every row, each a kind of its own."""
+    kinds: dict[tuple, list] = {}
+    opts_of: dict[tuple, dict] = {}
+    index = {p.name: i for i, p in enumerate(layout.placements)}
+    whole = {(p.name, b) for p, b in whole_pages}
+    for batch in batches:
+        block = first_blocks[batch.group]
+        if batch.opts is None or block is None:
+            continue
+        rows = min(batch.first.cache.rows, SAMPLE_ROWS)
+        for p in batch.placements:
+            if (p.name, block) in whole:
+                continue
+            key = (p.cache.row_format, p.cache.rows, rows, repr(sorted(batch.opts.items())))
+            kinds.setdefault(key, []).append(SampledPage(p, index[p.name], block, rows))
+            opts_of[key] = batch.opts
+    out = []
+    for key, pages in kinds.items():
+        fmt, _, rows, _ = key
+        m = max(1, SAMPLE_KIND_VALUES // (rows * fmt.dims))
+        out.append(SampleKind(fmt, opts_of[key], rows, tuple(_spread(pages, m))))
+    for p, block in whole_pages:
+        batch = next(b for b in batches if p.name in b.names)
+        out.append(SampleKind(p.cache.row_format, batch.opts, p.cache.rows,
+                              (SampledPage(p, index[p.name], block, p.cache.rows),)))
+    return tuple(out)
+
+
+def sample_values(kinds: tuple[SampleKind, ...]) -> int:
+    """Source values of every kind's sample (what the fit check counts)."""
+    return sum(k.values for k in kinds)
+
+
+def encode_samples(kinds: tuple[SampleKind, ...], seed: int, device: torch.device) -> tuple[Sample, ...]:
+    """Each kind's source (one generator per page, from seed, layer and block) through its codec."""
+    out = []
+    for kind in kinds:
+        x = torch.stack([sample_source(kind.fmt.name, p.layer, p.block, kind.rows, kind.fmt.dims, seed, device)
+                         for p in kind.pages])
+        out.append(Sample(kind, x, quant.get_codec(kind.fmt.codec_name).encode(x, **kind.opts)))
+    return tuple(out)
+
+
+def _regions(p: Placement) -> dict[str, formats.Region]:
+    return {r.name: r for r in formats.page_regions(p.cache.row_format, p.cache.rows, p.page_bytes)}
+
+
+def page_bytes(samples: tuple[Sample, ...]) -> dict[tuple[str, int], tuple[tuple[int, torch.Tensor], ...]]:
+    """(layer, block) -> the (offset inside the page, uint8 bytes) runs the sample puts there:
+    the sampled rows' payloads at the start of the payload region, their scales at the start of
+    the footer region. What the read-back expects besides the pattern."""
+    out = {}
+    for s in samples:
+        P, F = s.kind.fmt.payload_bytes, s.kind.fmt.footer_bytes
+        for i, sp in enumerate(s.kind.pages):
+            reg = _regions(sp.placement)
+            runs = [(reg["payload"].start, s.encoded.payload[i].reshape(-1))]
+            if F:
+                runs.append((reg["footer"].start, s.encoded.footer[i].reshape(-1)))
+            assert runs[0][1].numel() == sp.rows * P
+            out[(sp.placement.name, sp.block)] = tuple(runs)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorSum:
+    """Decode errors of one format so far."""
+
+    layers: frozenset[str] = frozenset()
+    values: int = 0
+    max_abs_error: float = 0.0
+    max_error_over_bound: float = 0.0
+
+    def merge(self, other: "ErrorSum") -> "ErrorSum":
+        """Both sums as one."""
+        return ErrorSum(self.layers | other.layers, self.values + other.values,
+                        max(self.max_abs_error, other.max_abs_error),
+                        max(self.max_error_over_bound, other.max_error_over_bound))
+
+
+def decode_errors(pool: Pool, samples: tuple[Sample, ...],
+                  skip: frozenset[tuple[str, int]] = frozenset()) -> dict[str, ErrorSum]:
+    """Decode every sample from the bytes the pool holds now and compare with its fp32 source,
+    per format. Pages in `skip` (layer, block) are left out (a page a hazard meant to clear)."""
+    out: dict[str, ErrorSum] = {}
+    for s in samples:
+        kind = s.kind
+        keep = [i for i, p in enumerate(kind.pages) if (p.placement.name, p.block) not in skip]
+        if not keep:
+            continue
+        codec = quant.get_codec(kind.fmt.codec_name)
+        P, F = kind.fmt.payload_bytes, kind.fmt.footer_bytes
+        pays, foots = [], []
+        for i in keep:
+            sp = kind.pages[i]
+            pays.append(pool.payload_view(sp.placement.name)[sp.block, :kind.rows])
+            foots.append(pool.footer_view(sp.placement.name)[sp.block, :kind.rows] if F else
+                         torch.empty(kind.rows, 0, dtype=torch.uint8, device=pool.device))
+        idx = torch.tensor(keep, device=s.source.device)
+        side = s.encoded.side
+        dec = codec.decode(quant.Encoded(torch.stack(pays), torch.stack(foots), side, codec.name, s.encoded.opts))
+        x = s.source if len(keep) == len(kind.pages) else s.source.index_select(0, idx)
+        err = torch.nan_to_num((dec - x).abs(), nan=math.inf)
+        bopts = dict(s.encoded.opts)
+        if codec.side_option is not None and bopts.get(codec.side_option) is None:
+            bopts[codec.side_option] = side  # the per-tensor scale(s) the encoder chose, held outside the cache
+        bound = quant.error_bound(codec.name, x, **bopts)
+        ratio = torch.where(bound > 0, err / bound, torch.where(err > 0, math.inf, 0.0))
+        got = ErrorSum(frozenset(kind.pages[i].placement.name for i in keep), x.numel(), float(err.max()),
+                       float(ratio.max()))
+        out[kind.fmt.name] = out.get(kind.fmt.name, ErrorSum()).merge(got)
+    return out
