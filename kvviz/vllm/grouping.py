@@ -233,9 +233,19 @@ def _named_groups(parts: list[tuple[str, list[list[CacheSpec]]]], *, lettered: b
             base += "'"
         used.add(base)
         for i, layers in enumerate(groups):
-            suffix = chr(ord("a") + i) if lettered and i < 26 else str(i)
+            suffix = _letters(i) if lettered else str(i)
             out.append(KVGroup(name=base if len(groups) == 1 else f"{base}-{suffix}", layers=tuple(layers)))
     return tuple(out)
+
+
+def _letters(i: int) -> str:
+    """a, b, ..., z, aa, ab, ...: the i-th (from 0) lettered sub-group."""
+    out = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        out = chr(ord("a") + r) + out
+    return out
 
 
 def spec_buckets(caches) -> list[list[CacheSpec]]:
