@@ -286,6 +286,20 @@ def _type_key(c: CacheSpec) -> tuple:
             c.page_bytes if c.kind.is_state else None)
 
 
+def _type_keys(caches) -> list[tuple]:
+    """`_type_key` of every cache, derived once per distinct (kind, window, chunk, block, page):
+    a model of 100,000 layers has a handful of those."""
+    memo: dict[tuple, tuple] = {}
+    out = []
+    for c in caches:
+        raw = (c.kind, c.sliding_window, c.attention_chunk_size, c.tokens_per_block, c.page_bytes)
+        key = memo.get(raw)
+        if key is None:
+            key = memo[raw] = _type_key(c)
+        out.append(key)
+    return out
+
+
 def kv_cache_groups(caches: tuple[CacheSpec, ...], *, block_outermost: bool = False) -> tuple[KVGroup, ...]:
     """vLLM 0.33's `get_kv_cache_groups` (v1/core/kv_cache_planning.py), in its order of tries:
     one spec for every layer (`_get_kv_cache_groups_uniform_spec`) or one type
@@ -293,7 +307,7 @@ def kv_cache_groups(caches: tuple[CacheSpec, ...], *, block_outermost: bool = Fa
     `_get_packed_kv_cache_groups`; else the pages are unified first
     (`kvviz.vllm.pages.unify_page_sizes`) and grouped by `_get_kv_cache_groups_uniform_page_size`."""
     require(len(caches) > 0, "caches: the model registers no KV caches")
-    if len({_type_key(c) for c in caches}) == 1:
+    if len(set(_type_keys(caches))) == 1:
         return _named_groups([(group_base_name(caches[0]), [list(caches)])])
     if block_outermost and len({c.page_bytes for c in caches}) > 1:
         return packed_groups(caches)
@@ -316,8 +330,8 @@ def packed_groups(caches: tuple[CacheSpec, ...]) -> tuple[KVGroup, ...]:
     as many groups as it takes for each to fit the block the others already need."""
     require(len(caches) > 0, "caches: the model registers no KV caches")
     buckets: dict[tuple, list[CacheSpec]] = {}
-    for c in caches:  # UniformTypeKVCacheSpecs.is_uniform_type: one type, one block size
-        buckets.setdefault(_type_key(c), []).append(c)
+    for c, key in zip(caches, _type_keys(caches)):  # UniformTypeKVCacheSpecs.is_uniform_type: one type, one block
+        buckets.setdefault(key, []).append(c)
     bucketed = []
     for bucket in buckets.values():
         by_page: dict[int, list[CacheSpec]] = {}
