@@ -96,25 +96,25 @@ def room_of(module: str) -> str | None:
     return best[0] if best else None
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _is_module(name: str) -> bool:
-    """Whether a dotted kvviz name is a module or package of the source tree."""
-    base = ROOT.joinpath(*name.split("."))
+def _is_module(name: str, root: Path = ROOT) -> bool:
+    """Whether a dotted kvviz name is a module or package of the source tree under `root`."""
+    base = root.joinpath(*name.split("."))
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
 MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if "__pycache__" not in p.parts}
 
 
-def imports_of(path: Path) -> set[str]:
+def imports_of(path: Path, root: Path = ROOT) -> set[str]:
     """Every kvviz module `path` imports, anywhere in the file (function bodies included):
     `import kvviz.x`, `from kvviz.x import y` / `from .x import y` (y itself when it is a module),
     and `importlib.import_module("kvviz.x")` with a constant name."""
-    module = _module_name(path)
+    module = _module_name(path, root)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
@@ -127,7 +127,7 @@ def imports_of(path: Path) -> set[str]:
             else:
                 source = node.module or ""
             found.add(source)
-            found.update(f"{source}.{a.name}" for a in node.names if _is_module(f"{source}.{a.name}"))
+            found.update(f"{source}.{a.name}" for a in node.names if _is_module(f"{source}.{a.name}", root))
         elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
               and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
             found.add(node.args[0].value)
@@ -151,13 +151,8 @@ def test_imports_are_read_at_every_level(tmp_path):
     src.write_text("import os\nfrom ..errors import require\nfrom . import spec\n"
                    "def f():\n    from kvviz.families import load\n    import kvviz.cli\n"
                    "    importlib.import_module('kvviz.vllm.plan')\n")
-    global ROOT
-    saved, ROOT = ROOT, tmp_path
-    try:
-        (tmp_path / "kvviz" / "core" / "spec.py").write_text("")
-        got = imports_of(src)
-    finally:
-        ROOT = saved
+    (tmp_path / "kvviz" / "core" / "spec.py").write_text("")
+    got = imports_of(src, tmp_path)
     assert got == {"kvviz.errors", "kvviz.core", "kvviz.core.spec", "kvviz.families", "kvviz.cli", "kvviz.vllm.plan"}
 
 
