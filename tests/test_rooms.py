@@ -43,9 +43,9 @@ SPLITTING = {
 
 # The rooms (docs/architecture.md#the-rooms): module prefixes, the longest prefix wins.
 ROOMS = {
-    # errors, defaults, bounds on input, row formats, the knobs record, published numbers
+    # errors, defaults, bounds on input, row formats, the knobs record, published numbers, words
     "foundation": ("kvviz.errors", "kvviz.defaults", "kvviz.inputs", "kvviz.formats", "kvviz.options", "kvviz.quiet",
-                   "kvviz.signals", "kvviz.published"),
+                   "kvviz.signals", "kvviz.published", "kvviz.text"),
     "core": ("kvviz.core",),  # specs, groups, layouts, plans, capacity: nothing of any model or engine
     "families": ("kvviz.families",),  # config.json -> what each layer registers
     "vllm": ("kvviz.vllm",),  # vLLM 0.33's pages, grouping and planners
