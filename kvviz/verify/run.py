@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 
 from ..core.layout import Layout
-from ..defaults import VERIFY_BLOCKS
+from ..defaults import SEED, VERIFY_BLOCKS
 from ..errors import require
 from ..pool import ASSIGNMENTS, FREE, BlockPool, Pool, check_views, resolve_device
 from .batches import item_bytes, layer_batches
@@ -51,7 +51,7 @@ def _check_args(layout, num_blocks, seed, hazard, assignment) -> None:
         hazard_class(hazard).refuse(layout, num_blocks)
 
 
-def verify(layout: Layout, num_blocks: int = VERIFY_BLOCKS, *, device: str | torch.device = "auto", seed: int = 0,
+def verify(layout: Layout, num_blocks: int = VERIFY_BLOCKS, *, device: str | torch.device = "auto", seed: int = SEED,
            hazard: str | None = None, assignment: str = "round-robin", hazard_layer: str | None = None,
            keep_pool: bool = False, corrupt: Callable[[Pool], None] | None = None,
            progress: bool | Callable[[int], None] = False, threads: int | None = 1) -> VerifyReport:
