@@ -37,6 +37,7 @@ from .knobs import (DEFAULT_MODEL, kv_budget, KNOB_BY_NAME, KNOB_SPECS, KNOBS, b
                     preset_knobs)
 from .livemap import LiveBlockMap, separate_pools_map_data
 from .mapdata import block_map_data
+from .text import plural
 
 # The knobs a model switch keeps (where the new model takes the value): deployment choices that
 # mean the same for every model. Every other knob takes the new model's default, and the notice
@@ -456,10 +457,11 @@ class Explorer:
         where = f"{knobs['budget_gib']:g} GiB" if budget is None else (
             f"{budget.available_bytes / 2**30:.2f} GiB of one {knobs['gpu']} rank"
             + (" (estimate)" if any(t.estimate for t in budget.terms) else ""))
-        self.blocks_label.value = f"{c.num_blocks:,} blocks at {where}"
+        self.blocks_label.value = f"{plural(c.num_blocks, 'block')} at {where}"
         cmp = result.comparison
         if cmp is None or plan.planner == planned.baseline.planner:
-            self.change_label.value = f"{c.requests_fit:,} whole requests of {c.max_model_len:,} tokens fit"
+            self.change_label.value = (f"{plural(c.requests_fit, 'whole request')} of "
+                                      f"{plural(c.max_model_len, 'token')} {'fits' if c.requests_fit == 1 else 'fit'}")
         else:
             self.change_label.value = (
                 f"vs {planned.baseline.planner}: stride {cmp.before.block_stride:,} B ({_pct(cmp.stride_change_pct)}), "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 
 from .core.plan import Plan
+from .text import plural
 
 # white-space: nowrap keeps group names (c4-state-a) and numbers on one line.
 TABLE_STYLE = ("<style>.kvviz-groups{border-collapse:collapse;font-size:12px}"
@@ -44,10 +45,11 @@ def summary_html(chosen, all_caps) -> str:
     s, w = chosen, chosen.waste
     lines = [
         f"waste {w.waste_bytes:,} B of {w.total_bytes:,} B ({w.waste_pct:.2f}%) in one block of each of "
-        f"{s.num_groups} {'pools' if s.planner == 'separate' else 'groups'}: empty slots {w.empty_slot_bytes:,} B, "
+        f"{plural(s.num_groups, 'pool' if s.planner == 'separate' else 'group')}: empty slots {w.empty_slot_bytes:,} B, "
         f"padded pages {w.padded_state_bytes:,} B, unused tail {w.unused_tail_bytes:,} B",
         f"vLLM's admission estimate: {s.admission_bytes_per_request:,} B per request of {s.max_model_len:,} tokens "
-        f"({s.blocks_per_request:,} blocks); {s.requests_fit:,} whole requests fit, concurrency {s.max_concurrency:.2f}",
+        f"({plural(s.blocks_per_request, 'block')}); {plural(s.requests_fit, 'whole request')} "
+        f"{'fits' if s.requests_fit == 1 else 'fit'}, concurrency {s.max_concurrency:.2f}",
     ]
     head = "".join(f"<th>{c}</th>" for c in COMPARE_COLUMNS)
     rows = "".join(

@@ -26,6 +26,7 @@ from . import plot
 from .errors import KvvizError, require
 from .core.layout import Layout, Placement
 from .inputs import DPI_RANGE, printable
+from .text import plural
 
 
 # Blocks of the small pool a hybrid report's layer-plane figure shows: every block's page is drawn.
@@ -263,7 +264,7 @@ def report_html(layout: Layout, figures: list[RenderedFigure], *, title: str, be
                 after: Layout | None = None) -> str:
     """One self-contained HTML page: summary, figures (inline base64 PNG), tables, derivation."""
     esc = html.escape
-    summary = (f"{layout.planner} layout: {len(layout.groups)} groups, {layout.num_layers} layer caches, "
+    summary = (f"{layout.planner} layout: {plural(len(layout.groups), 'group')}, {plural(layout.num_layers, 'layer cache')}, "
                f"block stride {layout.block_stride:,} B, binding group {layout.binding_label}.")
     parts = [
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',

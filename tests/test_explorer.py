@@ -157,7 +157,9 @@ def test_blocks_and_change_against_bucketed(app):
     app.planner.value = "bucketed"  # the baseline itself: no change line against itself
     cap = plan_model(PRO, "bucketed", Options(max_model_len=PRO.max_model_len)).capacity(budget)
     assert "vs bucketed" not in app.change_label.value
-    assert app.change_label.value == f"{cap.requests_fit:,} whole requests of {cap.max_model_len:,} tokens fit"
+    one = cap.requests_fit == 1
+    assert app.change_label.value == (f"{cap.requests_fit:,} whole request{'' if one else 's'} of {cap.max_model_len:,} "
+                                      f"tokens fit{'s' if one else ''}")
 
 
 @pytest.mark.parametrize("changes,options,planner", [
@@ -417,7 +419,8 @@ def test_the_summary_compares_the_three_planners(app):
     want = plan_model(model, "vllm", Options(max_model_len=app.context.value)).capacity(int(26.09 * GIB))
     assert f"vLLM's admission estimate: {want.admission_bytes_per_request:,} B per request" in app.summary.value
     assert app.change_label.value.startswith(
-        f"{want.requests_fit:,} whole requests of {app.context.value:,} tokens fit")
+        f"{want.requests_fit:,} whole request{'' if want.requests_fit == 1 else 's'} of {app.context.value:,} tokens "
+        f"fit{'s' if want.requests_fit == 1 else ''}")
     app.context.value = 4096
     again = plan_model(model, "vllm", Options(max_model_len=4096)).capacity(int(26.09 * GIB))
     assert app.result.summary == again

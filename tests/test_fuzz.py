@@ -842,3 +842,57 @@ def test_a_billion_is_refused_before_anything_is_built(label):
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert elapsed < 2 and peak < 16 << 20, (elapsed, peak)
+
+
+# ---- issue 20 item 15: one noun, one number -------------------------------------------------
+ONE_PLURAL = re.compile(r"(?<![\d,.])1 (blocks|requests|whole requests|pools|groups|layers|layer caches|tokens)\b")
+
+
+def test_plural_helper():
+    from kvviz.text import plural
+
+    assert [plural(n, "block") for n in (0, 1, 2, 1000)] == ["0 blocks", "1 block", "2 blocks", "1,000 blocks"]
+    assert plural(1, "entry") == "1 entry" and plural(3, "entry") == "3 entries"
+
+
+@pytest.mark.parametrize("preset", ["llama-3.1-8b", "deepseek-v4-pro", "qwen3-next-80b-a3b"])
+def test_no_count_of_one_takes_a_plural(preset):
+    """At a budget of exactly one block (and a model of one group), every text kvviz prints says
+    "1 block", "1 group", "1 whole request", never "1 blocks"."""
+    import kvviz
+    from kvviz.report import report_html
+
+    model = kvviz.load(preset)
+    texts = []
+    for planner in model.reader.planners:
+        plan = kvviz.plan(model, planner, max_model_len=16) if preset != "deepseek-v4-pro" else kvviz.plan(model, planner)
+        one_block = plan.block_stride if len(plan.pools) == 1 else sum(p.block_stride for p in plan.pools)
+        texts += [plan.explain(one_block), plan.text_map(), str(plan)]
+        if len(plan.pools) == 1:
+            texts += [plan.layout.explain(one_block), report_html(plan.layout, [], title="t")]
+        code, out, err = invoke(["plan", "--model", preset, "--planner", planner, "--budget-bytes", str(one_block)])
+        # vLLM's own capacity line is quoted as vLLM prints it ("GPU KV cache size: 1 tokens").
+        texts.append("\n".join(line for line in (out + err).splitlines() if not line.startswith("GPU KV cache size")))
+    found = sorted({m.group(0) for t in texts for m in ONE_PLURAL.finditer(t)})
+    assert not found, found
+
+
+def test_explorer_labels_say_one_block():
+    pytest.importorskip("ipywidgets")
+    import kvviz
+
+    plan = kvviz.plan("llama-3.1-8b", max_model_len=16)
+    ex = kvviz.Explorer("llama-3.1-8b", budget_gib=plan.block_stride / GIB, context=16)
+    text = " ".join([ex.blocks_label.value, ex.change_label.value, ex.summary.value])
+    assert "1 block at" in text and not ONE_PLURAL.search(text), text
+
+
+def test_comparison_json_has_no_float_noise():
+    """26.46 GiB in, 26.46 out (not 26.459999999962747, what bytes / 2**30 gives back)."""
+    import kvviz
+    from kvviz.core import capacity
+
+    pro = kvviz.load("deepseek-v4-pro")
+    c = capacity.Comparison(before=kvviz.plan(pro, "bucketed").layout, after=kvviz.plan(pro, "overlay").layout,
+                            budget=kvviz.budget_bytes(gib=26.46))
+    assert c.to_json()["budget_gib"] == 26.46

@@ -11,6 +11,7 @@ from ..errors import KvvizError, require
 from .group import tuple_count
 from .layout import Layout
 from .spec import Scheduling
+from ..text import tidy
 
 
 def budget_bytes(*, gib: float | None = None, num_bytes: int | None = None) -> int:
@@ -78,7 +79,7 @@ class Comparison:
         then the changes in percent."""
         return {
             "budget_bytes": self.budget,
-            "budget_gib": self.budget / GIB,
+            "budget_gib": tidy(self.budget / GIB),
             "before": {"planner": self.before.planner, "block_stride": self.before.block_stride,
                        "num_blocks": self.blocks_before,
                        "binding_group": self.before.binding_label},

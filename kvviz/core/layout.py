@@ -10,6 +10,7 @@ from ..errors import require
 from .group import KVGroup
 from .kinds import CacheKind
 from .spec import CacheSpec
+from ..text import plural
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -241,7 +242,8 @@ class Layout:
                     hi = min(max(lo + 1, -(-hi_b * width // stride)), width)
                     if hi > lo:
                         cells[lo:hi] = glyph * (hi - lo)
-            lines.append(f"{g.name:>{name_w}} |{''.join(cells)}| {len(g.layers):>4} layers {self.group_total(i):>14,} B")
+            layers = "layer " if len(g.layers) == 1 else "layers"  # column width kept
+            lines.append(f"{g.name:>{name_w}} |{''.join(cells)}| {len(g.layers):>4} {layers} {self.group_total(i):>14,} B")
         kinds = dict.fromkeys(p.cache.kind for p in self.placements)
         legend = "  ".join(f"{k.glyph}={k.label}" for k in kinds)
         if padded:
@@ -257,7 +259,7 @@ class Layout:
         if budget_bytes is not None:
             blocks = self.num_blocks(budget_bytes)
             lines.append(f"{budget_bytes:,} B budget ({budget_bytes / GIB:.4f} GiB) // {self.block_stride:,} B "
-                         f"= {blocks:,} blocks ({budget_bytes - blocks * self.block_stride:,} B left over)")
+                         f"= {plural(blocks, 'block')} ({budget_bytes - blocks * self.block_stride:,} B left over)")
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -15,6 +15,7 @@ from ..errors import KvvizError, require
 from .capacity import group_blocks_for_request
 from .layout import Layout, text_table
 from .spec import Scheduling
+from ..text import plural
 
 SEPARATE = "separate"
 
@@ -256,7 +257,7 @@ class Plan:
         if budget_bytes is not None and len(self.pools) == 1:
             blocks = self.layout.num_blocks(budget_bytes)
             lines.append(f"{budget_bytes:,} B budget ({budget_bytes / GIB:.4f} GiB) // {self.block_stride:,} B "
-                         f"= {blocks:,} blocks ({budget_bytes - blocks * self.block_stride:,} B left over)")
+                         f"= {plural(blocks, 'block')} ({budget_bytes - blocks * self.block_stride:,} B left over)")
         return "\n".join(lines)
 
     def text_map(self, width: int = 72) -> str:
