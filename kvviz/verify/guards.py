@@ -22,6 +22,9 @@ from ..pool import BlockPool, _gib, allocation_failed, check_fits
 from .batches import Batch, blocks_per_item
 from .samples import SAMPLE_BYTES_PER_VALUE
 
+# What a run holds beyond its tensors, measured by benchmarks/bench_verify_memory.py (the peak
+# beyond the counted buffers for small layouts: allocator slack, codec tables, Python objects).
+RUNTIME_BYTES = 16 * 2**20
 DIFF_COPIES = 5  # a changed item's bool diff, its changed rows, their uint8 and flipped copies
 PROGRESS_DELAY_S = 2.0  # a progress bar appears for runs that last longer than this (seconds)
 
@@ -35,7 +38,7 @@ def working_bytes(layout: Layout, num_blocks: int, batches: tuple[Batch, ...], m
     buffer = max(item, max_item_bytes)
     # the BlockPool and its filling copy, the ascending ids it hands out, 8 B of pattern key per block
     ownership = 2 * BlockPool.nbytes_for(num_blocks, G) + 3 * 8 * per_group + 8 * num_blocks
-    return buffer + DIFF_COPIES * item + sample_values * SAMPLE_BYTES_PER_VALUE + ownership
+    return RUNTIME_BYTES + buffer + DIFF_COPIES * item + sample_values * SAMPLE_BYTES_PER_VALUE + ownership
 
 
 def check_fit(num_blocks: int, pool_bytes: int, work: int, device: torch.device) -> None:

@@ -25,7 +25,7 @@ from .batches import item_bytes, layer_batches
 from .engine import Engine
 from .guards import allocation_guard, check_fit, cpu_threads, progress_bar, sync, working_bytes
 from .hazards import HAZARDS, hazard_class
-from .report import JSON_BLOCKS, Corruption, FormatError, GroupBlocks, VerifyReport
+from .report import JSON_BLOCKS, FormatError, GroupBlocks, VerifyReport
 from .samples import choose_samples, decode_errors, encode_samples, page_bytes, sample_values
 
 
@@ -135,4 +135,4 @@ def verify(layout: Layout, num_blocks: int = VERIFY_BLOCKS, *, device: str | tor
     )
 
 
-__all__ = ["blocks_for_budget", "verify", "Corruption"]
+__all__ = ["blocks_for_budget", "verify"]

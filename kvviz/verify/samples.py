@@ -185,13 +185,18 @@ def decode_errors(pool: Pool, samples: tuple[Sample, ...],
         side = s.encoded.side
         dec = codec.decode(quant.Encoded(torch.stack(pays), torch.stack(foots), side, codec.name, s.encoded.opts))
         x = s.source if len(keep) == len(kind.pages) else s.source.index_select(0, idx)
-        err = torch.nan_to_num((dec - x).abs(), nan=math.inf)
+        # in place, one temporary at a time: a state row alone can hold a million values
+        err = dec.sub_(x).abs_()
+        torch.nan_to_num(err, nan=math.inf, out=err)
+        max_abs = float(err.max())
         bopts = dict(s.encoded.opts)
         if codec.side_option is not None and bopts.get(codec.side_option) is None:
             bopts[codec.side_option] = side  # the per-tensor scale(s) the encoder chose, held outside the cache
         bound = quant.error_bound(codec.name, x, **bopts)
-        ratio = torch.where(bound > 0, err / bound, torch.where(err > 0, math.inf, 0.0))
-        got = ErrorSum(frozenset(kind.pages[i].placement.name for i in keep), x.numel(), float(err.max()),
-                       float(ratio.max()))
+        unbounded = bound <= 0
+        off = bool((err[unbounded] > 0).any())  # an error where the bound is 0: infinitely out
+        ratio = math.inf if off else float(err.div_(bound.masked_fill_(unbounded, 1.0)).max())
+        del err, bound, unbounded
+        got = ErrorSum(frozenset(kind.pages[i].placement.name for i in keep), x.numel(), max_abs, ratio)
         out[kind.fmt.name] = out.get(kind.fmt.name, ErrorSum()).merge(got)
     return out
