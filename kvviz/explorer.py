@@ -160,7 +160,7 @@ class Result:
 
     @property
     def summary(self):
-        """The chosen planner's Capacity (kept under the name the notebooks use)."""
+        """The chosen planner's Capacity (the same record as `capacity`)."""
         return self.capacity
 
 
