@@ -465,7 +465,7 @@ class Explorer:
         else:
             self.change_label.value = (
                 f"vs {planned.baseline.planner}: stride {cmp.before.block_stride:,} B ({_pct(cmp.stride_change_pct)}), "
-                f"blocks {cmp.blocks_before:,} ({_pct(cmp.blocks_change_pct)})")
+                f"blocks {cmp.blocks_before:,} ({_pct(cmp.blocks_change_pct)}); {cmp.stride_note()}")
         self.capacity_label.value = c.line
         self.engines_label.value = engines_html(knobs)
         self.summary.value = summary_html(c, result.capacities)

@@ -896,3 +896,23 @@ def test_comparison_json_has_no_float_noise():
     c = capacity.Comparison(before=kvviz.plan(pro, "bucketed").layout, after=kvviz.plan(pro, "overlay").layout,
                             budget=kvviz.budget_bytes(gib=26.46))
     assert c.to_json()["budget_gib"] == 26.46
+
+
+def test_a_stride_change_says_what_it_compares():
+    """Qwen3-Next, prefix caching off -> on: 544- then 576-token blocks (vLLM's GDN 'align' mode),
+    each holding 12 attention pages of 2 KV x 2 heads x 256 x 2 B = 2,048 B a token (the group
+    size is the 12 full-attention layers of 48): 12 x 2,048 = 24,576 B a token on both sides, so
+    +5.88% a block (576 / 544 - 1) is 0% a token. DeepSeek V4's bucketed -> vllm at mxfp4 is
+    between 256-token blocks, and says how it differs from vLLM #48993's -10.75%."""
+    import kvviz
+    from kvviz.core import capacity
+
+    q = kvviz.load("qwen3-next-80b-a3b")
+    c = capacity.Comparison(before=kvviz.plan(q, prefix_caching=False).layout, after=kvviz.plan(q).layout,
+                            budget=GIB)
+    assert (c.before.block_stride, c.after.block_stride) == (544 * 12 * 2048, 576 * 12 * 2048)
+    assert round(c.stride_change_pct, 2) == round(100 * (576 / 544 - 1), 2) == 5.88
+    assert c.token_stride_change_pct == 0 and "blocks of 544 and 576 tokens: +0.00% a token" in c.stride_note()
+    pro = kvviz.load("deepseek-v4-pro")
+    d = capacity.Comparison(before=kvviz.plan(pro, "bucketed").layout, after=kvviz.plan(pro).layout, budget=GIB)
+    assert "256-token blocks on both sides" in d.stride_note() and "fp8 to mxfp4" in d.stride_note()

@@ -74,6 +74,29 @@ class Comparison:
         """The change in blocks from before to after, in percent of before."""
         return 100.0 * (self.blocks_after - self.blocks_before) / self.blocks_before
 
+    @property
+    def token_stride_change_pct(self) -> float | None:
+        """The change in bytes per token (block stride / tokens per block), in percent of before;
+        None when a side's blocks have no token count (a groups file)."""
+        a, b = self.before.tokens_per_block, self.after.tokens_per_block
+        if not a or not b:
+            return None
+        return 100.0 * (self.after.block_stride * a - self.before.block_stride * b) / (self.before.block_stride * b)
+
+    def stride_note(self) -> str:
+        """One clause saying what the stride change compares: blocks of the same token count, or
+        of different ones (then the change per token, which is what capacity follows). vLLM
+        #48993's published -10.75% compares 256-token blocks and also moves the indexer from fp8
+        to mxfp4, so a planner change alone (bucketed -> overlay: -2.77%) or a block of another
+        token count (Qwen3-Next's 544 -> 576 tokens: +5.88% a block, 0% a token) reads differently."""
+        a, b = self.before.tokens_per_block, self.after.tokens_per_block
+        if a and b and a != b:
+            return (f"blocks of {a:,} and {b:,} tokens: {self.token_stride_change_pct:+.2f}% a token "
+                    f"(not comparable with a change between blocks of one size)")
+        same = f"{a:,}-token blocks on both sides" if a else "both sides"
+        return same + (", same knobs (vLLM #48993's -10.75% also moves the indexer from fp8 to mxfp4)"
+                       if self.before.planner == "bucketed" else ", same knobs")
+
     def to_json(self) -> dict:
         """The comparison as a JSON object: the budget, and each side's planner, stride, blocks and binding group,
         then the changes in percent."""
