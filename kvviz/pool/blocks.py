@@ -67,6 +67,7 @@ class BlockPool:
 
     @property
     def num_free(self) -> int:
+        """Blocks no group holds."""
         return self._num_free
 
     def allocate(self, group: Hashable, n: int) -> list[int]:

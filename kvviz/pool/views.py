@@ -84,6 +84,7 @@ class Pool:
 
     # ---- lookups -------------------------------------------------------------------------------
     def placement(self, name: str) -> Placement:
+        """The layout's placement of layer `name` (KvvizError naming layer= when there is none)."""
         p = self.layout.by_name.get(name)
         if p is None:
             raise KvvizError(f"layer={name!r}: not in this layout")
@@ -91,6 +92,7 @@ class Pool:
 
     @property
     def data_ptr(self) -> int:
+        """The backing's base address (every view is at base + block * stride + offset)."""
         return self.backing.data_ptr()
 
     def byte_address(self, block: int, name: str) -> int:
