@@ -81,3 +81,48 @@ def test_cgroup_v1_and_unlimited(tmp_path, monkeypatch):
     (v1 / "memory.limit_in_bytes").write_text(f"{5 * 10**8}\n")
     (v1 / "memory.usage_in_bytes").write_text(f"{10**8}\n")
     assert host_memory()["cgroup memory.max"] == 4 * 10**8
+
+
+_PEAK = textwrap.dedent("""
+    import json, resource, sys, torch
+    from kvviz.families import load_preset
+    from kvviz.pool import BlockPool, Pool
+    from kvviz.verify import verify
+    from kvviz.verify import batches as B, guards as G, samples as S
+    from kvviz.vllm.plan import plan_model
+    mode, model, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    layout = plan_model(load_preset(model)).pools[0]
+    counted = 0
+    if mode == "baseline":  # imports, plan and the same pool, touched: what verify cannot do without
+        Pool(layout, n, "cpu").backing.fill_(1)
+    else:
+        assert verify(layout, n, device="cpu").passed
+        item = B.item_bytes(torch.device("cpu"), n * layout.block_stride)
+        batches = B.layer_batches(layout, item)
+        bp = BlockPool.assigned(n, len(layout.groups))
+        kinds = S.choose_samples(layout, batches, tuple(int(bp.block_ids(g)[0]) for g in range(len(layout.groups))))
+        counted = G.working_bytes(layout, n, batches, item, S.sample_values(kinds))
+    print(json.dumps({"peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "counted": counted}))
+""")
+
+
+def _peak(mode: str, model: str, n: int) -> dict:
+    import json
+
+    done = subprocess.run([sys.executable, "-c", _PEAK, mode, model, str(n)], cwd=ROOT, check=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("model, blocks", [("deepseek-v4-pro", 100), ("gemma-3-27b", 100)])
+def test_the_fit_check_counts_what_the_run_measurably_uses(model, blocks):
+    """Peak resident memory of a real verify process beyond a process that holds the same pool
+    (ru_maxrss of each, measured) is no more than what the fit check counted, and under a quarter
+    of the pool."""
+    base, run = _peak("baseline", model, blocks), _peak("verify", model, blocks)
+    from kvviz.families import load_preset
+    from kvviz.vllm.plan import plan_model
+
+    pool = blocks * plan_model(load_preset(model)).pools[0].block_stride
+    extra = run["peak"] - base["peak"]
+    assert extra <= run["counted"] and extra < pool / 4, (extra, run["counted"], pool)

@@ -131,10 +131,10 @@ def layer_batches(layout: Layout, max_bytes: int = CPU_ITEM_BYTES) -> tuple[Batc
 
 def item_bytes(device: torch.device, pool_bytes: int) -> int:
     """Bytes of pages per work item: CPU_ITEM_BYTES on the CPU; on a GPU up to GPU_ITEM_BYTES,
-    at most an eighth of the pool."""
+    at most 1/32 of the pool (the buffer and a changed item's diff then stay under a fifth of it)."""
     if device.type == "cpu":
         return CPU_ITEM_BYTES
-    return max(CPU_ITEM_BYTES, min(GPU_ITEM_BYTES, pool_bytes // 8))
+    return max(CPU_ITEM_BYTES, min(GPU_ITEM_BYTES, pool_bytes // 32))
 
 
 @dataclasses.dataclass(frozen=True)
