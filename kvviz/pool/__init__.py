@@ -15,9 +15,10 @@ views), `blocks` (BlockPool: block ownership).
 """
 
 from .blocks import ASSIGNMENTS, FREE, BlockPool, ranges_of
-from .devices import (CGROUP_ROOT, _gib, allocation_failed, check_fits, free_bytes, host_memory,
-                      resolve_device)
+from .devices import (CGROUP_ROOT, HUGE_PAGE, _gib, allocation_failed, check_fits, free_bytes, host_memory,
+                      host_zeros, resolve_device)
 from .views import VIEW_DTYPES, Pool, TensorView, check_views
 
 __all__ = ["ASSIGNMENTS", "FREE", "BlockPool", "ranges_of", "CGROUP_ROOT", "allocation_failed", "check_fits",
-           "free_bytes", "host_memory", "resolve_device", "VIEW_DTYPES", "Pool", "TensorView", "check_views"]
+           "free_bytes", "host_memory", "HUGE_PAGE", "host_zeros", "resolve_device", "VIEW_DTYPES", "Pool",
+           "TensorView", "check_views"]

@@ -10,7 +10,7 @@ import torch
 from .. import formats
 from ..core.layout import Layout, Placement, SharedTensor
 from ..errors import KvvizError, require
-from .devices import _gib, allocation_failed, check_fits, resolve_device
+from .devices import _gib, allocation_failed, check_fits, host_zeros, resolve_device
 
 VIEW_DTYPES = {"uint8": torch.uint8, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -53,7 +53,9 @@ class Pool:
                  zero: bool = True) -> None:
         """Allocate the backing (zeroed, as vLLM's worker does with torch.zeros; zero=False leaves
         the bytes as the allocator gives them, for a caller that writes every byte it reads, as
-        kvviz.verify does) and check that every layer has a view."""
+        kvviz.verify does) and check that every layer has a view. On the CPU the backing is
+        host_zeros (transparent huge pages, zero from the kernel: `zeroed` is then True whatever
+        `zero` says); CUDA backings are torch's."""
         require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
         require(isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks > 0,
                 f"num_blocks={num_blocks!r}: must be a positive integer")
@@ -65,13 +67,17 @@ class Pool:
         self.nbytes = num_blocks * layout.block_stride
         check_fits(self.nbytes, self.device, what=f"num_blocks={num_blocks} x block_stride={layout.block_stride}")
         try:
-            make = torch.zeros if zero else torch.empty
-            self.backing = make(self.nbytes, dtype=torch.uint8, device=self.device)
+            if self.device.type == "cpu":
+                self.backing = host_zeros(self.nbytes)
+            else:
+                make = torch.zeros if zero else torch.empty
+                self.backing = make(self.nbytes, dtype=torch.uint8, device=self.device)
         except (MemoryError, RuntimeError) as e:  # the free-memory check raced or lied
             if not allocation_failed(e):
                 raise
             raise KvvizError(f"num_blocks={num_blocks}: allocating {_gib(self.nbytes)} on {self.device} failed "
                              f"({str(e).splitlines()[0]})") from None
+        self.zeroed = zero or self.device.type == "cpu"  # every byte starts at 0
         self.blocks = self.backing.view(num_blocks, layout.block_stride)
 
     @classmethod

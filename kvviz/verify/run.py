@@ -87,15 +87,15 @@ def verify(layout: Layout, num_blocks: int = VERIFY_BLOCKS, *, device: str | tor
 
     with allocation_guard(num_blocks, pool_bytes, dev), cpu_threads(dev, threads):
         # Every block owned: the engine writes every byte (unused ones zeroed, pages patterned), so
-        # the allocator's zero fill, a whole pass over the pool, is left out.
-        pool_zeroed = bool((blocks.owner_ids == FREE).any())
-        pool = Pool(layout, num_blocks, dev, zero=pool_zeroed)
+        # a zero fill of torch's, a whole pass over the pool, is left out (a CPU pool comes zeroed
+        # by the kernel: kvviz.pool.host_zeros).
+        pool = Pool(layout, num_blocks, dev, zero=bool((blocks.owner_ids == FREE).any()))
         engine = Engine(layout, pool, blocks, seed, batches, max_item)
         total = sum(item.bytes for item in engine.items())
         with progress_bar(progress, 2 * total) as tick:
             sync(dev)
             t0 = time.perf_counter()
-            if not pool_zeroed:
+            if not pool.zeroed:
                 engine.clear_unused()
             samples = encode_samples(kinds, seed, dev)
             fixed = page_bytes(samples)
