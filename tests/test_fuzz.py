@@ -916,3 +916,43 @@ def test_a_stride_change_says_what_it_compares():
     pro = kvviz.load("deepseek-v4-pro")
     d = capacity.Comparison(before=kvviz.plan(pro, "bucketed").layout, after=kvviz.plan(pro).layout, budget=GIB)
     assert "256-token blocks on both sides" in d.stride_note() and "fp8 to mxfp4" in d.stride_note()
+
+
+# Values a corrupted HF config may hold where a count, a period, a dtype or a list belongs.
+HF_ODD_VALUES = st.one_of(st.sampled_from([0, -1]),  # what divides or repeats: drawn as often as all the rest
+                          st.sampled_from([1, 2, 3, 10**6, 2**40, None, True, False, "x", "", [], [1], {}, 1.5,
+                                           "full_attention", ["full_attention"], "auto"]))
+
+
+@seed(SEED)
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_hf_config_corruption(files, data):
+    """Any HF preset with one or two fields (top level or text_config) removed, cut short or set
+    to an odd value either plans or is refused in one line; never a traceback (issue 20 #11/#12:
+    periods, head counts, dtypes, text configs, counts that divide)."""
+    from kvviz.families import preset_names, preset_raw
+
+    preset = data.draw(st.sampled_from([n for n in preset_names() if "v4" not in n]))
+    doc = json.loads(json.dumps(preset_raw(preset)))
+    for _ in range(data.draw(st.integers(min_value=1, max_value=2))):
+        where = doc["text_config"] if isinstance(doc.get("text_config"), dict) and data.draw(st.booleans()) else doc
+        if not where:
+            break
+        # the fields the issue's misreads hit, whether or not this config has them
+        key = data.draw(st.sampled_from(sorted(where) + ["num_attention_heads", "num_key_value_heads", "hidden_size",
+                                                         "torch_dtype", "text_config", "num_hidden_layers"]))
+        how = data.draw(st.sampled_from(["remove", "value", "shorten"])) if key in where else "value"
+        if how == "remove":
+            del where[key]
+        elif how == "shorten" and isinstance(where[key], list) and where[key]:
+            where[key] = where[key][: data.draw(st.integers(min_value=0, max_value=len(where[key]) - 1))]
+        else:
+            where[key] = data.draw(HF_ODD_VALUES)
+    code, out, err = invoke(["plan", "--hf-config", files(json.dumps(doc))])
+    assert "Traceback" not in err
+    if code == 0:
+        assert err == "" and out, (preset, err)
+    else:
+        assert code == 2 and out == "" and err.startswith("kvviz: error: ") and err.count("\n") == 1, (preset, err)
+        assert "modulo" not in err and "division" not in err, err
