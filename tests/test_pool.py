@@ -356,3 +356,64 @@ def test_stacked_and_group_views_are_the_layer_pages(planner):
     small.allocate("x", 1), small.allocate("y", 1)
     with pytest.raises(KvvizError, match="max_groups=2"):
         small.allocate("z", 1)
+
+
+# ---- CPU backings on transparent huge pages (issue 17: first touch of a fresh pool) ------------
+def _anon_huge_kib(addr: int) -> int | None:
+    """AnonHugePages (KiB) of the mapping holding `addr`, as the kernel's /proc/self/smaps says."""
+    try:
+        lines = open("/proc/self/smaps").read().splitlines()
+    except OSError:
+        return None
+    inside = False
+    for line in lines:
+        head = line.split()[0]
+        if "-" in head and ":" not in head:
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= addr < hi
+        elif inside and line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    return None
+
+
+def _thp_mode() -> str | None:
+    try:
+        text = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return None
+    return text[text.index("[") + 1:text.index("]")]
+
+
+def test_a_cpu_pool_starts_zero_on_huge_pages_and_keeps_its_views():
+    """A CPU pool of a few huge pages is zero without a fill of ours, starts at a 2 MiB boundary,
+    and (where the kernel's THP mode is madvise or always) the kernel backs it with huge pages
+    once touched; the typed views still sit at base + block * stride + offset."""
+    from kvviz.pool import HUGE_PAGE
+
+    lay = layout()
+    n = -(-3 * HUGE_PAGE // lay.block_stride)
+    pool = Pool(lay, n, "cpu", zero=False)
+    assert pool.zeroed and pool.data_ptr % HUGE_PAGE == 0
+    assert pool.backing.untyped_storage().data_ptr() == pool.data_ptr
+    assert not bool(pool.backing.any())
+    pool.backing.fill_(0x5A)
+    if _thp_mode() in ("madvise", "always"):
+        huge = _anon_huge_kib(pool.data_ptr)
+        assert huge is None or huge >= HUGE_PAGE // 1024, huge
+    p = next(p for p in lay.placements if p.cache.row_format.view_dtype == "float32")
+    typed = pool.typed_view(p.name)
+    assert typed[n - 1].data_ptr() == pool.data_ptr + (n - 1) * lay.block_stride + p.offset
+    assert typed.dtype == torch.float32 and bool((typed[n - 1].view(torch.uint8) == 0x5A).all())
+
+
+def test_without_madvise_a_cpu_pool_falls_back_to_torch_zeros(monkeypatch):
+    import mmap
+
+    from kvviz.pool import HUGE_PAGE
+
+    monkeypatch.delattr(mmap, "MADV_HUGEPAGE", raising=False)
+    lay = layout()
+    pool = Pool(lay, -(-2 * HUGE_PAGE // lay.block_stride), "cpu", zero=False)
+    assert pool.zeroed and not bool(pool.backing.any())
+    pool.page_view(lay.placements[0].name)[1].fill_(7)
+    assert pool.byte_address(1, lay.placements[0].name) == pool.data_ptr + lay.block_stride + lay.placements[0].offset

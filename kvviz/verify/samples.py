@@ -6,10 +6,14 @@ Every layer's page in the first block of its group holds real encoded rows in it
 `quant.pack_page` lays a page out); the rest of the page, and every other page, holds the
 pattern (kvviz.verify.source). Pages of one kind (format, rows, dims, codec options) are encoded in
 ONE call, at most `SAMPLE_KIND_VALUES` values of them (evenly spread over the kind's layers, at
-least one page), so that the sample costs a few codec calls whatever the model. A hazard may ask
-for whole pages of real rows (the misread demo reads every row). After the read-back the sampled
-rows are decoded from the pool's bytes and compared with their fp32 source (max absolute error,
-max error / `quant.error_bound`).
+least one page), so that the sample costs a few codec calls whatever the model. A row wider than
+that (a Mamba2 or KDA state row holds up to 1.35 M values) is sampled as its first values of each
+part (`row_slice`): the "parts" codec stores a part element by element from the start of its
+region (payload, footer), so the first k elements of a part are the first k element sizes of its
+bytes, and encoding that slice is encoding those values. A hazard may ask for whole pages of real
+rows (the misread demo reads every row). After the read-back the sampled rows are decoded from
+the pool's bytes and compared with their fp32 source (max absolute error, max error /
+`quant.error_bound`).
 """
 
 from __future__ import annotations
@@ -47,14 +51,28 @@ class SampleKind:
     """Pages of one format, shape and codec options, encoded in one call."""
 
     fmt: formats.RowFormat
-    opts: dict
+    opts: dict  # the codec options of the sampled values (a row slice's own parts)
     rows: int  # rows sampled per page
     pages: tuple[SampledPage, ...]
+    dims: int = 0  # values sampled per row: the first of each part (0: the whole row)
+
+    @property
+    def row_dims(self) -> int:
+        """Values of each sampled row the sample holds (fmt.dims unless a slice)."""
+        return self.dims or self.fmt.dims
 
     @property
     def values(self) -> int:
         """Source values of the kind's sample."""
-        return len(self.pages) * self.rows * self.fmt.dims
+        return len(self.pages) * self.rows * self.row_dims
+
+    @property
+    def row_bytes(self) -> tuple[int, int]:
+        """(payload, footer) bytes each sampled row puts at the start of its row's payload and
+        footer: the codec's row of `row_dims` values under `opts`."""
+        if not self.dims:
+            return self.fmt.payload_bytes, self.fmt.footer_bytes
+        return quant.get_codec(self.fmt.codec_name).row_bytes(self.dims, **self.opts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +95,18 @@ def _spread(items: list, m: int) -> list:
     if m == 1:
         return items[:1]
     return [items[round(i * (len(items) - 1) / (m - 1))] for i in range(m)]
+
+
+def row_slice(fmt: formats.RowFormat, opts: dict) -> tuple[int, dict]:
+    """(values, codec options) of the part of one row the sample holds: (0, opts), the whole row,
+    unless a "parts" row is wider than SAMPLE_KIND_VALUES; then the first values of each part, in
+    proportion to the parts' counts (at least one each), SAMPLE_KIND_VALUES in all."""
+    if fmt.codec_name != "parts" or fmt.dims <= SAMPLE_KIND_VALUES:
+        return 0, opts
+    (e1, c1), (e2, c2) = opts["parts"]
+    k1 = min(c1, max(1, SAMPLE_KIND_VALUES * c1 // (c1 + c2)))
+    k2 = min(c2, SAMPLE_KIND_VALUES - k1)
+    return k1 + k2, {**opts, "parts": ((e1, k1), (e2, k2))}
 
 
 def choose_samples(layout: Layout, batches: tuple[Batch, ...], first_blocks: tuple[int | None, ...],
@@ -102,8 +132,9 @@ def choose_samples(layout: Layout, batches: tuple[Batch, ...], first_blocks: tup
     out = []
     for key, pages in kinds.items():
         fmt, _, rows, _ = key
-        m = max(1, SAMPLE_KIND_VALUES // (rows * fmt.dims))
-        out.append(SampleKind(fmt, opts_of[key], rows, tuple(_spread(pages, m))))
+        dims, opts = row_slice(fmt, opts_of[key])
+        m = max(1, SAMPLE_KIND_VALUES // (rows * (dims or fmt.dims)))
+        out.append(SampleKind(fmt, opts, rows, tuple(_spread(pages, m)), dims))
     for p, block in whole_pages:
         batch = next(b for b in batches if p.name in b.names)
         out.append(SampleKind(p.cache.row_format, batch.opts, p.cache.rows,
@@ -120,7 +151,7 @@ def encode_samples(kinds: tuple[SampleKind, ...], seed: int, device: torch.devic
     """Each kind's source (one generator per page, from seed, layer and block) through its codec."""
     out = []
     for kind in kinds:
-        x = torch.stack([sample_source(kind.fmt.name, p.layer, p.block, kind.rows, kind.fmt.dims, seed, device)
+        x = torch.stack([sample_source(kind.fmt.name, p.layer, p.block, kind.rows, kind.row_dims, seed, device)
                          for p in kind.pages])
         out.append(Sample(kind, x, quant.get_codec(kind.fmt.codec_name).encode(x, **kind.opts)))
     return tuple(out)
@@ -133,16 +164,22 @@ def _regions(p: Placement) -> dict[str, formats.Region]:
 def page_bytes(samples: tuple[Sample, ...]) -> dict[tuple[str, int], tuple[tuple[int, torch.Tensor], ...]]:
     """(layer, block) -> the (offset inside the page, uint8 bytes) runs the sample puts there:
     the sampled rows' payloads at the start of the payload region, their scales at the start of
-    the footer region. What the read-back expects besides the pattern."""
+    the footer region (a row slice: each row's first bytes of its payload and of its footer).
+    What the read-back expects besides the pattern."""
     out = {}
     for s in samples:
         P, F = s.kind.fmt.payload_bytes, s.kind.fmt.footer_bytes
+        p, f = s.kind.row_bytes
         for i, sp in enumerate(s.kind.pages):
             reg = _regions(sp.placement)
-            runs = [(reg["payload"].start, s.encoded.payload[i].reshape(-1))]
-            if F:
-                runs.append((reg["footer"].start, s.encoded.footer[i].reshape(-1)))
-            assert runs[0][1].numel() == sp.rows * P
+            assert s.encoded.payload[i].shape == (sp.rows, p)
+            if (p, f) == (P, F):  # whole rows: one run per region
+                runs = [(reg["payload"].start, s.encoded.payload[i].reshape(-1))]
+                if F:
+                    runs.append((reg["footer"].start, s.encoded.footer[i].reshape(-1)))
+            else:
+                runs = [(reg["payload"].start + r * P, s.encoded.payload[i, r]) for r in range(sp.rows)]
+                runs += [(reg["footer"].start + r * F, s.encoded.footer[i, r]) for r in range(sp.rows) if f]
             out[(sp.placement.name, sp.block)] = tuple(runs)
     return out
 
@@ -174,12 +211,12 @@ def decode_errors(pool: Pool, samples: tuple[Sample, ...],
         if not keep:
             continue
         codec = quant.get_codec(kind.fmt.codec_name)
-        P, F = kind.fmt.payload_bytes, kind.fmt.footer_bytes
+        P, F = kind.row_bytes  # the sampled rows' bytes: each row's first P and F (a slice)
         pays, foots = [], []
         for i in keep:
             sp = kind.pages[i]
-            pays.append(pool.payload_view(sp.placement.name)[sp.block, :kind.rows])
-            foots.append(pool.footer_view(sp.placement.name)[sp.block, :kind.rows] if F else
+            pays.append(pool.payload_view(sp.placement.name)[sp.block, :kind.rows, :P])
+            foots.append(pool.footer_view(sp.placement.name)[sp.block, :kind.rows, :F] if F else
                          torch.empty(kind.rows, 0, dtype=torch.uint8, device=pool.device))
         idx = torch.tensor(keep, device=s.source.device)
         side = s.encoded.side
