@@ -67,3 +67,41 @@ def test_hazards_show_on_a_hybrid_pool(hazard):
     assert report.ok, report.text()  # ok = the hazard's damage showed
     if hazard != "misread":
         assert report.corrupted
+
+
+def test_a_wide_state_row_is_sampled_as_the_first_values_of_each_part():
+    """Nemotron-H's Mamba2 state row (1,347,584 values: conv state in bf16, SSM state in fp32) is
+    sampled as the first values of each part, a bounded sample. vLLM 0.33's MambaSpec stores
+    the parts as plain elements (the conv part first, the SSM part after it), so the pool's bytes
+    read as bf16 and fp32 at the start of each part must be the seeded source, cast by torch; a
+    byte changed inside the sampled SSM values shows as a corruption and as a decode error."""
+    import torch
+
+    from kvviz.verify.samples import SAMPLE_KIND_VALUES
+    from kvviz.verify.source import sample_source
+
+    layout = _layouts("nemotron-nano-9b-v2", "vllm")[0]
+    p = next(p for p in layout.placements if p.cache.row_format.name == "mamba2_state")
+    report = verify(layout, len(layout.groups), device="cpu", keep_pool=True)
+    assert report.clean and report.within_bounds, report.text()
+    state = next(f for f in report.formats if f.format == "mamba2_state")
+    assert 0 < state.values <= SAMPLE_KIND_VALUES < p.cache.row_format.dims
+    (e1, c1), (e2, c2) = ((f.element.label, f.count) for f in p.cache.row_format.payload + p.cache.row_format.footer)
+    assert (e1, e2) == ("bf16", "fp32") and c1 + c2 == p.cache.row_format.dims
+    block = int((report.owner_ids == p.group).nonzero()[0])  # the group's first block holds the sample
+    pool = report.pool
+    conv = pool.payload_view(p.name)[block, 0].view(torch.bfloat16)
+    ssm = pool.footer_view(p.name)[block, 0].view(torch.float32)
+    # one generator gives the sampled row's values whatever the split; the conv values sampled
+    # are followed by the pattern, so the split is where the bytes stop being the source's
+    v = state.values
+    x = sample_source("mamba2_state", layout.placements.index(p), block, 1, v, 0, torch.device("cpu"))[0]
+    n = min(v, c1)
+    same = conv[:n] == x[:n].to(torch.bfloat16)
+    k = int(same.logical_not().nonzero()[0]) if not bool(same.all()) else n
+    assert 0 < k < v and torch.equal(ssm[:v - k], x[k:])
+
+    bad = verify(layout, len(layout.groups), device="cpu",
+                 corrupt=lambda pool: pool.footer_view(p.name)[block, 0, 4 * 10 + 3].bitwise_xor_(0x40))
+    assert [c.layer for c in bad.corrupted] == [p.name]
+    assert next(f for f in bad.formats if f.format == "mamba2_state").max_error_over_bound > 1

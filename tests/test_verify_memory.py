@@ -114,7 +114,8 @@ def _peak(mode: str, model: str, n: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("model, blocks", [("deepseek-v4-pro", 100), ("gemma-3-27b", 100)])
+@pytest.mark.parametrize("model, blocks", [("deepseek-v4-pro", 100), ("gemma-3-27b", 100),
+                                           ("nemotron-nano-9b-v2", 12)])  # its 1.35 M-value state row
 def test_the_fit_check_counts_what_the_run_measurably_uses(model, blocks):
     """Peak resident memory of a real verify process beyond a process that holds the same pool
     (ru_maxrss of each, measured) is no more than what the fit check counted, and under a quarter
