@@ -15,6 +15,7 @@ import dataclasses
 from .defaults import GIB
 from .deploy import DEFAULT_GPU_MEMORY_UTILIZATION, KVBudget, gpu_spec, kv_budget
 from .errors import KvvizError, require
+from .inputs import bounded_items
 
 DEFAULT_CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1_048_576)
 DEFAULT_GPUS = ("H100", "H200", "B200")
@@ -124,12 +125,11 @@ def fit_table(model, *, gpus=DEFAULT_GPUS, tp_sizes=DEFAULT_TP_SIZES, contexts=D
     m = _model(model)
     for field in ("tensor_parallel_size", "max_model_len"):
         require(field not in knobs, f"{field}: set by the table (tp_sizes / contexts), not a knob here")
-    gpus = tuple(gpu_spec(g) for g in gpus)
-    require(gpus, "gpus: give at least one GPU")
-    require(len(tp_sizes) > 0 and all(type(t) is int and t >= 1 for t in tp_sizes),
-            f"tp_sizes={tuple(tp_sizes)!r}: must be positive integers")
-    require(len(contexts) > 0 and all(type(c) is int and c >= 1 for c in contexts),
-            f"contexts={tuple(contexts)!r}: must be positive integers")
+    gpus = tuple(gpu_spec(g) for g in bounded_items((gpus,) if isinstance(gpus, str) else gpus, field="gpus"))
+    tp_sizes = bounded_items(tp_sizes, field="tp_sizes")
+    contexts = bounded_items(contexts, field="contexts")
+    require(all(type(t) is int and t >= 1 for t in tp_sizes), f"tp_sizes={tp_sizes!r}: must be positive integers")
+    require(all(type(c) is int and c >= 1 for c in contexts), f"contexts={contexts!r}: must be positive integers")
     options_from(knobs)  # an unknown knob name: one line
     kept = tuple(sorted({c for c in contexts if c <= m.max_model_len}))
     skipped = tuple(sorted({c for c in contexts if c > m.max_model_len}))

@@ -785,9 +785,6 @@ def test_explorer_misuse_raises_or_names_the_knob():
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.xfail(strict=True, reason="kvviz/fit.py is not this change's to edit: fit_table iterates gpus / "
-                                       "tp_sizes / contexts before checking them (bare TypeError); its owner can "
-                                       "read them with kvviz.inputs.bounded_items")
 @pytest.mark.parametrize("argument", ["gpus", "tp_sizes", "contexts"])
 def test_fit_table_misuse_is_a_kvviz_error(argument):
     from kvviz.errors import KvvizError
