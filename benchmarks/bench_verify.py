@@ -4,8 +4,9 @@ For each model a pool of --mib MiB, and, alternating so that all see the same ma
 
 * copy_:    a plain copy_ of the pool's bytes into a warm tensor of the same size (the bandwidth);
 * equal:    torch.equal of two such tensors viewed as int64 words;
-* fresh:    a copy_ into a newly allocated tensor (first-touch page faults included: what any run
-            that allocates its pool pays, verify included);
+* fresh:    a copy_ into a newly allocated torch tensor (its first-touch page faults included: what
+            a run that allocates its pool with torch pays; verify's CPU pool sits on huge pages,
+            kvviz.pool.host_zeros, and pays only the kernel's zero fill);
 * verify(): the whole run (allocate the pool, write, read back, compare, decode the sample).
 
 Prints verify's ratio to each yardstick (yardstick time / verify time; 1 = as fast), min and
