@@ -398,3 +398,30 @@ def test_many_tiny_blocks_keep_their_bookkeeping_compact():
     r = verify(plan(groups_from_json(raw), "overlay"), 10**6, device="cpu")
     assert r.ok and r.groups[0].num_blocks == 10**6 and len(r.groups[0].first_blocks) == 64
     assert r.owner_ids.dtype == torch.int8 and r.owner_ids.numel() == 10**6  # one byte per block
+
+
+def test_same_pages_sees_every_changed_byte_of_the_pages_and_none_between_them():
+    """The read-back's block-by-block memcmp (kvviz.verify.engine.same_pages) against torch.equal
+    on the same strided view (the second method): a change in the first or last byte of any
+    block's pages is seen, a change in the bytes between two blocks' pages (not in the view) is not."""
+    import torch
+
+    from kvviz.verify.engine import same_pages
+
+    cases = ((1000 * 8, 3, 200, torch.int64, 8), (600, 1, 140, torch.int32, 8), (96, 2, 40, torch.uint8, 8),
+             (600, 1, 150, torch.int32, 0))  # the last: pages fill the whole block, back to back
+    for stride, L, W, word, off in cases:
+        back = torch.zeros(5 * stride, dtype=torch.uint8)
+        size = torch.empty((), dtype=word).element_size()
+        view = torch.as_strided(back.view(word), (5, L, W), (stride // size, W, 1), off // size)
+        want = view.clone()
+        assert same_pages(view, want) and torch.equal(view, want)
+        for k in range(5):
+            for at in (0, L * W * size - 1):
+                byte = off + k * stride + at
+                back[byte] ^= 1
+                assert not same_pages(view, want) and not torch.equal(view, want), (stride, k, at)
+                back[byte] ^= 1
+        if stride > off + L * W * size:  # a byte after block 0's pages, before block 1's
+            back[off + L * W * size] ^= 1
+            assert same_pages(view, want) and torch.equal(view, want)
