@@ -485,6 +485,7 @@ def as_foreground() -> None:
 _SLOW = textwrap.dedent("""
     import pathlib, sys, time
     from kvviz import cli, plot
+    import kvviz.cli.args
     ready = pathlib.Path(sys.argv[1])
 
     def wait(*args, **kwargs):
@@ -496,7 +497,7 @@ _SLOW = textwrap.dedent("""
         wait()
 
     if sys.argv[2] == "plan":
-        cli.plan_model = wait
+        kvviz.cli.args.plan_model = wait
     elif sys.argv[2] == "verify":
         # the real verify of a large pool; the first progress report says it is inside its work
         import kvviz.verify

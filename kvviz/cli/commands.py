@@ -1,0 +1,216 @@
+"""The subcommands' run functions (plan, compare, render, fit, models, verify). A command that needs
+torch or matplotlib imports its module inside its run function, so the light commands stay light."""
+
+from __future__ import annotations
+
+import sys
+
+from ..core.layout import text_table
+from ..defaults import VERIFY_BLOCKS
+from ..errors import KvvizError, require
+from ..families import preset_names, preset_summary
+from ..inputs import printable
+from ..vllm.plan import plan_model
+from pathlib import Path
+from .args import (
+    AUTO_MAX_MODEL_LEN, _int_list, _is_utf8, budget_from_args, model_from_args, options_from_args,
+    plan_from_args, refuse_knobs, require_budget_holds_a_block)
+from .engines import _run_compare_engines, _run_plan_engine
+from .output import (
+    CAPACITY_HEADER, _budget_json, _budget_lines, _capacity_rows, _group_table, _print_json, _printable,
+    require_shares_hold_blocks)
+
+
+def _run_plan(args) -> int:
+    if args.engine != "vllm":
+        return _run_plan_engine(args)
+    planned = plan_from_args(args)
+    budget = args.budget
+    if planned.plan is None:  # a groups file: a layout, no model to count requests with
+        layout = planned.groups_layout
+        blocks = None
+        if budget is not None:
+            require_budget_holds_a_block(args, budget, layout.block_stride)
+            blocks = layout.num_blocks(budget)
+        if args.json:
+            out = layout.to_json(num_blocks=blocks)
+            out["budget_bytes"] = budget
+            _print_json(out)
+            return 0
+        print(_group_table((layout,)))
+        print()
+        print(layout.text_map())
+        print()
+        print(layout.explain(budget))
+        return 0
+    p = planned.plan
+    if budget is not None:
+        require_shares_hold_blocks(args, p, budget)
+    if args.json:
+        _print_json(p.to_json(budget_bytes=budget) | _budget_json(args))
+        return 0
+    print(p.describe)
+    print(p.group_table())
+    print()
+    print(p.text_map())
+    print()
+    print(p.explain(budget))
+    if budget is not None:
+        cap = p.capacity(budget)
+        print()
+        print(text_table(_capacity_rows([(p.model, cap)], [p]), CAPACITY_HEADER))
+        for line in _budget_lines(args):
+            print(line)
+        print(cap.line)
+    return 0
+
+
+# ---- compare ------------------------------------------------------------------------------
+def _run_compare(args) -> int:
+    """The layouts the model's family compares, side by side at one budget (every planner; DeepSeek
+    V4: vLLM #48993's before/after with the published table)."""
+    if args.engines is not None:
+        return _run_compare_engines(args)
+    model = model_from_args(args)
+    options = options_from_args(args)
+    refuse_knobs(model, options)
+    budget = budget_from_args(args, model)
+    if getattr(args, "max_model_len", None) == AUTO_MAX_MODEL_LEN:
+        from .. import deploy
+
+        args.auto_fit = deploy.auto_fit(model, options, budget)
+        options = options.with_(max_model_len=args.auto_fit.max_model_len)
+    plans = [(label, plan_model(model, planner, opts)) for label, planner, opts in
+             model.reader.comparisons(model, options)]
+    for _, p in plans:
+        require_shares_hold_blocks(args, p, budget)
+    caps = [(label, p.capacity(budget)) for label, p in plans]
+    notes = model.reader.compare_notes(model, options, plans, budget)
+    if args.json:
+        out = {"model": model.name, "family": model.family, "budget_bytes": budget, "budget_gib": args.budget_gib,
+               "max_model_len": plans[0][1].max_model_len,
+               "layouts": [{"label": label, **c.to_json()} for label, c in caps]}
+        out.update({k: v for k, v in notes.get("json", {}).items() if k not in out})  # what was given stays
+        _print_json(out | _budget_json(args))
+        return 0
+    given = f" ({args.budget_gib} GiB)" if args.budget_gib is not None else ""
+    print(f"{model.name}: budget {budget:,} B{given}, requests of {plans[0][1].max_model_len:,} tokens")
+    print(text_table(_capacity_rows(caps, [p for _, p in plans]), CAPACITY_HEADER))
+    for label, c in caps:
+        print(f"{label}: {c.line}")
+    for line in notes.get("lines", ()):
+        print(line)
+    for line in _budget_lines(args):
+        print(line)
+    return 0
+
+
+# ---- render -------------------------------------------------------------------------------
+def _run_render(args) -> int:
+    # kvviz.report draws with matplotlib: imported here to keep it off plan/compare/models.
+    from .. import report
+
+    require(args.title is None or _is_utf8(args.title), f"--title {args.title!r}: is not valid Unicode")
+    planned = plan_from_args(args)
+    budget = args.budget
+    before = after = None
+    if planned.plan is None:
+        source, setting, pools = printable(Path(args.groups).name), f"{planned.groups_layout.planner} layout", planned.pools
+    else:
+        p, model = planned.plan, planned.model
+        if budget is not None:
+            require_shares_hold_blocks(args, p, budget)
+        given = [str(getattr(planned.options, k)) for k in ("backend", "main_format", "indexer_format", "kv_dtype")
+                 if getattr(planned.options, k) is not None]
+        source, setting, pools = model.name, ", ".join(given + [f"{p.planner} layout"]), p.pools
+        pair = model.reader.comparisons(model, planned.options)
+        if len(pools) == 1 and not p.separate:
+            ba = [(pl, o) for _, pl, o in pair if pl != "separate"][:2]
+            if len(ba) == 2:
+                before, after = (plan_model(model, pl, o).layout for pl, o in ba)
+    out = report.prepare_out_dir(args.out, what="--out")  # after the layouts: bad input creates no folder
+    title = args.title or f"{source}: {setting}"
+    if budget is not None and planned.plan is not None:
+        title += f" ({planned.plan.capacity(budget).line})"
+    dpi = {} if args.dpi is None else {"dpi": args.dpi}
+    # Separate pools: one report per pool, each in its own folder.
+    targets = [(out, pools[0], title)] if len(pools) == 1 else [
+        (report.prepare_sub_dir(out, f"pool-{pl.groups[0].name}", what="--out"), pl, f"{title}: pool {pl.groups[0].name}")
+        for pl in pools]
+    written = []
+    with report.Staged() as staged:  # every report written before any file takes its name
+        for folder, one, heading in targets:
+            both = {} if len(pools) > 1 else {"before": before, "after": after}
+            written += report.render_report(folder, layout=one, title=heading, svg=not args.no_svg, staged=staged,
+                                            **both, **dpi)
+    for path in written:
+        print(_printable(str(path)))
+    return 0
+
+
+def _run_fit(args) -> int:
+    """Requests that fit against context length for one model on a few GPUs and TP sizes."""
+    from .. import deploy, fit
+
+    model = model_from_args(args)
+    knobs = {} if args.kv_dtype in (None, "auto") else {"kv_dtype": args.kv_dtype}
+    extra = {k: v for k, v in (("gpu_memory_utilization", args.gpu_memory_utilization),
+                               ("weights_bytes", args.weights_bytes), ("checkpoint_dir", args.checkpoint)) if v is not None}
+    gpus = tuple(g.strip() for g in args.gpus.split(",") if g.strip())
+    for g in gpus:
+        deploy.gpu_spec(g)  # an unknown name: one line listing the known
+    contexts = fit.DEFAULT_CONTEXTS if args.contexts is None else _int_list(args.contexts, "--contexts")
+    table = fit.fit_table(model, gpus=gpus, tp_sizes=_int_list(args.tp, "--tp"), contexts=contexts,
+                          planner=args.planner, **extra, **knobs)
+    if args.out is not None:
+        from .. import plot, report
+
+        out = report.prepare_out_dir(args.out, what="--out")
+        report.write_file(out / "fit.png", plot.to_png_bytes(fit.fit_figure(table)))
+    if args.json:
+        _print_json(table.to_json())
+    else:
+        print("\n".join(table.lines()))
+    return 0
+
+
+# ---- models -------------------------------------------------------------------------------
+def _run_models(args) -> int:
+    for name in preset_names():
+        print(preset_summary(name))  # from the raw JSON: no transformers
+    return 0
+
+
+def _run_verify(args) -> int:
+    """0 when the check held (clean, or the hazard's damage showed), 1 otherwise."""
+    from ..verify import blocks_for_budget, verify  # torch: only when verify runs
+
+    if args.hazard_layer is not None and args.hazard not in ("zeroer", "misread"):
+        raise KvvizError("--hazard-layer: applies only with --hazard zeroer or --hazard misread")
+    if args.blocks is not None and (args.budget_gib is not None or args.budget_bytes is not None):
+        raise KvvizError("--blocks: give either --blocks or a budget (--budget-gib/--budget-bytes)")
+    planned = plan_from_args(args)
+    pools = planned.pools
+    budget = args.budget
+    shares = None
+    if budget is not None:
+        if planned.plan is not None:
+            require_shares_hold_blocks(args, planned.plan, budget)
+            shares = planned.plan.split_budget(budget)
+        else:
+            require_budget_holds_a_block(args, budget, pools[0].block_stride)
+            shares = [budget]
+    # Separate pools: each pool is its own tensor with its own blocks, so each is verified on its own.
+    reports = []
+    for i, pool_layout in enumerate(pools):
+        n = blocks_for_budget(pool_layout, shares[i]) if shares is not None else (
+            VERIFY_BLOCKS if args.blocks is None else args.blocks)
+        reports.append(verify(pool_layout, n, device=args.device, seed=args.seed, hazard=args.hazard,
+                              assignment=args.assignment, hazard_layer=args.hazard_layer,
+                              progress=not args.json and sys.stderr.isatty()))
+    if args.json:
+        _print_json(reports[0].to_json() if len(reports) == 1 else {"pools": [r.to_json() for r in reports],
+                                                                     "ok": all(r.passed for r in reports)})
+    else:
+        print("\n\n".join(r.text() for r in reports))
+    return 0 if all(r.passed for r in reports) else 1

@@ -1,0 +1,95 @@
+"""How the commands print: readable JSON, the capacity table, the budget's terms."""
+
+from __future__ import annotations
+
+import json
+
+from ..core.layout import text_table
+from ..core.plan import Plan
+from ..errors import KvvizError
+from ..inputs import printable
+from .args import _budget_option, require_budget_holds_a_block
+
+
+_json_encode = json.JSONEncoder().encode  # the C encoder, as json.dumps(obj) uses it
+_NESTED = (dict, list)
+
+
+def readable_json(obj, indent: str = "") -> str:
+    """JSON laid out for a reader: nested objects and lists one member a line, indented by two,
+    and an object or list of plain values (a layer, a range) on one line, written by json's C
+    encoder; `json.dumps(obj, indent=2)` runs its pure-Python encoder, several times slower on a
+    layout of 100,000 layers."""
+    inner = indent + "  "
+    if type(obj) is dict:
+        for v in obj.values():
+            if isinstance(v, _NESTED):
+                break
+        else:
+            return _json_encode(obj)
+        body = ",\n".join([f"{inner}{_json_encode(k)}: {readable_json(v, inner)}" for k, v in obj.items()])
+        return "{\n" + body + "\n" + indent + "}"
+    if type(obj) is list:
+        for v in obj:
+            if isinstance(v, _NESTED):
+                break
+        else:
+            return _json_encode(obj)
+        return "[\n" + ",\n".join([inner + readable_json(v, inner) for v in obj]) + "\n" + indent + "]"
+    return _json_encode(obj)
+
+
+def _print_json(obj) -> None:
+    print(readable_json(obj))
+
+
+def _capacity_rows(caps, plans=None) -> list[list]:
+    binds = [p.pools[0].binding_label if len(p.pools) == 1 else "none (separate pools)" for p in plans] if plans else \
+        ["" for _ in caps]
+    return [[label, c.planner, f"{c.tokens_per_block or '-'}", f"{c.bytes_per_block:,}", f"{c.num_groups}", b,
+             f"{c.waste.waste_pct:.2f}", f"{c.num_blocks:,}", f"{c.blocks_per_request:,}",
+             f"{c.requests_fit:,} ({c.max_concurrency:.2f})", f"{c.kv_cache_tokens:,}"] for (label, c), b in zip(caps, binds)]
+
+
+CAPACITY_HEADER = ["", "planner", "tokens/block", "bytes/block", "groups", "binding group", "waste %", "blocks",
+                   "blocks/request", "requests", "KV tokens"]
+
+
+def require_shares_hold_blocks(args, planned: Plan, budget: int) -> None:
+    """Every pool's share of the budget holds at least one of its blocks."""
+    if len(planned.pools) == 1:
+        require_budget_holds_a_block(args, budget, planned.block_stride)
+        return
+    for share, p in zip(planned.split_budget(budget), planned.pools):
+        if share < p.block_stride:
+            raise KvvizError(f"{_budget_option(args)}: the share of pool {p.groups[0].name!r} in {budget:,} B (split by "
+                             f"one request's need) holds none of its {p.block_stride:,} B blocks")
+
+
+# ---- plan ---------------------------------------------------------------------------------
+def _budget_json(args) -> dict:
+    out = {}
+    if getattr(args, "kv_budget", None) is not None:
+        out["kv_budget"] = args.kv_budget.to_json()
+    if getattr(args, "auto_fit", None) is not None:
+        out["auto_fit"] = {"max_model_len": args.auto_fit.max_model_len, "log_line": args.auto_fit.log_line}
+    return out
+
+
+def _budget_lines(args) -> list[str]:
+    lines = []
+    if getattr(args, "kv_budget", None) is not None:
+        lines += list(args.kv_budget.lines())
+    if getattr(args, "auto_fit", None) is not None:
+        lines.append(args.auto_fit.log_line)
+    return lines
+
+
+def _group_table(layouts) -> str:
+    rows = [[g.name, len(g.layers), f"{lay.group_total(i):,}", f"{lay.group_unused(i):,}",
+             "yes" if i == lay.binding_group else ""]
+            for lay in layouts for i, g in enumerate(lay.groups)]
+    return text_table(rows, ["group", "layers", "total B", "unused B", "binds"])
+
+
+_printable = printable  # a path as stdout can take it (kvviz.inputs.printable)
