@@ -19,3 +19,24 @@ def tidy(x: float, digits: int = 6) -> float:
     """`x` rounded to `digits` decimals: a GiB figure computed back from bytes (26.46 GiB ->
     28,411,208,663 B -> 26.459999999962747) reads as the number given."""
     return round(x, digits)
+
+
+_BINARY_UNITS = ("KiB", "MiB", "GiB", "TiB")
+
+
+def binary_size(n: int) -> str:
+    """A byte count rounded to two decimals of the largest binary unit it holds at least one of:
+    "512 B", "3.50 KiB", "80.26 MiB", "1.25 GiB" (never "0.00 GiB" for a small pool; kvviz says
+    GiB, not GB, for 2^30 bytes everywhere but in an engine's own log line). For a label that
+    must be exact, kvviz.views.style.format_bytes."""
+    size, unit = float(n), "B"
+    for next_unit in _BINARY_UNITS:
+        if abs(size) < 1024:
+            break
+        size, unit = size / 1024, next_unit
+    return f"{n:,} B" if unit == "B" else f"{size:.2f} {unit}"
+
+
+def bytes_label(n: int) -> str:
+    """'{n:,} B' with its binary size beside it when that says more: "4,096 B (4.00 KiB)"."""
+    return f"{n:,} B" if abs(n) < 1024 else f"{n:,} B ({binary_size(n)})"

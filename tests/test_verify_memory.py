@@ -48,7 +48,7 @@ def test_rlimit_as_refuses_the_pool_in_one_line():
     assert done.returncode == 2 and done.stdout == "", done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     err = done.stderr
-    assert err.startswith("kvviz: error: num_blocks=") and "pool " in err and "free under RLIMIT_AS" in err
+    assert err.startswith("kvviz: error: --blocks: num_blocks=") and "pool " in err and "free under RLIMIT_AS" in err
 
 
 def test_an_allocator_failure_is_one_line_naming_the_pool():
@@ -56,7 +56,7 @@ def test_an_allocator_failure_is_one_line_naming_the_pool():
     assert done.returncode == 2 and done.stdout == "", done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     err = done.stderr
-    assert err.startswith("kvviz: error: num_blocks=") and "GiB" in err and "cpu" in err
+    assert err.startswith("kvviz: error: --blocks: num_blocks=") and "GiB" in err and "cpu" in err
 
 
 def test_cgroup_v2_memory_max_is_honoured(tmp_path, monkeypatch):

@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # kvviz.verify's and kvviz.pool's arguments -> the verify flags that set them
 VERIFY_FLAGS = {"seed": "--seed", "hazard": "--hazard", "hazard_layer": "--hazard-layer",
-                "assignment": "--assignment", "device": "--device"}
+                "assignment": "--assignment", "device": "--device", "num_blocks": "--blocks"}
 
 
 def _as_flags(message: str) -> str:

@@ -15,7 +15,7 @@ views), `blocks` (BlockPool: block ownership).
 """
 
 from .blocks import ASSIGNMENTS, FREE, BlockPool, ranges_of
-from .devices import (CGROUP_ROOT, HUGE_PAGE, _gib, allocation_failed, check_fits, free_bytes, host_memory,
+from .devices import (CGROUP_ROOT, HUGE_PAGE, allocation_failed, check_fits, free_bytes, host_memory,
                       host_zeros, resolve_device)
 from .views import VIEW_DTYPES, Pool, TensorView, check_views
 

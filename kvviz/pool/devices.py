@@ -11,8 +11,8 @@ import warnings
 
 import torch
 
-from ..defaults import GIB
 from ..errors import KvvizError, require
+from ..text import bytes_label
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
 
@@ -131,10 +131,6 @@ def free_bytes(device: str | torch.device = "auto") -> int | None:
     return min(limits.values()) if limits else None
 
 
-def _gib(n: int) -> str:
-    return f"{n:,} B ({n / GIB:.2f} GiB)"
-
-
 def check_fits(nbytes: int, device: str | torch.device = "auto", *, what: str = "pool") -> None:
     """Raise KvvizError (requested vs free, bytes and GiB, and which limit) unless `nbytes` fit in
     the device's free memory (free_bytes). `what` names the field the request came from, e.g.
@@ -150,7 +146,7 @@ def check_fits(nbytes: int, device: str | torch.device = "auto", *, what: str = 
         name = min(limits, key=limits.get)
         free, limit = limits[name], "free" if name == "MemAvailable" else f"free under {name}"
     if nbytes > free:
-        raise KvvizError(f"{what}: needs {_gib(nbytes)} but {dev} has only {_gib(free)} {limit}")
+        raise KvvizError(f"{what}: needs {bytes_label(nbytes)} but {dev} has only {bytes_label(free)} {limit}")
 
 
 def allocation_failed(e: BaseException) -> bool:

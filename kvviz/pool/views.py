@@ -10,7 +10,8 @@ import torch
 from .. import formats
 from ..core.layout import Layout, Placement, SharedTensor
 from ..errors import KvvizError, require
-from .devices import _gib, allocation_failed, check_fits, host_zeros, resolve_device
+from ..text import bytes_label
+from .devices import allocation_failed, check_fits, host_zeros, resolve_device
 
 VIEW_DTYPES = {"uint8": torch.uint8, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -75,7 +76,7 @@ class Pool:
         except (MemoryError, RuntimeError) as e:  # the free-memory check raced or lied
             if not allocation_failed(e):
                 raise
-            raise KvvizError(f"num_blocks={num_blocks}: allocating {_gib(self.nbytes)} on {self.device} failed "
+            raise KvvizError(f"num_blocks={num_blocks}: allocating {bytes_label(self.nbytes)} on {self.device} failed "
                              f"({str(e).splitlines()[0]})") from None
         self.zeroed = zero or self.device.type == "cpu"  # every byte starts at 0
         self.blocks = self.backing.view(num_blocks, layout.block_stride)
@@ -199,4 +200,4 @@ class Pool:
 
     def __repr__(self) -> str:
         return (f"Pool({self.layout.planner}, num_blocks={self.num_blocks}, block_stride={self.block_stride}, "
-                f"{_gib(self.nbytes)} on {self.device})")
+                f"{bytes_label(self.nbytes)} on {self.device})")

@@ -18,7 +18,8 @@ import torch
 
 from ..core.layout import Layout
 from ..errors import KvvizError
-from ..pool import BlockPool, _gib, allocation_failed, check_fits
+from ..pool import BlockPool, allocation_failed, check_fits
+from ..text import bytes_label
 from .batches import Batch, blocks_per_item
 from .samples import SAMPLE_BYTES_PER_VALUE
 
@@ -58,7 +59,7 @@ def allocation_guard(num_blocks: int, pool_bytes: int, device: torch.device):
         if isinstance(e, KvvizError) or not allocation_failed(e):
             raise
         first = (str(e).splitlines() or [type(e).__name__])[0][:200]
-        raise KvvizError(f"num_blocks={num_blocks}: a pool of {_gib(pool_bytes)} and verify's working copies "
+        raise KvvizError(f"num_blocks={num_blocks}: a pool of {bytes_label(pool_bytes)} and verify's working copies "
                          f"did not fit on {device} ({type(e).__name__}: {first})") from None
 
 

@@ -14,8 +14,8 @@ import math
 
 import torch
 
-from ..defaults import GIB
 from ..pool import FREE, Pool
+from ..text import binary_size, bytes_label
 
 JSON_BLOCKS = 64  # block ids listed per group in to_json()
 
@@ -250,14 +250,15 @@ class VerifyReport:
         """The report for a terminal: pool, blocks, what was checked, decode errors, victims, verdict."""
         pool = self.num_blocks * self.block_stride
         out = [f"verify: {self.planner} layout, block stride {self.block_stride:,} B x {self.num_blocks:,} blocks "
-               f"= {pool:,} B ({pool / GIB:.2f} GiB) on {self.device}, seed {self.seed}"]
+               f"= {bytes_label(pool)} on {self.device}, seed {self.seed}"]
         out.append(f"blocks ({self.assignment}): " + ", ".join(
             f"{g.name} {g.num_blocks:,}" + (f" [{', '.join(map(str, g.first_blocks[:4]))}"
                                             f"{', ...' if g.num_blocks > 4 else ''}]" if g.num_blocks else "")
             for g in self.groups))
         out.append(f"checked {self.layers:,} layers in {self.pages:,} pages of {self.blocks:,} blocks, and "
-                   f"{self.unused_bytes:,} B no page covers; wrote {self.bytes_written:,} B ({self.gb_written:.3f} GB), "
-                   f"read back {self.bytes_read:,} B in {self.seconds:.2f} s = {self.gb_per_s:.3f} GB/s")
+                   f"{self.unused_bytes:,} B no page covers; wrote {bytes_label(self.bytes_written)}, "
+                   f"read back {self.bytes_read:,} B in {self.seconds:.2f} s = "
+                   f"{binary_size(round(self.bytes_written / self.seconds)) if self.seconds > 0 else '-'}/s")
         if self.formats:
             out.append("decode error vs the fp32 source (read-back bytes decoded: the sample of real "
                        "rows in each group's first block):")
