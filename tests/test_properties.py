@@ -117,8 +117,9 @@ def test_text_map_glyphs_land_on_the_bytes_they_stand_for(groups, planner, width
     for gi, line in enumerate(lines[:-2]):
         label, cells, total = line.split("|")
         assert label.strip() == groups[gi].name and len(cells) == width
-        count, word, printed = total.split(maxsplit=2)  # " {layers} layers {total} B"
-        assert (int(count), word) == (len(groups[gi].layers), "layers")
+        count, word, printed = total.split(maxsplit=2)  # " {layers} layer(s) {total} B"
+        n = len(groups[gi].layers)
+        assert (int(count), word) == (n, "layer" if n == 1 else "layers")
         assert int(printed.strip().removesuffix(" B").replace(",", "")) == layout.group_total(gi) == sum(
             c.page_bytes for c in groups[gi].layers)
         expected = ["."] * width
