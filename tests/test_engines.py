@@ -333,11 +333,56 @@ def test_results_are_frozen_and_describe():
         plan_sglang(m, kv_budget_bytes=0)
 
 
-def test_deepseek_v4_is_refused_in_one_line():
+def test_deepseek_v4_is_refused_in_one_line_by_trtllm():
     m = load("deepseek-v4-flash")
-    for engine in ("sglang", "trtllm"):
-        with pytest.raises(KvvizError, match="not modelled"):
-            plan_engine(engine, m, kv_budget_bytes=BUDGET)
+    with pytest.raises(KvvizError, match="not modelled"):
+        plan_engine("trtllm", m, kv_budget_bytes=BUDGET)
+
+
+def sglang_dsv4_by_hand(c: dict, budget: int) -> tuple[int, int, int, int, float]:
+    """(max_total_num_tokens, swa tokens, max_running_requests, c128 state bytes, bytes per full token) of SGLang 0.5.23 for a DeepSeek V4
+    config.json at `budget`, on an H200 with SGLang's defaults for the model, transcribed from
+    model_executor/pool_configurator.py DSV4PoolConfigurator (calculate_pool_sizes and the pricing
+    methods it calls), kernels/ops/attention/dsv4/kv_layout.py KVLayout.V4.page_bytes and
+    mem_cache/deepseek_v4_memory_pool.py get_dsv4_indexer_bytes_per_token / get_compress_state_ring_size."""
+    page, swa_ratio, max_running = 256, 0.1, 256  # model_overrides/deepseek_v4.py, deepseek_v4_hook.py
+    ratios = c["compress_ratios"][:c["num_hidden_layers"]]  # the stage: hidden layers, no MTP (no spec decoding)
+    layers, n4, n128 = len(ratios), ratios.count(4), ratios.count(128)
+    head = (c["head_dim"] - c["qk_rope_head_dim"]) + c["qk_rope_head_dim"]  # attn_head_dim = nope + rope
+
+    def v4_per_token(slots):  # page_bytes(slots) / slots: 584 B rows, page padded to 576 B multiples
+        return math.ceil(slots * (576 + 8) / 576) * 576 / slots
+
+    idx = c["index_head_dim"] + c["index_head_dim"] // 128 * 4  # fp8 indexer estimate (not HIP)
+    c4_state = 2 * 2 * head * 4 + 2 * 2 * c["index_head_dim"] * 4  # fp32 main + indexer compressor states
+    per_swa = v4_per_token(page) * layers + 8 / page * c4_state * n4  # c4 ring 8 rows per SWA page
+    per_full = swa_ratio * per_swa + n4 * (v4_per_token(page // 4) / 4 + idx / 4) + n128 * v4_per_token(page // 128) / 128
+    rows = math.ceil(((max_running + 1) * 128 + 128 + 1) / 128) * 128  # c128 ring 128 rows per request slot
+    c128_fixed = rows * 2 * head * 4 * n128
+    full = int((budget - c128_fixed) / per_full) // page * page
+    swa = int(full * swa_ratio) // page * page
+    return full, swa, min(max_running, full // 2), c128_fixed, per_full
+
+
+@pytest.mark.parametrize("name", ["deepseek-v4-pro", "deepseek-v4-flash"])
+def test_deepseek_v4_sglang_own_pools_by_hand(name):
+    c = _cfg(name)
+    budget = 40 * GIB
+    full, swa, running, c128_fixed, per_full = sglang_dsv4_by_hand(c, budget)
+    plan = plan_engine("sglang", load(name), kv_budget_bytes=budget)
+    units = {p.name: p.units for p in plan.pools}
+    assert (plan.token_capacity, units["swa_kv"], plan.request_bound) == (full, swa, running)
+    assert (units["c4 kv"], units["c128 kv"], units["c4 compress state"]) == (full // 4, full // 128, swa // 256 * 8)
+    assert plan.log_line.startswith(f"max_total_num_tokens={full}, ") and f"max_running_requests={running}," in plan.log_line
+    assert f"DSV4 pool sizes: full={full}, swa={swa}, c4={full // 4}, c128={full // 128}" in plan.log_lines[-2]
+    assert 0 <= plan.waste_bytes < budget // 100  # the pools take the budget, the floors aside
+    with pytest.raises(KvvizError, match="block_size=64: SGLang 0.5.23 forces page_size 256"):
+        plan_engine("sglang", load(name), Options(block_size=64), kv_budget_bytes=budget)
+    # 3,000 full tokens after the c128 states: 2,816 page-aligned, an SWA pool of 256 <= window 128 + page 256
+    with pytest.raises(KvvizError, match=r"SWA pool \(256 tokens\) cannot hold even one request"):
+        plan_engine("sglang", load(name), kv_budget_bytes=c128_fixed + int(3000 * per_full))
+    with pytest.raises(KvvizError, match="Not enough memory"):  # the c128 state pool takes it all
+        plan_engine("sglang", load(name), kv_budget_bytes=c128_fixed + 100)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -708,8 +753,8 @@ def test_compare_rows_every_preset_and_figure():
             assert (r.plan is None) != (r.refusal is None)
             assert r.refusal is None or "\n" not in r.refusal
         if name.startswith("deepseek-v4"):
-            assert rows[0].plan is not None and rows[1].plan is None and rows[2].plan is None
-            assert "SGLang 0.5.23 serves it" in rows[1].refusal and "TensorRT-LLM main serves it" in rows[2].refusal
+            assert rows[0].plan is not None and rows[1].plan is not None and rows[2].plan is None
+            assert rows[1].plan.log_lines[0].startswith("DSV4 SWA sizing") and "TensorRT-LLM main serves it" in rows[2].refusal
     rows = compare_rows(load("gpt-oss-120b"), kv_budget_bytes=BUDGET)
     fig = compare_figure(rows, model="gpt-oss-120b", budget_bytes=BUDGET)
     texts = " ".join(t.get_text() for t in fig.texts)
@@ -724,7 +769,9 @@ def test_cli_compare_engines_table_and_refusal_lines(tmp_path, capsys):
     assert main(["compare", "--model", "deepseek-v4-flash", "--engines", "vllm,sglang,trtllm", "--budget-gib", "60",
                  "--figure", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "not planned" in text and "SGLang 0.5.23 serves it" in text and out.stat().st_size > 0
+    assert "not planned" in text and "TensorRT-LLM main serves it" in text and out.stat().st_size > 0
+    full = sglang_dsv4_by_hand(_cfg("deepseek-v4-flash"), 60 * GIB)[0]
+    assert f"max_total_num_tokens={full}," in text
     assert main(["compare", "--model", "gpt-oss-120b", "--engines", "trtllm", "--budget-gib", "60",
                  "--max-attention-window", "128,131072"]) == 0
     assert "Allocated 30.00 GiB" in capsys.readouterr().out

@@ -193,6 +193,11 @@ def plan_sglang(model, options: Options = Options(), *, kv_budget_bytes: int,
     """SGLang 0.5.23's pools for `model` when its KV pools get `kv_budget_bytes` (rest_memory before
     the Mamba carve-out). `available_gpu_mem_gb` only fills the log line's last field."""
     check_budget(kv_budget_bytes)
+    if model.family == "deepseek_v4":  # pool_configurator.py create_memory_pool_configurator: DSV4PoolConfigurator
+        from .sglang_dsv4 import plan_sglang_dsv4
+
+        return plan_sglang_dsv4(model, options, kv_budget_bytes=kv_budget_bytes,
+                                available_gpu_mem_gb=available_gpu_mem_gb)
     attn, mla, states = split_declared(model, model.reader.caches(model, options), "sglang")
     require(not (attn and mla), f"{model.name}: both MHA and MLA layers; SGLang has no such pool here")
     page = options.block_size or DEFAULT_PAGE_SIZE
