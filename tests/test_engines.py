@@ -873,3 +873,91 @@ def test_explorer_shows_the_other_engines_at_its_budget():
     assert f"{s.token_capacity:,} tokens" in e.engines_label.value and f"{t.token_capacity:,} tokens" in e.engines_label.value
     e.set(model="deepseek-v4-flash")
     assert "not modelled by kvviz" in e.engines_label.value
+
+
+def test_sglang_dsv4_pool_configurator_runs_as_kvviz_sizes(sgl, monkeypatch):
+    """DSV4PoolConfigurator's own methods (calculate_pool_sizes and everything it calls), compiled
+    from the wheel, on an instance whose fields are set as its __init__ sets them on an H200 with
+    SGLang's DeepSeek V4 defaults; its layout, ring and indexer helpers are the wheel's too."""
+    import importlib.util
+    from typing import Optional
+
+    spec = importlib.util.spec_from_file_location("_sgl_kv_layout", sgl.parent / "kernels" / "ops" / "attention" /
+                                                  "dsv4" / "kv_layout.py")
+    kv_layout = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kv_layout)  # a pure enum module
+    KVLayout = kv_layout.KVLayout
+    pc = sgl / "model_executor" / "pool_configurator.py"
+    mp = sgl / "mem_cache" / "deepseek_v4_memory_pool.py"
+    off = _ns(get=lambda: False)
+    envs = _ns(SGLANG_OPT_USE_ONLINE_COMPRESS=off, SGLANG_EXPERIMENTAL_ONLINE_C128_MTP=off,
+               SGLANG_DSV4_COMPRESS_STATE_DTYPE=_ns(get=lambda: "float32"),
+               SGLANG_DSV4_KV_LAYOUT=_ns(get=lambda: "auto"), SGLANG_DSV4_COMPRESSED_KV_LAYOUT=_ns(get=lambda: "auto"))
+    get_exec = lambda: _ns(kernel=_ns(dsv4_attn_backend="flashmla"))  # noqa: E731
+    ceil_div = lambda x, y: (x + y - 1) // y  # noqa: E731  sglang.srt.utils ceil_div
+    env = {"dataclass": dataclasses.dataclass, "Optional": Optional, "logger": _Log(), "envs": envs,
+           "get_exec": get_exec, "_is_npu": False, "_is_hip": False, "ceil_div": ceil_div, "KVLayout": KVLayout,
+           "ONLINE_C128": False, "torch": _ns(cuda=_ns(is_available=lambda: False))}
+    env["MemoryPoolConfig"] = engine_code(pc, "MemoryPoolConfig", env)
+    env["_DSV4PoolSizes"] = engine_code(pc, "_DSV4PoolSizes", env)
+    engine_code(pc, "_get_dsv4_compress_state_dtype_sizes", env)
+    pool_mod = types.ModuleType("sglang.srt.mem_cache.deepseek_v4_memory_pool")
+    for fn in ("resolve_compressed_kv_layout", "select_dsv4_kv_layout", "_num_dsv4_physical_kv_pages",
+               "get_dsv4_indexer_bytes_per_token", "get_compress_state_ring_size", "collect_sources_by_ratio"):
+        setattr(pool_mod, fn, engine_code(mp, fn, env))
+    pool_mod.DSV41_INDEX_PAGE_SIZE = 64  # read only on ratio-1/2 owners, which DeepSeek V4 has none of
+    for name in ("sglang", "sglang.srt", "sglang.srt.mem_cache"):
+        if name not in sys.modules:
+            monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, pool_mod.__name__, pool_mod)
+    methods = {n: engine_code(pc, f"DSV4PoolConfigurator.{n}", env) for n in (
+        "num_layers", "_get_paged_kv_bytes_per_token", "_get_bytes_per_swa_token", "_compressed_bytes_per_full_token",
+        "_get_low_ratio_kv_padding_bytes", "_get_bytes_per_full_token", "_get_swa_fixed_bytes", "_get_swa_tokens",
+        "_compute_dsv4_sizes", "_get_num_req_slots", "_get_c128_state_fixed_bytes", "_get_c2_state_fixed_bytes",
+        "_unified_c4_state_pool_size", "_fixed_c4_state_bytes", "_resolve_max_running_requests_per_worker",
+        "_fixed_swa_bytes", "_to_config", "finalize_with_max_running_requests", "calculate_pool_sizes",
+        "_resolve_swa_cap_tokens")}
+    methods["validate_swa_pool_size"] = staticmethod(engine_code(pc, "MemoryPoolConfigurator.validate_swa_pool_size",
+                                                                 env))
+    Configurator = type("DSV4PoolConfigurator", (), methods)
+    resolve_reqs = engine_code(sgl / "mem_cache" / "kv_cache_configurator.py",
+                               "KVCacheConfigurator.resolve_max_num_reqs",
+                               {"get_schedule": lambda: _ns(max_running_requests=256), "logger": _Log()})
+    for name in ("deepseek-v4-pro", "deepseek-v4-flash"):
+        c = _cfg(name)
+        ratios = c["compress_ratios"]
+        rope, nope = c["qk_rope_head_dim"], c["head_dim"] - c["qk_rope_head_dim"]
+        self = Configurator()
+        stage = range(0, c["num_hidden_layers"])
+        for k, v in dict(  # DSV4PoolConfigurator.__init__, no unified kv / spec / hisparse / replay / PP
+                qk_nope_head_dim=nope, qk_rope_head_dim=rope, indexer_head_dim=c["index_head_dim"],
+                attn_head_dim=nope + rope, _unified=False, _unified_fp8=False, _dspark_draft_on_bf16=False,
+                kv_bytes=nope + rope * 2 + 8,
+                indexer_bytes_per_token=pool_mod.get_dsv4_indexer_bytes_per_token(c["index_head_dim"], False),
+                context_len=c.get("max_position_embeddings"), stage_compress_ratios=ratios[stage.start:stage.stop],
+                stage_owner_layers=pool_mod.collect_sources_by_ratio(ratios, [], stage),
+                operator_swa_ratio=0.1, swa_ratio=0.1, sliding_window_size=c["sliding_window"], page_size=256,
+                is_speculative=False, online_c128_mtp_max_draft_tokens=0, attn_dp_size=1,
+                requested_max_running_requests_per_worker=256, disaggregation_mode="null",
+                disaggregation_decode_extra_slots=0, c4_shrink_factor=1,
+                num_layers_total=len(stage), _swa_ring_size=c["sliding_window"], _spec_infl=1.0,
+                encoder_replay=False, paged_draft_layers=0, request_window_bytes=0, swa_prefix_tails=0,
+                low_ratio_index_bytes=pool_mod.get_dsv4_indexer_bytes_per_token(c["index_head_dim"], True)).items():
+            setattr(self, k, v)
+        self.ring_sizes = {r: pool_mod.get_compress_state_ring_size(r) for r in self.stage_owner_layers if r != 1}
+        self.swa_cap_tokens = self._resolve_swa_cap_tokens()
+        self.bytes_per_swa_token = self._get_bytes_per_swa_token()
+        self.bytes_per_full_token = self._get_bytes_per_full_token()
+        for budget in (40 * GIB, BUDGET):
+            cfg = self.calculate_pool_sizes(budget, 256)
+            kvc = _ns(model_config=_ns(context_len=2048), attn_dp_size=1, mambaish_config=None)
+            cfg.max_running_requests = resolve_reqs(kvc, cfg.max_total_num_tokens)
+            cfg = self.finalize_with_max_running_requests(cfg)
+            plan = plan_engine("sglang", load(name), kv_budget_bytes=budget)
+            units = {p.name: p.units for p in plan.pools}
+            assert (plan.token_capacity, plan.request_bound) == (cfg.max_total_num_tokens, cfg.max_running_requests)
+            assert (units["swa_kv"], units["c4 kv"], units["c128 kv"], units["c4 compress state"],
+                    units["c128 compress state"]) == (
+                cfg.swa_max_total_num_tokens, cfg.c4_max_total_num_tokens, cfg.c128_max_total_num_tokens,
+                cfg.c4_state_pool_size, cfg.c128_state_pool_size)
+            assert f"bytes_per_full_token={self.bytes_per_full_token:.2f}," in plan.log_lines[1]
