@@ -201,13 +201,11 @@ def plan_sglang_dsv4(model, options: Options = Options(), *, kv_budget_bytes: in
     """SGLang 0.5.23's DeepSeek V4 pools when its KV pools get `kv_budget_bytes` (rest_memory,
     KVCacheConfigurator._profile_available_bytes): DSV4PoolConfigurator.calculate_pool_sizes at
     page_size 256, max_total_num_tokens = its full-token count."""
-    from ..families.deepseek_v4 import DEEPSEEK_V4
-
     check_budget(kv_budget_bytes)
     require(options.block_size in (None, PAGE_SIZE),
             f"block_size={options.block_size}: SGLang 0.5.23 forces page_size {PAGE_SIZE} for DeepSeek V4 "
             f"(model_overrides/deepseek_v4.py)")
-    config = DEEPSEEK_V4.config_for(model, options)
+    config = model.reader.config_for(model, options)  # the DeepSeek V4 family's ModelConfig, overrides applied
     s = sizing(config)
     context_len = options.max_model_len or model.max_model_len
     z = pool_sizes(s, int(kv_budget_bytes / GB * (1 << 30)))
