@@ -68,7 +68,7 @@ def main() -> None:
     ap.add_argument("--verify-repeats", type=int, default=3, help="verify() runs (default 3)")
     args = ap.parse_args()
 
-    dev = resolve_device(args.device)
+    dev = resolve_device(args.device, "--device")
     layout = plan_model(load_preset("deepseek-v4-pro"), "overlay",
                         Options(backend=args.backend, indexer_format=args.indexer)).layout
     stride = layout.block_stride

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
+from bench_pool import once  # this folder is on sys.path when a script here runs
 
 import torch
 
@@ -33,17 +33,6 @@ MODELS = ("deepseek-v4-pro", "gemma-3-27b", "qwen3-next-80b-a3b")
 GOAL = 0.2
 
 
-def timed(fn, device) -> float:
-    """Seconds of one call, the device's queue drained before and after."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    t = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - t
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
@@ -51,7 +40,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--models", default=",".join(MODELS))
     args = ap.parse_args()
-    dev = resolve_device(args.device)
+    dev = resolve_device(args.device, "--device")
     if dev.type == "cpu":
         torch.set_num_threads(1)
     print(f"verify vs yardsticks on {dev}, {args.mib} MiB pools, {args.repeats} runs "
@@ -65,11 +54,11 @@ def main() -> None:
         words_a, words_b = src[: nbytes // 8 * 8].view(torch.int64), dst[: nbytes // 8 * 8].view(torch.int64)
         t = {"copy_": [], "equal": [], "fresh": [], "verify": []}
         for _ in range(args.repeats):
-            t["copy_"].append(timed(lambda: dst.copy_(src), dev))
-            t["equal"].append(timed(lambda: torch.equal(words_a, words_b), dev))
-            t["fresh"].append(timed(lambda: torch.empty_like(src).copy_(src), dev))
+            t["copy_"].append(once(lambda: dst.copy_(src), dev))
+            t["equal"].append(once(lambda: torch.equal(words_a, words_b), dev))
+            t["fresh"].append(once(lambda: torch.empty_like(src).copy_(src), dev))
             report = {}
-            t["verify"].append(timed(lambda: report.setdefault("r", verify(layout, n, device=dev)), dev))
+            t["verify"].append(once(lambda: report.setdefault("r", verify(layout, n, device=dev)), dev))
             assert report["r"].passed, report["r"].text()
         v = t["verify"]
         print(f"{model}: {n:,} blocks x {layout.block_stride:,} B = {nbytes / 2**20:.0f} MiB; verify "

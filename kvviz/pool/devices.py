@@ -17,11 +17,11 @@ from ..text import bytes_label
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
 
 
-def resolve_device(name: str | torch.device | None = "auto", what: str = "--device") -> torch.device:
+def resolve_device(name: str | torch.device | None = "auto", what: str = "device") -> torch.device:
     """"auto" (CUDA when available, else CPU), "cpu", "cuda" or "cuda:N" -> torch.device.
 
     Unknown strings, and CUDA when this torch sees no GPU (or not that index), raise KvvizError
-    naming `what` (the library passes "device"; the default, "--device", is for command-line tools).
+    naming `what`: the Python argument by default; a command-line tool passes its flag ("--device").
     """
     if isinstance(name, torch.device):
         name = str(name)

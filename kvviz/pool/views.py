@@ -63,7 +63,7 @@ class Pool:
         self.layout = layout
         self.num_blocks = num_blocks
         self.block_stride = layout.block_stride
-        self.device = resolve_device(device, "device")
+        self.device = resolve_device(device)
         check_views(layout)
         self.nbytes = num_blocks * layout.block_stride
         check_fits(self.nbytes, self.device, what=f"num_blocks={num_blocks} x block_stride={layout.block_stride}")

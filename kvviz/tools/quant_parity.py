@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = ap.parse_args(argv)
         require(args.rows > 0, f"--rows={args.rows}: must be a positive integer")
-        device = resolve_device(args.device)  # cpu, cuda or cuda:N; anything else refused in one line
+        device = resolve_device(args.device, "--device")  # cpu, cuda or cuda:N; anything else refused in one line
         results = run(device, rows=args.rows, seed=args.seed, model=args.model)
     except KvvizError as e:
         print(f"kvviz: error: {e}", file=sys.stderr)

@@ -70,7 +70,7 @@ def verify(layout: Layout, num_blocks: int = VERIFY_BLOCKS, *, device: str | tor
     _check_args(layout, num_blocks, seed, hazard, assignment)
     if hazard_layer is not None:
         require(hazard in ("zeroer", "misread"), "hazard_layer: applies only with hazard='zeroer' or 'misread'")
-    dev = resolve_device(device, "device")
+    dev = resolve_device(device)
     check_views(layout)
     pool_bytes = num_blocks * layout.block_stride
     max_item = item_bytes(dev, pool_bytes)
