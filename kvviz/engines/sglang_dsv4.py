@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from .. import formats
 from ..errors import KvvizError, require
 from ..options import Options
 from . import EnginePlan, EnginePool, check_budget
@@ -64,8 +65,9 @@ def paged_kv_bytes_per_token(page_size: int, compress_ratio: int = 0) -> float:
 
 def indexer_bytes_per_token(index_head_dim: int) -> int:
     """deepseek_v4_memory_pool.get_dsv4_indexer_bytes_per_token, use_fp4_indexer=False (the NVIDIA
-    path keeps the FP8 estimate): fp8 payload + one fp32 scale per 128 values."""
-    return index_head_dim + index_head_dim // 128 * 4
+    path keeps the FP8 estimate): fp8 payload + one fp32 scale per 128 values, the row vLLM's
+    FP8 indexer writes too (formats.indexer_fp8_row, asked rather than retyped)."""
+    return formats.indexer_fp8_row(index_head_dim).row_bytes
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
