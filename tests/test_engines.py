@@ -961,3 +961,23 @@ def test_sglang_dsv4_pool_configurator_runs_as_kvviz_sizes(sgl, monkeypatch):
                 cfg.swa_max_total_num_tokens, cfg.c4_max_total_num_tokens, cfg.c128_max_total_num_tokens,
                 cfg.c4_state_pool_size, cfg.c128_state_pool_size)
             assert f"bytes_per_full_token={self.bytes_per_full_token:.2f}," in plan.log_lines[1]
+
+
+@pytest.mark.parametrize("knob", [{"head_dim": 576}, {"rope_dim": 32}])
+def test_sglang_refuses_a_dsv4_latent_its_v4_layout_does_not_hold(knob):
+    """SGLang 0.5.23's KVLayout.V4 (kernels/ops/attention/dsv4/kv_layout.py: 448 fp8 nope + 64 bf16
+    rope) is the only DeepSeek V4 layout off SM100: another latent size is refused in one line
+    naming the field, not priced at V4's bytes."""
+    from kvviz.cli import main
+
+    flag, value = next(iter(knob.items()))
+    argv = ["plan", "--model", "deepseek-v4-pro", "--engine", "sglang", "--kv-cache-memory-bytes", "40000000000",
+            f"--{flag.replace('_', '-')}", str(value)]
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(argv)
+    assert code == 2 and err.getvalue().count("\n") == 1 and "KVLayout.V4" in err.getvalue()
+    assert f"{flag}={value}" in err.getvalue()

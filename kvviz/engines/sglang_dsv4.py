@@ -45,6 +45,9 @@ STATE_DTYPE_BYTES = 4  # environ.py SGLANG_DSV4_COMPRESS_STATE_DTYPE = "float32"
 # kernels/ops/attention/dsv4/kv_layout.py KVLayout.V4: 448 fp8 nope + 64 bf16 rope (576 B) + 8 B of
 # ue8m0 scales per token; the page stride padded to a multiple of 576 B (page_align).
 V4_DATA_BYTES, V4_SCALE_BYTES, V4_PAGE_ALIGN = 576, 8, 576
+# The dims that layout is built for (its comment: 448 fp8 nope + 64 bf16 rope): a latent of another
+# size has no SGLang 0.5.23 kernel layout, so it is refused rather than priced at these bytes.
+V4_HEAD_DIM, V4_ROPE_DIM = 512, 64
 # deepseek_v4_memory_pool.py get_compress_state_ring_size, no speculative decoding.
 RING_SIZE = {4: 8, 128: 128}
 
@@ -208,6 +211,9 @@ def plan_sglang_dsv4(model, options: Options = Options(), *, kv_budget_bytes: in
             f"block_size={options.block_size}: SGLang 0.5.23 forces page_size {PAGE_SIZE} for DeepSeek V4 "
             f"(model_overrides/deepseek_v4.py)")
     config = model.reader.config_for(model, options)  # the DeepSeek V4 family's ModelConfig, overrides applied
+    require((config.head_dim, config.qk_rope_head_dim) == (V4_HEAD_DIM, V4_ROPE_DIM),
+            f"head_dim={config.head_dim}, rope_dim={config.qk_rope_head_dim}: SGLang 0.5.23's DeepSeek V4 "
+            f"cache layout (KVLayout.V4) holds a {V4_HEAD_DIM}-dim latent with {V4_ROPE_DIM} RoPE dims only")
     s = sizing(config)
     context_len = options.max_model_len or model.max_model_len
     z = pool_sizes(s, int(kv_budget_bytes / GB * (1 << 30)))
