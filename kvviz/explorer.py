@@ -186,8 +186,9 @@ def engines_html(knobs: dict) -> str:
                             kv_budget_bytes=budget_bytes(knobs))
     except KvvizError as e:
         return f'<span style="color:#555">other engines: {html.escape(str(e))}</span>'
-    lines = [f"{r.engine}: {r.plan.token_capacity:,} tokens, {r.plan.request_bound:,} requests at once "
-             f"({r.plan.log_line})" if r.plan else f"{r.engine}: {r.refusal}" for r in rows]
+    lines = [f"{r.engine}: {r.plan.token_capacity:,} tokens, {r.plan.full_length_requests:,} requests of "
+             f"{r.plan.max_model_len:,} tokens at once ({r.plan.log_line})" if r.plan else f"{r.engine}: {r.refusal}"
+             for r in rows]
     head = f"the same KV budget ({budget_bytes(knobs):,} B) in the other engines (docs/engines.md#one-budget-meaning):"
     return '<div style="color:#555;font-size:12px">' + "<br>".join(html.escape(t) for t in [head] + lines) + "</div>"
 

@@ -84,15 +84,17 @@ def _run_compare_engines(args) -> int:
                                  for r in rows_]} | _budget_json(args))
         return 0
     rows = [[r.engine, r.plan.version, f"{r.plan.kv_budget_bytes:,}", r.plan.token_capacity_name,
-             f"{r.plan.token_capacity:,}", f"{r.plan.request_bound:,}", f"{r.plan.max_model_len:,}",
-             f"{r.plan.waste_bytes:,}"] if r.plan else
+             f"{r.plan.token_capacity:,}", f"{r.plan.full_length_requests:,}", f"{r.plan.request_bound:,}",
+             f"{r.plan.max_model_len:,}", f"{r.plan.waste_bytes:,}"] if r.plan else
             [r.engine, "-", f"{(own[r.engine].kv_budget_bytes if r.engine in own else budget):,}", "not planned",
-             "-", "-", "-", "-"] for r in rows_]
+             "-", "-", "-", "-", "-"] for r in rows_]
     print(f"{model.name}: " + ("each engine's own KV budget on this device" if own else f"KV budget {budget:,} B"))
-    print(text_table(rows, ["engine", "version", "KV budget B", "capacity", "tokens", "requests at once", "of tokens",
-                            "waste B"]))
+    print(text_table(rows, ["engine", "version", "KV budget B", "capacity", "tokens", "requests at once",
+                            "engine's bound", "of tokens", "waste B"]))
     for r in rows_:
         print(f"{r.engine}: {r.plan.log_line if r.plan else r.refusal}")
+    for line in engines.token_count_lines(rows_):
+        print(line)
     for line in _budget_lines(args):
         print(line)
     _print_engine_budget_lines(args, own)

@@ -28,6 +28,9 @@ from ..errors import KvvizError, require
 from ..options import Options
 
 ENGINES = ("vllm", "sglang", "trtllm")
+# vLLM 0.33 engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args: max_num_seqs on
+# a GPU of 70 GiB or more that is not an A100 (H100, H200, B200), the API server's and LLM's.
+VLLM_MAX_NUM_SEQS = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +91,13 @@ class EnginePlan:
     derivation: tuple[str, ...] = ()
     tokens_per_window: tuple[tuple[int, int], ...] = ()  # TRT-LLM: (window, max tokens)
     notes: tuple[str, ...] = ()  # what the engine does here that kvviz does not model
+    # What one of token_capacity's tokens is, in a few words: the engines count differently, so a
+    # comparison prints this beside the number ('requests at once' is the like-for-like column).
+    token_capacity_counts: str = ""
+    # Requests of max_model_len tokens the pools hold at once, within request_bound; None when
+    # request_bound already counts them (vLLM, TensorRT-LLM). SGLang's max_running_requests caps
+    # requests of any length, so its plans give this too.
+    requests_fit: int | None = None
 
     @property
     def log_line(self) -> str:
@@ -110,6 +120,12 @@ class EnginePlan:
         return max(self.kv_budget_bytes - self.kv_bytes, 0)
 
     @property
+    def full_length_requests(self) -> int:
+        """Requests of max_model_len tokens running at once: the pools' count within the engine's
+        bound (the number that compares like for like across engines)."""
+        return self.request_bound if self.requests_fit is None else self.requests_fit
+
+    @property
     def concurrency(self) -> float:
         """Token capacity over the request length: requests of max_model_len tokens that fit."""
         return self.token_capacity / self.max_model_len
@@ -123,11 +139,14 @@ class EnginePlan:
             extra = f" (+{p.reserved_units:,} reserved)" if p.reserved_units else ""
             lines.append(f"  pool {p.name}: {p.holds}; {p.units:,}{extra} x {p.unit} of {p.bytes_per_unit:,} B "
                          f"= {p.total_bytes:,} B")
-        lines.append(f"  {self.token_capacity_name} = {self.token_capacity:,}")
+        lines.append(f"  {self.token_capacity_name} = {self.token_capacity:,}"
+                     + (f" ({self.token_capacity_counts})" if self.token_capacity_counts else ""))
         for window, tokens in self.tokens_per_window:
             lines.append(f"  window {window:,}: {tokens:,} tokens")
         lines.append(f"  requests at once = {self.request_bound:,} ({self.request_bound_rule}); "
                      f"{self.concurrency:.2f}x requests of {self.max_model_len:,} tokens")
+        if self.requests_fit is not None:
+            lines.append(f"  requests of {self.max_model_len:,} tokens at once = {self.requests_fit:,}")
         lines.extend(f"  {d}" for d in self.derivation)
         lines.extend(f"  not modelled: {n}" for n in self.notes)
         lines.extend(f"  log: {line}" for line in self.log_lines)
@@ -139,8 +158,10 @@ class EnginePlan:
         return {"engine": self.engine, "version": self.version, "model": self.model,
                 "kv_budget_bytes": self.kv_budget_bytes, "pools": [p.to_json() for p in self.pools],
                 "used_bytes": self.used_bytes, "waste_bytes": self.waste_bytes, "token_capacity": self.token_capacity,
-                "token_capacity_name": self.token_capacity_name, "request_bound": self.request_bound,
-                "request_bound_rule": self.request_bound_rule, "max_model_len": self.max_model_len,
+                "token_capacity_name": self.token_capacity_name,
+                "token_capacity_counts": self.token_capacity_counts, "request_bound": self.request_bound,
+                "request_bound_rule": self.request_bound_rule, "full_length_requests": self.full_length_requests,
+                "max_model_len": self.max_model_len,
                 "concurrency": round(self.concurrency, 4), "log_line": self.log_line,
                 "log_lines": list(self.log_lines), "derivation": list(self.derivation),
                 "tokens_per_window": [list(t) for t in self.tokens_per_window], "notes": list(self.notes)}
@@ -195,9 +216,12 @@ def plan_vllm(model, options: Options = Options(), *, kv_budget_bytes: int) -> E
                   for lay in plan.pools)
     return EnginePlan(engine="vllm", version="0.33", model=model.name, kv_budget_bytes=kv_budget_bytes, pools=pools,
                       token_capacity=cap.kv_cache_tokens, token_capacity_name="GPU KV cache size (tokens)",
-                      request_bound=cap.requests_fit,
-                      request_bound_rule="whole requests of max_model_len (num_blocks // blocks per request)",
-                      max_model_len=cap.max_model_len, log_lines=(cap.line,), derivation=tuple(plan.derivation))
+                      request_bound=min(cap.requests_fit, VLLM_MAX_NUM_SEQS),
+                      request_bound_rule=f"min(max_num_seqs {VLLM_MAX_NUM_SEQS}, whole requests of max_model_len "
+                                         f"(num_blocks // blocks per request))",
+                      max_model_len=cap.max_model_len, log_lines=(cap.line,), derivation=tuple(plan.derivation),
+                      token_capacity_counts="int(max concurrency x max_model_len): whole requests' worth of context, "
+                                            "every group's blocks per request counted (get_kv_cache_capacity)")
 
 
 def plan_engine(engine: str, model, options: Options = Options(), *, kv_budget_bytes: int,
@@ -256,6 +280,18 @@ def compare_rows(model, engines=ENGINES, options: Options = Options(), *, kv_bud
     return tuple(rows)
 
 
+def token_count_lines(rows) -> list[str]:
+    """What each engine's 'tokens' counts, one line per planned engine, under a heading that says
+    the engines count differently and 'requests at once' is the column to compare; [] when no plan
+    says what its tokens are."""
+    said = [(r.engine, r.plan.token_capacity_counts) for r in rows if r.plan and r.plan.token_capacity_counts]
+    if not said:
+        return []
+    return (["tokens are each engine's own count, not one unit; 'requests at once' (of max_model_len tokens, "
+             "within the engine's bound) compares like for like:"]
+            + [f"  {engine}: {counts}" for engine, counts in said])
+
+
 # Architectures an engine serves through pools of its own that kvviz does not mirror (yet):
 # the comparison says so in one line instead of inventing numbers.
 OWN_POOLS = {
@@ -308,4 +344,4 @@ def split_declared(model, caches, engine: str = "") -> tuple[list, list, list]:
 
 
 __all__ = ["ENGINES", "EnginePool", "EnginePlan", "EngineKnobs", "EngineRow", "plan_engine", "plan_vllm",
-           "compare_engines", "compare_rows", "check_budget", "split_declared"]
+           "compare_engines", "compare_rows", "check_budget", "split_declared", "token_count_lines"]

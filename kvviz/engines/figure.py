@@ -3,7 +3,7 @@ pyplot, imported lazily; each returns kvviz.plot's KvvizFigure, which shows itse
 
 from __future__ import annotations
 
-from . import EnginePlan, EngineRow
+from . import EnginePlan, EngineRow, token_count_lines
 from .maps import ByteMap, byte_map
 
 COLOURS = {"k": "#4c72b0", "v": "#dd8452", "kv": "#55a868", "latent": "#8172b3", "conv": "#937860",
@@ -62,8 +62,8 @@ def compare_figure(rows: tuple[EngineRow, ...], *, model: str, budget_bytes: int
     axes = fig.subplots(1, 3)
     names = [r.engine for r in rows]
     plans = [r.plan for r in rows]
-    for ax, (title, value) in zip(axes, (("token capacity", lambda p: p.token_capacity),
-                                         ("requests at once", lambda p: p.request_bound),
+    for ax, (title, value) in zip(axes, (("token capacity (each engine's own count)", lambda p: p.token_capacity),
+                                         ("requests of max_model_len at once", lambda p: p.full_length_requests),
                                          ("KV budget bytes used / wasted", None))):
         for i, p in enumerate(plans):
             if p is None:
@@ -78,7 +78,7 @@ def compare_figure(rows: tuple[EngineRow, ...], *, model: str, budget_bytes: int
                 ax.text(i, value(p), f"{value(p):,}", ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(names)), names)
         ax.set_title(title, fontsize=9)
-    lines = [f"{r.engine}: {r.plan.log_line if r.plan else r.refusal}" for r in rows]
+    lines = [f"{r.engine}: {r.plan.log_line if r.plan else r.refusal}" for r in rows] + token_count_lines(rows)
     fig.text(0.01, 0.01, "\n".join(_clip(t) for t in lines), fontsize=6.5, family="monospace", va="bottom")
     fig.suptitle(f"{model}: one KV budget of {budget_bytes:,} B ({budget_bytes / 2**30:.2f} GiB) per engine",
                  fontsize=10)

@@ -150,6 +150,24 @@ def resolve_max_num_reqs(token_capacity: int, context_len: int, mamba_cap: int |
     return max_num_reqs
 
 
+def requests_at_full_length(context_len: int, page: int, running: int, full_tokens: int | None,
+                            sliding: tuple[int, int] | None = None) -> int:
+    """Requests of context_len tokens SGLang's pools hold at once, within max_running_requests
+    (which caps requests of any length): each takes ceil(len / page) pages of the full-attention
+    pool, and of a sliding-window pool (`sliding` = (its tokens, the window)) min(len, window +
+    page) tokens page-rounded, since the SWA radix cache frees what falls behind the window and
+    MemoryPoolConfigurator.validate_swa_pool_size takes window + page_size as one request's floor.
+    kvviz's count from the pools' sizes, not a number SGLang prints."""
+    pages = -(-context_len // page)
+    fits = [running]
+    if full_tokens is not None:
+        fits.append(full_tokens // (pages * page))
+    if sliding is not None:
+        swa_tokens, window = sliding
+        fits.append(swa_tokens // (min(pages, -(-window // page) + 1) * page))
+    return min(fits)
+
+
 def every_layer(model, attn) -> list:
     """The declared attention caches plus one of the same geometry for each layer that registers
     none (KV-shared layers): SGLang sizes num_hidden_layers buffers."""
@@ -259,6 +277,8 @@ def plan_sglang(model, options: Options = Options(), *, kv_budget_bytes: int,
         logs.append(f"KV Cache is allocated. dtype: {_TORCH_DTYPE[c.kv_dtype]}, #tokens: {tokens}, "
                     f"KV size: {pools[-1].total_bytes / GB:.2f} GB")
         hybrid = False
+        full_pool, sliding = tokens, None
+        counts = "rows of the latent buffer: a token of context holds one in every MLA layer"
     elif is_hybrid_swa(model, attn):
         hybrid = True
         swa = [c for c in attn if c.sliding_window is not None or c.attention_chunk_size is not None]
@@ -287,12 +307,17 @@ def plan_sglang(model, options: Options = Options(), *, kv_budget_bytes: int,
                         f"swa_layer_tokens={swa_tokens}")
             logs.append(_kv_log(pools[-4:-2], full_tokens, f0.kv_dtype))
             logs.append(_kv_log(pools[-2:], swa_tokens, s0.kv_dtype))
+            full_pool, sliding = full_tokens, (swa_tokens, window)
+            counts = (f"rows of the full-attention buffers; the sliding-window buffers hold {swa_tokens:,} "
+                      f"(swa_full_tokens_ratio {SWA_FULL_TOKENS_RATIO})")
         else:  # all SWA: no ratio, max_total = the SWA pool
             cell = swa_per_token * len(swa)
             tokens = int(available // cell) // page * page
             pools += _kv_pools("swa ", swa, tokens, page, f"sliding (window {window:,})")
             derivation.append(f"all-SWA pool: {available:,} // {cell:,} = {tokens:,}")
             logs.append(f"Use sliding window memory pool (all SWA). swa_layer_tokens={tokens}")
+            full_pool, sliding = None, (tokens, window)
+            counts = "rows of the sliding-window buffers (every layer slides)"
     else:
         hybrid = False
         # DefaultPoolConfigurator: n x (head_dim + v_head_dim) x layers x kv size over the attention
@@ -313,6 +338,8 @@ def plan_sglang(model, options: Options = Options(), *, kv_budget_bytes: int,
                           f"{len(attn)} x {ELEMENT_BYTES[c.kv_dtype]} = {cell:,} B/token{why}; "
                           f"{available:,} // {cell:,} = {tokens:,}")
         logs.append(_kv_log(pools[-2:], tokens, c.kv_dtype))
+        full_pool, sliding = tokens, None
+        counts = "rows of the K and V buffers: a token of context holds one in every attention layer" + why
 
     require(tokens > 0, f"{model.name}: SGLang: Not enough memory (max_total_num_tokens={tokens})")
     running = resolve_max_num_reqs(tokens, context_len, mamba_cap)
@@ -327,4 +354,7 @@ def plan_sglang(model, options: Options = Options(), *, kv_budget_bytes: int,
     return EnginePlan(engine="sglang", version=VERSION, model=model.name, kv_budget_bytes=kv_budget_bytes,
                       pools=tuple(pools), token_capacity=tokens, token_capacity_name="max_total_num_tokens",
                       request_bound=running, request_bound_rule=rule, max_model_len=context_len,
-                      log_lines=tuple(logs), derivation=tuple(derivation), notes=notes_t)
+                      log_lines=tuple(logs), derivation=tuple(derivation), notes=notes_t,
+                      token_capacity_counts=counts + ("; the recurrent states live in request slots"
+                                                      if states else ""),
+                      requests_fit=requests_at_full_length(context_len, page, running, full_pool, sliding))

@@ -36,7 +36,7 @@ from .. import formats
 from ..errors import KvvizError, require
 from ..options import Options
 from . import EnginePlan, EnginePool, check_budget
-from .sglang import CHUNKED_PREFILL_SIZE, GB, MAX_PREFILL_TOKENS, VERSION
+from .sglang import CHUNKED_PREFILL_SIZE, GB, MAX_PREFILL_TOKENS, VERSION, requests_at_full_length
 
 PAGE_SIZE = 256  # model_overrides/deepseek_v4.py _deepseek_v4_overrides (CUDA)
 SWA_FULL_TOKENS_RATIO = 0.1  # the same override (DSV4_DEFAULT_SWA_FULL_TOKENS_RATIO too)
@@ -261,4 +261,10 @@ def plan_sglang_dsv4(model, options: Options = Options(), *, kv_budget_bytes: in
                       request_bound=z.max_running_requests,
                       request_bound_rule=f"resolve_max_num_reqs: min(max_running_requests {MAX_RUNNING_REQUESTS}, "
                                          f"tokens // 2)",
-                      max_model_len=context_len, log_lines=logs, derivation=derivation, notes=notes)
+                      max_model_len=context_len, log_lines=logs, derivation=derivation, notes=notes,
+                      requests_fit=requests_at_full_length(context_len, s.page_size, z.max_running_requests,
+                                                           z.full_tokens, (z.swa_tokens, window)),
+                      token_capacity_counts=f"positions of the compressed caches' address space (a request of L "
+                                            f"tokens takes L; c4 / c128 keep L/4, L/128 rows); the sliding-window "
+                                            f"pool holds {z.swa_tokens:,} of them (swa_full_tokens_ratio "
+                                            f"{s.swa_ratio})")

@@ -21,7 +21,7 @@ from ..errors import require
 from ..options import Options
 from . import EnginePlan, EnginePool, check_budget, split_declared
 from .sglang import (CHUNKED_PREFILL_SIZE, DEFAULT_PAGE_SIZE, SWA_FULL_TOKENS_RATIO, VERSION, _uniform, is_hybrid_swa,
-                     resolve_max_num_reqs)
+                     requests_at_full_length, resolve_max_num_reqs)
 
 ENTRY_ALIGN_BYTES = 32  # mem_cache/layout/token_major.py
 
@@ -60,6 +60,7 @@ def plan_sglang_unified(model, options: Options = Options(), *, kv_budget_bytes:
     full = [c for c in attn if c not in swa]
     require(full, f"{model.name}: all layers sliding; the unified pool needs a full-attention end")
     f0, s0 = _uniform(full, "full", model), _uniform(swa, "sliding", model)
+    window = s0.sliding_window if s0.sliding_window is not None else s0.attention_chunk_size
     full_bpt, swa_bpt = f0.token_bytes * len(full), s0.token_bytes * len(swa)  # _unified_full_bytes_per_token
     full_tokens = max_unified_full_tokens(kv_budget_bytes, page, full_bpt, swa_bpt)
     swa_tokens = int(full_tokens * SWA_FULL_TOKENS_RATIO) // page * page
@@ -86,5 +87,9 @@ def plan_sglang_unified(model, options: Options = Options(), *, kv_budget_bytes:
                       request_bound_rule="resolve_max_num_reqs: min(clamp(int(tokens / context_len x 512), 2048, "
                                          "4096), tokens // 2)",
                       max_model_len=context_len, log_lines=logs, derivation=derivation,
+                      requests_fit=requests_at_full_length(context_len, page, running, full_tokens,
+                                                           (swa_tokens, window)),
+                      token_capacity_counts=f"full-attention entries of the one buffer; the sliding-window "
+                                            f"allocator holds {swa_tokens:,}",
                       notes=("the run-time float of the full/SWA split (compaction)", "draft pools", "the unified "
                              "Mamba pool (UnifiedMambaTokenToKVPool)"))
