@@ -297,8 +297,6 @@ def token_count_lines(rows) -> list[str]:
 OWN_POOLS = {
     ("sglang", "DeepseekV4ForCausalLM"): "SGLang 0.5.23 serves it through its own pools (mem_cache/"
     "deepseek_v4_memory_pool.py DeepSeekV4TokenToKVPool: compressed c4/c128 + SWA + indexer)",
-    ("trtllm", "DeepseekV4ForCausalLM"): "TensorRT-LLM main serves it (_torch/models/modeling_deepseekv4.py) "
-    "with its own compressed-cache manager",
     ("trtllm", "KimiLinearForCausalLM"): "TensorRT-LLM main serves it (_torch/models/modeling_kimi_linear.py) "
     "with MLA layers plus KDA states whose cache manager kvviz does not mirror",
 }

@@ -139,6 +139,10 @@ def plan_trtllm(model, options: Options = Options(), *, kv_budget_bytes: int,
     free_gpu_memory_fraction); `max_attention_window` is KvCacheConfig's (None: one window of
     max_seq_len), `window_size_shares` TRTLLM_WINDOW_SIZE_SHARES."""
     check_budget(kv_budget_bytes)
+    if model.architecture == "DeepseekV4ForCausalLM":  # its own manager: kvviz.engines.trtllm_dsv4
+        from .trtllm_dsv4 import plan_trtllm_dsv4
+
+        return plan_trtllm_dsv4(model, options, kv_budget_bytes=kv_budget_bytes)
     attn, mla, states = split_declared(model, model.reader.caches(model, options), "trtllm")
     require(not (attn and mla), f"{model.name}: both MHA and MLA layers; TensorRT-LLM keeps one KV cache type")
     tpb = options.block_size or TOKENS_PER_BLOCK

@@ -1,0 +1,378 @@
+"""TensorRT-LLM's DeepSeek V4 pools (PyTorch backend, main as stored in kvviz's reference index, 2026;
+read as text, never imported; tests/data/trtllm/PROVENANCE.md lists every file and commit).
+
+TensorRT-LLM serves DeepseekV4ForCausalLM with its own manager: _torch/attention/backends/sparse/
+__init__.py get_sparse_attn_kv_cache_manager returns `DeepseekV4CacheManager` for
+sparse_attention_config.algorithm 'deepseek_v4' (built from the checkpoint's compress_ratios and
+window), a KVCacheManagerV2 subclass (_torch/attention/backends/sparse/deepseek_v4/cache_manager.py,
+commit 2ccfca94). How it sizes its pools, each rule mirrored below where it is used:
+
+* Budget: _util.py (commit d8ae02ca) KvCacheCreator.configure_kv_cache_capacity sets
+  kv_cache_config.max_gpu_total_bytes to _cal_max_memory's (total - peak + temporary KV) x
+  free_gpu_memory_fraction ("KVCacheManagerV2 ... controls capacity using max_gpu_total_bytes
+  only"); kvviz's `kv_budget_bytes` is that number. _torch/pyexecutor/kv_cache/kv_cache_manager_v2.py
+  KVCacheManagerV2.__init__ makes it the GPU tier's quota.
+* Layers (DeepseekV4CacheManager._build_cache_config, _get_window_size): every model layer gets
+  manager layers by compress ratio (checkpoint ratio 0 is 1, modeling_deepseekv4.py
+  _deepseek_v4_pos_embd_params): 1: [SWA] window 128; 4: [SWA] window 128, [COMPRESS,
+  INDEXER_COMPRESS] no window, [COMPRESSOR_KV, COMPRESSOR_SCORE, INDEXER_COMPRESSOR_KV,
+  INDEXER_COMPRESSOR_SCORE] window 2 x 4 = 8; 128: [SWA, COMPRESSOR_KV, COMPRESSOR_SCORE] window
+  128, [COMPRESS] no window. window_size 128 is DeepSeekV4Params' and the only one the metadata
+  accepts; no MTP (max_draft_len 0).
+* Bytes (get_token_bytes, _get_attn_bytes_per_block: token bytes x tokens_per_block, or x
+  tokens_per_block // ratio for COMPRESS / INDEXER_COMPRESS): on Hopper (an H200 is SM90)
+  DeepseekV4CacheManager.__init__ refuses every kv_cache_config.dtype but 'fp8_ds_mla', so SWA and
+  COMPRESS rows are footer_scale_kv.py (commit d77955c5) TOKEN_BYTES = 584 (448 E4M3 + 64 bf16 +
+  7 UE8M0 + 1 pad: formats.ds_mla_row); INDEXER_COMPRESS is indexer_k_dtype 'fp8' (the Blackwell
+  default is 'fp4'), index_head_dim + index_head_dim // 128 x 4 (formats.indexer_fp8_row; 'fp4':
+  formats.indexer_mxfp4_row); compressor states are fp32 of (2 for ratio 4, else 1) x head_dim
+  (main) or x index_head_dim (indexer) values (get_attn_dim, params.py commit 50aec1cb).
+* tokens_per_block 128 (examples/models/core/deepseek_v4/README.md, commit 3699edad: "TensorRT LLM
+  defaults DeepSeek-V4 to tokens_per_block=128"; __init__ accepts 128 or 256).
+* Pools: KVCacheManagerV2 puts manager layers of one window in one life cycle (the window-128 SWA
+  + c128 compressor states, the window-8 c4 compressor states, the windowless compressed KV); a
+  life cycle's buffers of one size share a pool, one slot holding one block of each. The GPU quota
+  is split between life cycles in proportion to the pages the typical step needs. The step is
+  DeepseekV4CacheManager._get_typical_seq_len's (avg_seq_len unset: max_seq_len): one context
+  request of max_num_tokens plus max_batch_size - 1 generation requests of max_seq_len with history
+  max_seq_len - 1 (the manager's tests, test_max_num_tokens_is_used_by_base_config). Counts are
+  max(floor, scale x need // max need) at the largest scale whose pools, each rounded up to the GPU
+  granularity (2 MiB << min(4, log2(quota / 1 GiB))), fit the quota; a windowed life cycle's floor
+  is (window + tokens_per_block - 2) // tokens_per_block + 1 pages, the windowless one's the largest
+  of those. Mirrored from TensorRT-LLM's lifecycle slot-count module, which repeats the C++ storage
+  manager's computeSlotsForBatch / computeSlotsFromConstraints and tier granularity
+  (slots_for_batch, _stale_range, slots_from_constraints, gpu_granularity, _tier_slot_counts;
+  stored file, read_file id 70130628343).
+* Requests: the scheduler counts bytes: get_max_resource_count is the GPU quota and
+  get_needed_resource_to_completion a generation request's _get_cache_bytes_for_tokens(prompt +
+  max_new_tokens, context=False) = tokens x _estimate_non_sliding_attn_size_per_token (each
+  compressed row floored by // ratio) + _estimate_swa_cache_size's per-request bytes (every
+  sliding cache's window rounded up to whole blocks); within max_batch_size 2048.
+* Token capacity: the windowless life cycle's pages x tokens_per_block, the longest sequence the
+  pools hold (KVCacheManager.clamp_max_seq_len_for_mem); a longer max_seq_len is cut to it
+  (KVCacheManagerV2.__init__'s warning).
+
+kvviz knobs read here: block_size -> tokens_per_block, max_model_len -> max_seq_len,
+max_num_batched_tokens -> max_num_tokens, indexer_format -> indexer_k_dtype ('mxfp4' is 'fp4'),
+main_format (only fp8_ds_mla on an H200), head_dim / rope_dim / index_head_dim overrides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from .. import formats
+from ..defaults import GIB
+from ..errors import KvvizError, require
+from ..options import Options
+from . import EnginePlan, EnginePool, check_budget
+from .trtllm import MAX_BATCH_SIZE, MAX_NUM_TOKENS, VERSION
+
+TOKENS_PER_BLOCK = 128  # examples/models/core/deepseek_v4/README.md: the DeepSeek-V4 default
+ALLOWED_TOKENS_PER_BLOCK = (128, 256)  # DeepseekV4CacheManager.__init__'s assertion
+WINDOW_SIZE = 128  # DeepSeekV4Params.window_size; DeepseekV4TrtllmAttentionMetadata asserts 128
+SPARSE_RATIO = 4  # params.py DEEPSEEK_V4_SPARSE_RATIO = DEEPSEEK_V4_OVERLAP_COMPRESSOR_RATIO
+RATIOS = (1, 4, 128)  # _build_cache_config: any other ratio is a ValueError
+STATE_ELEMENT = "fp32"  # compressor_dtype DataType.FLOAT (the only one __init__ accepts)
+INDEXER_K_DTYPE = {"fp8": "fp8", "mxfp4": "fp4"}  # kvviz indexer_format -> TensorRT-LLM indexer_k_dtype
+MAX_SLOT_COUNT = (1 << 31) - 1  # page indices are 32-bit in the storage layer
+GPU_PHYS_MEM_BASE = 2 << 20  # the GPU tier's smallest physical chunk
+
+SLIDING = ("SWA", "COMPRESSOR_KV", "COMPRESSOR_SCORE", "INDEXER_COMPRESSOR_KV", "INDEXER_COMPRESSOR_SCORE")
+NON_SLIDING = ("COMPRESS", "INDEXER_COMPRESS")
+STATES = SLIDING[1:]
+# _build_cache_config: the manager layers of one model layer, by compress ratio (roles, sliding window?)
+MANAGER_LAYERS = {1: ((("SWA",), True),),
+                  4: ((("SWA",), True), (NON_SLIDING, False), (STATES, True)),
+                  128: ((("SWA", "COMPRESSOR_KV", "COMPRESSOR_SCORE"), True), (("COMPRESS",), False))}
+_LABELS = {"SWA": "swa kv", "COMPRESS": "c{r} compressed kv", "INDEXER_COMPRESS": "c{r} indexer k",
+           "COMPRESSOR_KV": "c{r} compressor state", "COMPRESSOR_SCORE": "c{r} compressor state",
+           "INDEXER_COMPRESSOR_KV": "c{r} indexer compressor state",
+           "INDEXER_COMPRESSOR_SCORE": "c{r} indexer compressor state"}
+
+
+def has_role(ratio: int, role: str) -> bool:
+    """params.py compress_ratio_has_attention: every layer has SWA; ratio > 1 the compressed KV and
+    its compressor state; ratio 4 (sparse) also the indexer K and its compressor state."""
+    if role == "SWA":
+        return True
+    if role in ("COMPRESS", "COMPRESSOR_KV", "COMPRESSOR_SCORE"):
+        return ratio > 1
+    return ratio == SPARSE_RATIO
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DSV4Geometry:
+    """What DeepseekV4CacheManager prices one layer's caches with (cache_manager.py commit 2ccfca94)."""
+
+    head_dim: int  # kv_lora_rank + qk_rope_head_dim
+    index_head_dim: int
+    main_row_bytes: int  # footer_scale_kv.TOKEN_BYTES (fp8_ds_mla)
+    indexer_row_bytes: int  # FP8 blockwise or MXFP4 row
+    ratios: tuple[int, ...]  # one per model layer, 0 read as 1
+    tokens_per_block: int
+    window: int = WINDOW_SIZE
+
+    def attn_dim(self, ratio: int, role: str) -> int:
+        """cache_manager.get_attn_dim: compressor states are 2x wide for the overlap (ratio 4) compressor."""
+        factor = 2 if ratio == SPARSE_RATIO else 1
+        return {"SWA": self.head_dim, "COMPRESS": self.head_dim, "COMPRESSOR_KV": factor * self.head_dim,
+                "COMPRESSOR_SCORE": factor * self.head_dim, "INDEXER_COMPRESS": self.index_head_dim,
+                "INDEXER_COMPRESSOR_KV": factor * self.index_head_dim,
+                "INDEXER_COMPRESSOR_SCORE": factor * self.index_head_dim}[role]
+
+    def token_bytes(self, ratio: int, role: str) -> int:
+        """cache_manager.get_token_bytes with use_fp8_ds_mla: the 584 B footer-scale row for SWA and
+        COMPRESS, the indexer row for INDEXER_COMPRESS, fp32 compressor states."""
+        if role in ("SWA", "COMPRESS"):
+            return self.main_row_bytes
+        if role == "INDEXER_COMPRESS":
+            return self.indexer_row_bytes
+        return self.attn_dim(ratio, role) * formats.ELEMENT_BYTES[STATE_ELEMENT]
+
+    def bytes_per_token(self, ratio: int, role: str) -> int:
+        """_get_attn_bytes_per_token: a compressed row's bytes floored by // ratio."""
+        b = self.token_bytes(ratio, role)
+        return b // ratio if role in NON_SLIDING else b
+
+    def block_bytes(self, ratio: int, role: str) -> int:
+        """_get_attn_bytes_per_block: token bytes x tokens_per_block (tokens_per_block // ratio rows
+        for COMPRESS / INDEXER_COMPRESS, compressed_block_sizes)."""
+        rows = self.tokens_per_block // ratio if role in NON_SLIDING else self.tokens_per_block
+        return self.token_bytes(ratio, role) * rows
+
+    def sliding_window(self, ratio: int, role: str) -> int:
+        """_get_window_size, max_draft_len 0: SWA 128; a compressor state (2 for ratio 4) x ratio."""
+        return self.window if role == "SWA" else (2 if ratio == SPARSE_RATIO else 1) * ratio
+
+    @property
+    def non_sliding_per_token(self) -> int:
+        """_estimate_non_sliding_attn_size_per_token: the compressed rows' bytes per token, every layer."""
+        return sum(self.bytes_per_token(r, role) for r in self.ratios for role in NON_SLIDING if has_role(r, role))
+
+    def swa_cache_size(self, *, context: bool) -> tuple[int, int]:
+        """_estimate_swa_cache_size without scratch reuse: (bytes per token, bytes per request); a
+        context request pays every sliding cache per token, a generation request its window rounded
+        up to whole blocks."""
+        per_token = per_request = 0
+        tpb = self.tokens_per_block
+        for r in self.ratios:
+            for role in SLIDING:
+                if has_role(r, role):
+                    if context:
+                        per_token += self.bytes_per_token(r, role)
+                    else:
+                        per_request += -(-self.sliding_window(r, role) // tpb) * tpb * self.bytes_per_token(r, role)
+        return per_token, per_request
+
+    def bytes_for_tokens(self, tokens: int, *, context: bool) -> int:
+        """DeepseekV4CacheManager._get_cache_bytes_for_tokens: what the scheduler reserves for a
+        request of `tokens` tokens (get_needed_resource_to_completion)."""
+        per_token, per_request = self.swa_cache_size(context=context)
+        return int(tokens * (self.non_sliding_per_token + per_token) + per_request)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LifeCycle:
+    """One life cycle (pool group) of KVCacheManagerV2: its window (0: none) and its pools, one per
+    buffer size: (buffer bytes, buffers, name); a slot holds one block of every buffer."""
+
+    window: int
+    pools: tuple[tuple[int, int, str], ...]
+
+    @property
+    def pool_slot_bytes(self) -> tuple[int, ...]:
+        """Bytes of one slot in each pool (lifecycle_layouts: size x count, largest first)."""
+        return tuple(size * count for size, count, _ in self.pools)
+
+    @property
+    def slot_bytes(self) -> int:
+        """Bytes of one slot across the life cycle's pools."""
+        return sum(self.pool_slot_bytes)
+
+
+def life_cycles(g: DSV4Geometry) -> list[LifeCycle]:
+    """_build_cache_config's manager layers grouped as lifecycle_layouts groups them: by window, in
+    the order layers first use them; buffers of one size share a pool."""
+    by_window: dict[int, dict[int, list]] = {}
+    for r in g.ratios:
+        for roles, sliding in MANAGER_LAYERS[r]:
+            window = g.sliding_window(r, roles[0]) if sliding else 0
+            sizes = by_window.setdefault(window, {})
+            for role in roles:
+                entry = sizes.setdefault(g.block_bytes(r, role), [0, []])
+                entry[0] += 1
+                label = _LABELS[role].format(r=r)
+                if label not in entry[1]:
+                    entry[1].append(label)
+    return [LifeCycle(window=w, pools=tuple(sorted(((size, n, " + ".join(names)) for size, (n, names) in
+                                                    sizes.items()), key=lambda p: -p[0] * p[1])))
+            for w, sizes in by_window.items()]
+
+
+def typical_step(max_num_tokens: int, max_batch_size: int, max_seq_len: int) -> tuple[tuple[int, int], ...]:
+    """The typical step's requests as (capacity, history): one context request of max_num_tokens and
+    max_batch_size - 1 generation requests of max_seq_len, history max_seq_len - 1 (no draft tokens)."""
+    return ((max_num_tokens, 0),) + ((max_seq_len, max_seq_len - 1),) * (max_batch_size - 1)
+
+
+def stale_blocks(window: int, history: int, tokens_per_block: int) -> int:
+    """_stale_range's length, no sink tokens: blocks wholly behind the window (the in-flight token at
+    `history` keeps it one token longer); C++ division truncates toward zero."""
+    if not window:
+        return 0
+    ahead = history + 1 - window
+    return max(0, int(ahead / tokens_per_block) if ahead < 0 else ahead // tokens_per_block)
+
+
+def pages_for_batch(window: int, batch, tokens_per_block: int) -> int:
+    """slots_for_batch for one life cycle, no system prompt: each request's blocks less its stale ones."""
+    return sum(max(0, -(-cap // tokens_per_block) - stale_blocks(window, hist, tokens_per_block)) for cap, hist in batch)
+
+
+def floor_pages(windows, tokens_per_block: int) -> list[int]:
+    """slots_from_constraints with no constraint: a window's (window + tokens_per_block - 2) //
+    tokens_per_block + 1 pages; the windowless life cycle the largest of those (at least 1)."""
+    windowed = [(w + tokens_per_block - 2) // tokens_per_block + 1 for w in windows if w]
+    return [(w + tokens_per_block - 2) // tokens_per_block + 1 if w else max([1] + windowed) for w in windows]
+
+
+def gpu_granularity(quota: int) -> int:
+    """gpu_granularity: the GPU tier's physical chunk, 2 MiB growing to 32 MiB with the quota."""
+    ratio = quota // (GPU_PHYS_MEM_BASE * 512)
+    return GPU_PHYS_MEM_BASE << (0 if ratio == 0 else min(4, ratio.bit_length() - 1))
+
+
+def pools_cost(counts, pool_bytes, granularity: int) -> int:
+    """Bytes the life cycles' pools take at `counts` slots, each pool rounded up to the granularity."""
+    return sum(-(-c * b // granularity) * granularity for c, pools in zip(counts, pool_bytes) for b in pools)
+
+
+def slot_counts(need, floors, pool_bytes, granularity: int, budget: int) -> list[int]:
+    """_tier_slot_counts: the largest counts proportional to `need` (the neediest life cycle holds
+    `scale` pages, each other max(floor, scale x need // max need)) whose pools fit `budget`."""
+    reference = max(max(need), 1)
+
+    def counts_at(scale: int) -> list[int]:
+        return [min(MAX_SLOT_COUNT, max(f, scale * n // reference)) for f, n in zip(floors, need)]
+
+    def fits(scale: int) -> bool:
+        return pools_cost(counts_at(scale), pool_bytes, granularity) <= budget
+
+    low, high = 0, 1
+    while high <= MAX_SLOT_COUNT and fits(high):
+        low, high = high, high * 2
+    high = min(high, MAX_SLOT_COUNT + 1)
+    while low + 1 < high:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return counts_at(low)
+
+
+def geometry(model, options: Options) -> DSV4Geometry:
+    """The DeepSeek V4 config as DeepseekV4CacheManager reads it, refused in one line where it has
+    no H200 path: tokens_per_block, the fp8_ds_mla latent, the window and the compress ratios."""
+    tpb = options.block_size or TOKENS_PER_BLOCK
+    require(tpb in ALLOWED_TOKENS_PER_BLOCK, f"block_size={tpb}: TensorRT-LLM's DeepseekV4CacheManager requires "
+                                             f"tokens_per_block in [128, 256]")
+    require(options.main_format in (None, "fp8_ds_mla"),
+            f"main_format={options.main_format!r}: TensorRT-LLM runs DeepSeek V4 on Hopper only with "
+            f"kv_cache_config.dtype='fp8_ds_mla' (DeepseekV4CacheManager.__init__)")
+    indexer = options.indexer_format or "fp8"
+    require(indexer in INDEXER_K_DTYPE, f"indexer_format={indexer!r}: TensorRT-LLM's indexer_k_dtype is 'fp8' or "
+                                        f"'fp4' (kvviz: fp8, mxfp4)")
+    config = model.reader.config_for(model, options)  # the DeepSeek V4 family's ModelConfig, overrides applied
+    main = formats.ds_mla_row(config.head_dim, config.qk_rope_head_dim)
+    require(main.payload_bytes == 448 + 64 * 2 and config.qk_rope_head_dim == 64,
+            f"head_dim={config.head_dim}, rope_dim={config.qk_rope_head_dim}: TensorRT-LLM's footer-scale KV "
+            f"layout (footer_scale_kv.py) holds 448 NoPE + 64 RoPE dims only")
+    require(indexer == "fp8" or config.index_head_dim == 128,
+            f"index_head_dim={config.index_head_dim}: TensorRT-LLM's FP4 indexer K cache requires 128")
+    require(config.sliding_window == WINDOW_SIZE, f"sliding_window={config.sliding_window}: TensorRT-LLM's "
+                                                  f"DeepSeek V4 attention requires window_size == {WINDOW_SIZE}")
+    ratios = tuple(1 if r == 0 else r for r in config.compress_ratios[:config.num_hidden_layers])
+    bad = sorted(set(ratios) - set(RATIOS))
+    require(not bad, f"compress_ratios: {bad}: TensorRT-LLM's DeepSeek V4 supports ratios 1, 4, 128 only")
+    require(any(r > 1 for r in ratios), "compress_ratios: no c4 / c128 layer; kvviz does not size an all-SWA "
+                                        "DeepSeek V4 in TensorRT-LLM (its windowless pool would be empty)")
+    return DSV4Geometry(head_dim=config.head_dim, index_head_dim=config.index_head_dim, main_row_bytes=main.row_bytes,
+                        indexer_row_bytes=formats.indexer_row(indexer, config.index_head_dim).row_bytes,
+                        ratios=ratios, tokens_per_block=tpb)
+
+
+def _engine_pools(cycles: list[LifeCycle], counts: list[int], tpb: int) -> list[EnginePool]:
+    """One EnginePool per pool of each life cycle: `counts` slots of one block of every buffer."""
+    out = []
+    for lc, n in zip(cycles, counts):
+        for size, buffers, name in lc.pools:
+            state = "state" in name
+            out.append(EnginePool(name=name, holds=f"{buffers} buffers of {size:,} B ("
+                                  + (f"window {lc.window} life cycle" if lc.window else "windowless life cycle") + ")",
+                                  unit=f"page of {tpb} tokens", bytes_per_unit=size * buffers, units=n,
+                                  layers=buffers, arrangement="blocks", window=lc.window or None,
+                                  kind="state" if state else "latent"))
+    return out
+
+
+def plan_trtllm_dsv4(model, options: Options = Options(), *, kv_budget_bytes: int) -> EnginePlan:
+    """TensorRT-LLM's DeepSeek V4 pools when its KV cache gets `kv_budget_bytes`
+    (max_gpu_total_bytes, the GPU tier quota of DeepseekV4CacheManager); the rules in the module
+    docstring, each function citing the one it mirrors."""
+    check_budget(kv_budget_bytes)
+    g = geometry(model, options)
+    tpb = g.tokens_per_block
+    max_seq_len = options.max_model_len or model.max_model_len
+    max_num_tokens = options.max_num_batched_tokens or MAX_NUM_TOKENS
+    cycles = life_cycles(g)
+    batch = typical_step(max_num_tokens, MAX_BATCH_SIZE, max_seq_len)
+    need = [pages_for_batch(lc.window, batch, tpb) for lc in cycles]
+    floors = floor_pages([lc.window for lc in cycles], tpb)
+    gran = gpu_granularity(kv_budget_bytes)
+    pool_bytes = [lc.pool_slot_bytes for lc in cycles]
+    minimum = pools_cost(floors, pool_bytes, gran)
+    if minimum > kv_budget_bytes:
+        raise KvvizError(f"{model.name}: TensorRT-LLM: kv_budget_bytes={kv_budget_bytes:,} cannot hold DeepSeek V4's "
+                         f"minimum pages ({minimum:,} B: {floors} pages in {gran >> 20} MiB chunks); raise the budget")
+    counts = slot_counts(need, floors, pool_bytes, gran, kv_budget_bytes)
+    full = next(i for i, lc in enumerate(cycles) if not lc.window)
+    tokens = counts[full] * tpb  # clamp_max_seq_len_for_mem: the windowless pages bound one sequence
+    logs = [f"[TensorRT-LLM][INFO] Estimated max memory in KV cache : {kv_budget_bytes / GIB:.2f} GiB",
+            f"[TensorRT-LLM][INFO] KV cache manager v2 device quota set to {kv_budget_bytes / GIB}GiB"]
+    derivation = [f"tokens_per_block={tpb}, max_seq_len={max_seq_len:,}, max_num_tokens={max_num_tokens:,}, "
+                  f"max_batch_size={MAX_BATCH_SIZE}; rows: fp8_ds_mla {g.main_row_bytes} B, indexer "
+                  f"{g.indexer_row_bytes} B, compressor states fp32",
+                  f"typical step: 1 context request of {max_num_tokens:,} + {MAX_BATCH_SIZE - 1:,} generation "
+                  f"requests of {max_seq_len:,} (history {max_seq_len - 1:,})"]
+    for lc, n, f, p in zip(cycles, counts, floors, need):
+        derivation.append(f"life cycle window {lc.window or 'none'}: slot {lc.slot_bytes:,} B "
+                          f"({' + '.join(f'{c} x {s:,}' for s, c, _ in lc.pools)}), typical-step need {p:,} pages, "
+                          f"floor {f}: {n:,} pages")
+    derivation.append(f"pools rounded to {gran >> 20} MiB: {pools_cost(counts, pool_bytes, gran):,} of "
+                      f"{kv_budget_bytes:,} B; the windowless pages hold {tokens:,} tokens")
+    if max_seq_len > tokens:
+        logs.append(f"[TensorRT-LLM][WARNING] max_seq_len {max_seq_len} is greater than max_num_tokens {tokens} that "
+                    f"can be allocated in kv cache manager, setting max_seq_len to {tokens}")
+        max_seq_len = tokens
+    per_request = g.bytes_for_tokens(max_seq_len, context=False)
+    running = min(MAX_BATCH_SIZE, kv_budget_bytes // per_request)
+    if running <= 0:
+        raise KvvizError(f"{model.name}: TensorRT-LLM: a request of {max_seq_len:,} tokens needs {per_request:,} B, "
+                         f"more than the quota {kv_budget_bytes:,} B; raise the budget")
+    swa_per_request = g.swa_cache_size(context=False)[1]
+    derivation.append(f"get_needed_resource_to_completion({max_seq_len:,}) = {max_seq_len:,} x "
+                      f"{g.non_sliding_per_token:,} + {swa_per_request:,} = {per_request:,} B; "
+                      f"min({MAX_BATCH_SIZE}, {kv_budget_bytes:,} // {per_request:,}) = {running:,}")
+    notes = ("speculative decoding / MTP layers (max_draft_len widens the windows)", "host (secondary) cache tier",
+             "SWA scratch reuse and the warm-up constraints (they raise the floors only)",
+             "avg_seq_len / pool_ratio overrides, attention DP and pipeline parallelism",
+             "the C++ storage manager's own rounding of the split (kvviz rounds each pool up to the chunk)")
+    return EnginePlan(engine="trtllm", version=VERSION, model=model.name, kv_budget_bytes=kv_budget_bytes,
+                      pools=tuple(_engine_pools(cycles, counts, tpb)), token_capacity=tokens,
+                      token_capacity_name="tokens of the windowless pages",
+                      request_bound=running,
+                      request_bound_rule=f"min(max_batch_size {MAX_BATCH_SIZE}, quota // "
+                                         f"get_needed_resource_to_completion(max_seq_len)) (bytes, V2 scheduler)",
+                      max_model_len=max_seq_len, log_lines=tuple(logs), derivation=tuple(derivation), notes=notes,
+                      token_capacity_counts="positions of the compressed caches' pages (windowless life cycle pages x "
+                                            "tokens_per_block): the longest sequence, not the sum over requests")
