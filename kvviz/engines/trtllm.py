@@ -33,7 +33,10 @@ wheel could not be had: PyPI's tensorrt-llm is a stub that downloads from NVIDIA
 * Requests: llmapi/llm_args.py max_batch_size default 2048; the GUARANTEED_NO_EVICT capacity
   scheduler reserves a request's blocks to completion (KVCacheManager.get_needed_resource_to_completion:
   ceil(tokens / tokens_per_block)).
-* Hybrid Mamba (kv_cache/mamba_cache_manager/ at commit 28295084: MixedMambaHybridCacheManager =
+* Hybrid Mamba: TensorRT-LLM's default is MambaHybridCacheManagerV2 (states in slots inside the
+  budget), mirrored in kvviz.engines.trtllm_hybrid. With use_py_mamba (use_kv_cache_manager_v2=False,
+  TRTLLM_USE_PY_MAMBA=1) the legacy manager
+  (kv_cache/mamba_cache_manager/ at commit 28295084: MixedMambaHybridCacheManager =
   MambaCacheManager + KVCacheManager with a layer mask of the attention layers): conv states
   (layers, slots, conv_dim, d_conv - 1) and SSM states (layers, slots, heads, head_dim, d_state)
   (legacy.py PythonMambaCacheManager), slots = _get_mamba_hybrid_pool_size = max_batch_size + 1
@@ -64,8 +67,8 @@ MAX_BATCH_SIZE = 2048  # llmapi/llm_args.py BaseLlmArgs.max_batch_size
 MAX_NUM_TOKENS = 8192  # llmapi/llm_args.py BaseLlmArgs.max_num_tokens
 _SSM = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 NOTES = ("speculative decoding / MTP layers", "host (secondary) pool", "beam width > 1 and sink tokens",
-         "KVCacheManagerV2 and the unified hybrid Mamba managers (CppMambaHybridCacheManager / "
-         "MambaHybridCacheManagerV2 put states in blocks, CacheCost.intercept inside the budget)")
+         "KVCacheManagerV2 for attention-only models and CppMambaHybridCacheManager (use_kv_cache_manager_v2=False "
+         "without TRTLLM_USE_PY_MAMBA)")
 
 
 def blocks_for_budget(budget: int, bytes_per_token: int, tokens_per_block: int) -> tuple[int, int]:
@@ -134,10 +137,14 @@ def _attention_geometry(model, attn, mla):
 
 def plan_trtllm(model, options: Options = Options(), *, kv_budget_bytes: int,
                 max_attention_window: tuple[int, ...] | None = None,
-                window_size_shares: tuple[float, ...] | None = None) -> EnginePlan:
+                window_size_shares: tuple[float, ...] | None = None,
+                max_batch_size: int = MAX_BATCH_SIZE, use_py_mamba: bool = False) -> EnginePlan:
     """TensorRT-LLM's pools for `model` when its KV cache gets `kv_budget_bytes` (after
     free_gpu_memory_fraction); `max_attention_window` is KvCacheConfig's (None: one window of
-    max_seq_len), `window_size_shares` TRTLLM_WINDOW_SIZE_SHARES."""
+    max_seq_len), `window_size_shares` TRTLLM_WINDOW_SIZE_SHARES, `max_batch_size` LlmArgs'.
+    A hybrid (recurrent-state) model gets MambaHybridCacheManagerV2, TensorRT-LLM's default
+    (kvviz.engines.trtllm_hybrid); `use_py_mamba` is use_kv_cache_manager_v2=False with
+    TRTLLM_USE_PY_MAMBA=1: the legacy MixedMambaHybridCacheManager, states outside the budget."""
     check_budget(kv_budget_bytes)
     if model.architecture == "DeepseekV4ForCausalLM":  # its own manager: kvviz.engines.trtllm_dsv4
         from .trtllm_dsv4 import plan_trtllm_dsv4
@@ -145,9 +152,19 @@ def plan_trtllm(model, options: Options = Options(), *, kv_budget_bytes: int,
         return plan_trtllm_dsv4(model, options, kv_budget_bytes=kv_budget_bytes)
     attn, mla, states = split_declared(model, model.reader.caches(model, options), "trtllm")
     require(not (attn and mla), f"{model.name}: both MHA and MLA layers; TensorRT-LLM keeps one KV cache type")
+    require(type(max_batch_size) is int and max_batch_size > 0, f"max_batch_size={max_batch_size!r}: a positive integer")
+    require(states or not use_py_mamba, f"{model.name}: use_py_mamba applies to hybrid Mamba models only")
     tpb = options.block_size or TOKENS_PER_BLOCK
     max_seq_len = options.max_model_len or model.max_model_len
     kv_factor, heads, head_dim, dtype, kind = _attention_geometry(model, attn, mla)
+    if states and not use_py_mamba:
+        from .trtllm_hybrid import plan_trtllm_hybrid_v2
+
+        require(max_attention_window is None, f"{model.name}: max_attention_window with MambaHybridCacheManagerV2 "
+                                              f"is not modelled by kvviz")
+        return plan_trtllm_hybrid_v2(model, options, attn_layout=(kv_factor, heads, head_dim, dtype, kind),
+                                     states=states, kv_budget_bytes=kv_budget_bytes, tokens_per_block=tpb,
+                                     max_seq_len=max_seq_len, max_batch_size=max_batch_size)
     elem = ELEMENT_BYTES[dtype]
     layers = len(heads)
     per_layer = [kv_factor * h * head_dim * elem for h in heads]  # bytes per token, per layer
@@ -221,16 +238,17 @@ def plan_trtllm(model, options: Options = Options(), *, kv_budget_bytes: int,
         logs.append(f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {pools[-1].total_bytes / GIB:.2f} GiB for max "
                     f"tokens in paged KV cache ({blocks * tpb}).")
     if states:
-        pools += _mamba_pools(model, options, states)
-        derivation.append(f"Mamba states: {pools[-1].units:,} + 1 slots (max_batch_size + a padding slot) x "
+        pools += _mamba_pools(model, options, states, max_batch_size)
+        derivation.append(f"Mamba states (MixedMambaHybridCacheManager, TRTLLM_USE_PY_MAMBA=1): {pools[-1].units:,} "
+                          f"+ 1 slots (max_batch_size + a padding slot) x "
                           f"({pools[-2].bytes_per_unit:,} + {pools[-1].bytes_per_unit:,}) B, outside the KV budget")
-        logs.insert(0, f"Mamba Cache is allocated. max_mamba_cache_size: {MAX_BATCH_SIZE + 1}, conv_state size: "
+        logs.insert(0, f"Mamba Cache is allocated. max_mamba_cache_size: {max_batch_size + 1}, conv_state size: "
                        f"{pools[-2].total_bytes / GIB:.2f}GB, ssm_state size: {pools[-1].total_bytes / GIB:.2f}GB")
     kv_pools = [p for p in pools if p.kind != "state"]
     full = max(kv_pools, key=lambda p: p.window)
     tokens = full.units * tpb
-    running = min([MAX_BATCH_SIZE] + [p.units // per_request[p.window] for p in kv_pools])
-    rule = (f"min(max_batch_size {MAX_BATCH_SIZE}, blocks // ceil(min(max_seq_len, window) / {tpb}) per pool) "
+    running = min([max_batch_size] + [p.units // per_request[p.window] for p in kv_pools])
+    rule = (f"min(max_batch_size {max_batch_size}, blocks // ceil(min(max_seq_len, window) / {tpb}) per pool) "
             f"(GUARANTEED_NO_EVICT reserves blocks to completion)")
     return EnginePlan(engine="trtllm", version=VERSION, model=model.name, kv_budget_bytes=kv_budget_bytes,
                       pools=tuple(pools), token_capacity=tokens, token_capacity_name="max tokens in paged KV cache",
@@ -239,10 +257,12 @@ def plan_trtllm(model, options: Options = Options(), *, kv_budget_bytes: int,
                       tokens_per_window=tuple((p.window, p.units * tpb) for p in kv_pools), notes=NOTES)
 
 
-def _mamba_pools(model, options: Options, states) -> list[EnginePool]:
+def _mamba_pools(model, options: Options, states, max_batch_size: int = MAX_BATCH_SIZE) -> list[EnginePool]:
     """legacy.py PythonMambaCacheManager's conv_states / ssm_states over
     _get_mamba_hybrid_pool_size = max_batch_size + 1 slots (the last a padding slot); conv in the
-    model dtype, SSM in mamba_ssm_cache_dtype ('auto': the model's torch_dtype)."""
+    model dtype, SSM in mamba_ssm_cache_dtype ('auto': the model's torch_dtype). Only with
+    use_kv_cache_manager_v2=False and TRTLLM_USE_PY_MAMBA=1 (_util.py get_kv_cache_manager_cls at
+    commit 0004396720); the default is kvviz.engines.trtllm_hybrid."""
     conv_dtype = model.dtype
     ssm = _SSM[options.mamba_ssm_dtype] if options.mamba_ssm_dtype else model.dtype
     conv_b = ssm_b = 0
@@ -255,8 +275,8 @@ def _mamba_pools(model, options: Options, states) -> list[EnginePool]:
                 conv_b += p.count * ELEMENT_BYTES[conv_dtype]
     n = len(states)
     return [EnginePool(name="mamba conv_states", holds=f"conv state of {n} layers ({conv_dtype})", unit="sequence slot",
-                       bytes_per_unit=conv_b, units=MAX_BATCH_SIZE, layers=n, reserved_units=1, kind="state",
+                       bytes_per_unit=conv_b, units=max_batch_size, layers=n, reserved_units=1, kind="state",
                        outside_budget=True),
             EnginePool(name="mamba ssm_states", holds=f"SSM state of {n} layers ({ssm})", unit="sequence slot",
-                       bytes_per_unit=ssm_b, units=MAX_BATCH_SIZE, layers=n, reserved_units=1, kind="state",
+                       bytes_per_unit=ssm_b, units=max_batch_size, layers=n, reserved_units=1, kind="state",
                        outside_budget=True)]
