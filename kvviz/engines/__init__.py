@@ -174,11 +174,15 @@ class EngineKnobs:
     TensorRT-LLM: `max_attention_window` (KvCacheConfig.max_attention_window, a per-layer pattern
     repeated over the attention layers; two or more sizes make VSWA pools) and
     `window_size_shares` (TRTLLM_WINDOW_SIZE_SHARES: each window size's share of the pool, summing
-    to 1). SGLang: `unified_memory` (--enable-unified-memory: one buffer, two allocators)."""
+    to 1), `max_batch_size` (LlmArgs.max_batch_size, None: 2048) and `use_py_mamba` (a hybrid Mamba
+    model on the legacy MixedMambaHybridCacheManager: use_kv_cache_manager_v2=False with
+    TRTLLM_USE_PY_MAMBA=1). SGLang: `unified_memory` (--enable-unified-memory: one buffer, two allocators)."""
 
     max_attention_window: tuple[int, ...] | None = None
     window_size_shares: tuple[float, ...] | None = None
     unified_memory: bool = False
+    max_batch_size: int | None = None
+    use_py_mamba: bool = False
 
     def __post_init__(self) -> None:
         w = self.max_attention_window
@@ -191,6 +195,9 @@ class EngineKnobs:
             require(isinstance(s, tuple) and all(isinstance(x, (int, float)) and 0 < x <= 1 for x in s),
                     f"window_size_shares={s!r}: a tuple of shares in (0, 1]")
         require(isinstance(self.unified_memory, bool), f"unified_memory={self.unified_memory!r}: True or False")
+        b = self.max_batch_size
+        require(b is None or (type(b) is int and b > 0), f"max_batch_size={b!r}: a positive integer")
+        require(isinstance(self.use_py_mamba, bool), f"use_py_mamba={self.use_py_mamba!r}: True or False")
 
 
 def check_budget(kv_budget_bytes) -> int:
@@ -241,9 +248,10 @@ def plan_engine(engine: str, model, options: Options = Options(), *, kv_budget_b
     if engine == "trtllm":
         from .trtllm import plan_trtllm
 
+        extra = {} if knobs.max_batch_size is None else {"max_batch_size": knobs.max_batch_size}
         return plan_trtllm(model, options, kv_budget_bytes=kv_budget_bytes,
                            max_attention_window=knobs.max_attention_window,
-                           window_size_shares=knobs.window_size_shares)
+                           window_size_shares=knobs.window_size_shares, use_py_mamba=knobs.use_py_mamba, **extra)
     raise KvvizError(f"engine={engine!r}: unknown; choose one of {', '.join(ENGINES)}")
 
 
@@ -297,8 +305,6 @@ def token_count_lines(rows) -> list[str]:
 OWN_POOLS = {
     ("sglang", "DeepseekV4ForCausalLM"): "SGLang 0.5.23 serves it through its own pools (mem_cache/"
     "deepseek_v4_memory_pool.py DeepSeekV4TokenToKVPool: compressed c4/c128 + SWA + indexer)",
-    ("trtllm", "KimiLinearForCausalLM"): "TensorRT-LLM main serves it (_torch/models/modeling_kimi_linear.py) "
-    "with MLA layers plus KDA states whose cache manager kvviz does not mirror",
 }
 # Architectures an engine does not serve at all: one line, no numbers.
 _SGLANG_NO_MODEL = ("SGLang 0.5.23 has no model class for it in sglang/srt/models (kvviz does not size the "
@@ -306,6 +312,10 @@ _SGLANG_NO_MODEL = ("SGLang 0.5.23 has no model class for it in sglang/srt/model
 _TRTLLM_NO_MODEL = ("TensorRT-LLM's PyTorch backend does not list it (_torch/models/_arch_index.py "
                     "MODEL_ARCH_TO_MODULE at commit 065ff9e9)")
 NOT_SERVED = {
+    ("trtllm", "KimiLinearForCausalLM"): "TensorRT-LLM main's KimiLinearForCausalLM (_torch/models/"
+    "modeling_kimi_linear.py at commit cf328e85) is the Kimi K3 runtime: KimiLinearDecoderLayer asserts "
+    "attn_res_block_size ('Kimi K3 runtime expects attn_res_block_size to be set') and its MoE needs "
+    "activation_situ_linear_beta, neither of which Kimi-Linear-48B-A3B's config sets",
     ("sglang", "JambaForCausalLM"): _SGLANG_NO_MODEL,
     ("sglang", "Zamba2ForCausalLM"): _SGLANG_NO_MODEL,
     **{("trtllm", arch): _TRTLLM_NO_MODEL for arch in (
