@@ -314,8 +314,8 @@ _TRTLLM_NO_MODEL = ("TensorRT-LLM's PyTorch backend does not list it (_torch/mod
 NOT_SERVED = {
     ("trtllm", "KimiLinearForCausalLM"): "TensorRT-LLM main's KimiLinearForCausalLM (_torch/models/"
     "modeling_kimi_linear.py at commit cf328e85) is the Kimi K3 runtime: KimiLinearDecoderLayer asserts "
-    "attn_res_block_size ('Kimi K3 runtime expects attn_res_block_size to be set') and its MoE needs "
-    "activation_situ_linear_beta, neither of which Kimi-Linear-48B-A3B's config sets",
+    "attn_res_block_size ('Kimi K3 runtime expects attn_res_block_size to be set'), which Kimi-Linear-48B-A3B's "
+    "config does not set",
     ("sglang", "JambaForCausalLM"): _SGLANG_NO_MODEL,
     ("sglang", "Zamba2ForCausalLM"): _SGLANG_NO_MODEL,
     **{("trtllm", arch): _TRTLLM_NO_MODEL for arch in (
