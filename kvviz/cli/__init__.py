@@ -55,6 +55,11 @@ def _engine_knob_arguments(p) -> None:
                    help="TensorRT-LLM KvCacheConfig.max_attention_window (a per-layer pattern; docs/engines.md)")
     p.add_argument("--enable-unified-memory", dest="unified_memory", action="store_true",
                    help="SGLang --enable-unified-memory: one buffer for a hybrid-SWA model's pools")
+    p.add_argument("--max-batch-size", type=_int_in(1, 1 << 20), default=None,
+                   help="TensorRT-LLM max_batch_size (default 2048; a hybrid Mamba model's state slots)")
+    p.add_argument("--use-py-mamba", action="store_true",
+                   help="TensorRT-LLM TRTLLM_USE_PY_MAMBA=1 with use_kv_cache_manager_v2=False: the legacy "
+                        "MixedMambaHybridCacheManager (states outside the KV budget) instead of MambaHybridCacheManagerV2")
 
 
 def build_parser() -> argparse.ArgumentParser:

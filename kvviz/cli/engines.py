@@ -107,7 +107,8 @@ def _run_compare_engines(args) -> int:
 
 
 def _engine_knobs(args):
-    """kvviz.engines.EngineKnobs from --max-attention-window / --enable-unified-memory."""
+    """kvviz.engines.EngineKnobs from --max-attention-window / --enable-unified-memory / --max-batch-size /
+    --use-py-mamba."""
     from ..engines import EngineKnobs
 
     window = getattr(args, "max_attention_window", None)
@@ -117,6 +118,8 @@ def _engine_knobs(args):
         except ValueError:
             raise KvvizError(f"--max-attention-window: {window!r}: comma-separated token counts") from None
     try:
-        return EngineKnobs(max_attention_window=window, unified_memory=bool(getattr(args, "unified_memory", False)))
+        return EngineKnobs(max_attention_window=window, unified_memory=bool(getattr(args, "unified_memory", False)),
+                           max_batch_size=getattr(args, "max_batch_size", None),
+                           use_py_mamba=bool(getattr(args, "use_py_mamba", False)))
     except KvvizError as err:
         raise KvvizError(f"--max-attention-window: {err}") from None
