@@ -149,7 +149,8 @@ def plan_trtllm(model, options: Options = Options(), *, kv_budget_bytes: int,
     if model.architecture == "DeepseekV4ForCausalLM":  # its own manager: kvviz.engines.trtllm_dsv4
         from .trtllm_dsv4 import plan_trtllm_dsv4
 
-        return plan_trtllm_dsv4(model, options, kv_budget_bytes=kv_budget_bytes)
+        return plan_trtllm_dsv4(model, options, kv_budget_bytes=kv_budget_bytes, max_batch_size=max_batch_size,
+                                max_attention_window=max_attention_window, use_py_mamba=use_py_mamba)
     attn, mla, states = split_declared(model, model.reader.caches(model, options), "trtllm")
     require(not (attn and mla), f"{model.name}: both MHA and MLA layers; TensorRT-LLM keeps one KV cache type")
     require(type(max_batch_size) is int and max_batch_size > 0, f"max_batch_size={max_batch_size!r}: a positive integer")

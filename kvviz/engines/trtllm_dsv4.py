@@ -315,17 +315,24 @@ def _engine_pools(cycles: list[LifeCycle], counts: list[int], tpb: int) -> list[
     return out
 
 
-def plan_trtllm_dsv4(model, options: Options = Options(), *, kv_budget_bytes: int) -> EnginePlan:
+def plan_trtllm_dsv4(model, options: Options = Options(), *, kv_budget_bytes: int,
+                     max_batch_size: int = MAX_BATCH_SIZE, max_attention_window: tuple[int, ...] | None = None,
+                     use_py_mamba: bool = False) -> EnginePlan:
     """TensorRT-LLM's DeepSeek V4 pools when its KV cache gets `kv_budget_bytes`
-    (max_gpu_total_bytes, the GPU tier quota of DeepseekV4CacheManager); the rules in the module
-    docstring, each function citing the one it mirrors."""
+    (max_gpu_total_bytes, the GPU tier quota of DeepseekV4CacheManager) and LlmArgs gives
+    `max_batch_size`; the rules in the module docstring, each function citing the one it mirrors.
+    `max_attention_window` and `use_py_mamba` (plan_trtllm's knobs) do not apply and are refused."""
     check_budget(kv_budget_bytes)
+    require(type(max_batch_size) is int and max_batch_size > 0, f"max_batch_size={max_batch_size!r}: a positive integer")
+    require(max_attention_window is None, f"max_attention_window={max_attention_window!r}: DeepseekV4CacheManager sets "
+                                          f"DeepSeek V4's windows itself (_build_cache_config)")
+    require(not use_py_mamba, f"{model.name}: use_py_mamba applies to hybrid Mamba models only")
     g = geometry(model, options)
     tpb = g.tokens_per_block
     max_seq_len = options.max_model_len or model.max_model_len
     max_num_tokens = options.max_num_batched_tokens or MAX_NUM_TOKENS
     cycles = life_cycles(g)
-    batch = typical_step(max_num_tokens, MAX_BATCH_SIZE, max_seq_len)
+    batch = typical_step(max_num_tokens, max_batch_size, max_seq_len)
     need = [pages_for_batch(lc.window, batch, tpb) for lc in cycles]
     floors = floor_pages([lc.window for lc in cycles], tpb)
     gran = gpu_granularity(kv_budget_bytes)
@@ -340,9 +347,9 @@ def plan_trtllm_dsv4(model, options: Options = Options(), *, kv_budget_bytes: in
     logs = [f"[TensorRT-LLM][INFO] Estimated max memory in KV cache : {kv_budget_bytes / GIB:.2f} GiB",
             f"[TensorRT-LLM][INFO] KV cache manager v2 device quota set to {kv_budget_bytes / GIB}GiB"]
     derivation = [f"tokens_per_block={tpb}, max_seq_len={max_seq_len:,}, max_num_tokens={max_num_tokens:,}, "
-                  f"max_batch_size={MAX_BATCH_SIZE}; rows: fp8_ds_mla {g.main_row_bytes} B, indexer "
+                  f"max_batch_size={max_batch_size:,}; rows: fp8_ds_mla {g.main_row_bytes} B, indexer "
                   f"{g.indexer_row_bytes} B, compressor states fp32",
-                  f"typical step: 1 context request of {max_num_tokens:,} + {MAX_BATCH_SIZE - 1:,} generation "
+                  f"typical step: 1 context request of {max_num_tokens:,} + {max_batch_size - 1:,} generation "
                   f"requests of {max_seq_len:,} (history {max_seq_len - 1:,})"]
     for lc, n, f, p in zip(cycles, counts, floors, need):
         derivation.append(f"life cycle window {lc.window or 'none'}: slot {lc.slot_bytes:,} B "
@@ -355,14 +362,11 @@ def plan_trtllm_dsv4(model, options: Options = Options(), *, kv_budget_bytes: in
                     f"can be allocated in kv cache manager, setting max_seq_len to {tokens}")
         max_seq_len = tokens
     per_request = g.bytes_for_tokens(max_seq_len, context=False)
-    running = min(MAX_BATCH_SIZE, kv_budget_bytes // per_request)
-    if running <= 0:
-        raise KvvizError(f"{model.name}: TensorRT-LLM: a request of {max_seq_len:,} tokens needs {per_request:,} B, "
-                         f"more than the quota {kv_budget_bytes:,} B; raise the budget")
+    running = min(max_batch_size, kv_budget_bytes // per_request)  # 0: no request of max_seq_len is admitted
     swa_per_request = g.swa_cache_size(context=False)[1]
     derivation.append(f"get_needed_resource_to_completion({max_seq_len:,}) = {max_seq_len:,} x "
                       f"{g.non_sliding_per_token:,} + {swa_per_request:,} = {per_request:,} B; "
-                      f"min({MAX_BATCH_SIZE}, {kv_budget_bytes:,} // {per_request:,}) = {running:,}")
+                      f"min({max_batch_size}, {kv_budget_bytes:,} // {per_request:,}) = {running:,}")
     notes = ("speculative decoding / MTP layers (max_draft_len widens the windows)", "host (secondary) cache tier",
              "SWA scratch reuse and the warm-up constraints (they raise the floors only)",
              "avg_seq_len / pool_ratio overrides, attention DP and pipeline parallelism",
@@ -371,7 +375,7 @@ def plan_trtllm_dsv4(model, options: Options = Options(), *, kv_budget_bytes: in
                       pools=tuple(_engine_pools(cycles, counts, tpb)), token_capacity=tokens,
                       token_capacity_name="tokens of the windowless pages",
                       request_bound=running,
-                      request_bound_rule=f"min(max_batch_size {MAX_BATCH_SIZE}, quota // "
+                      request_bound_rule=f"min(max_batch_size {max_batch_size}, quota // "
                                          f"get_needed_resource_to_completion(max_seq_len)) (bytes, V2 scheduler)",
                       max_model_len=max_seq_len, log_lines=tuple(logs), derivation=tuple(derivation), notes=notes,
                       token_capacity_counts="positions of the compressed caches' pages (windowless life cycle pages x "
