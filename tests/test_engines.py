@@ -333,10 +333,10 @@ def test_results_are_frozen_and_describe():
         plan_sglang(m, kv_budget_bytes=0)
 
 
-def test_deepseek_v4_is_refused_in_one_line_by_trtllm():
-    m = load("deepseek-v4-flash")
-    with pytest.raises(KvvizError, match="not modelled"):
-        plan_engine("trtllm", m, kv_budget_bytes=BUDGET)
+def test_deepseek_v4_goes_to_trtllm_dsv4():
+    # DeepseekV4CacheManager's own pools (derived by hand in tests/test_engines_trtllm_dsv4.py)
+    p = plan_engine("trtllm", load("deepseek-v4-flash"), kv_budget_bytes=BUDGET)
+    assert {"swa kv", "c4 compressed kv", "c4 indexer k", "c128 compressed kv"} <= {x.name for x in p.pools}
 
 
 def sglang_dsv4_by_hand(c: dict, budget: int) -> tuple[int, int, int, int, float]:
@@ -873,7 +873,7 @@ def test_explorer_shows_the_other_engines_at_its_budget():
     t = plan_trtllm(_model("gpt-oss-120b"), kv_budget_bytes=40 * GIB)
     assert f"{s.token_capacity:,} tokens" in e.engines_label.value and f"{t.token_capacity:,} tokens" in e.engines_label.value
     e.set(model="deepseek-v4-flash")
-    assert "not modelled by kvviz" in e.engines_label.value
+    assert "KV cache manager v2 device quota set to 40.0GiB" in e.engines_label.value  # kvviz.engines.trtllm_dsv4
 
 
 def test_sglang_dsv4_pool_configurator_runs_as_kvviz_sizes(sgl, monkeypatch):
