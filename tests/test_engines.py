@@ -232,11 +232,18 @@ def test_qwen3_next_mamba_pool_carved_first_in_sglang():
     paged = plan_sglang(m, Options(async_scheduling=False, block_size=64), kv_budget_bytes=BUDGET)
     assert (paged.token_capacity, paged.request_bound) == (avail // cell // 64 * 64,
                                                            sglang_running(avail // cell // 64 * 64, ctx, size // 4))
-    # TRT-LLM: the KV pool over the 12 attention layers gets the whole budget; the states (model dtype)
-    # are max_batch_size slots outside it.
+    # TRT-LLM's default (use_kv_cache_manager_v2 'auto' -> V2, MambaHybridCacheManagerV2): the states
+    # (model dtype) of max_batch_size + 1 slots come out of the budget first; 2,049 slots of 36 layers'
+    # states plus one attention block do not fit 60 GiB (_minimum_live_gpu_quota), so it refuses.
     bpt = 2 * kv * n_full * head * 2
+    state_slot = (conv_dim * (kernel - 1) * 2 + vh * vd * kd * 2) * n_lin
+    need = 2049 * state_slot + bpt * 32
+    with pytest.raises(KvvizError, match=f"need at least {need} bytes"):
+        plan_trtllm(m, kv_budget_bytes=BUDGET)
+    # use_kv_cache_manager_v2=False + TRTLLM_USE_PY_MAMBA=1 (use_py_mamba): the legacy Mixed manager, whose
+    # KV pool over the 12 attention layers gets the whole budget; the states are max_batch_size slots outside it.
     blocks = trtllm_blocks(BUDGET, bpt)
-    t = plan_trtllm(m, kv_budget_bytes=BUDGET)
+    t = plan_trtllm(m, kv_budget_bytes=BUDGET, use_py_mamba=True)
     assert (t.token_capacity, t.request_bound) == (blocks * 32, trtllm_running(blocks, ctx))
     states = {p.name: p for p in t.pools}
     assert states["mamba ssm_states"].units == 2048 and states["mamba ssm_states"].bytes_per_unit == vh * vd * kd * 2 * n_lin
@@ -644,7 +651,8 @@ def test_trtllm_calculate_max_num_blocks_runs_as_kvviz_sizes():
         max_tokens = tokens_for_budget(_ns(slope=per_token(mgr), intercept=0), BUDGET)
         blocks, _ = max_blocks(mgr, _ns(free_gpu_memory_fraction=0.9, max_tokens=max_tokens, host_cache_size=None),
                                head, 32, _ns(world_size=1), "bf16", kv_factor)
-        plan = plan_trtllm(m, kv_budget_bytes=BUDGET)
+        # a hybrid model's KVCacheManager over its attention layers: the legacy Mixed manager (use_py_mamba)
+        plan = plan_trtllm(m, kv_budget_bytes=BUDGET, use_py_mamba="full_attention_interval" in c)
         assert blocks == plan.pools[0].units and blocks * 32 == plan.token_capacity, name
 
 
