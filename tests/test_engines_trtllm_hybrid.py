@@ -4,7 +4,7 @@ TensorRT-LLM main resolves use_kv_cache_manager_v2 'auto' to V2 for Qwen3NextFor
 NemotronHForCausalLM (get_preferred_kv_cache_manager_version; llm_utils._resolve_kv_cache_manager_v2_auto),
 so _util.get_kv_cache_manager_cls picks MambaHybridCacheManagerV2: attention blocks and recurrent-state
 slots from one GPU quota (the KV budget). Every expected number is written out below from the model's
-config.json fields and the cited rules (docs/engines.md#tensorrt-llm-hybrid), never copied from kvviz.
+config.json fields and the cited rules (docs/engines.md#hybrid-mamba--gdn-models-in-tensorrt-llm), never copied from kvviz.
 """
 
 from __future__ import annotations
