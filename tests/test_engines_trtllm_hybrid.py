@@ -61,7 +61,10 @@ def nemotron_layout():
     block = 2 * n_attn * TPB * c["num_key_value_heads"] * c["head_dim"] * BF16
     conv_dim = c["mamba_num_heads"] * c["mamba_head_dim"] + 2 * c["n_groups"] * c["ssm_state_size"]
     conv = conv_dim * (c["conv_kernel"] - 1) * BF16
-    ssm = c["mamba_num_heads"] * c["mamba_head_dim"] * c["ssm_state_size"] * BF16  # torch_dtype, no override
+    # mamba_ssm_cache_dtype 'auto' -> config_utils.resolve_ssm_cache_dtype: the config's own field, absent from this
+    # config.json, so NemotronHConfig's default float32 (_torch/configs/nemotron_h.py)
+    assert "mamba_ssm_cache_dtype" not in c
+    ssm = c["mamba_num_heads"] * c["mamba_head_dim"] * c["ssm_state_size"] * 4
     return block, (n_m * ssm, n_m * conv), c["max_position_embeddings"]
 
 
@@ -124,7 +127,7 @@ def test_qwen3_next_v2_pools():
 def test_nemotron_nano_v2_pools():
     block, pools, ctx = nemotron_layout()
     m = load("nemotron-nano-9b-v2")
-    for budget, batch in ((40 * GIB, 256), (160 * GIB, MAX_BATCH)):
+    for budget, batch in ((40 * GIB, 256), (100 * GIB, 512)):
         blocks, slots, requests = v2_by_hand(block, pools, ctx, budget, batch)
         t = plan_engine("trtllm", m, kv_budget_bytes=budget, knobs=EngineKnobs(max_batch_size=batch))
         assert (t.token_capacity, t.request_bound) == (blocks * TPB, requests)
@@ -231,7 +234,8 @@ def test_v2_storage_functions_run_as_kvviz_sizes():
                               {"CacheTier": tier, "math": math, "min": min, "max": max, "int": int})
     for name, layout, budget, batch in (("qwen3-next-80b-a3b", qwen3_next_layout, 100 * GIB, MAX_BATCH),
                                         ("qwen3-next-80b-a3b", qwen3_next_layout, 40 * GIB, 256),
-                                        ("nemotron-nano-9b-v2", nemotron_layout, 40 * GIB, 256)):
+                                        ("nemotron-nano-9b-v2", nemotron_layout, 40 * GIB, 256),
+                                        ("nemotron-nano-9b-v2", nemotron_layout, 100 * GIB, 512)):
         block, pools, ctx = layout()
         g = granularity("gpu", budget)
         live = batch + DUMMY

@@ -42,8 +42,8 @@ wheel could not be had: PyPI's tensorrt-llm is a stub that downloads from NVIDIA
   (legacy.py PythonMambaCacheManager), slots = _get_mamba_hybrid_pool_size = max_batch_size + 1
   (one CUDA-graph padding slot; common.py), allocated before profiling, so outside the KV budget;
   conv = model dtype,
-  SSM = mamba_ssm_cache_dtype 'auto' -> the model's torch_dtype
-  (_torch/model_loader.py validate_and_set_mamba_ssm_cache_dtype).
+  SSM = mamba_ssm_cache_dtype 'auto' -> the config's mamba_ssm_cache_dtype (NemotronH: float32), else the
+  model's torch_dtype (_torch/model_loader.py validate_and_set_mamba_ssm_cache_dtype; ssm_cache_dtype).
 
 kvviz knobs read here: kv_dtype (in the declared caches), block_size -> tokens_per_block,
 max_model_len -> max_seq_len, mamba_ssm_dtype -> mamba_ssm_cache_dtype.
@@ -258,14 +258,28 @@ def plan_trtllm(model, options: Options = Options(), *, kv_budget_bytes: int,
                       tokens_per_window=tuple((p.window, p.units * tpb) for p in kv_pools), notes=NOTES)
 
 
+def ssm_cache_dtype(model, options: Options) -> str:
+    """The SSM state's element: kv_cache_config.mamba_ssm_cache_dtype (kvviz's mamba_ssm_dtype), else 'auto' as
+    _torch/pyexecutor/model_loader.py validate_and_set_mamba_ssm_cache_dtype resolves it (commit 0004396720):
+    config_utils.resolve_ssm_cache_dtype, the config's own mamba_ssm_cache_dtype field only (NemotronHConfig
+    defaults it to float32: _torch/configs/nemotron_h.py at commit 1e8ee684, transformers' class alike; the
+    checkpoint's mamba_ssm_dtype is not honoured), else the model's torch_dtype."""
+    if options.mamba_ssm_dtype:
+        return _SSM[options.mamba_ssm_dtype]
+    cfg = model.config
+    if getattr(cfg, "ssm_dtype", None) and getattr(cfg, "ssm_dtype_source", "").startswith("mamba_ssm_cache_dtype"):
+        return cfg.ssm_dtype
+    return model.dtype
+
+
 def _mamba_pools(model, options: Options, states, max_batch_size: int = MAX_BATCH_SIZE) -> list[EnginePool]:
     """legacy.py PythonMambaCacheManager's conv_states / ssm_states over
     _get_mamba_hybrid_pool_size = max_batch_size + 1 slots (the last a padding slot); conv in the
-    model dtype, SSM in mamba_ssm_cache_dtype ('auto': the model's torch_dtype). Only with
+    model dtype, SSM in mamba_ssm_cache_dtype (ssm_cache_dtype). Only with
     use_kv_cache_manager_v2=False and TRTLLM_USE_PY_MAMBA=1 (_util.py get_kv_cache_manager_cls at
     commit 0004396720); the default is kvviz.engines.trtllm_hybrid."""
     conv_dtype = model.dtype
-    ssm = _SSM[options.mamba_ssm_dtype] if options.mamba_ssm_dtype else model.dtype
+    ssm = ssm_cache_dtype(model, options)
     conv_b = ssm_b = 0
     for s in states:
         temporal = s.parts[-1] if len(s.parts) > 1 else None

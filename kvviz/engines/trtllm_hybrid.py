@@ -130,10 +130,10 @@ def state_buffers(model, options, states) -> tuple[list[int], str, str]:
     """Per-layer (SSM, conv) state buffer bytes as MambaHybridCacheManagerV2 declares them
     (SsmLayerConfig: SSM_STATE ssm_bytes, CONV_STATE conv_bytes), from the declared MambaCache parts
     (the last part the recurrent/SSM state): conv in the model dtype, SSM in mamba_ssm_cache_dtype
-    ('auto': the model's torch_dtype, _torch/pyexecutor/model_loader.py validate_and_set_mamba_ssm_cache_dtype)."""
-    from .trtllm import _SSM
+    (kvviz.engines.trtllm.ssm_cache_dtype: NemotronH float32, Qwen3-Next its torch_dtype)."""
+    from .trtllm import ssm_cache_dtype
 
-    ssm_dtype = _SSM[options.mamba_ssm_dtype] if options.mamba_ssm_dtype else model.dtype
+    ssm_dtype = ssm_cache_dtype(model, options)
     sizes = []
     for s in states:
         ssm_part = s.parts[-1]
