@@ -43,7 +43,9 @@ GIB = 1 << 30
 GPU_PAGE = 2 << 20  # CacheLevelManager.cache_tier_granularity's GPU page_size
 DUMMY_SLOTS = 1  # _get_num_cuda_graph_padding_dummy_slots(spec_config=None) + int(enable_attention_dp=False)
 NOTES = ("speculative decoding / MTP layers", "host tier (auto-sized to the GPU quota; not drawn)",
-         "V2's get_num_available_tokens (max_util_for_resume 0.95): kvviz cuts max_seq_len at the pool's tokens only",
+         "V2's get_num_available_tokens / clamp_max_seq_len_for_mem (counts the host tier too): kvviz cuts "
+         "max_seq_len at the GPU attention pool's tokens only",
+         "the V2 scheduler's own admission: kvviz bounds requests by slots and whole-length blocks",
          "block reuse with Mamba snapshots (off by the model's defaults)")
 
 
