@@ -266,8 +266,23 @@ def test_trtllm_vswa_equal_shares_per_window():
     t = plan_trtllm(m, kv_budget_bytes=BUDGET, max_attention_window=pattern)
     assert t.tokens_per_window == ((window, swa_blocks * 32), (ctx, full_blocks * 32))
     assert t.token_capacity == full_blocks * 32
-    # GUARANTEED_NO_EVICT: ceil(min(len, window) / 32) blocks per request in each window's pool
-    assert t.request_bound == min(2048, swa_blocks // math.ceil(window / 32), full_blocks // (ctx // 32))
+    # GUARANTEED_NO_EVICT reserves getRemainingBlocksToCompletion(req, window) in each window's pool:
+    # ceil(min(len, window + temporary) / 32), the temporary window (_set_temp_attention_window_inputs,
+    # calculateTemporaryAttentionWindow) min(max_num_tokens 8192, max_seq_len - 1 - window) for the
+    # sliding window and 0 for the full one
+    swa_need = math.ceil(min(ctx, window + min(8192, ctx - 1 - window)) / 32)
+    assert swa_need == (window + 8192) // 32
+    assert t.request_bound == min(2048, swa_blocks // swa_need, full_blocks // (ctx // 32))
+    # a sliding pool given 1% of the budget binds: its requests need their 8,192-token scratch too
+    lean = plan_trtllm(m, kv_budget_bytes=BUDGET, max_attention_window=pattern, window_size_shares=(0.01, 0.99))
+    lean_swa = int(BUDGET * 0.01 / (2 * kv * head * 2 * n_swa) // 32)
+    lean_full = int(BUDGET * 0.99 / (2 * kv * head * 2 * n_full) // 32)
+    assert lean_swa // swa_need < lean_full // (ctx // 32) < lean_swa // math.ceil(window / 32)
+    assert lean.request_bound == min(2048, lean_swa // swa_need, lean_full // (ctx // 32))
+    # a shorter max_num_tokens (--max-num-batched-tokens) shrinks the scratch
+    short = plan_trtllm(m, Options(max_num_batched_tokens=2048), kv_budget_bytes=BUDGET,
+                        max_attention_window=pattern, window_size_shares=(0.01, 0.99))
+    assert short.request_bound == min(2048, lean_swa // math.ceil((window + 2048) / 32), lean_full // (ctx // 32))
     # shares given (TRTLLM_WINDOW_SIZE_SHARES)
     t2 = plan_trtllm(m, kv_budget_bytes=BUDGET, max_attention_window=pattern, window_size_shares=(0.25, 0.75))
     assert t2.tokens_per_window[1][1] == int(BUDGET * 0.75 / (2 * kv * head * 2 * n_full) // 32) * 32

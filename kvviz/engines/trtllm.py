@@ -31,8 +31,11 @@ wheel could not be had: PyPI's tensorrt-llm is a stub that downloads from NVIDIA
   "Number of tokens per block: %d." and "[MemUsageChange] Allocated %0.2f GiB for max tokens in
   paged KV cache (%d)." with primary blocks x tokens_per_block tokens.
 * Requests: llmapi/llm_args.py max_batch_size default 2048; the GUARANTEED_NO_EVICT capacity
-  scheduler reserves a request's blocks to completion (KVCacheManager.get_needed_resource_to_completion:
-  ceil(tokens / tokens_per_block)).
+  scheduler (capacityScheduler.cpp, NoEvictScheduledBlocksManager) reserves a request's blocks to
+  completion in every window's pool: KVCacheManager::getRemainingBlocksToCompletion(req, window) =
+  ceil(min(tokens, window + temporary window) / tokens_per_block), the temporary window being the
+  chunked-context scratch a window shorter than max_seq_len keeps (temporary_attention_window); with
+  the default one window it is 0 and this is ceil(tokens / tokens_per_block).
 * Hybrid Mamba: TensorRT-LLM's default is MambaHybridCacheManagerV2 (states in slots inside the
   budget), mirrored in kvviz.engines.trtllm_hybrid. With use_py_mamba (use_kv_cache_manager_v2=False,
   TRTLLM_USE_PY_MAMBA=1) the legacy manager
@@ -118,6 +121,26 @@ def window_upper_bound(blocks: int, tokens_per_block: int) -> int:
     of the whole blocks the pool has."""
     require(blocks > 0, "TensorRT-LLM: Impossible to fit in any sequence in kvCache (no block)")
     return math.floor(blocks * tokens_per_block / tokens_per_block) * tokens_per_block
+
+
+def temporary_attention_window(window: int, max_seq_len: int, max_num_tokens: int, windows) -> int:
+    """The scratch tokens a sliding window reserves beyond itself for chunked context:
+    KVCacheManager._set_temp_attention_window_inputs (resource_manager/kv_cache_manager.py, commit
+    600066ad) passes paged_context_fmha, max_input_len = max_seq_len - 1 and max_num_tokens when any
+    window is shorter than max_seq_len; WindowBlockManager::calculateTemporaryAttentionWindow
+    (cpp/tensorrt_llm/batch_manager/kvCacheManager.h) gives min(max_num_tokens, max_input_len -
+    window), at least 0, for a window shorter than max_input_len, else 0."""
+    if min(windows) >= max_seq_len or max_seq_len - 1 <= window:
+        return 0
+    return max(min(max_num_tokens, max_seq_len - 1 - window), 0)
+
+
+def blocks_to_completion(seq_len: int, window: int, temporary: int, tokens_per_block: int) -> int:
+    """KVCacheManager::getRemainingBlocksToCompletion(req, windowSize) for a request not yet
+    started (no blocks allocated, no sink tokens, beam 1): ceilDiv(min(prompt + max_new_tokens,
+    window + temporary window), tokens_per_block); the GUARANTEED_NO_EVICT scheduler's
+    NoEvictScheduledBlocksManager reserves that many in each window's pool."""
+    return -(-min(seq_len, window + temporary) // tokens_per_block)
 
 
 def _attention_geometry(model, attn, mla):
@@ -227,6 +250,7 @@ def plan_trtllm(model, options: Options = Options(), *, kv_budget_bytes: int,
     pools: list[EnginePool] = []
     logs.append(f"[TensorRT-LLM][INFO] Number of tokens per block: {tpb}.")
     per_request = {}
+    max_num_tokens = options.max_num_batched_tokens or MAX_NUM_TOKENS
     for w, (blocks, bpt, ls, share) in sorted(blocks_per_window.items()):
         window = adjusted[w]
         what = ("latent KV" if kind == "latent" else "K|V") + f" of {len(ls)} {'MLA' if mla else 'attention'} layers"
@@ -235,7 +259,11 @@ def plan_trtllm(model, options: Options = Options(), *, kv_budget_bytes: int,
         pools.append(EnginePool(name="primary pool" if not vswa else f"window {window:,} pool", holds=what,
                                 unit=f"block of {tpb} tokens", bytes_per_unit=bpt * tpb, units=blocks, layers=len(ls),
                                 arrangement="blocks", window=window, kind=kind))
-        per_request[window] = math.ceil(min(max_seq_len, window) / tpb)
+        temporary = temporary_attention_window(window, max_seq_len, max_num_tokens, adjusted.values())
+        per_request[window] = blocks_to_completion(max_seq_len, window, temporary, tpb)
+        if window < max_seq_len:
+            derivation.append(f"window {window:,}: a {max_seq_len:,}-token request reserves ceil(min({max_seq_len:,}, "
+                              f"{window:,} + {temporary:,} temporary) / {tpb}) = {per_request[window]:,} blocks")
         logs.append(f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {pools[-1].total_bytes / GIB:.2f} GiB for max "
                     f"tokens in paged KV cache ({blocks * tpb}).")
     if states:
@@ -249,13 +277,22 @@ def plan_trtllm(model, options: Options = Options(), *, kv_budget_bytes: int,
     full = max(kv_pools, key=lambda p: p.window)
     tokens = full.units * tpb
     running = min([max_batch_size] + [p.units // per_request[p.window] for p in kv_pools])
-    rule = (f"min(max_batch_size {max_batch_size}, blocks // ceil(min(max_seq_len, window) / {tpb}) per pool) "
-            f"(GUARANTEED_NO_EVICT reserves blocks to completion)")
+    rule = (f"min(max_batch_size {max_batch_size}, blocks // blocks to completion per pool: ceil(min(max_seq_len, "
+            f"window + temporary window) / {tpb})) (GUARANTEED_NO_EVICT reserves blocks to completion)")
+    if len(kv_pools) > 1:
+        others = ", ".join(f"{p.units * tpb:,} in the window-{p.window:,} pool" for p in kv_pools if p is not full)
+        counts = f"tokens of the largest window's pool (blocks x {tpb}); {others}"
+    else:
+        counts = (f"tokens of the one pool's blocks (blocks x {tpb}): a token of context holds a row in every "
+                  f"{'MLA' if mla else 'attention'} layer" + (", sliding ones included" if sliding else ""))
+    if states:
+        counts += "; the Mamba states sit in max_batch_size + 1 slots outside the budget"
     return EnginePlan(engine="trtllm", version=VERSION, model=model.name, kv_budget_bytes=kv_budget_bytes,
                       pools=tuple(pools), token_capacity=tokens, token_capacity_name="max tokens in paged KV cache",
                       request_bound=running, request_bound_rule=rule, max_model_len=max_seq_len, log_lines=tuple(logs),
                       derivation=tuple(derivation),
-                      tokens_per_window=tuple((p.window, p.units * tpb) for p in kv_pools), notes=NOTES)
+                      tokens_per_window=tuple((p.window, p.units * tpb) for p in kv_pools), notes=NOTES,
+                      token_capacity_counts=counts)
 
 
 def ssm_cache_dtype(model, options: Options) -> str:

@@ -209,4 +209,6 @@ def plan_trtllm_hybrid_v2(model, options, *, attn_layout, states, kv_budget_byte
     return EnginePlan(engine="trtllm", version=VERSION, model=model.name, kv_budget_bytes=kv_budget_bytes, pools=pools,
                       token_capacity=tokens, token_capacity_name="attention blocks x tokens_per_block",
                       request_bound=running, request_bound_rule=rule, max_model_len=seq_len, log_lines=tuple(logs),
-                      derivation=derivation, tokens_per_window=((seq_len, tokens),), notes=NOTES)
+                      derivation=derivation, tokens_per_window=((seq_len, tokens),), notes=NOTES,
+                      token_capacity_counts=f"tokens of the attention pool's blocks (blocks x {tpb}); the recurrent "
+                                            f"states take {slots - DUMMY_SLOTS:,} slots of the same quota")
