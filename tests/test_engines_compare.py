@@ -77,3 +77,25 @@ def test_deepseek_v4_sglang_tokens_are_said_to_be_compressed_positions():
     # fallback max_model_len for a config without a length field).
     need = math.ceil(min(2048, window + 256) / 256) * 256
     assert s.full_length_requests == min(256, s.token_capacity // 2048, swa // need)
+
+
+def test_a_state_pool_of_blocks_is_drawn_as_one_state_per_layer_not_k_and_v():
+    # TensorRT-LLM's MambaHybridCacheManagerV2 slot holds every GDN layer's conv and SSM state; a
+    # Qwen3-Next GDN layer's state, from config.json (mamba_utils / modeling_qwen3_next shapes):
+    # conv (2 x key heads x key dim + value heads x value dim) x (kernel - 1) and SSM value heads x
+    # key dim x value dim, both bf16 in TensorRT-LLM for this model.
+    from kvviz.engines import EngineKnobs, plan_engine
+    from kvviz.engines.maps import byte_map
+
+    c = preset_raw("qwen3-next-80b-a3b")
+    conv_dim = 2 * c["linear_num_key_heads"] * c["linear_key_head_dim"] + \
+        c["linear_num_value_heads"] * c["linear_value_head_dim"]
+    per_layer = (conv_dim * (c["linear_conv_kernel_dim"] - 1)
+                 + c["linear_num_value_heads"] * c["linear_key_head_dim"] * c["linear_value_head_dim"]) * 2
+    plan = plan_engine("trtllm", load("qwen3-next-80b-a3b"), kv_budget_bytes=40 * GIB,
+                       knobs=EngineKnobs(max_batch_size=256))
+    inside = next(b for b in byte_map(plan).buffers if b.zoom and "state" in b.name)
+    assert {r.kind for r in inside.regions} == {"state"}
+    assert all(r.size == per_layer for r in inside.regions)
+    # every full_attention_interval-th layer is attention, the rest GDN
+    assert len(inside.regions) == c["num_hidden_layers"] - c["num_hidden_layers"] // c["full_attention_interval"]

@@ -7,7 +7,7 @@ from . import EnginePlan, EngineRow, token_count_lines
 from .maps import ByteMap, byte_map
 
 COLOURS = {"k": "#4c72b0", "v": "#dd8452", "kv": "#55a868", "latent": "#8172b3", "conv": "#937860",
-           "ssm": "#da8bc3", "pad": "#c44e52", "free": "#eeeeee",
+           "ssm": "#da8bc3", "state": "#ccb974", "pad": "#c44e52", "free": "#eeeeee",
            "swa": "#64b5cd", "full": "#4c72b0"}
 MAX_BARS = 24  # per-layer buffers beyond this are summarised in one line
 

@@ -28,7 +28,7 @@ class Region:
     name: str
     offset: int
     size: int
-    kind: str  # 'k', 'v', 'kv', 'latent', 'conv', 'ssm', 'pad', 'free', 'swa' / 'full' (unified entries)
+    kind: str  # 'k', 'v', 'kv', 'latent', 'state', 'conv', 'ssm', 'pad', 'free', 'swa' / 'full' (unified entries)
 
     @property
     def end(self) -> int:
@@ -78,12 +78,12 @@ def _layer_buffers(p: EnginePool) -> list[Buffer]:
 def _block_buffers(p: EnginePool) -> list[Buffer]:
     """TRT-LLM / vLLM: one pool of blocks, and the inside of one block (per layer K then V)."""
     pool = Buffer(p.name, p.total_bytes, (Region(f"{p.units:,} {p.unit}s", 0, p.units * p.bytes_per_unit,
-                                                 "latent" if p.kind == "latent" else "kv"),))
+                                                 p.kind if p.kind in ("latent", "state") else "kv"),))
     per_layer = p.bytes_per_unit // max(p.layers, 1)
     regions, off = [], 0
     for layer in range(max(p.layers, 1)):
-        if p.kind == "latent":
-            regions.append(Region(f"layer {layer} latent", off, per_layer, "latent"))
+        if p.kind in ("latent", "state"):  # one latent row / one recurrent state per layer, no K|V halves
+            regions.append(Region(f"layer {layer} {p.kind}", off, per_layer, p.kind))
         else:
             half = per_layer // 2
             regions += [Region(f"layer {layer} K", off, half, "k"), Region(f"layer {layer} V", off + half, half, "v")]
