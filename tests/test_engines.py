@@ -476,6 +476,8 @@ class _Log:
 def sgl():
     root = _sglang_root()
     if root is None:
+        if os.environ.get("KVVIZ_REQUIRE_SGLANG_SRC"):  # .ci/run fetches the wheel: there it must run
+            pytest.fail("KVVIZ_REQUIRE_SGLANG_SRC is set but SGLang 0.5.23's source is not at KVVIZ_SGLANG_SRC")
         pytest.skip("SGLang 0.5.23's source is not on this machine")
     return root
 
