@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from kvviz.engines import compare_rows, plan_engine
-from kvviz.engines.trtllm_dsv4 import (DSV4Geometry, floor_pages, gpu_granularity, life_cycles, pages_for_batch,
+from kvviz.engines.trtllm_hybrid import cache_tier_granularity as gpu_granularity
+from kvviz.engines.trtllm_dsv4 import (DSV4Geometry, floor_pages, life_cycles, pages_for_batch,
                                        plan_trtllm_dsv4, slot_counts, typical_step)
 from kvviz.errors import KvvizError
 from kvviz.families import load, preset_raw

@@ -41,7 +41,8 @@ commit 2ccfca94). How it sizes its pools, each rule mirrored below where it is u
   is (window + tokens_per_block - 2) // tokens_per_block + 1 pages, the windowless one's the largest
   of those. Mirrored from TensorRT-LLM's lifecycle slot-count module, which repeats the C++ storage
   manager's computeSlotsForBatch / computeSlotsFromConstraints and tier granularity
-  (slots_for_batch, _stale_range, slots_from_constraints, gpu_granularity, _tier_slot_counts;
+  (slots_for_batch, _stale_range, slots_from_constraints, gpu_granularity -- the rule of
+  trtllm_hybrid.cache_tier_granularity --, _tier_slot_counts;
   stored file, read_file id 70130628343).
 * Requests: the scheduler counts bytes: get_max_resource_count is the GPU quota and
   get_needed_resource_to_completion a generation request's _get_cache_bytes_for_tokens(prompt +
@@ -68,6 +69,7 @@ from ..errors import KvvizError, require
 from ..options import Options
 from . import EnginePlan, EnginePool, check_budget
 from .trtllm import MAX_BATCH_SIZE, MAX_NUM_TOKENS, VERSION
+from .trtllm_hybrid import cache_tier_granularity  # the V2 GPU tier's granularity, one home
 
 TOKENS_PER_BLOCK = 128  # examples/models/core/deepseek_v4/README.md: the DeepSeek-V4 default
 ALLOWED_TOKENS_PER_BLOCK = (128, 256)  # DeepseekV4CacheManager.__init__'s assertion
@@ -77,7 +79,6 @@ RATIOS = (1, 4, 128)  # _build_cache_config: any other ratio is a ValueError
 STATE_ELEMENT = "fp32"  # compressor_dtype DataType.FLOAT (the only one __init__ accepts)
 INDEXER_K_DTYPE = {"fp8": "fp8", "mxfp4": "fp4"}  # kvviz indexer_format -> TensorRT-LLM indexer_k_dtype
 MAX_SLOT_COUNT = (1 << 31) - 1  # page indices are 32-bit in the storage layer
-GPU_PHYS_MEM_BASE = 2 << 20  # the GPU tier's smallest physical chunk
 
 SLIDING = ("SWA", "COMPRESSOR_KV", "COMPRESSOR_SCORE", "INDEXER_COMPRESSOR_KV", "INDEXER_COMPRESSOR_SCORE")
 NON_SLIDING = ("COMPRESS", "INDEXER_COMPRESS")
@@ -238,12 +239,6 @@ def floor_pages(windows, tokens_per_block: int) -> list[int]:
     return [(w + tokens_per_block - 2) // tokens_per_block + 1 if w else max([1] + windowed) for w in windows]
 
 
-def gpu_granularity(quota: int) -> int:
-    """gpu_granularity: the GPU tier's physical chunk, 2 MiB growing to 32 MiB with the quota."""
-    ratio = quota // (GPU_PHYS_MEM_BASE * 512)
-    return GPU_PHYS_MEM_BASE << (0 if ratio == 0 else min(4, ratio.bit_length() - 1))
-
-
 def pools_cost(counts, pool_bytes, granularity: int) -> int:
     """Bytes the life cycles' pools take at `counts` slots, each pool rounded up to the granularity."""
     return sum(-(-c * b // granularity) * granularity for c, pools in zip(counts, pool_bytes) for b in pools)
@@ -335,7 +330,7 @@ def plan_trtllm_dsv4(model, options: Options = Options(), *, kv_budget_bytes: in
     batch = typical_step(max_num_tokens, max_batch_size, max_seq_len)
     need = [pages_for_batch(lc.window, batch, tpb) for lc in cycles]
     floors = floor_pages([lc.window for lc in cycles], tpb)
-    gran = gpu_granularity(kv_budget_bytes)
+    gran = cache_tier_granularity(kv_budget_bytes)
     pool_bytes = [lc.pool_slot_bytes for lc in cycles]
     minimum = pools_cost(floors, pool_bytes, gran)
     if minimum > kv_budget_bytes:
