@@ -69,10 +69,14 @@ def nemotron_layout():
 
 
 def v2_by_hand(block: int, state_pools: tuple[int, int], max_seq_len: int, budget: int, max_batch: int = MAX_BATCH):
-    """(blocks, state slots, requests) as MambaHybridCacheManagerV2 + the V2 storage manager give them when the
-    state group is pinned at its floor (asserted here): granularity 32 MiB for a quota of 16 GiB or more
-    (cache_tier_granularity); the SSM group gets the grains of its max_batch + dummy slots, one more slot while
-    those grains hold it (ratio_to_slot_count_list's bump); the single attention pool the remaining grains."""
+    """(blocks, state slots, requests at once, requests of max_seq_len at once) as MambaHybridCacheManagerV2 + the
+    V2 storage manager give them when the state group is pinned at its floor (asserted here): granularity 32 MiB
+    for a quota of 16 GiB or more (cache_tier_granularity); the SSM group gets the grains of its max_batch + dummy
+    slots, one more slot while those grains hold it (ratio_to_slot_count_list's bump); the single attention pool
+    the remaining grains. Requests: _util.create_py_executor_instance gives a KVCacheManagerV2 the
+    KVCacheV2Scheduler with scheduler_capacity = max_batch_size, which allocates each step's pages and reserves
+    nothing to completion (get_needed_resource_to_completion 0): at most max_batch_size requests, each holding at
+    least one block; of max_seq_len tokens, the blocks over ceil(max_seq_len / 32)."""
     assert budget >= 16 * GIB
     g = 32 << 20
     live = max_batch + DUMMY
@@ -93,8 +97,10 @@ def v2_by_hand(block: int, state_pools: tuple[int, int], max_seq_len: int, budge
     while state_grains(slots + 1) <= pinned:
         slots += 1
     blocks = (grains - pinned) * g // block
-    requests = min(max_batch, slots - DUMMY, blocks // -(-max_seq_len // TPB))
-    return blocks, slots, requests
+    requests = min(max_batch, blocks)  # BudgetTracker.max_num_requests; a running request holds a block
+    seq_len = min(max_seq_len, blocks * TPB)  # max_seq_len cut to the pool's tokens
+    whole = min(requests, blocks // -(-seq_len // TPB))
+    return blocks, slots, requests, whole
 
 
 @pytest.mark.parametrize("name,layout", [("qwen3-next-80b-a3b", qwen3_next_layout), ("nemotron-nano-9b-v2",
@@ -113,25 +119,43 @@ def test_qwen3_next_v2_pools():
     m = load("qwen3-next-80b-a3b")
     assert (block, pools) == (786_432, (36 * 1_048_576, 36 * 49_152))  # the arithmetic above, spelled out
     for budget, batch in ((40 * GIB, 256), (100 * GIB, MAX_BATCH)):
-        blocks, slots, requests = v2_by_hand(block, pools, ctx, budget, batch)
+        blocks, slots, requests, whole = v2_by_hand(block, pools, ctx, budget, batch)
         t = plan_trtllm(m, kv_budget_bytes=budget, max_batch_size=batch)
-        assert (t.token_capacity, t.request_bound) == (blocks * TPB, requests)
+        assert (t.token_capacity, t.request_bound, t.full_length_requests) == (blocks * TPB, requests, whole)
         attn, states = t.pools
         assert (attn.units, attn.bytes_per_unit) == (blocks, block)
         assert (states.units + states.reserved_units, states.bytes_per_unit) == (slots, sum(pools))
         assert not states.outside_budget and t.kv_bytes <= -(-budget // (32 << 20)) * (32 << 20)
-    # 100 GiB at the default: 4 whole 262,144-token requests (the blocks bound them, not the 2,048 slots)
-    assert plan_trtllm(m, kv_budget_bytes=100 * GIB).request_bound == v2_by_hand(block, pools, ctx, 100 * GIB)[2] == 4
+    # 100 GiB at the default: the V2 scheduler runs 2,048 requests at once (max_batch_size, far under the
+    # 33,493 blocks); 4 of them whole 262,144-token requests (8,192 blocks each)
+    assert v2_by_hand(block, pools, ctx, 100 * GIB) == (33_493, MAX_BATCH + DUMMY, MAX_BATCH, 4)
+    t = plan_trtllm(m, kv_budget_bytes=100 * GIB)
+    assert (t.request_bound, t.full_length_requests) == (MAX_BATCH, 4)
+    # 40 GiB at max_batch_size 256: 256 at once; the 256 + 1 slots pinned take
+    # ceil(257 x 36 MiB / 32 MiB) + ceil(257 x 36 x 49,152 / 32 MiB) = 290 + 14 grains of the 1,280 (a 258th
+    # slot would need 291 + 14); the attention pool 976 x 32 MiB // 786,432 B = 41,642 blocks, 5 x 8,192
+    blocks = (1_280 - 290 - 14) * (32 << 20) // block
+    assert v2_by_hand(block, pools, ctx, 40 * GIB, 256) == (blocks, 257, 256, blocks // (ctx // TPB)) == \
+        (41_642, 257, 256, 5)
 
 
 def test_nemotron_nano_v2_pools():
     block, pools, ctx = nemotron_layout()
     m = load("nemotron-nano-9b-v2")
     for budget, batch in ((40 * GIB, 256), (100 * GIB, 512)):
-        blocks, slots, requests = v2_by_hand(block, pools, ctx, budget, batch)
+        blocks, slots, requests, whole = v2_by_hand(block, pools, ctx, budget, batch)
         t = plan_engine("trtllm", m, kv_budget_bytes=budget, knobs=EngineKnobs(max_batch_size=batch))
-        assert (t.token_capacity, t.request_bound) == (blocks * TPB, requests)
+        assert (t.token_capacity, t.request_bound, t.full_length_requests) == (blocks * TPB, requests, whole)
         assert [p.units + p.reserved_units for p in t.pools] == [blocks, slots]
+    # 100 GiB at max_batch_size 512: 513 slots of 27 x (fp32 SSM 128 x 80 x 128 x 4 + bf16 conv
+    # (128 x 80 + 2 x 8 x 128) x 3 x 2) B take ceil(513 x 141,557,760 / 32 MiB) + ceil(513 x 1,990,656 / 32 MiB)
+    # = 2,165 + 31 grains of the 3,200 (a 514th slot would need 2,169 + 31); the 4 attention layers' 32-token
+    # block is 2 x 4 x 32 x 8 x 128 x 2 = 524,288 B, so 1,004 x 32 MiB // 524,288 = 64,256 blocks: 512 requests
+    # at once, 15 of 131,072 tokens (4,096 blocks each)
+    assert (block, pools) == (524_288, (27 * 5_242_880, 27 * 73_728))
+    blocks = (3_200 - 2_165 - 31) * (32 << 20) // block
+    assert v2_by_hand(block, pools, ctx, 100 * GIB, 512) == (blocks, 513, 512, blocks // (ctx // TPB)) == \
+        (64_256, 513, 512, 15)
 
 
 def test_mamba_ssm_dtype_option_reaches_the_state_slot():
@@ -185,9 +209,9 @@ def test_cli_compare_shows_the_trtllm_row():
     with contextlib.redirect_stdout(out):
         assert main(["compare", "--model", "qwen3-next-80b-a3b", "--engines", "trtllm", "--budget-gib", "40",
                      "--max-batch-size", "256"]) == 0
-    blocks, _, requests = v2_by_hand(block, pools, ctx, 40 * GIB, 256)
+    blocks, _, requests, whole = v2_by_hand(block, pools, ctx, 40 * GIB, 256)
     row = next(line for line in out.getvalue().splitlines() if line.startswith("trtllm "))
-    assert f"{blocks * TPB:,}" in row and f" {requests} " in row
+    assert f"{blocks * TPB:,}" in row and f" {whole} " in row and f" {requests} " in row
 
 
 # TensorRT-LLM's own storage functions, compiled alone from a local extract (never committed; see
@@ -248,3 +272,37 @@ def test_v2_storage_functions_run_as_kvviz_sizes():
         blocks, slots = ratio_to_slots(quota, sizes, [b / sum(nbytes) for b in nbytes], g, min_slots)
         t = plan_trtllm(load(name), kv_budget_bytes=budget, max_batch_size=batch)
         assert [p.units + p.reserved_units for p in t.pools] == [blocks, slots], name
+
+
+def _scheduler_v2_src() -> Path | None:
+    for root in (os.environ.get("KVVIZ_TRTLLM_SRC"), "/tmp/trtllm-src"):
+        p = Path(root or "") / "tensorrt_llm" / "_torch" / "pyexecutor" / "scheduler" / "scheduler_v2.py"
+        if root and p.is_file():
+            return p
+    return None
+
+
+def test_v2_scheduler_budget_runs_as_kvviz_bounds_requests():
+    # KVCacheV2Scheduler's BudgetTracker, compiled alone: _util.create_py_executor_instance passes it
+    # max_num_requests = max_batch_size (v2_scheduler_capacity); each scheduled generation request commits
+    # one token. Where the blocks exceed max_batch_size, the budget fills at kvviz's request bound.
+    src = _scheduler_v2_src()
+    if src is None:
+        pytest.skip("TensorRT-LLM's _torch/pyexecutor/scheduler/scheduler_v2.py is not on this machine")
+    import typing
+
+    tree = ast.parse(src.read_text(), filename=str(src))
+    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "BudgetTracker")
+    env = {"Optional": typing.Optional, "LlmRequest": object, "getattr": getattr, "set": set}
+    exec(compile(ast.Module(body=[node], type_ignores=[]), str(src), "exec",
+                 flags=__future__.annotations.compiler_flag, dont_inherit=True), env)
+    for name, budget, batch in (("qwen3-next-80b-a3b", 100 * GIB, MAX_BATCH), ("qwen3-next-80b-a3b", 40 * GIB, 256),
+                                ("nemotron-nano-9b-v2", 100 * GIB, 512)):
+        t = plan_trtllm(load(name), kv_budget_bytes=budget, max_batch_size=batch)
+        assert t.pools[0].units > batch
+        tracker = env["BudgetTracker"](8192, batch)  # LlmArgs.max_num_tokens 8192
+        scheduled = 0
+        while not tracker.requests_full and tracker.can_fit_tokens(1):
+            tracker.commit(None, 1, 0)
+            scheduled += 1
+        assert scheduled == t.request_bound == batch

@@ -29,6 +29,21 @@ How it sizes (mamba_cache_manager/mamba_cache_manager_v2.py and common.py at com
   _slots_to_bytes), _compute_slot_count_for_level; CacheLevelManager.cache_tier_granularity;
   runtime/kv_cache_manager_v2/_storage/_core.py (commit 02e3bf9a) CacheLevelStorage.ratio_to_slot_count_list,
   _grains_to_slots, _grains_for_slots.
+
+How it schedules (requests at once):
+
+* _torch/pyexecutor/_util.py (commit 0004396720) create_py_executor_instance: a KVCacheManagerV2 (this manager
+  is one) gets KVCacheV2Scheduler with scheduler_capacity = max_batch_size; _torch/pyexecutor/scheduler/
+  scheduler_v2.py (stored version, read_file id 56113021743) KVCacheV2Scheduler.__init__ turns the default
+  capacity_scheduler_policy GUARANTEED_NO_EVICT (llmapi/llm_args.py SchedulerConfig) into MAX_UTILIZATION, and
+  its loop allocates each step's pages only (KVCacheManagerV2.resize_context / try_allocate_generation) within
+  BudgetTracker.max_num_requests, suspending requests when a step does not fit (_try_evict_for_gen).
+* Nothing is reserved to completion: KVCacheManagerV2.get_needed_resource_to_completion returns 0 and
+  get_max_resource_count 1 (both "TODO", kv_cache_manager_v2.py commit 0004396720);
+  MambaHybridCacheManagerV2.get_max_resource_count returns max_batch_size (commit 28295084). The scheduler
+  reads neither. So the bound is min(max_batch_size, attention blocks) (a running request holds a block);
+  requests of max_seq_len tokens the blocks hold at once, blocks // ceil(max_seq_len / tokens_per_block),
+  are given as requests_fit.
 """
 
 from __future__ import annotations
@@ -45,7 +60,7 @@ DUMMY_SLOTS = 1  # _get_num_cuda_graph_padding_dummy_slots(spec_config=None) + i
 NOTES = ("speculative decoding / MTP layers", "host tier (auto-sized to the GPU quota; not drawn)",
          "V2's get_num_available_tokens / clamp_max_seq_len_for_mem (counts the host tier too): kvviz cuts "
          "max_seq_len at the GPU attention pool's tokens only",
-         "the V2 scheduler's own admission: kvviz bounds requests by slots and whole-length blocks",
+         "KVCacheV2Scheduler's suspend / resume of requests that outgrow the blocks (host tier)",
          "block reuse with Mamba snapshots (off by the model's defaults)")
 
 
@@ -202,13 +217,14 @@ def plan_trtllm_hybrid_v2(model, options, *, attn_layout, states, kv_budget_byte
              EnginePool(name="recurrent state pool", holds=f"SSM ({ssm_dtype}) + conv ({conv_dtype}) states of {n_state} "
                         f"layers", unit="state slot", bytes_per_unit=state_slot, units=slots - DUMMY_SLOTS,
                         layers=n_state, reserved_units=DUMMY_SLOTS, arrangement="blocks", kind="state"))
-    per_request = -(-seq_len // tpb)
-    running = min(max_batch_size, slots - DUMMY_SLOTS, blocks // per_request)
-    rule = (f"min(max_batch_size {max_batch_size}, state slots {slots - DUMMY_SLOTS:,}, blocks // "
-            f"ceil(max_seq_len / {tpb}))")
+    running = min(max_batch_size, blocks)  # KVCacheV2Scheduler: BudgetTracker.max_num_requests; >= 1 block each
+    whole = min(running, blocks // -(-seq_len // tpb))  # requests of max_seq_len tokens the blocks hold at once
+    rule = (f"min(max_batch_size {max_batch_size}, blocks {blocks:,}): KVCacheV2Scheduler allocates each step's "
+            f"pages and reserves nothing to completion; {whole:,} requests of {seq_len:,} tokens fit the blocks")
     return EnginePlan(engine="trtllm", version=VERSION, model=model.name, kv_budget_bytes=kv_budget_bytes, pools=pools,
                       token_capacity=tokens, token_capacity_name="attention blocks x tokens_per_block",
-                      request_bound=running, request_bound_rule=rule, max_model_len=seq_len, log_lines=tuple(logs),
+                      request_bound=running, request_bound_rule=rule, requests_fit=whole, max_model_len=seq_len,
+                      log_lines=tuple(logs),
                       derivation=derivation, tokens_per_window=((seq_len, tokens),), notes=NOTES,
                       token_capacity_counts=f"tokens of the attention pool's blocks (blocks x {tpb}); the recurrent "
                                             f"states take {slots - DUMMY_SLOTS:,} slots of the same quota")
