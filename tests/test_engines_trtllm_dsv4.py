@@ -20,7 +20,7 @@ import pytest
 
 from kvviz.engines import compare_rows, plan_engine
 from kvviz.engines.trtllm_hybrid import cache_tier_granularity as gpu_granularity
-from kvviz.engines.trtllm_dsv4 import (DSV4Geometry, floor_pages, life_cycles, pages_for_batch,
+from kvviz.engines.trtllm_dsv4 import (DSV4Geometry, floor_pages, geometry, life_cycles, pages_for_batch,
                                        plan_trtllm_dsv4, slot_counts, typical_step)
 from kvviz.errors import KvvizError
 from kvviz.families import load, preset_raw
@@ -73,12 +73,14 @@ def by_hand(name: str, budget: int, max_seq_len: int, max_batch_size: int = MAX_
     while cost(scale + 1) <= budget:
         scale += 1
     c = counts(scale)
-    non_sliding = c4 * (main // 4 + indexer // 4) + c128 * (main // 128)  # _estimate_non_sliding_..., // ratio
-    # a generation request's sliding caches, each window rounded up to whole 128-token blocks
-    sliding = TPB * (n * main + c4 * c4_state_per_token + c128 * c128_state_per_token)
-    per_request = max_seq_len * non_sliding + sliding
-    return {"pages": c, "tokens": c[0] * TPB, "bound": min(max_batch_size, budget // per_request),
-            "per_request": per_request, "gran": gran, "c4": c4, "c128": c128, "layers": n}
+    # KVCacheV2Scheduler (_util.py create_py_executor_instance, scheduler_v2.py): max_batch_size
+    # requests at once, pages allocated step by step, each running request holding a page of every
+    # life cycle; a generation request of max_seq_len holds all max_seq_len / 128 windowless pages
+    # and one page in each window (128 and 8 tokens): the blocks wholly behind its window are stale.
+    bound = min(max_batch_size, min(c.values()))
+    fit = min(bound, c[128] // 1, c[8] // 1, c[0] // (max_seq_len // TPB))
+    return {"pages": c, "tokens": c[0] * TPB, "bound": bound, "fit": fit,
+            "gran": gran, "c4": c4, "c128": c128, "layers": n}
 
 
 @pytest.mark.parametrize("name", ["deepseek-v4-pro", "deepseek-v4-flash"])
@@ -88,6 +90,7 @@ def test_pools_tokens_and_requests_by_hand(name, gib):
     want = by_hand(name, gib * GIB, model.max_model_len)
     plan = plan_engine("trtllm", model, kv_budget_bytes=gib * GIB)
     assert plan.engine == "trtllm" and plan.token_capacity == want["tokens"] and plan.request_bound == want["bound"]
+    assert plan.full_length_requests == want["fit"]
     by_name = {p.name: p for p in plan.pools}
     assert by_name["swa kv"].units == want["pages"][128] and by_name["swa kv"].layers == want["layers"]
     assert by_name["c4 compressor state"].units == want["pages"][8]
@@ -95,7 +98,7 @@ def test_pools_tokens_and_requests_by_hand(name, gib):
     assert by_name["c4 indexer k"].bytes_per_unit == want["c4"] * 132 * 32  # 32 rows of 132 B per 128 tokens
     assert by_name["c128 compressed kv"].bytes_per_unit == want["c128"] * 584  # one 584 B row per 128 tokens
     assert plan.kv_bytes <= gib * GIB and plan.max_model_len == model.max_model_len
-    assert f"min({MAX_BATCH_SIZE}, {gib * GIB:,} // {want['per_request']:,}) = {want['bound']:,}" in plan.derivation[-1]
+    assert f"= {want['bound']:,} at once" in plan.derivation[-1] and f"{want['fit']:,} of full length" in plan.derivation[-1]
     assert plan.log_line == f"[TensorRT-LLM][INFO] KV cache manager v2 device quota set to {float(gib)}GiB"
 
 
@@ -104,9 +107,9 @@ def test_pro_at_40_gib_numbers():
     want = by_hand("deepseek-v4-pro", 40 * GIB, 2048)
     assert (want["c4"], want["c128"], want["gran"]) == (30, 31, 32 << 20)
     # per request: 2048 x (30 x (146 + 33) + 31 x 4) + 128 x (61 x 584 + 30 x 10240 + 31 x 4096)
-    assert want["per_request"] == 2048 * 5494 + 60_134_400
     plan = plan_trtllm_dsv4(load("deepseek-v4-pro"), kv_budget_bytes=40 * GIB)
-    assert (plan.token_capacity, plan.request_bound) == (want["tokens"], want["bound"])
+    assert (plan.token_capacity, plan.request_bound, plan.full_length_requests) == (want["tokens"], want["bound"],
+                                                                                    want["fit"])
 
 
 def test_max_batch_size_knob_reshapes_the_typical_step():
@@ -129,7 +132,8 @@ def test_cli_compare_row_shows_trtllm_numbers(capsys):
     assert main(["compare", "--model", "deepseek-v4-pro", "--engines", "vllm,sglang,trtllm", "--budget-gib", "40"]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("trtllm "))
-    assert f" {want['tokens']:,} " in row and f" {want['bound']:,} " in row and "not planned" not in row
+    assert f" {want['tokens']:,} " in row and f" {want['fit']:,} " in row and f" {want['bound']:,} " in row
+    assert "not planned" not in row
     assert "trtllm: [TensorRT-LLM][INFO] KV cache manager v2 device quota set to 40.0GiB" in out
 
 
@@ -209,20 +213,21 @@ def test_trtllm_own_functions_price_and_split_as_kvviz():
                               types.SimpleNamespace(footer_scale_kv=footer) if level == 1
                               else real_import(name, g, l, fromlist, level))
     env["__builtins__"] = builtins
-    _compile(dsv4 / "cache_manager.py", {"get_attn_dim", "get_token_bytes", "_estimate_non_sliding_attn_size_per_token",
-                                         "_estimate_swa_cache_size", "_get_attn_bytes_per_token"}, env)
+    _compile(dsv4 / "cache_manager.py", {"get_attn_dim", "get_token_bytes", "_get_attn_bytes_per_token"}, env)
+    kinds = env["DeepseekV4AttentionType"]
     for name in ("deepseek-v4-pro", "deepseek-v4-flash"):
-        model = load(name)
-        plan = plan_trtllm_dsv4(model, kv_budget_bytes=40 * GIB)
         cfg = preset_raw(name)
         ratios = [1 if r == 0 else r for r in cfg["compress_ratios"][:cfg["num_hidden_layers"]]]
         hd, idx = cfg["head_dim"], cfg["index_head_dim"]
-        own = env["_estimate_non_sliding_attn_size_per_token"](hd, idx, ratios, True, indexer_k_dtype="fp8",
-                                                                use_fp8_ds_mla=True)
-        _, per_request = env["_estimate_swa_cache_size"](hd, idx, ratios, True, TPB, 128, context=False, scratch=False,
-                                                          indexer_k_dtype="fp8", use_fp8_ds_mla=True)
-        want = model.max_model_len * own + per_request
-        assert plan.request_bound == min(MAX_BATCH_SIZE, 40 * GIB // want)
+        g = geometry(load(name), Options())
+        # every cache a layer of each compress ratio has: TensorRT-LLM's own bytes per token and per block
+        for r in sorted(set(ratios)):
+            for kind in kinds:
+                if not env["compress_ratio_has_attention"](r, kind):
+                    continue
+                own = env["_get_attn_bytes_per_token"](hd, idx, r, kind, True, indexer_k_dtype="fp8",
+                                                       use_fp8_ds_mla=True)
+                assert g.bytes_per_token(r, kind.name) == own, (name, r, kind.name)
     lcs = _trtllm_lifecycle_module(src)
     if lcs is not None:
         g = DSV4Geometry(head_dim=512, index_head_dim=128, main_row_bytes=584, indexer_row_bytes=132,

@@ -44,11 +44,13 @@ commit 2ccfca94). How it sizes its pools, each rule mirrored below where it is u
   (slots_for_batch, _stale_range, slots_from_constraints, gpu_granularity -- the rule of
   trtllm_hybrid.cache_tier_granularity --, _tier_slot_counts;
   stored file, read_file id 70130628343).
-* Requests: the scheduler counts bytes: get_max_resource_count is the GPU quota and
-  get_needed_resource_to_completion a generation request's _get_cache_bytes_for_tokens(prompt +
-  max_new_tokens, context=False) = tokens x _estimate_non_sliding_attn_size_per_token (each
-  compressed row floored by // ratio) + _estimate_swa_cache_size's per-request bytes (every
-  sliding cache's window rounded up to whole blocks); within max_batch_size 2048.
+* Requests: _util.py (commit 0004396720) create_py_executor_instance gives every KVCacheManagerV2,
+  DeepseekV4CacheManager included, the KVCacheV2Scheduler (scheduler/scheduler_v2.py) with
+  max_num_requests = max_batch_size. It forces MAX_UTILIZATION, allocates each step's pages on
+  demand and suspends what no longer fits; it reads neither get_max_resource_count nor
+  get_needed_resource_to_completion (DeepseekV4CacheManager's byte estimates are not used to admit).
+  So at most min(max_batch_size, the pages of the scarcest life cycle) run at once, and of full
+  length min(that, pages // the pages one generation request of max_seq_len holds, per life cycle).
 * Token capacity: the windowless life cycle's pages x tokens_per_block, the longest sequence the
   pools hold (KVCacheManager.clamp_max_seq_len_for_mem); a longer max_seq_len is cut to it
   (KVCacheManagerV2.__init__'s warning).
@@ -146,32 +148,6 @@ class DSV4Geometry:
     def sliding_window(self, ratio: int, role: str) -> int:
         """_get_window_size, max_draft_len 0: SWA 128; a compressor state (2 for ratio 4) x ratio."""
         return self.window if role == "SWA" else (2 if ratio == SPARSE_RATIO else 1) * ratio
-
-    @property
-    def non_sliding_per_token(self) -> int:
-        """_estimate_non_sliding_attn_size_per_token: the compressed rows' bytes per token, every layer."""
-        return sum(self.bytes_per_token(r, role) for r in self.ratios for role in NON_SLIDING if has_role(r, role))
-
-    def swa_cache_size(self, *, context: bool) -> tuple[int, int]:
-        """_estimate_swa_cache_size without scratch reuse: (bytes per token, bytes per request); a
-        context request pays every sliding cache per token, a generation request its window rounded
-        up to whole blocks."""
-        per_token = per_request = 0
-        tpb = self.tokens_per_block
-        for r in self.ratios:
-            for role in SLIDING:
-                if has_role(r, role):
-                    if context:
-                        per_token += self.bytes_per_token(r, role)
-                    else:
-                        per_request += -(-self.sliding_window(r, role) // tpb) * tpb * self.bytes_per_token(r, role)
-        return per_token, per_request
-
-    def bytes_for_tokens(self, tokens: int, *, context: bool) -> int:
-        """DeepseekV4CacheManager._get_cache_bytes_for_tokens: what the scheduler reserves for a
-        request of `tokens` tokens (get_needed_resource_to_completion)."""
-        per_token, per_request = self.swa_cache_size(context=context)
-        return int(tokens * (self.non_sliding_per_token + per_token) + per_request)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -356,12 +332,14 @@ def plan_trtllm_dsv4(model, options: Options = Options(), *, kv_budget_bytes: in
         logs.append(f"[TensorRT-LLM][WARNING] max_seq_len {max_seq_len} is greater than max_num_tokens {tokens} that "
                     f"can be allocated in kv cache manager, setting max_seq_len to {tokens}")
         max_seq_len = tokens
-    per_request = g.bytes_for_tokens(max_seq_len, context=False)
-    running = min(max_batch_size, kv_budget_bytes // per_request)  # 0: no request of max_seq_len is admitted
-    swa_per_request = g.swa_cache_size(context=False)[1]
-    derivation.append(f"get_needed_resource_to_completion({max_seq_len:,}) = {max_seq_len:,} x "
-                      f"{g.non_sliding_per_token:,} + {swa_per_request:,} = {per_request:,} B; "
-                      f"min({max_batch_size}, {kv_budget_bytes:,} // {per_request:,}) = {running:,}")
+    # KVCacheV2Scheduler: max_batch_size requests, pages on demand (every running request holds a
+    # page of each life cycle); a generation request of max_seq_len holds slots_for_batch's pages.
+    running = min(max_batch_size, min(counts))
+    held = [pages_for_batch(lc.window, ((max_seq_len, max_seq_len - 1),), tpb) for lc in cycles]
+    fit = min([running] + [n // h for n, h in zip(counts, held) if h])
+    derivation.append(f"KVCacheV2Scheduler: min(max_batch_size {max_batch_size}, {min(counts):,} pages) = {running:,} "
+                      f"at once; a {max_seq_len:,}-token request holds {held} pages of the life cycles: "
+                      f"{fit:,} of full length")
     notes = ("speculative decoding / MTP layers (max_draft_len widens the windows)", "host (secondary) cache tier",
              "SWA scratch reuse and the warm-up constraints (they raise the floors only)",
              "avg_seq_len / pool_ratio overrides, attention DP and pipeline parallelism",
@@ -369,9 +347,9 @@ def plan_trtllm_dsv4(model, options: Options = Options(), *, kv_budget_bytes: in
     return EnginePlan(engine="trtllm", version=VERSION, model=model.name, kv_budget_bytes=kv_budget_bytes,
                       pools=tuple(_engine_pools(cycles, counts, tpb)), token_capacity=tokens,
                       token_capacity_name="tokens of the windowless pages",
-                      request_bound=running,
-                      request_bound_rule=f"min(max_batch_size {max_batch_size}, quota // "
-                                         f"get_needed_resource_to_completion(max_seq_len)) (bytes, V2 scheduler)",
+                      request_bound=running, requests_fit=fit,
+                      request_bound_rule=f"KVCacheV2Scheduler: min(max_batch_size {max_batch_size}, pages of the "
+                                         f"scarcest life cycle); pages on demand, nothing reserved to completion",
                       max_model_len=max_seq_len, log_lines=tuple(logs), derivation=tuple(derivation), notes=notes,
                       token_capacity_counts="positions of the compressed caches' pages (windowless life cycle pages x "
                                             "tokens_per_block): the longest sequence, not the sum over requests")
