@@ -324,6 +324,19 @@ NOT_SERVED = {
 }
 
 
+def state_bytes(state, conv_dtype: str, ssm_dtype: str) -> tuple[int, int]:
+    """(conv bytes, SSM bytes) of one declared recurrent state (core.declare.MambaCache) priced in
+    an engine's own dtypes: of a state with more than one part the last is its temporal (SSM)
+    state and the rest are conv (SGLang's BaseLinearStateParams, TensorRT-LLM's conv_states /
+    ssm_states and SsmLayerConfig alike); a one-part state (short conv) is all conv."""
+    from ..formats import ELEMENT_BYTES
+
+    temporal = state.parts[-1] if len(state.parts) > 1 else None
+    ssm = temporal.count * ELEMENT_BYTES[ssm_dtype] if temporal is not None else 0
+    conv = sum(p.count for p in state.parts if p is not temporal) * ELEMENT_BYTES[conv_dtype]
+    return conv, ssm
+
+
 def split_declared(model, caches, engine: str = "") -> tuple[list, list, list]:
     """(attention, MLA, recurrent-state) declared caches; a family that returns finished vLLM
     CacheSpecs (DeepSeek V4) has no engine-neutral declaration to size from."""
@@ -352,4 +365,4 @@ def split_declared(model, caches, engine: str = "") -> tuple[list, list, list]:
 
 
 __all__ = ["ENGINES", "EnginePool", "EnginePlan", "EngineKnobs", "EngineRow", "plan_engine", "plan_vllm",
-           "compare_engines", "compare_rows", "check_budget", "split_declared", "token_count_lines"]
+           "compare_engines", "compare_rows", "check_budget", "split_declared", "state_bytes", "token_count_lines"]

@@ -32,7 +32,7 @@ from ..defaults import GIB
 from ..errors import KvvizError, require
 from ..formats import ELEMENT_BYTES
 from ..options import Options
-from . import EnginePlan, EnginePool, check_budget, split_declared
+from . import EnginePlan, EnginePool, check_budget, split_declared, state_bytes
 
 VERSION = "0.5.23"
 GB = GIB  # SGLang's GB in its logs and its GiB arithmetic
@@ -124,16 +124,8 @@ def mamba_per_req(states, ssm: str) -> tuple[int, int]:
     """(conv bytes, SSM bytes) of one request over every state layer: BaseLinearStateParams.mamba_cache_per_req
     = (conv numel x conv dtype + temporal numel x SSM dtype) x layers; conv dtype bf16
     (SGLANG_MAMBA_CONV_DTYPE unset). The last part of a declared state is its temporal (SSM) state."""
-    conv = ssm_b = 0
-    for s in states:
-        parts = s.parts
-        temporal = parts[-1] if len(parts) > 1 else None
-        for p in parts:
-            if p is temporal:
-                ssm_b += p.count * ELEMENT_BYTES[ssm]
-            else:
-                conv += p.count * ELEMENT_BYTES["bf16"]
-    return conv, ssm_b
+    per_layer = [state_bytes(s, "bf16", ssm) for s in states]
+    return sum(c for c, _ in per_layer), sum(t for _, t in per_layer)
 
 
 def resolve_max_num_reqs(token_capacity: int, context_len: int, mamba_cap: int | None) -> int:

@@ -60,7 +60,7 @@ from ..defaults import GIB
 from ..errors import require
 from ..formats import ELEMENT_BYTES
 from ..options import Options
-from . import EnginePlan, EnginePool, check_budget, split_declared
+from . import EnginePlan, EnginePool, check_budget, split_declared, state_bytes
 
 VERSION = "main (2026, PyTorch backend)"
 GIB = 1 << 30
@@ -317,14 +317,8 @@ def _mamba_pools(model, options: Options, states, max_batch_size: int = MAX_BATC
     commit 0004396720); the default is kvviz.engines.trtllm_hybrid."""
     conv_dtype = model.dtype
     ssm = ssm_cache_dtype(model, options)
-    conv_b = ssm_b = 0
-    for s in states:
-        temporal = s.parts[-1] if len(s.parts) > 1 else None
-        for p in s.parts:
-            if p is temporal:
-                ssm_b += p.count * ELEMENT_BYTES[ssm]
-            else:
-                conv_b += p.count * ELEMENT_BYTES[conv_dtype]
+    per_layer = [state_bytes(s, conv_dtype, ssm) for s in states]
+    conv_b, ssm_b = sum(c for c, _ in per_layer), sum(t for _, t in per_layer)
     n = len(states)
     return [EnginePool(name="mamba conv_states", holds=f"conv state of {n} layers ({conv_dtype})", unit="sequence slot",
                        bytes_per_unit=conv_b, units=max_batch_size, layers=n, reserved_units=1, kind="state",

@@ -52,7 +52,7 @@ import math
 
 from ..errors import require
 from ..formats import ELEMENT_BYTES
-from . import EnginePlan, EnginePool
+from . import EnginePlan, EnginePool, state_bytes
 
 GIB = 1 << 30
 GPU_PAGE = 2 << 20  # CacheLevelManager.cache_tier_granularity's GPU page_size
@@ -153,9 +153,8 @@ def state_buffers(model, options, states) -> tuple[list[int], str, str]:
     ssm_dtype = ssm_cache_dtype(model, options)
     sizes = []
     for s in states:
-        ssm_part = s.parts[-1]
-        sizes.append(ssm_part.count * ELEMENT_BYTES[ssm_dtype])
-        sizes.append(sum(p.count for p in s.parts[:-1]) * ELEMENT_BYTES[model.dtype])
+        conv, ssm = state_bytes(s, model.dtype, ssm_dtype)
+        sizes += [b for b in (ssm, conv) if b]  # SSM_STATE then CONV_STATE; a one-part state has no SSM buffer
     return sizes, model.dtype, ssm_dtype
 
 
