@@ -78,7 +78,7 @@ def engine_budgets(model, vllm_budget, engines) -> dict[str, EngineBudget]:
             rest = total / GIB - (total / GIB) * (1 - mfs) - weights / GIB
             require(rest > 0, f"SGLang: Loaded weights leave no GPU memory for the KV cache under "
                               f"--mem-fraction-static={mfs}")
-            b = int(rest * (1 << 30))
+            b = int(rest * GIB)
             out[e] = EngineBudget(e, b, (
                 f"sglang: mem_fraction_static = round(({total / MIB:.0f} - {reserved:,} MiB reserved) / "
                 f"{total / MIB:.0f}, 3) = {mfs}; rest_memory = total x {mfs} - weights = {b:,} B "

@@ -3,6 +3,7 @@ pyplot, imported lazily; each returns kvviz.plot's KvvizFigure, which shows itse
 
 from __future__ import annotations
 
+from ..defaults import GIB
 from . import EnginePlan, EngineRow, token_count_lines
 from .maps import ByteMap, byte_map
 
@@ -80,7 +81,7 @@ def compare_figure(rows: tuple[EngineRow, ...], *, model: str, budget_bytes: int
         ax.set_title(title, fontsize=9)
     lines = [f"{r.engine}: {r.plan.log_line if r.plan else r.refusal}" for r in rows] + token_count_lines(rows)
     fig.text(0.01, 0.01, "\n".join(_clip(t) for t in lines), fontsize=6.5, family="monospace", va="bottom")
-    fig.suptitle(f"{model}: one KV budget of {budget_bytes:,} B ({budget_bytes / 2**30:.2f} GiB) per engine",
+    fig.suptitle(f"{model}: one KV budget of {budget_bytes:,} B ({budget_bytes / GIB:.2f} GiB) per engine",
                  fontsize=10)
     fig.subplots_adjust(bottom=0.1 + 0.035 * len(lines), top=0.86, wspace=0.35)
     return fig

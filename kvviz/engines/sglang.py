@@ -227,11 +227,11 @@ def plan_sglang(model, options: Options = Options(), *, kv_budget_bytes: int,
         per_slot = conv_b + ssm_b
         # _handle_max_mamba_cache, the ratio branch (no --max-mamba-cache-size, no spec decoding).
         mamba_budget = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
-        mamba_budget_bytes = mamba_budget * (1 << 30)
+        mamba_budget_bytes = mamba_budget * GIB
         max_mamba_cache_size = int((mamba_budget_bytes - 0 - per_slot) // per_slot)
         require(max_mamba_cache_size > 0, f"{model.name}: SGLang: not enough memory for the mamba state cache "
                                           f"(max_mamba_cache_size={max_mamba_cache_size})")
-        mamba_state_memory = ((max_mamba_cache_size + 1) * per_slot + 0) / (1 << 30)
+        mamba_state_memory = ((max_mamba_cache_size + 1) * per_slot + 0) / GIB
         rest = rest - mamba_state_memory
         ratio, ratio_rule = mamba_ratio(model, options)
         mamba_cap = max_mamba_cache_size // ratio
@@ -249,7 +249,7 @@ def plan_sglang(model, options: Options = Options(), *, kv_budget_bytes: int,
         logs.append(f"Mamba Cache is allocated. max_mamba_cache_size: {max_mamba_cache_size}, "
                     f"conv_state size: {pools[0].total_bytes / GB:.2f}GB, "
                     f"ssm_state size: {pools[1].total_bytes / GB:.2f}GB ")
-    available = int(rest * (1 << 30))
+    available = int(rest * GIB)
     if states:
         derivation.append(f"KV bytes after the Mamba pool: {available:,}")
 

@@ -216,7 +216,7 @@ def plan_sglang_dsv4(model, options: Options = Options(), *, kv_budget_bytes: in
             f"cache layout (KVLayout.V4) holds a {V4_HEAD_DIM}-dim latent with {V4_ROPE_DIM} RoPE dims only")
     s = sizing(config)
     context_len = options.max_model_len or model.max_model_len
-    z = pool_sizes(s, int(kv_budget_bytes / GB * (1 << 30)))
+    z = pool_sizes(s, int(kv_budget_bytes / GB * GB))
     if z.full_tokens <= 0:
         raise KvvizError(f"{model.name}: SGLang: Not enough memory (max_total_num_tokens={z.full_tokens}; the c128 "
                          f"state pool alone takes {z.c128_state_fixed_bytes:,} B)")
@@ -244,8 +244,8 @@ def plan_sglang_dsv4(model, options: Options = Options(), *, kv_budget_bytes: in
         # DSV4PoolConfigurator._compute_dsv4_sizes, calculate_pool_sizes, _to_config.
         f"DSV4 SWA sizing: mode=ratio (explicit), swa_tokens={z.swa_tokens}, swa_full_tokens_ratio={s.swa_ratio}",
         f"DSV4 memory calculation: unified=False, unified_fp8=False, dspark_draft_bf16=False, "
-        f"bytes_per_full_token={s.bytes_per_full_token:.2f}, available_bytes={kv_budget_bytes / (1 << 30):.2f} GB, "
-        f"c128_state_fixed={z.c128_state_fixed_bytes / (1 << 30):.2f} GB, c2_state_fixed=0.00 GB, swa_fixed=0.00 GB, "
+        f"bytes_per_full_token={s.bytes_per_full_token:.2f}, available_bytes={kv_budget_bytes / GB:.2f} GB, "
+        f"c128_state_fixed={z.c128_state_fixed_bytes / GB:.2f} GB, c2_state_fixed=0.00 GB, swa_fixed=0.00 GB, "
         f"swa_ring_fixed=0.00 GB, c4_state_fixed=0.00 GB, full_token={z.full_tokens}",
         f"DSV4 pool sizes: full={z.full_tokens}, swa={z.swa_tokens}, c4={z.c4_tokens}, c128={z.c128_tokens}, "
         f"c4_state={z.c4_state_pool_size}, c128_state=0",

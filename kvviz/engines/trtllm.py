@@ -63,7 +63,6 @@ from ..options import Options
 from . import EnginePlan, EnginePool, check_budget, split_declared, state_bytes
 
 VERSION = "main (2026, PyTorch backend)"
-GIB = 1 << 30
 TOKENS_PER_BLOCK = 32  # llmapi/llm_args.py KvCacheConfig.tokens_per_block
 FREE_GPU_MEMORY_FRACTION = 0.9  # KvCacheConfig.free_gpu_memory_fraction (applied before kv_budget_bytes)
 MAX_BATCH_SIZE = 2048  # llmapi/llm_args.py BaseLlmArgs.max_batch_size

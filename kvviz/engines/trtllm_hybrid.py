@@ -50,11 +50,11 @@ from __future__ import annotations
 
 import math
 
+from ..defaults import GIB
 from ..errors import require
 from ..formats import ELEMENT_BYTES
 from . import EnginePlan, EnginePool, state_bytes
 
-GIB = 1 << 30
 GPU_PAGE = 2 << 20  # CacheLevelManager.cache_tier_granularity's GPU page_size
 DUMMY_SLOTS = 1  # _get_num_cuda_graph_padding_dummy_slots(spec_config=None) + int(enable_attention_dp=False)
 NOTES = ("speculative decoding / MTP layers", "host tier (auto-sized to the GPU quota; not drawn)",
@@ -193,7 +193,7 @@ def plan_trtllm_hybrid_v2(model, options, *, attn_layout, states, kv_budget_byte
     logs = ["[TensorRT-LLM][INFO] Selected hybrid KV cache manager: MambaHybridCacheManagerV2",
             f"[TensorRT-LLM][WARNING] 'kv_cache_config.avg_seq_len' is not set for a hybrid Mamba model using KV cache "
             f"manager V2. Falling back to max_seq_len / 2={capacity} for cache-pool sizing.",
-            f"[TensorRT-LLM][INFO] KV cache manager v2 device quota set to {kv_budget_bytes / (1 << 30)}GiB"]
+            f"[TensorRT-LLM][INFO] KV cache manager v2 device quota set to {kv_budget_bytes / GIB}GiB"]
     seq_len = max_seq_len
     if max_seq_len > tokens:
         seq_len = tokens
