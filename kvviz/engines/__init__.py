@@ -95,8 +95,9 @@ class EnginePlan:
     # comparison prints this beside the number ('requests at once' is the like-for-like column).
     token_capacity_counts: str = ""
     # Requests of max_model_len tokens the pools hold at once, within request_bound; None when
-    # request_bound already counts them (vLLM, TensorRT-LLM). SGLang's max_running_requests caps
-    # requests of any length, so its plans give this too.
+    # request_bound already counts them (vLLM, TensorRT-LLM's reserve-to-completion scheduler).
+    # SGLang's max_running_requests and TensorRT-LLM's KVCacheV2Scheduler cap requests of any
+    # length, so their plans give this too.
     requests_fit: int | None = None
 
     @property
@@ -246,12 +247,12 @@ def plan_engine(engine: str, model, options: Options = Options(), *, kv_budget_b
 
         return plan_sglang(model, options, kv_budget_bytes=kv_budget_bytes)
     if engine == "trtllm":
-        from .trtllm import plan_trtllm
+        from .trtllm import MAX_BATCH_SIZE, plan_trtllm
 
-        extra = {} if knobs.max_batch_size is None else {"max_batch_size": knobs.max_batch_size}
         return plan_trtllm(model, options, kv_budget_bytes=kv_budget_bytes,
                            max_attention_window=knobs.max_attention_window,
-                           window_size_shares=knobs.window_size_shares, use_py_mamba=knobs.use_py_mamba, **extra)
+                           window_size_shares=knobs.window_size_shares, use_py_mamba=knobs.use_py_mamba,
+                           max_batch_size=knobs.max_batch_size or MAX_BATCH_SIZE)
     raise KvvizError(f"engine={engine!r}: unknown; choose one of {', '.join(ENGINES)}")
 
 
