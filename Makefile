@@ -37,7 +37,11 @@ lab: $(STAMP)
 # into the working copies never reach a commit, so they never fail the run; a committed one does.
 NB_CHECK := build/notebooks-as-committed
 
+# Lint, format and type checks first (configured in pyproject.toml), then the tests and the notebooks.
 test: $(STAMP)
+	$(BIN)/ruff check kvviz tests scripts benchmarks
+	$(BIN)/ruff format --check kvviz tests scripts benchmarks
+	$(BIN)/mypy
 	$(BIN)/python scripts/committed_notebooks.py $(NB_CHECK)
 	$(BIN)/nbstripout --verify $(NB_CHECK)/*.ipynb
 	$(BIN)/python -m pytest -q tests

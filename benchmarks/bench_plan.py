@@ -68,11 +68,15 @@ def main():
     pro = load_preset("deepseek-v4-pro")
     mix = pro.config.layer_mix
     with_layer_mix = pro.reader.with_layer_mix
-    models = [("pro", pro, 21),
-              ("10x", with_layer_mix(pro, **{k: 10 * v for k, v in mix.items()}), 7),
-              ("100x", with_layer_mix(pro, **{k: 100 * v for k, v in mix.items()}), 5)]
-    print(f"{'model':<5} {'layers':>6} {'planner':<16} {'caches':>7} {'min ms':>8} {'med ms':>8} {'growth':>15}"
-          f" {'kept objs':>10} {'gc gen0/1/2 per plan':>21} {'gc ms':>6}")
+    models = [
+        ("pro", pro, 21),
+        ("10x", with_layer_mix(pro, **{k: 10 * v for k, v in mix.items()}), 7),
+        ("100x", with_layer_mix(pro, **{k: 100 * v for k, v in mix.items()}), 5),
+    ]
+    print(
+        f"{'model':<5} {'layers':>6} {'planner':<16} {'caches':>7} {'min ms':>8} {'med ms':>8} {'growth':>15}"
+        f" {'kept objs':>10} {'gc gen0/1/2 per plan':>21} {'gc ms':>6}"
+    )
     for planner, options in PLANNERS:
         base = None
         for label, model, repeat in models:
@@ -83,11 +87,15 @@ def main():
             base = base or (t_min, t_med, n)
             growth = f"{t_min / base[0]:.0f}x/{t_med / base[1]:.0f}x" if base[2] != n else "1x"
             layers = model.config.num_hidden_layers
-            print(f"{label:<5} {layers:>6} {planner:<16} {n:>7} {t_min * 1e3:>8.2f} {t_med * 1e3:>8.2f}"
-                  f" {growth:>9} ({n / base[2]:.1f}x)  {alive:>9,} {'/'.join(f'{c:.2f}' for c in per_plan):>21}"
-                  f" {gc_seconds * 1e3:>6.2f}")
-    print("growth = min/median time over pro's; (Nx) = the cache ratio; goal at 100x: <= 110x;"
-          " gc ms = CPU time per plan inside the collections counted")
+            print(
+                f"{label:<5} {layers:>6} {planner:<16} {n:>7} {t_min * 1e3:>8.2f} {t_med * 1e3:>8.2f}"
+                f" {growth:>9} ({n / base[2]:.1f}x)  {alive:>9,} {'/'.join(f'{c:.2f}' for c in per_plan):>21}"
+                f" {gc_seconds * 1e3:>6.2f}"
+            )
+    print(
+        "growth = min/median time over pro's; (Nx) = the cache ratio; goal at 100x: <= 110x;"
+        " gc ms = CPU time per plan inside the collections counted"
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from kvviz import plot  # noqa: E402
+from kvviz import views as plot  # noqa: E402
 from kvviz.core.kinds import CacheKind  # noqa: E402
 from kvviz.families import load_preset  # noqa: E402
 from kvviz.options import Options  # noqa: E402
@@ -78,8 +78,9 @@ def pool_bytes(layout, blocks: int = 4) -> tuple[np.ndarray, list[int]]:
     owners = [b % len(layout.groups) for b in range(blocks)]
     for b, g in enumerate(owners):
         for p in layout.group_placements(g):
-            data[b, p.offset:p.offset + p.cache.content_bytes] = rng.integers(1, 256, p.cache.content_bytes,
-                                                                              dtype=np.uint8)
+            data[b, p.offset : p.offset + p.cache.content_bytes] = rng.integers(
+                1, 256, p.cache.content_bytes, dtype=np.uint8
+            )
     return data, owners
 
 
@@ -88,10 +89,14 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args(argv)
     pro = load_preset("deepseek-v4-pro")
-    models = {"deepseek-v4-pro": pro,
-              "10x pro (c4=300, c128=310)": pro.reader.with_layer_mix(pro, c4=300, c128=310, swa=0)}
-    print(f"{'model':<28} {'figure':<13} {'layers':>6} {'data ms':>8} {'build ms':>9} {'render ms':>10} "
-          f"{'total ms':>9} {'cpu ms':>7}")
+    models = {
+        "deepseek-v4-pro": pro,
+        "10x pro (c4=300, c128=310)": pro.reader.with_layer_mix(pro, c4=300, c128=310, swa=0),
+    }
+    print(
+        f"{'model':<28} {'figure':<13} {'layers':>6} {'data ms':>8} {'build ms':>9} {'render ms':>10} "
+        f"{'total ms':>9} {'cpu ms':>7}"
+    )
     for name, model in models.items():
         after = plan_model(model, "overlay", Options(backend="flashmla", indexer_format="mxfp4")).layout
         before, after_pr = compare_layouts(model, "flashmla")
@@ -101,25 +106,30 @@ def main(argv=None) -> int:
         victims = [{"block": 0, "start": victim.offset, "end": victim.end, "layer": victim.name}]
         figures = {  # figure: (its data object alone, data and drawing)
             "block_map": (lambda: plot.block_map_data(after), lambda: plot.block_map(after)),
-            "before_after": (lambda: plot.before_after_data(before, after_pr),
-                             lambda: plot.before_after(before, after_pr)),
+            "before_after": (
+                lambda: plot.before_after_data(before, after_pr),
+                lambda: plot.before_after(before, after_pr),
+            ),
             "page_anatomy": (lambda: plot.page_anatomy_data(main_c4), lambda: plot.page_anatomy(main_c4)),
-            "live_bytes": (lambda: plot.live_bytes_data(after, data, owners, victims=victims),
-                           lambda: plot.live_bytes(after, data, owners, victims=victims)),
+            "live_bytes": (
+                lambda: plot.live_bytes_data(after, data, owners, victims=victims),
+                lambda: plot.live_bytes(after, data, owners, victims=victims),
+            ),
         }
         for fig_name, (data_of, build) in figures.items():
             d = median_ms(data_of, args.repeat)
             b, r, t, c = measure(build, args.repeat)
-            print(f"{name:<28} {fig_name:<13} {after.num_layers:>6} {d:>8.1f} {b:>9.1f} {r:>10.1f} {t:>9.1f} "
-                  f"{c:>7.1f}")
+            print(f"{name:<28} {fig_name:<13} {after.num_layers:>6} {d:>8.1f} {b:>9.1f} {r:>10.1f} {t:>9.1f} {c:>7.1f}")
     # The layer-plane figure is of a hybrid model's shared pool (as the report draws it): one row
     # per tensor, the report's small pool with every block's pages drawn.
     hybrid = plan_model(load_preset("qwen3-next-80b-a3b"), "vllm", Options()).layout
     blocks = plot.PLANE_PAGES_MAX_BLOCKS
     d = median_ms(lambda: plot.pool_planes_data(hybrid, blocks), args.repeat)
     b, r, t, c = measure(lambda: plot.pool_planes(hybrid, blocks), args.repeat)
-    print(f"{'qwen3-next-80b-a3b':<28} {'pool_planes':<13} {hybrid.num_layers:>6} {d:>8.1f} {b:>9.1f} {r:>10.1f} "
-          f"{t:>9.1f} {c:>7.1f}")
+    print(
+        f"{'qwen3-next-80b-a3b':<28} {'pool_planes':<13} {hybrid.num_layers:>6} {d:>8.1f} {b:>9.1f} {r:>10.1f} "
+        f"{t:>9.1f} {c:>7.1f}"
+    )
     return 0
 
 

@@ -23,18 +23,17 @@ to the plain copy measured in the same repeat (min and median). No assertions.
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 import torch
 
-import statistics
-
-from kvviz.defaults import GIB
+from kvviz.base.defaults import GIB
 from kvviz.families import load_preset
 from kvviz.options import Options
 from kvviz.pool import Pool, resolve_device
-from kvviz.vllm.plan import plan_model
 from kvviz.verify import layer_batches, verify
+from kvviz.vllm.plan import plan_model
 
 REPEATS = 5
 
@@ -63,20 +62,27 @@ def main() -> None:
     ap.add_argument("--gib", type=float, default=1.0, help="pool size, at least this many GiB (default 1)")
     ap.add_argument("--backend", default="flashmla")
     ap.add_argument("--indexer", default="mxfp4")
-    ap.add_argument("--verify-blocks", type=int, default=64,
-                    help="blocks for the end-to-end verify() run (default 64; -1: the whole pool; 0: skip)")
+    ap.add_argument(
+        "--verify-blocks",
+        type=int,
+        default=64,
+        help="blocks for the end-to-end verify() run (default 64; -1: the whole pool; 0: skip)",
+    )
     ap.add_argument("--verify-repeats", type=int, default=3, help="verify() runs (default 3)")
     args = ap.parse_args()
 
     dev = resolve_device(args.device, "--device")
-    layout = plan_model(load_preset("deepseek-v4-pro"), "overlay",
-                        Options(backend=args.backend, indexer_format=args.indexer)).layout
+    layout = plan_model(
+        load_preset("deepseek-v4-pro"), "overlay", Options(backend=args.backend, indexer_format=args.indexer)
+    ).layout
     stride = layout.block_stride
     G = len(layout.groups)
     num_blocks = max(G, -(-int(args.gib * GIB) // stride))
     pool = Pool(layout, num_blocks, dev)
-    print(f"pool: {num_blocks:,} blocks x {stride:,} B = {pool.nbytes:,} B ({pool.nbytes / GIB:.2f} GiB) on {dev}, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+    print(
+        f"pool: {num_blocks:,} blocks x {stride:,} B = {pool.nbytes:,} B ({pool.nbytes / GIB:.2f} GiB) on {dev}, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
+    )
 
     gen = torch.Generator(device=dev).manual_seed(0)
 
@@ -117,12 +123,18 @@ def main() -> None:
             plain_t.append(once(lambda: (dst.copy_(src), torch.equal(dst, src)), dev))
         ratios = sorted(p / v for v, p in zip(views_t, plain_t))
         print(f"{mode}: {nbytes:,} B per pass through {len(jobs)} strided views")
-        print(f"  views fill+verify {gbs(nbytes, min(views_t)):7.2f} GB/s best, "
-              f"{gbs(nbytes, statistics.median(views_t)):7.2f} median")
-        print(f"  plain copy+equal  {gbs(nbytes, min(plain_t)):7.2f} GB/s best, "
-              f"{gbs(nbytes, statistics.median(plain_t)):7.2f} median")
-        print(f"  ratio views/plain, same repeat: min {ratios[0]:.2f}, median {statistics.median(ratios):.2f} "
-              f"(goal >= 0.5)")
+        print(
+            f"  views fill+verify {gbs(nbytes, min(views_t)):7.2f} GB/s best, "
+            f"{gbs(nbytes, statistics.median(views_t)):7.2f} median"
+        )
+        print(
+            f"  plain copy+equal  {gbs(nbytes, min(plain_t)):7.2f} GB/s best, "
+            f"{gbs(nbytes, statistics.median(plain_t)):7.2f} median"
+        )
+        print(
+            f"  ratio views/plain, same repeat: min {ratios[0]:.2f}, median {statistics.median(ratios):.2f} "
+            f"(goal >= 0.5)"
+        )
         plain_best = gbs(nbytes, min(plain_t))
         del jobs, src, dst
     del modes, pool
@@ -136,9 +148,11 @@ def main() -> None:
             report = verify(layout, max(G, vblocks), device=dev, seed=0)
             sync(dev)
             rates.append(report.bytes_written / (time.perf_counter() - t0) / 1e9)
-        print(f"verify() end to end on {report.num_blocks:,} blocks ({report.bytes_written:,} B written, "
-              f"{'clean' if report.ok else 'FAILED'}): {max(rates):.3f} GB/s best, {statistics.median(rates):.3f} "
-              f"median of {len(rates)}; ratio to plain copy+equal: {max(rates) / plain_best:.4f} best")
+        print(
+            f"verify() end to end on {report.num_blocks:,} blocks ({report.bytes_written:,} B written, "
+            f"{'clean' if report.ok else 'FAILED'}): {max(rates):.3f} GB/s best, {statistics.median(rates):.3f} "
+            f"median of {len(rates)}; ratio to plain copy+equal: {max(rates) / plain_best:.4f} best"
+        )
 
 
 if __name__ == "__main__":

@@ -50,16 +50,23 @@ def bench(name: str, dims: int, opts: dict, target_bytes: int, dev: torch.device
     enc = codec.encode(x, **opts)
     src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, generator=torch.Generator().manual_seed(1)).to(dev)
 
-    t = {"encode": timings(lambda: codec.encode(x, **opts), dev, repeats),
-         "decode": timings(lambda: codec.decode(enc), dev, repeats),
-         "copy": timings(lambda: src.clone(), dev, repeats)}
+    t = {
+        "encode": timings(lambda: codec.encode(x, **opts), dev, repeats),
+        "decode": timings(lambda: codec.decode(enc), dev, repeats),
+        "copy": timings(lambda: src.clone(), dev, repeats),
+    }
     gbs = {k: (nbytes / min(v) / 1e9, nbytes / statistics.median(v) / 1e9) for k, v in t.items()}
-    print(f"{name:>14}  {rows:>9,} rows x {row.row_bytes:>3} B = {nbytes / 2**20:6.1f} MiB "
-          f"(fp32 input {x.numel() * 4 / 2**20:6.1f} MiB)")
+    print(
+        f"{name:>14}  {rows:>9,} rows x {row.row_bytes:>3} B = {nbytes / 2**20:6.1f} MiB "
+        f"(fp32 input {x.numel() * 4 / 2**20:6.1f} MiB)"
+    )
     for k in ("encode", "decode", "copy"):
         best, med = gbs[k]
-        ratio = "" if k == "copy" else (f"   {k}/copy {best / gbs['copy'][0]:.4f} (min)  "
-                                        f"{med / gbs['copy'][1]:.4f} (median)")
+        ratio = (
+            ""
+            if k == "copy"
+            else (f"   {k}/copy {best / gbs['copy'][0]:.4f} (min)  {med / gbs['copy'][1]:.4f} (median)")
+        )
         print(f"{'':>16}{k:>6}  {best:8.3f} GB/s min time  {med:8.3f} GB/s median time{ratio}")
 
 
@@ -75,7 +82,9 @@ def main() -> None:
     dev = torch.device(args.device)
     target = int(args.mib * 2**20)
     where = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"kvviz.quant on {where}, torch {torch.__version__}, {args.repeats} repeats (GB/s at the min and median time)")
+    print(
+        f"kvviz.quant on {where}, torch {torch.__version__}, {args.repeats} repeats (GB/s at the min and median time)"
+    )
     cases: dict = {}
     for c in parity_cases():  # the first case of a codec is its default options at the model's dims
         cases.setdefault(c.codec, c)

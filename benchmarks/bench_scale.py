@@ -20,9 +20,10 @@ import json
 import sys
 
 from bench_plan import seconds  # this folder is on sys.path when a script here runs
+
+from kvviz.base.defaults import BLOCK_SIZE
 from kvviz.core.group import KVGroup
 from kvviz.core.spec import custom_cache
-from kvviz.defaults import BLOCK_SIZE
 from kvviz.families import load_preset
 from kvviz.families.deepseek_v4 import CacheOptions, layer_caches, model_caches
 from kvviz.vllm.grouping import kv_cache_groups
@@ -34,8 +35,10 @@ PRO = load_preset("deepseek-v4-pro").config  # the DeepSeek V4 ModelConfig
 
 
 def one_layer_groups(n: int):
-    return tuple(KVGroup(name=f"g{i}", layers=(
-        custom_cache(f"g{i}.0", 4096 * (1 + i % 7), tokens_per_block=BLOCK_SIZE),)) for i in range(n))
+    return tuple(
+        KVGroup(name=f"g{i}", layers=(custom_cache(f"g{i}.0", 4096 * (1 + i % 7), tokens_per_block=BLOCK_SIZE),))
+        for i in range(n)
+    )
 
 
 def distinct_page_sizes(n: int, groups: int = 8):
@@ -52,7 +55,10 @@ def pro_with_mtp_layers(n: int):
 SHAPES = {
     "groups": (one_layer_groups, plan_overlay),
     "page sizes": (distinct_page_sizes, plan_bucketed),
-    "MTP layers": (pro_with_mtp_layers, lambda caches: plan_overlay_by_spec(kv_cache_groups(caches, block_outermost=True))),
+    "MTP layers": (
+        pro_with_mtp_layers,
+        lambda caches: plan_overlay_by_spec(kv_cache_groups(caches, block_outermost=True)),
+    ),
 }
 
 
@@ -77,8 +83,11 @@ def main(shapes=tuple(SHAPES)):
             layout = planner(built)
             t_min, t_med = timed(lambda: plan_print_json(planner, built))
             growth = "" if previous is None else f"{t_min / previous[0]:.2f}x / {t_med / previous[1]:.2f}x"
-            print(f"{shape:<11} {layout.num_layers:>8,} {len(layout.groups):>7,} {t_min:>9.3f} {t_med:>9.3f}"
-                  f" {growth:>20}", flush=True)
+            print(
+                f"{shape:<11} {layout.num_layers:>8,} {len(layout.groups):>7,} {t_min:>9.3f} {t_med:>9.3f}"
+                f" {growth:>20}",
+                flush=True,
+            )
             previous = (t_min, t_med)
             del built, layout
     print("time = plan + text_map() + json.dumps(to_json()); growth = min / median over the previous n")

@@ -31,21 +31,46 @@ COMMANDS = [
     ("kvviz --help", KVVIZ + ["--help"], True),
     ("kvviz models", KVVIZ + ["models"], True),
     ("kvviz plan --model deepseek-v4-pro --json", KVVIZ + ["plan", "--model", "deepseek-v4-pro", "--json"], True),
-    ("kvviz compare --model deepseek-v4-pro --budget-gib 26.09",
-     KVVIZ + ["compare", "--model", "deepseek-v4-pro", "--budget-gib", "26.09"], True),
-    ("kvviz plan --model gemma-3-27b --json (preset, parsed form shipped)",
-     KVVIZ + ["plan", "--model", "gemma-3-27b", "--json"], True),
-    ("kvviz compare --model qwen3-next-80b-a3b --budget-gib 40",
-     KVVIZ + ["compare", "--model", "qwen3-next-80b-a3b", "--budget-gib", "40"], True),
-    ("kvviz plan --hf-config nemotron-nano-9b-v2 --json (cache hit)",
-     KVVIZ + ["plan", "--hf-config", HF_CONFIG, "--json"], True),
-    ("kvviz plan --hf-config nemotron-nano-9b-v2 --json (cache miss: transformers)",
-     KVVIZ + ["plan", "--hf-config", HF_CONFIG, "--json"], False),
-    ("kvviz render --model deepseek-v4-pro --no-svg", KVVIZ + ["render", "--model", "deepseek-v4-pro", "--no-svg",
-                                                              "--out", CACHE + "/render-dsv4"], False),
-    ("kvviz render --model gemma-3-27b --no-svg", KVVIZ + ["render", "--model", "gemma-3-27b", "--no-svg",
-                                                          "--out", CACHE + "/render-gemma"], False),
-    ("python -c 'import torch, matplotlib' (avoided)", [sys.executable, "-c", "import torch, matplotlib.pyplot"], False),
+    (
+        "kvviz compare --model deepseek-v4-pro --budget-gib 26.09",
+        KVVIZ + ["compare", "--model", "deepseek-v4-pro", "--budget-gib", "26.09"],
+        True,
+    ),
+    (
+        "kvviz plan --model gemma-3-27b --json (preset, parsed form shipped)",
+        KVVIZ + ["plan", "--model", "gemma-3-27b", "--json"],
+        True,
+    ),
+    (
+        "kvviz compare --model qwen3-next-80b-a3b --budget-gib 40",
+        KVVIZ + ["compare", "--model", "qwen3-next-80b-a3b", "--budget-gib", "40"],
+        True,
+    ),
+    (
+        "kvviz plan --hf-config nemotron-nano-9b-v2 --json (cache hit)",
+        KVVIZ + ["plan", "--hf-config", HF_CONFIG, "--json"],
+        True,
+    ),
+    (
+        "kvviz plan --hf-config nemotron-nano-9b-v2 --json (cache miss: transformers)",
+        KVVIZ + ["plan", "--hf-config", HF_CONFIG, "--json"],
+        False,
+    ),
+    (
+        "kvviz render --model deepseek-v4-pro --no-svg",
+        KVVIZ + ["render", "--model", "deepseek-v4-pro", "--no-svg", "--out", CACHE + "/render-dsv4"],
+        False,
+    ),
+    (
+        "kvviz render --model gemma-3-27b --no-svg",
+        KVVIZ + ["render", "--model", "gemma-3-27b", "--no-svg", "--out", CACHE + "/render-gemma"],
+        False,
+    ),
+    (
+        "python -c 'import torch, matplotlib' (avoided)",
+        [sys.executable, "-c", "import torch, matplotlib.pyplot"],
+        False,
+    ),
 ]
 MISS = "cache miss"
 
@@ -53,9 +78,13 @@ MISS = "cache miss"
 def run_once(argv: list[str], fresh_cache: bool = False) -> tuple[float, float]:
     """(wall seconds, peak RSS MiB) of one process."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=dict(os.environ, KVVIZ_CACHE_DIR=CACHE + ("/miss-" + str(time.perf_counter_ns())
-                                                                           if fresh_cache else "")))
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ, KVVIZ_CACHE_DIR=CACHE + ("/miss-" + str(time.perf_counter_ns()) if fresh_cache else "")),
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
@@ -68,8 +97,10 @@ def run_once(argv: list[str], fresh_cache: bool = False) -> tuple[float, float]:
 
 def main() -> int:
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 7
-    print(f"{repeats} runs each, python {sys.version.split()[0]}; wall = whole process (min / median), "
-          f"RSS = peak of the process")
+    print(
+        f"{repeats} runs each, python {sys.version.split()[0]}; wall = whole process (min / median), "
+        f"RSS = peak of the process"
+    )
     base = None
     missed = []
     print(f"{'command':<78} {'min s':>6} {'median s':>8} {'x pass':>7} {'RSS MiB':>8}")
@@ -82,8 +113,10 @@ def main() -> int:
         print(f"{label:<78} {lo:>6.3f} {med:>8.3f} {med / base:>7.1f} {peak:>8.1f}")
         if has_goal and (med >= GOAL_S or peak >= GOAL_MIB):
             missed.append(label)
-    print(f"goal: each kvviz command under {GOAL_S} s (median) and {GOAL_MIB} MiB: "
-          + ("met" if not missed else "MISSED by " + "; ".join(missed)))
+    print(
+        f"goal: each kvviz command under {GOAL_S} s (median) and {GOAL_MIB} MiB: "
+        + ("met" if not missed else "MISSED by " + "; ".join(missed))
+    )
     return 0
 
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from bench_pool import once  # this folder is on sys.path when a script here runs
 
 import torch
+from bench_pool import once  # this folder is on sys.path when a script here runs
 
 from kvviz.families import load_preset
 from kvviz.pool import resolve_device
@@ -43,8 +43,10 @@ def main() -> None:
     dev = resolve_device(args.device, "--device")
     if dev.type == "cpu":
         torch.set_num_threads(1)
-    print(f"verify vs yardsticks on {dev}, {args.mib} MiB pools, {args.repeats} runs "
-          f"(ratio = yardstick time / verify time; goal >= {GOAL} of copy_)")
+    print(
+        f"verify vs yardsticks on {dev}, {args.mib} MiB pools, {args.repeats} runs "
+        f"(ratio = yardstick time / verify time; goal >= {GOAL} of copy_)"
+    )
     for model in args.models.split(","):
         layout = plan_model(load_preset(model)).pools[0]
         n = max(len(layout.groups), (args.mib << 20) // layout.block_stride)
@@ -61,14 +63,18 @@ def main() -> None:
             t["verify"].append(once(lambda: report.setdefault("r", verify(layout, n, device=dev)), dev))
             assert report["r"].passed, report["r"].text()
         v = t["verify"]
-        print(f"{model}: {n:,} blocks x {layout.block_stride:,} B = {nbytes / 2**20:.0f} MiB; verify "
-              f"{min(v) * 1e3:.0f} ms best, {statistics.median(v) * 1e3:.0f} ms median")
+        print(
+            f"{model}: {n:,} blocks x {layout.block_stride:,} B = {nbytes / 2**20:.0f} MiB; verify "
+            f"{min(v) * 1e3:.0f} ms best, {statistics.median(v) * 1e3:.0f} ms median"
+        )
         for name in ("copy_", "equal", "fresh"):
             y = t[name]
             best = min(y) / min(v)
             med = statistics.median(y) / statistics.median(v)
-            print(f"  vs {name:<6} {min(y) * 1e3:6.0f} ms: ratio {best:.3f} (min) {med:.3f} (median)"
-                  + (f"  goal {GOAL}: {'met' if best >= GOAL else 'NOT met'}" if name == "copy_" else ""))
+            print(
+                f"  vs {name:<6} {min(y) * 1e3:6.0f} ms: ratio {best:.3f} (min) {med:.3f} (median)"
+                + (f"  goal {GOAL}: {'met' if best >= GOAL else 'NOT met'}" if name == "copy_" else "")
+            )
         del src, dst
 
 

@@ -26,8 +26,19 @@ import sys
 # sliding windows (gpt-oss, Gemma 3), chunked attention (Llama 4), KV sharing (Gemma 3n), plain MLA
 # (DeepSeek V3), Mamba (Jamba), Mamba2 (Nemotron-H), short convolutions (LFM2), gated delta net
 # (Qwen3-Next) and KDA (Kimi Linear).
-MODELS = ("deepseek-v4-pro", "gpt-oss-120b", "gemma-3-27b", "llama-4-scout", "gemma-3n-e4b", "deepseek-v3",
-          "jamba-v0.1", "nemotron-nano-9b-v2", "lfm2-1.2b", "qwen3-next-80b-a3b", "kimi-linear")
+MODELS = (
+    "deepseek-v4-pro",
+    "gpt-oss-120b",
+    "gemma-3-27b",
+    "llama-4-scout",
+    "gemma-3n-e4b",
+    "deepseek-v3",
+    "jamba-v0.1",
+    "nemotron-nano-9b-v2",
+    "lfm2-1.2b",
+    "qwen3-next-80b-a3b",
+    "kimi-linear",
+)
 GOAL = 0.25
 
 CHILD = """
@@ -64,8 +75,9 @@ print(json.dumps({"peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1
 
 def child(mode: str, model: str, mib: int) -> dict:
     """Run one child and return what it printed (its peak RSS in bytes, and per pool its size)."""
-    done = subprocess.run([sys.executable, "-c", CHILD, mode, model, str(mib)], check=True, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, mode, model, str(mib)], check=True, capture_output=True, text=True
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -84,8 +96,10 @@ def main() -> None:
         counted = max(p["counted"] for p in run["pools"])
         extra = max(0, run["peak"] - base["peak"])
         worst = max(worst, extra / pool)
-        print(f"{model:<22} {pool / 2**20:9.0f} {extra / 2**20:11.1f} {extra / pool:7.3f} {counted / 2**20:12.1f}"
-              + ("" if extra <= counted else "  (more than counted)"))
+        print(
+            f"{model:<22} {pool / 2**20:9.0f} {extra / 2**20:11.1f} {extra / pool:7.3f} {counted / 2**20:12.1f}"
+            + ("" if extra <= counted else "  (more than counted)")
+        )
     print(f"worst: {worst:.3f} of the pool (goal < {GOAL:.2f})")
 
 

@@ -25,18 +25,28 @@ __version__ = "0.2.0"
 # name -> module, grouped as a notebook meets them (the order of __all__).
 _PUBLIC = {
     # load a model, plan it, compare planners
-    "load": "kvviz.api", "plan": "kvviz.api", "compare": "kvviz.api", "Options": "kvviz.options",
-    "model_names": "kvviz.families", "Model": "kvviz.families",
+    "load": "kvviz.api",
+    "plan": "kvviz.api",
+    "compare": "kvviz.api",
+    "Options": "kvviz.options",
+    "model_names": "kvviz.families",
+    "Model": "kvviz.families",
     # the plan, its pools and what a budget buys
-    "Plan": "kvviz.core.plan", "Layout": "kvviz.core.layout", "Capacity": "kvviz.core.plan",
+    "Plan": "kvviz.core.plan",
+    "Layout": "kvviz.core.layout",
+    "Capacity": "kvviz.core.plan",
     "budget_bytes": "kvviz.core.capacity",
     # real memory (torch)
-    "Pool": "kvviz.pool", "verify": "kvviz.verify",
+    "Pool": "kvviz.pool",
+    "verify": "kvviz.verify",
     # figures (matplotlib) and the report
-    "block_map": "kvviz.plot", "before_after": "kvviz.plot", "page_anatomy": "kvviz.plot",
-    "live_bytes": "kvviz.plot", "render_report": "kvviz.report",
+    "block_map": "kvviz.views",
+    "before_after": "kvviz.views",
+    "page_anatomy": "kvviz.views",
+    "live_bytes": "kvviz.views",
+    "render_report": "kvviz.views.report",
     # the explorer (ipywidgets)
-    "Explorer": "kvviz.explorer",
+    "Explorer": "kvviz.explorer.app",
 }
 _ALIASES = {"model_names": "preset_names"}
 

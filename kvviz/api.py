@@ -1,22 +1,22 @@
 """The library's front door: load any model, plan it, compare planners (docs/model-core.md).
 
-    import kvviz
-    model = kvviz.load("llama-3.1-8b")            # a preset, a config.json or a folder
-    plan = kvviz.plan(model, tensor_parallel_size=2, kv_dtype="fp8")
-    print(plan)                                    # the text byte map
-    print(plan.capacity(40 * 2**30).line)          # vLLM's own capacity line
+import kvviz
+model = kvviz.load("llama-3.1-8b")            # a preset, a config.json or a folder
+plan = kvviz.plan(model, tensor_parallel_size=2, kv_dtype="fp8")
+print(plan)                                    # the text byte map
+print(plan.capacity(40 * 2**30).line)          # vLLM's own capacity line
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .core.plan import Capacity, Plan
-from .errors import KvvizError, require
-from .families import Model, load
-from .inputs import short_repr
-from .options import Options
-from .vllm.plan import plan_model
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import short_repr
+from kvviz.core.plan import Capacity, Plan
+from kvviz.families import Model, load
+from kvviz.options import Options
+from kvviz.vllm.plan import plan_model
 
 __all__ = ["load", "plan", "compare", "options_from"]
 
@@ -26,22 +26,29 @@ def _model(model) -> Model:
         return model
     if isinstance(model, (str, Path)):
         return load(model)
-    hint = {"Plan": ": it is already a plan; pass kvviz.plan's model argument a model",
-            "Layout": ": it is one pool of a plan; pass kvviz.plan a model"}.get(type(model).__name__, "")
-    raise KvvizError(f"model={short_repr(model)}{hint}; give kvviz.load(...)'s result, a preset name "
-                     f"(kvviz.model_names()) or a config path")
+    hint = {
+        "Plan": ": it is already a plan; pass kvviz.plan's model argument a model",
+        "Layout": ": it is one pool of a plan; pass kvviz.plan a model",
+    }.get(type(model).__name__, "")
+    raise KvvizError(
+        f"model={short_repr(model)}{hint}; give kvviz.load(...)'s result, a preset name "
+        f"(kvviz.model_names()) or a config path"
+    )
 
 
 def _planner(model: Model, planner) -> str | None:
-    require(planner is None or isinstance(planner, str),
-            f"planner={short_repr(planner)}: give a planner's name: {', '.join(model.reader.planners)} (None: vllm)")
+    require(
+        planner is None or isinstance(planner, str),
+        f"planner={short_repr(planner)}: give a planner's name: {', '.join(model.reader.planners)} (None: vllm)",
+    )
     return planner
 
 
 def options_from(knobs: dict) -> Options:
     """Options from keyword knobs; an unknown knob name is one line naming the knobs."""
-    require(isinstance(knobs, dict), f"knobs={short_repr(knobs)}: give a dict of Options fields, e.g. "
-                                     f"{{'kv_dtype': 'fp8'}}")
+    require(
+        isinstance(knobs, dict), f"knobs={short_repr(knobs)}: give a dict of Options fields, e.g. {{'kv_dtype': 'fp8'}}"
+    )
     fields = Options.__dataclass_fields__
     for name in knobs:
         if name not in fields:
@@ -62,5 +69,7 @@ def compare(model, *, budget_bytes: int, **knobs) -> tuple[tuple[str, Capacity],
     planner side by side, or DeepSeek V4's vLLM #48993 before/after."""
     m = _model(model)
     options = options_from(knobs)
-    return tuple((label, plan_model(m, planner, opts).capacity(budget_bytes))
-                 for label, planner, opts in m.reader.comparisons(m, options))
+    return tuple(
+        (label, plan_model(m, planner, opts).capacity(budget_bytes))
+        for label, planner, opts in m.reader.comparisons(m, options)
+    )

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from .defaults import MAX_NUM_BATCHED_TOKENS
-from .errors import KvvizError, require
-from .inputs import MAX_CONTEXT_TOKENS, MAX_DIM, MAX_SLIDING_WINDOW, MAX_TOKENS_PER_BLOCK, bounded_int
+from kvviz.base.defaults import MAX_NUM_BATCHED_TOKENS
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import MAX_CONTEXT_TOKENS, MAX_DIM, MAX_SLIDING_WINDOW, MAX_TOKENS_PER_BLOCK, bounded_int
 
 KV_DTYPES = ("bf16", "fp16", "fp32", "fp8")
 SSM_DTYPES = ("bfloat16", "float32")
@@ -20,13 +20,23 @@ KV_DTYPE_ALIASES = {"auto": None, "bfloat16": "bf16", "float16": "fp16", "float3
 
 # Knob name -> (what it is, the CLI option that sets it). The CLI and the explorer read this.
 KNOB_OPTIONS = {
-    "kv_dtype": "--kv-dtype", "block_size": "--block-size", "mamba_ssm_dtype": "--mamba-ssm-dtype",
-    "prefix_caching": "--no-prefix-caching", "sliding_window": "--sliding-window",
-    "max_model_len": "--max-model-len", "max_num_batched_tokens": "--max-num-batched-tokens",
-    "async_scheduling": "--no-async-scheduling", "tensor_parallel_size": "--tensor-parallel-size",
+    "kv_dtype": "--kv-dtype",
+    "block_size": "--block-size",
+    "mamba_ssm_dtype": "--mamba-ssm-dtype",
+    "prefix_caching": "--no-prefix-caching",
+    "sliding_window": "--sliding-window",
+    "max_model_len": "--max-model-len",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "async_scheduling": "--no-async-scheduling",
+    "tensor_parallel_size": "--tensor-parallel-size",
     "decode_context_parallel_size": "--decode-context-parallel-size",
-    "backend": "--backend", "main_format": "--main-format", "indexer_format": "--indexer", "mtp": "--no-mtp",
-    "head_dim": "--head-dim", "rope_dim": "--rope-dim", "index_head_dim": "--index-head-dim",
+    "backend": "--backend",
+    "main_format": "--main-format",
+    "indexer_format": "--indexer",
+    "mtp": "--no-mtp",
+    "head_dim": "--head-dim",
+    "rope_dim": "--rope-dim",
+    "index_head_dim": "--index-head-dim",
 }
 
 
@@ -68,12 +78,20 @@ class Options:
         if self.kv_dtype is not None and self.kv_dtype not in KV_DTYPES:
             raise KvvizError(f"kv_dtype={self.kv_dtype!r}: unknown; choose one of {', '.join(KV_DTYPES)}")
         if self.mamba_ssm_dtype is not None and self.mamba_ssm_dtype not in SSM_DTYPES:
-            raise KvvizError(f"mamba_ssm_dtype={self.mamba_ssm_dtype!r}: unknown; choose one of {', '.join(SSM_DTYPES)}")
-        for field, high in (("block_size", MAX_TOKENS_PER_BLOCK), ("sliding_window", MAX_SLIDING_WINDOW),
-                            ("max_model_len", MAX_CONTEXT_TOKENS), ("max_num_batched_tokens", MAX_CONTEXT_TOKENS),
-                            ("tensor_parallel_size", 1 << 16), ("decode_context_parallel_size", 1 << 16),
-                            ("head_dim", MAX_DIM), ("rope_dim", MAX_DIM),
-                            ("index_head_dim", MAX_DIM)):
+            raise KvvizError(
+                f"mamba_ssm_dtype={self.mamba_ssm_dtype!r}: unknown; choose one of {', '.join(SSM_DTYPES)}"
+            )
+        for field, high in (
+            ("block_size", MAX_TOKENS_PER_BLOCK),
+            ("sliding_window", MAX_SLIDING_WINDOW),
+            ("max_model_len", MAX_CONTEXT_TOKENS),
+            ("max_num_batched_tokens", MAX_CONTEXT_TOKENS),
+            ("tensor_parallel_size", 1 << 16),
+            ("decode_context_parallel_size", 1 << 16),
+            ("head_dim", MAX_DIM),
+            ("rope_dim", MAX_DIM),
+            ("index_head_dim", MAX_DIM),
+        ):
             if getattr(self, field) is not None:
                 bounded_int(getattr(self, field), field=field, low=1, high=high)
         for field in ("prefix_caching", "async_scheduling", "mtp"):

@@ -41,8 +41,16 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 NOTEBOOK = "03-explorer.ipynb"
 SCREENSHOT = ROOT / "docs" / "img" / "explorer.png"
 
@@ -112,16 +120,37 @@ def lab(chromium, tmp_path_factory):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
     port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(base / "config"), JUPYTER_RUNTIME_DIR=str(base / "runtime"),
-               JUPYTERLAB_SETTINGS_DIR=str(base / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"),
-               IPYTHONDIR=str(base / "ipython"), MPLBACKEND="Agg")
+    env = dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(base / "config"),
+        JUPYTER_RUNTIME_DIR=str(base / "runtime"),
+        JUPYTERLAB_SETTINGS_DIR=str(base / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"),
+        IPYTHONDIR=str(base / "ipython"),
+        MPLBACKEND="Agg",
+    )
     log = (base / "jupyterlab.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root_dir}",
-         "--allow-root", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-         "--LabApp.extension_manager=readonly"],
-        cwd=root_dir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root_dir}",
+            "--allow-root",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",
+        ],
+        cwd=root_dir,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + _ms(SERVER_START_S) / 1000
@@ -150,8 +179,12 @@ def page(chromium, lab, tmp_path):
 
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=chromium, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1400, "height": 1100})
+            str(tmp_path / "chromium-profile"),
+            executable_path=chromium,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1100},
+        )
         try:
             context.set_default_timeout(_ms(CHANGE_S))
             page = context.pages[0] if context.pages else context.new_page()
@@ -172,8 +205,14 @@ def _shown_stride(page) -> int:
 def _expected_layout(*, head_dim: int, indexer_format: str):
     """The library's layout for the knobs the test sets (the rest are the explorer's defaults:
     vLLM's own planner, 'vllm', the #48993 overlay stride)."""
-    options = Options(backend="flashmla", main_format="fp8_ds_mla", indexer_format=indexer_format,
-                      block_size=256, mtp=True, head_dim=head_dim)
+    options = Options(
+        backend="flashmla",
+        main_format="fp8_ds_mla",
+        indexer_format=indexer_format,
+        block_size=256,
+        mtp=True,
+        head_dim=head_dim,
+    )
     return plan_model(load_preset("deepseek-v4-pro"), "vllm", options).layout
 
 
@@ -253,13 +292,17 @@ def _check_map(page, layout) -> None:
 def _check_no_wraps(page) -> None:
     """Table cells and the derivation never wrap mid-word: every cell is one line high, and the
     derivation's lines are as many as the text has."""
-    cells = page.evaluate("() => [...document.querySelectorAll('.kvviz-groups td, .kvviz-groups th')]"
-                          ".map(c => [c.innerText, c.getClientRects()[0].height,"
-                          " parseFloat(getComputedStyle(c).lineHeight) || 16])")
+    cells = page.evaluate(
+        "() => [...document.querySelectorAll('.kvviz-groups td, .kvviz-groups th')]"
+        ".map(c => [c.innerText, c.getClientRects()[0].height,"
+        " parseFloat(getComputedStyle(c).lineHeight) || 16])"
+    )
     assert cells and all(h <= 1.6 * lh for _, h, lh in cells), cells
-    pre = page.evaluate("() => { const p = document.querySelector('.kvviz-derivation pre');"
-                        " const s = getComputedStyle(p); return [s.whiteSpace, p.innerText.split('\\n').length,"
-                        " p.getBoundingClientRect().height, parseFloat(s.lineHeight) || 16]; }")
+    pre = page.evaluate(
+        "() => { const p = document.querySelector('.kvviz-derivation pre');"
+        " const s = getComputedStyle(p); return [s.whiteSpace, p.innerText.split('\\n').length,"
+        " p.getBoundingClientRect().height, parseFloat(s.lineHeight) || 16]; }"
+    )
     space, lines, height, line_h = pre
     assert space == "pre" and height <= (lines + 0.6) * line_h, pre
 
@@ -269,7 +312,9 @@ def _wait_stride_change(page, old: int) -> int:
         "old => { const e = document.querySelector('.kvviz-stride');"
         " const n = (e && e.innerText.match(/[0-9][0-9,]*/) || [''])[0].replace(/,/g, '');"
         " return e && e.innerText.trim() !== '' && n !== '' && n !== String(old); }",
-        arg=old, timeout=_ms(CHANGE_S))
+        arg=old,
+        timeout=_ms(CHANGE_S),
+    )
     return _shown_stride(page)
 
 
@@ -291,7 +336,8 @@ def _run_all_cells(page) -> None:
         page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').wait_for(timeout=_ms(KERNEL_S))
         page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
         page.locator("#jp-mainmenu-run .lm-Menu-item").filter(
-            has=page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$"))).click()
+            has=page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$"))
+        ).click()
         try:
             page.locator(".kvviz-stride").wait_for(state="visible", timeout=_ms(RUN_S))
             return
@@ -318,8 +364,9 @@ def _drive_explorer(lab, page, tmp_path) -> None:
     page.locator(".jp-NotebookPanel .jp-Cell").first.wait_for(state="visible", timeout=_ms(PAGE_S))
 
     _run_all_cells(page)
-    page.wait_for_function("() => /[0-9]/.test(document.querySelector('.kvviz-stride').innerText)",
-                           timeout=_ms(CHANGE_S))
+    page.wait_for_function(
+        "() => /[0-9]/.test(document.querySelector('.kvviz-stride').innerText)", timeout=_ms(CHANGE_S)
+    )
     start = _shown_stride(page)
     assert start == _expected_stride(head_dim=512, indexer_format="mxfp4") == 1_315_008
     page.locator(".kvviz-block-map svg.kvviz-map-svg[data-stride='1315008']").wait_for(timeout=_ms(CHANGE_S))
@@ -330,8 +377,8 @@ def _drive_explorer(lab, page, tmp_path) -> None:
     field.fill("576")
     field.press("Enter")
     page.wait_for_function(
-        "() => document.querySelector('.kvviz-head-dim input').value.trim() === '576'",
-        timeout=_ms(CHANGE_S))
+        "() => document.querySelector('.kvviz-head-dim input').value.trim() === '576'", timeout=_ms(CHANGE_S)
+    )
     after_head_dim = _wait_stride_change(page, start)
     assert after_head_dim == _expected_stride(head_dim=576, indexer_format="mxfp4")
 
@@ -358,11 +405,16 @@ def _drive_explorer(lab, page, tmp_path) -> None:
     head = page.locator(".kvviz-anatomy-head")
     head.wait_for(timeout=_ms(CHANGE_S))
     assert f"page {p.page_bytes:,} B = {p.cache.rows} rows × {p.cache.row_bytes:,} B" in head.inner_text()
-    regions = page.evaluate("() => [...document.querySelectorAll('.kvviz-anatomy-bar .kvviz-region')]"
-                            ".map(r => [r.dataset.region, +r.dataset.start, +r.dataset.size])")
+    regions = page.evaluate(
+        "() => [...document.querySelectorAll('.kvviz-anatomy-bar .kvviz-region')]"
+        ".map(r => [r.dataset.region, +r.dataset.start, +r.dataset.size])"
+    )
     rows, row = p.cache.rows, p.cache.row_format
-    assert regions == [["payload", 0, rows * row.payload_bytes], ["footer", rows * row.payload_bytes,
-                       rows * row.footer_bytes], ["padding", rows * row.row_bytes, p.cache.padding_bytes]]
+    assert regions == [
+        ["payload", 0, rows * row.payload_bytes],
+        ["footer", rows * row.payload_bytes, rows * row.footer_bytes],
+        ["padding", rows * row.row_bytes, p.cache.padding_bytes],
+    ]
 
     _check_no_wraps(page)
 
@@ -380,24 +432,36 @@ def _drive_explorer(lab, page, tmp_path) -> None:
     for i in range(LATENCY_CHANGES):
         value, stride = ("mxfp4", mx) if i % 2 == 0 else ("fp8", shown)
         times.append(page.evaluate(TIME_CHANGE, [".kvviz-indexer select", value, stride]))
+
     def stats(values):
         values = sorted(v for v in values if v is not None)
         return f"median {values[len(values) // 2]:.1f} ms, min {values[0]:.1f} ms" if values else "not seen"
 
-    print(f"\nchromium, {len(times)} indexer changes (DeepSeek-V4-Pro), from the select's change event:\n"
-          f"  to the new SVG in the page:      {stats(t[0] for t in times)}\n"
-          f"  to the frame that shows it:      {stats(t[3] for t in times)}\n"
-          f"  to the new stride label:         {stats(t[2] for t in times)}\n"
-          f"  building the SVG (in the above): {stats(t[1] for t in times)}")
+    print(
+        f"\nchromium, {len(times)} indexer changes (DeepSeek-V4-Pro), from the select's change event:\n"
+        f"  to the new SVG in the page:      {stats(t[0] for t in times)}\n"
+        f"  to the frame that shows it:      {stats(t[3] for t in times)}\n"
+        f"  to the new stride label:         {stats(t[2] for t in times)}\n"
+        f"  building the SVG (in the above): {stats(t[1] for t in times)}"
+    )
 
     # The bucketed planner: no group binds; its group names (c4-state-a) and derivation stay on one line.
-    bucketed = plan_model(load_preset("deepseek-v4-pro"), "bucketed",
-                          Options(backend="flashmla", main_format="fp8_ds_mla", head_dim=576,
-                                  indexer_format=page.locator(".kvviz-indexer select").input_value(),
-                                  block_size=256, mtp=True)).layout
+    bucketed = plan_model(
+        load_preset("deepseek-v4-pro"),
+        "bucketed",
+        Options(
+            backend="flashmla",
+            main_format="fp8_ds_mla",
+            head_dim=576,
+            indexer_format=page.locator(".kvviz-indexer select").input_value(),
+            block_size=256,
+            mtp=True,
+        ),
+    ).layout
     page.locator(".kvviz-planner select").select_option("bucketed")
     page.locator(f".kvviz-block-map svg.kvviz-map-svg[data-stride='{bucketed.block_stride}']").wait_for(
-        timeout=_ms(CHANGE_S))
+        timeout=_ms(CHANGE_S)
+    )
     _check_map(page, bucketed)
     page.locator(".kvviz-groups td", has_text="c4-state-a").wait_for(timeout=_ms(CHANGE_S))
     _check_no_wraps(page)
@@ -418,7 +482,8 @@ def _drive_explorer(lab, page, tmp_path) -> None:
     oss = plan_model(load_preset("gpt-oss-120b"), "vllm", Options()).layout
     page.locator(".kvviz-stride", has_text=f"block stride {oss.block_stride:,} B").wait_for(timeout=_ms(CHANGE_S))
     page.locator(f".kvviz-block-map svg.kvviz-map-svg[data-stride='{oss.block_stride}']").wait_for(
-        timeout=_ms(CHANGE_S))
+        timeout=_ms(CHANGE_S)
+    )
     # no refusal left from DeepSeek's block size: the label shows at most the notice of what the switch reset
     notice = page.locator(".kvviz-error")
     assert notice.is_hidden() or ("cannot plan" not in notice.inner_text() and "reset for" in notice.inner_text())
@@ -430,12 +495,16 @@ def _drive_explorer(lab, page, tmp_path) -> None:
     page.locator(".kvviz-knob-planner select").select_option("separate")
     pools = plan_model(load_preset("gemma-3-27b"), "separate", Options()).pools
     page.locator(".kvviz-map-caption", has_text="separate pools").wait_for(timeout=_ms(CHANGE_S))
-    lanes = page.evaluate("() => [...document.querySelectorAll('.kvviz-block-map g.kvviz-lane')]"
-                          ".map(g => [g.dataset.group, +g.dataset.blockEnd, g.dataset.binds])")
+    lanes = page.evaluate(
+        "() => [...document.querySelectorAll('.kvviz-block-map g.kvviz-lane')]"
+        ".map(g => [g.dataset.group, +g.dataset.blockEnd, g.dataset.binds])"
+    )
     assert lanes == [[p.groups[0].name, p.block_stride, "false"] for p in pools]
     widest = max(p.block_stride for p in pools)
-    beyond = page.evaluate("() => [...document.querySelectorAll('.kvviz-block-map rect.kvviz-beyond')]"
-                           ".map(r => [r.dataset.group, +r.dataset.start])")
+    beyond = page.evaluate(
+        "() => [...document.querySelectorAll('.kvviz-block-map rect.kvviz-beyond')]"
+        ".map(r => [r.dataset.group, +r.dataset.start])"
+    )
     assert beyond == [[p.groups[0].name, p.block_stride] for p in pools if p.block_stride < widest]
     assert page.locator(".kvviz-block-map rect.kvviz-binding").count() == 0
     shot = tmp_path / "explorer-separate.png"

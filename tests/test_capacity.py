@@ -3,9 +3,9 @@
 
 import pytest
 
+from kvviz.base.errors import KvvizError
 from kvviz.core import capacity
 from kvviz.core.spec import Scheduling
-from kvviz.errors import KvvizError
 from kvviz.families import load_preset
 from kvviz.options import Options
 from kvviz.vllm.plan import plan_model
@@ -15,8 +15,10 @@ PRO = load_preset("deepseek-v4-pro")
 
 def compare_layouts(model, backend):
     """vLLM #48993's before/after for one backend: bucketed + FP8 indexer vs overlay + MXFP4."""
-    return (plan_model(model, "bucketed", Options(backend=backend, indexer_format="fp8")).layout,
-            plan_model(model, "overlay", Options(backend=backend, indexer_format="mxfp4")).layout)
+    return (
+        plan_model(model, "bucketed", Options(backend=backend, indexer_format="fp8")).layout,
+        plan_model(model, "overlay", Options(backend=backend, indexer_format="mxfp4")).layout,
+    )
 
 
 # docs/published-numbers.md#the-published-table: (backend, budget GiB, blocks before, blocks after).
@@ -54,8 +56,9 @@ def test_budget_range_is_exactly_the_floor_preimage():
     assert (lo // 1000, hi // 1000, (lo - 1) // 1000, (hi + 1) // 1000) == (7, 7, 6, 8)
 
 
-@pytest.mark.parametrize("backend,estimate,real", [("flashinfer", 1_190_400, 1_228_800),
-                                                    ("flashmla", 1_357_056, 1_315_008)])
+@pytest.mark.parametrize(
+    "backend,estimate,real", [("flashinfer", 1_190_400, 1_228_800), ("flashmla", 1_357_056, 1_315_008)]
+)
 def test_admission_estimate_vs_real_stride(backend, estimate, real):
     _, after = compare_layouts(PRO, backend)
     assert capacity.admission_estimate_per_block(after) == estimate
@@ -86,8 +89,11 @@ def test_layout_and_capacity_count_blocks_alike():
     _, a = compare_layouts(PRO, "flashmla")
     stride = a.block_stride
     for budget in (1, stride - 1, stride, 2 * stride + 5, capacity.budget_bytes(gib=26.09)):
-        assert a.num_blocks(budget) == capacity.num_blocks(a, budget) == sum(
-            1 for k in range(1, budget // stride + 2) if k * stride <= budget)
+        assert (
+            a.num_blocks(budget)
+            == capacity.num_blocks(a, budget)
+            == sum(1 for k in range(1, budget // stride + 2) if k * stride <= budget)
+        )
     for bad in (0, -stride, 1.5, "1"):
         with pytest.raises(KvvizError, match="budget_bytes"):
             a.num_blocks(bad)
@@ -113,18 +119,25 @@ def test_request_blocks_and_concurrency():
     assert capacity.group_blocks_for_request(a, Scheduling(max_model_len=10, max_in_flight_tokens=in_flight))[0] == 1
 
 
-@pytest.mark.parametrize("kwargs,field", [
-    (dict(gib=0), "budget_gib"), (dict(gib=-1.0), "budget_gib"), (dict(num_bytes=0), "budget_bytes"),
-    (dict(num_bytes=-5), "budget_bytes"), (dict(gib=float("nan")), "budget_gib"),
-])
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        (dict(gib=0), "budget_gib"),
+        (dict(gib=-1.0), "budget_gib"),
+        (dict(num_bytes=0), "budget_bytes"),
+        (dict(num_bytes=-5), "budget_bytes"),
+        (dict(gib=float("nan")), "budget_gib"),
+    ],
+)
 def test_bad_budgets(kwargs, field):
     with pytest.raises(KvvizError, match=field):
         capacity.budget_bytes(**kwargs)
 
 
 def test_the_published_table_here_is_the_one_kvviz_prints():
-    # kvviz.published is what `kvviz compare` prints under its table; it must say what was published
-    from kvviz.published import PUBLISHED_TABLE
+    # kvviz.base.published is what `kvviz compare` prints under its table; it must say what was published
+    from kvviz.base.published import PUBLISHED_TABLE
 
-    assert sorted((r.backend, r.budget_gib, r.blocks_before, r.blocks_after) for r in PUBLISHED_TABLE) == \
-        sorted(PUBLISHED)
+    assert sorted((r.backend, r.budget_gib, r.blocks_before, r.blocks_after) for r in PUBLISHED_TABLE) == sorted(
+        PUBLISHED
+    )

@@ -7,18 +7,21 @@ from pathlib import Path
 
 import pytest
 
+from kvviz.base.published import PUBLISHED_TABLE
 from kvviz.cli import main
 from kvviz.families import PRESETS_DIR as MODELS_DIR
 from kvviz.families import load_preset as load_model
 from kvviz.options import Options
-from kvviz.published import PUBLISHED_TABLE
 from kvviz.vllm.plan import plan_model
 
 
 def compare_layouts(model, backend):
     """vLLM #48993's before/after for one backend: bucketed + FP8 indexer vs overlay + MXFP4."""
-    return (plan_model(model, "bucketed", Options(backend=backend, indexer_format="fp8")).layout,
-            plan_model(model, "overlay", Options(backend=backend, indexer_format="mxfp4")).layout)
+    return (
+        plan_model(model, "bucketed", Options(backend=backend, indexer_format="fp8")).layout,
+        plan_model(model, "overlay", Options(backend=backend, indexer_format="mxfp4")).layout,
+    )
+
 
 VLLM = json.loads((Path(__file__).parent / "data" / "vllm-0.33-deepseek-v4-pro.json").read_text())
 
@@ -30,8 +33,9 @@ def run(capsys, *argv):
 
 
 def test_plan_json_shape(capsys):
-    code, out, _ = run(capsys, "plan", "--model", "deepseek-v4-pro", "--planner", "overlay", "--budget-gib", "26.09",
-                       "--json")
+    code, out, _ = run(
+        capsys, "plan", "--model", "deepseek-v4-pro", "--planner", "overlay", "--budget-gib", "26.09", "--json"
+    )
     assert code == 0
     doc = json.loads(out)
     assert doc["block_stride"] == 1_315_008 and doc["planner"] == "overlay"
@@ -50,8 +54,21 @@ def test_plan_json_without_budget_has_null_blocks(capsys):
 
 def test_plan_overlay_by_spec_json_matches_vllm(capsys):
     case = next(c for c in VLLM["cases"] if (c["backend"], c["indexer"]) == ("flashinfer", "fp8"))
-    code, out, _ = run(capsys, "plan", "--model", "deepseek-v4-pro", "--backend", "flashinfer", "--indexer", "fp8",
-                       "--planner", "overlay-by-spec", "--budget-bytes", "28411208663", "--json")
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "--model",
+        "deepseek-v4-pro",
+        "--backend",
+        "flashinfer",
+        "--indexer",
+        "fp8",
+        "--planner",
+        "overlay-by-spec",
+        "--budget-bytes",
+        "28411208663",
+        "--json",
+    )
     doc = json.loads(out)
     assert doc["block_stride"] == case["bytes_per_block"]
     assert doc["num_blocks"] == case["budgets"]["26.46GiB"]["num_blocks"]
@@ -65,8 +82,9 @@ def test_plan_human_table(capsys):
 
 
 def test_compare_json(capsys):
-    code, out, _ = run(capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashmla",
-                       "--budget-gib", "26.09", "--json")
+    code, out, _ = run(
+        capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashmla", "--budget-gib", "26.09", "--json"
+    )
     doc = json.loads(out)
     assert (doc["before"]["block_stride"], doc["after"]["block_stride"]) == (1_473_408, 1_315_008)
     assert doc["stride_change_pct"] == -10.75
@@ -75,8 +93,9 @@ def test_compare_json(capsys):
 
 
 def test_compare_human(capsys):
-    code, out, _ = run(capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashinfer",
-                       "--budget-gib", "26.46")
+    code, out, _ = run(
+        capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashinfer", "--budget-gib", "26.46"
+    )
     assert code == 0 and "1,228,800" in out and "c4-state" in out and "-6.10%" in out
 
 
@@ -91,10 +110,16 @@ def test_config_file_and_groups_file(capsys, tmp_path):
     code, out, _ = run(capsys, "plan", "--config", str(cfg), "--json")
     assert json.loads(out)["block_stride"] == 1_315_008
     groups = tmp_path / "g.json"
-    groups.write_text(json.dumps({"groups": [
-        {"name": "attn", "layers": [{"name": "a0", "page_bytes": 300}, {"name": "a1", "page_bytes": 300}]},
-        {"name": "mamba", "layers": [{"name": "m0", "page_bytes": 500}]},
-    ]}))
+    groups.write_text(
+        json.dumps(
+            {
+                "groups": [
+                    {"name": "attn", "layers": [{"name": "a0", "page_bytes": 300}, {"name": "a1", "page_bytes": 300}]},
+                    {"name": "mamba", "layers": [{"name": "m0", "page_bytes": 500}]},
+                ]
+            }
+        )
+    )
     code, out, _ = run(capsys, "plan", "--groups", str(groups), "--json")
     doc = json.loads(out)
     assert doc["block_stride"] == 600 and [t["shared_by"] for t in doc["tensors"]] == [["a0", "m0"], ["a1"]]
@@ -132,17 +157,22 @@ def test_bad_input_one_line_exit_2(capsys, argv, needle):
     assert err.count("\n") == 1 and needle in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("content,needle", [
-    ('{"groups": []}', "groups is empty"),
-    ('{"groups": [{"name": "x", "layers": []}]}', "has no layers"),
-    ('{"groups": [{"name": "x", "layers": [{"name": "a", "page_bytes": 0}]}]}', "page_bytes=0"),
-    ('{"groups": [{"name": "x", "layers": [{"name": "a", "page_bytes": -4}]}]}', "page_bytes=-4"),
-    ('{"groups": [{"name": "x", "layers": [{"name": "a"}]}]}', "missing page_bytes"),
-    ('{"groups": [{"name": "x", "layers": [{"name": "a", "page_bytes": 8}, {"name": "a", "page_bytes": 8}]}]}',
-     "appears twice"),
-    ('{"groups": [ {"name": "x",', "malformed JSON"),
-    ('[1, 2]', "expected an object"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ('{"groups": []}', "groups is empty"),
+        ('{"groups": [{"name": "x", "layers": []}]}', "has no layers"),
+        ('{"groups": [{"name": "x", "layers": [{"name": "a", "page_bytes": 0}]}]}', "page_bytes=0"),
+        ('{"groups": [{"name": "x", "layers": [{"name": "a", "page_bytes": -4}]}]}', "page_bytes=-4"),
+        ('{"groups": [{"name": "x", "layers": [{"name": "a"}]}]}', "missing page_bytes"),
+        (
+            '{"groups": [{"name": "x", "layers": [{"name": "a", "page_bytes": 8}, {"name": "a", "page_bytes": 8}]}]}',
+            "appears twice",
+        ),
+        ('{"groups": [ {"name": "x",', "malformed JSON"),
+        ("[1, 2]", "expected an object"),
+    ],
+)
 def test_bad_groups_file(capsys, tmp_path, content, needle):
     code, _, err = run(capsys, "plan", "--groups", _write(tmp_path, "g.json", content))
     assert code == 2 and err.count("\n") == 1 and needle in err
@@ -175,8 +205,9 @@ def test_console_script_and_module_entry_points():
 # ---- compare says where the published counts come from (docs/published-numbers.md#budget-rounding)
 @pytest.mark.parametrize("row", PUBLISHED_TABLE, ids=lambda r: r.backend)
 def test_compare_names_the_budget_range_behind_the_published_counts(capsys, row):
-    code, out, _ = run(capsys, "compare", "--model", row.model, "--backend", row.backend,
-                       "--budget-gib", str(row.budget_gib))
+    code, out, _ = run(
+        capsys, "compare", "--model", row.model, "--backend", row.backend, "--budget-gib", str(row.budget_gib)
+    )
     assert code == 0
     before, after = compare_layouts(load_model(row.model), row.backend)
     # Derived independently: the budgets B with B // stride == published count, for both strides.
@@ -186,27 +217,48 @@ def test_compare_names_the_budget_range_behind_the_published_counts(capsys, row)
     last = out.rstrip("\n").splitlines()[-1]
     assert f"{row.blocks_before:,} -> {row.blocks_after:,} blocks at {row.budget_gib} GiB" in last
     assert "rounded to 0.01 GiB" in last and f"{lo:,}..{hi:,} B" in last
-    code, out, _ = run(capsys, "compare", "--model", row.model, "--backend", row.backend,
-                       "--budget-bytes", str(lo), "--json")
+    code, out, _ = run(
+        capsys, "compare", "--model", row.model, "--backend", row.backend, "--budget-bytes", str(lo), "--json"
+    )
     doc = json.loads(out)
     assert (doc["before"]["num_blocks"], doc["after"]["num_blocks"]) == (row.blocks_before, row.blocks_after)
     assert doc["published"]["budget_range_bytes"] == [lo, hi]
 
 
 def test_compare_json_carries_the_budget_as_given(capsys):
-    code, out, _ = run(capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashmla",
-                       "--budget-gib", "26.09", "--json")
+    code, out, _ = run(
+        capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashmla", "--budget-gib", "26.09", "--json"
+    )
     doc = json.loads(out)
     assert doc["budget_gib"] == 26.09 and doc["budget_bytes"] == int(26.09 * 2**30) == 28_013_924_188
-    code, out, _ = run(capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashmla",
-                       "--budget-bytes", "28013924188", "--json")
+    code, out, _ = run(
+        capsys,
+        "compare",
+        "--model",
+        "deepseek-v4-pro",
+        "--backend",
+        "flashmla",
+        "--budget-bytes",
+        "28013924188",
+        "--json",
+    )
     doc = json.loads(out)
     assert doc["budget_gib"] is None and doc["budget_bytes"] == 28_013_924_188
 
 
 def test_compare_without_mtp_claims_no_published_counts(capsys):
-    code, out, _ = run(capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashmla", "--no-mtp",
-                       "--budget-gib", "26.09", "--json")
+    code, out, _ = run(
+        capsys,
+        "compare",
+        "--model",
+        "deepseek-v4-pro",
+        "--backend",
+        "flashmla",
+        "--no-mtp",
+        "--budget-gib",
+        "26.09",
+        "--json",
+    )
     assert code == 0 and json.loads(out)["published"] is None
 
 

@@ -8,10 +8,9 @@ with exit status 2 and one line naming the option.
 from __future__ import annotations
 
 import json
-
-import pytest
 from importlib.resources import files
 
+import pytest
 
 from kvviz.cli import main
 
@@ -83,15 +82,29 @@ def test_compare_qwen3_next_without_prefix_caching(capsys):
     state; 12 full-attention pages per block."""
     c = preset("qwen3-next-80b-a3b")
     per_token = c["num_key_value_heads"] * c["head_dim"] * 2 * BF16
-    conv_dim = 2 * c["linear_num_key_heads"] * c["linear_key_head_dim"] + \
-        c["linear_num_value_heads"] * c["linear_value_head_dim"]
-    state = ((c["linear_conv_kernel_dim"] - 1) * conv_dim
-             + c["linear_num_value_heads"] * c["linear_value_head_dim"] * c["linear_key_head_dim"]) * BF16
+    conv_dim = (
+        2 * c["linear_num_key_heads"] * c["linear_key_head_dim"]
+        + c["linear_num_value_heads"] * c["linear_value_head_dim"]
+    )
+    state = (
+        (c["linear_conv_kernel_dim"] - 1) * conv_dim
+        + c["linear_num_value_heads"] * c["linear_value_head_dim"] * c["linear_key_head_dim"]
+    ) * BF16
     tokens = -(-state // (KERNEL_BLOCK * per_token)) * KERNEL_BLOCK
     full = c["num_hidden_layers"] // c["full_attention_interval"]
     assert (state, tokens, tokens * per_token) == (1_097_728, 544, 1_114_112)
-    rc, out, _ = run(capsys, "compare", "--model", "qwen3-next-80b-a3b", "--no-prefix-caching", "--context", "32768",
-                     "--budget-gib", "40", "--json")
+    rc, out, _ = run(
+        capsys,
+        "compare",
+        "--model",
+        "qwen3-next-80b-a3b",
+        "--no-prefix-caching",
+        "--context",
+        "32768",
+        "--budget-gib",
+        "40",
+        "--json",
+    )
     assert rc == 0
     data = json.loads(out)
     assert [p["planner"] for p in data["layouts"]] == ["vllm", "packed", "separate"]
@@ -118,8 +131,9 @@ def test_a_planner_the_family_lacks(capsys):
 
 
 def test_unknown_architecture(capsys, tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps(
-        {"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2})
+    )
     line = refused(capsys, "plan", "--hf-config", str(tmp_path))
     assert "bert" in line and "model_type" in line
 
@@ -135,8 +149,9 @@ def test_render_gemma_writes_block_map_and_pool_planes(capsys, tmp_path):
 
 
 def test_render_separate_writes_one_folder_per_pool(capsys, tmp_path):
-    rc, _, _ = run(capsys, "render", "--model", "qwen3-next-80b-a3b", "--planner", "separate",
-                   "--out", str(tmp_path), "--no-svg")
+    rc, _, _ = run(
+        capsys, "render", "--model", "qwen3-next-80b-a3b", "--planner", "separate", "--out", str(tmp_path), "--no-svg"
+    )
     assert rc == 0
     # One pool per cache kind: Qwen3-Next has linear-attention state and full attention.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pool-full", "pool-state"]
@@ -144,13 +159,16 @@ def test_render_separate_writes_one_folder_per_pool(capsys, tmp_path):
         assert {"block-map.png", "pool-planes.png", "report.html"} <= {p.name for p in pool.iterdir()}
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["plan", "--model", "qwen3-next-80b-a3b", "--sliding-window", "64"], "--sliding-window"),
-    (["plan", "--model", "gpt-oss-120b", "--mamba-ssm-dtype", "float32"], "--mamba-ssm-dtype"),
-    (["plan", "--model", "gpt-oss-120b", "--no-prefix-caching"], "--no-prefix-caching"),
-    (["plan", "--model", "gpt-oss-120b", "--head-dim", "64"], "--head-dim"),
-    (["render", "--model", "gpt-oss-120b", "--no-prefix-caching", "--out", "OUT"], "--no-prefix-caching"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["plan", "--model", "qwen3-next-80b-a3b", "--sliding-window", "64"], "--sliding-window"),
+        (["plan", "--model", "gpt-oss-120b", "--mamba-ssm-dtype", "float32"], "--mamba-ssm-dtype"),
+        (["plan", "--model", "gpt-oss-120b", "--no-prefix-caching"], "--no-prefix-caching"),
+        (["plan", "--model", "gpt-oss-120b", "--head-dim", "64"], "--head-dim"),
+        (["render", "--model", "gpt-oss-120b", "--no-prefix-caching", "--out", "OUT"], "--no-prefix-caching"),
+    ],
+)
 def test_hybrid_knobs_that_change_nothing_are_refused(capsys, tmp_path, argv, needle):
     err = refused(capsys, *[str(tmp_path / "out") if a == "OUT" else a for a in argv])
     assert err.startswith(f"kvviz: error: {needle}")
@@ -162,15 +180,37 @@ def test_separate_pools_need_a_block_each_from_their_share(capsys):
     # a budget of exactly the two pools' block strides leaves the state pool less than one block.
     data = json.loads(run(capsys, "plan", "--model", "qwen3-next-80b-a3b", "--planner", "separate", "--json")[1])
     strides = {g["name"]: g["block_stride"] for g in data["groups"]}
-    err = refused(capsys, "plan", "--model", "qwen3-next-80b-a3b", "--planner", "separate",
-                  "--budget-bytes", str(sum(strides.values())))
+    err = refused(
+        capsys,
+        "plan",
+        "--model",
+        "qwen3-next-80b-a3b",
+        "--planner",
+        "separate",
+        "--budget-bytes",
+        str(sum(strides.values())),
+    )
     assert "pool 'state'" in err and f"{strides['state']:,} B" in err
 
 
 def test_deepseek_compare_takes_the_block_size(capsys):
-    by_default = json.loads(run(capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashmla",
-                                "--budget-gib", "26", "--json")[1])
-    half = json.loads(run(capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashmla",
-                          "--budget-gib", "26", "--block-size", "128", "--json")[1])
+    by_default = json.loads(
+        run(capsys, "compare", "--model", "deepseek-v4-pro", "--backend", "flashmla", "--budget-gib", "26", "--json")[1]
+    )
+    half = json.loads(
+        run(
+            capsys,
+            "compare",
+            "--model",
+            "deepseek-v4-pro",
+            "--backend",
+            "flashmla",
+            "--budget-gib",
+            "26",
+            "--block-size",
+            "128",
+            "--json",
+        )[1]
+    )
     # half the tokens per block: c4 pages hold half the rows, so the overlay stride shrinks
     assert half["after"]["block_stride"] < by_default["after"]["block_stride"]

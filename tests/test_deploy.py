@@ -1,4 +1,4 @@
-"""kvviz.deploy: the GPU catalogue, the KV budget term by term, and --max-model-len -1 (auto-fit),
+"""kvviz.deploy.budget: the GPU catalogue, the KV budget term by term, and --max-model-len -1 (auto-fit),
 each against a hand derivation from vLLM 0.33's rules (/work/notes/deploy-rules.md)."""
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import sys
 
 import pytest
 
-from kvviz.deploy import (DEFAULT_ACTIVATION_BYTES, GPUS, auto_fit, estimate_parameters, format_gib,
-                          gpu_spec, kv_budget, largest_context)
-from kvviz.errors import KvvizError
+from kvviz.base.errors import KvvizError
+from kvviz.deploy.autofit import auto_fit, largest_context
+from kvviz.deploy.budget import DEFAULT_ACTIVATION_BYTES, format_gib, kv_budget
+from kvviz.deploy.gpus import GPUS, gpu_spec
+from kvviz.deploy.weights import estimate_parameters
 from kvviz.families import load
 from kvviz.options import Options
 from kvviz.vllm.plan import plan_model
@@ -35,8 +37,18 @@ def llama():
 
 
 def test_catalogue_has_the_accelerators_with_sources():
-    assert set(GPUS) == {"H100", "H200", "B200", "GB200", "A100-40GB", "A100-80GB", "L40S", "RTX-4090", "MI300X",
-                         "MI325X"}
+    assert set(GPUS) == {
+        "H100",
+        "H200",
+        "B200",
+        "GB200",
+        "A100-40GB",
+        "A100-80GB",
+        "L40S",
+        "RTX-4090",
+        "MI300X",
+        "MI325X",
+    }
     # the exact byte counts (CUDA deviceQuery) and the MiB readings (torch's repr)
     assert GPUS["H100"].total_memory == 85_028_896_768 and GPUS["H100"].exact
     assert GPUS["A100-40GB"].total_memory == 42_298_834_944 and GPUS["A100-40GB"].exact
@@ -97,8 +109,11 @@ def test_given_terms_are_not_estimates(llama):
 
 def test_checkpoint_index_is_exact_and_tp_halves_it(llama, tmp_path):
     size = 16_060_522_496
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {"total_size": size}, "weight_map": {"lm_head.weight": "model-00004-of-00004.safetensors"}}))
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps(
+            {"metadata": {"total_size": size}, "weight_map": {"lm_head.weight": "model-00004-of-00004.safetensors"}}
+        )
+    )
     one = kv_budget(llama, gpu="H100", checkpoint_dir=tmp_path)
     two = kv_budget(llama, gpu="H100", checkpoint_dir=tmp_path, tensor_parallel_size=2)
     assert one.weights_bytes == size and not one.term("weights").estimate
@@ -108,8 +123,11 @@ def test_checkpoint_index_is_exact_and_tp_halves_it(llama, tmp_path):
 
 
 def test_single_safetensors_header(llama, tmp_path):
-    header = {"a": {"dtype": "BF16", "shape": [4, 8], "data_offsets": [0, 64]},
-              "b": {"dtype": "F32", "shape": [10], "data_offsets": [64, 104]}, "__metadata__": {"format": "pt"}}
+    header = {
+        "a": {"dtype": "BF16", "shape": [4, 8], "data_offsets": [0, 64]},
+        "b": {"dtype": "F32", "shape": [10], "data_offsets": [64, 104]},
+        "__metadata__": {"format": "pt"},
+    }
     raw = json.dumps(header).encode()
     (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(104))
     b = kv_budget(llama, gpu_memory_gib=80, checkpoint_dir=tmp_path)
@@ -124,12 +142,27 @@ def test_estimated_weights_halve_with_tp(llama):
 
 def test_parameter_estimates():
     # Llama-3.1-8B's config.json (the fields the estimate reads)
-    cfg = {"hidden_size": 4096, "num_hidden_layers": 32, "vocab_size": 128256, "num_attention_heads": 32,
-           "num_key_value_heads": 8, "intermediate_size": 14336, "tie_word_embeddings": False}
+    cfg = {
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "vocab_size": 128256,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "tie_word_embeddings": False,
+    }
     assert estimate_parameters(cfg)[0] == LLAMA_PARAMS
     # MoE: one MoE layer of 4 experts (+ router), tied embeddings
-    moe = {"hidden_size": 8, "num_hidden_layers": 1, "vocab_size": 10, "num_attention_heads": 2,
-           "num_key_value_heads": 2, "num_experts": 4, "moe_intermediate_size": 3, "tie_word_embeddings": True}
+    moe = {
+        "hidden_size": 8,
+        "num_hidden_layers": 1,
+        "vocab_size": 10,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "num_experts": 4,
+        "moe_intermediate_size": 3,
+        "tie_word_embeddings": True,
+    }
     attn = 4 * 8 * 8
     assert estimate_parameters(moe)[0] == attn + 4 * 3 * 8 * 3 + 8 * 4 + 2 * 8 + 8 + 10 * 8
     # DeepSeek V3 (MLA, 256 experts, 3 dense layers): ~671 B without the MTP layer
@@ -151,18 +184,21 @@ def test_kv_cache_memory_bytes_is_exact(llama):
     assert kv_budget(llama, kv_cache_memory_bytes=10**9).available_bytes == 10**9  # no device needed
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    (dict(gpu="H200", gpu_memory_utilization=0), "gpu_memory_utilization"),
-    (dict(gpu="H200", gpu_memory_utilization=1.01), "gpu_memory_utilization"),
-    (dict(gpu="H200", gpu_memory_utilization=-0.5), "gpu_memory_utilization"),
-    (dict(gpu="H200", weights_bytes=-1), "weights_bytes"),
-    (dict(gpu="H200", activation_bytes=-1), "activation_bytes"),
-    (dict(gpu_memory_gib=-80), "gpu_memory_gib"),
-    (dict(gpu="H200", kv_cache_memory_bytes=-5), "kv_cache_memory_bytes"),
-    (dict(gpu="RTX-4090", kv_cache_memory_bytes=30 * GIB), "kv_cache_memory_bytes"),
-    (dict(gpu="H200", tensor_parallel_size=0), "tensor_parallel_size"),
-    (dict(), "gpu"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(gpu="H200", gpu_memory_utilization=0), "gpu_memory_utilization"),
+        (dict(gpu="H200", gpu_memory_utilization=1.01), "gpu_memory_utilization"),
+        (dict(gpu="H200", gpu_memory_utilization=-0.5), "gpu_memory_utilization"),
+        (dict(gpu="H200", weights_bytes=-1), "weights_bytes"),
+        (dict(gpu="H200", activation_bytes=-1), "activation_bytes"),
+        (dict(gpu_memory_gib=-80), "gpu_memory_gib"),
+        (dict(gpu="H200", kv_cache_memory_bytes=-5), "kv_cache_memory_bytes"),
+        (dict(gpu="RTX-4090", kv_cache_memory_bytes=30 * GIB), "kv_cache_memory_bytes"),
+        (dict(gpu="H200", tensor_parallel_size=0), "tensor_parallel_size"),
+        (dict(), "gpu"),
+    ],
+)
 def test_bad_input_is_one_line_naming_the_field(llama, kwargs, field):
     with pytest.raises(KvvizError) as e:
         kv_budget(llama, **kwargs)
@@ -183,15 +219,21 @@ def test_no_memory_left(llama):
 def test_unestimable_family_asks_for_weights():
     with pytest.raises(KvvizError, match="^weights_bytes: .*pass weights_bytes="):
         kv_budget(load("qwen3-next-80b-a3b"), gpu="H200")
-    assert kv_budget(load("qwen3-next-80b-a3b"), gpu="H200", weights_bytes=160 * 10**9,
-                     tensor_parallel_size=2).weights_bytes == 80 * 10**9
+    assert (
+        kv_budget(
+            load("qwen3-next-80b-a3b"), gpu="H200", weights_bytes=160 * 10**9, tensor_parallel_size=2
+        ).weights_bytes
+        == 80 * 10**9
+    )
 
 
 def test_module_is_light():
     import subprocess
 
-    code = ("import sys, kvviz.deploy, kvviz.fit; "
-            "print(any(m in sys.modules for m in ('torch', 'transformers', 'matplotlib', 'pandas')))")
+    code = (
+        "import sys, kvviz.deploy.budget, kvviz.deploy.fit; "
+        "print(any(m in sys.modules for m in ('torch', 'transformers', 'matplotlib', 'pandas')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -213,8 +255,9 @@ def test_llama_h200_capacity_by_hand(llama, tp):
     per_request = cdiv(131_072, 16)  # the model's own max_model_len
     concurrency = num_blocks / per_request
     tokens = int(concurrency * 131_072)
-    line = (f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for 131,072 tokens per request: "
-            f"{concurrency:.2f}x")
+    line = (
+        f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for 131,072 tokens per request: {concurrency:.2f}x"
+    )
     opts = Options() if tp == 1 else Options(tensor_parallel_size=tp)
     cap = plan_model(llama, None, opts).capacity(b.available_bytes)
     assert cap.bytes_per_block == bytes_per_block
@@ -235,8 +278,10 @@ def test_largest_context_full_attention_by_hand(llama, budget):
     assert cdiv(expect, 16) * per_block <= check < cdiv(expect + 1, 16) * per_block or expect == 131_072
     fit = auto_fit(llama, Options(), budget)
     assert fit.reduced and fit.request_bytes == cdiv(expect, 16) * per_block
-    assert fit.log_line == (f"Auto-fit max_model_len: reduced from 131072 to {expect} to fit in available KV cache "
-                            f"memory ({format_gib(check)} GiB GPU)")
+    assert fit.log_line == (
+        f"Auto-fit max_model_len: reduced from 131072 to {expect} to fit in available KV cache "
+        f"memory ({format_gib(check)} GiB GPU)"
+    )
 
 
 def test_largest_context_full_fit_and_too_small(llama):
@@ -248,8 +293,15 @@ def test_largest_context_full_fit_and_too_small(llama):
     assert largest_context(llama, Options(max_model_len=4096), 100 * GIB) == 131_072
 
 
-@pytest.mark.parametrize("name, knobs", [("gpt-oss-120b", {}), ("lfm2-1.2b", {}),
-                                         ("lfm2-1.2b", {"prefix_caching": False}), ("llama-3.1-8b", {"tensor_parallel_size": 4})])
+@pytest.mark.parametrize(
+    "name, knobs",
+    [
+        ("gpt-oss-120b", {}),
+        ("lfm2-1.2b", {}),
+        ("lfm2-1.2b", {"prefix_caching": False}),
+        ("llama-3.1-8b", {"tensor_parallel_size": 4}),
+    ],
+)
 def test_auto_fit_matches_plans_built_at_each_length(name, knobs):
     """The fast search (one layout, a Scheduling per length) agrees with plans built at the fitted
     length and one token more (sliding windows and Mamba states included)."""

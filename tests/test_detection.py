@@ -15,8 +15,12 @@ from kvviz.vllm.planners import plan
 
 # Two groups of unequal totals: "a" fills the stride (1000 + 24 = 1024 B), "b" leaves
 # [333, 1024) unused; round robin: a holds blocks 0, 2, 4 and b holds 1, 3.
-RAW = {"groups": [{"name": "a", "layers": [{"name": "a0", "page_bytes": 1000}, {"name": "a1", "page_bytes": 24}]},
-                  {"name": "b", "layers": [{"name": "b0", "page_bytes": 333}]}]}
+RAW = {
+    "groups": [
+        {"name": "a", "layers": [{"name": "a0", "page_bytes": 1000}, {"name": "a1", "page_bytes": 24}]},
+        {"name": "b", "layers": [{"name": "b0", "page_bytes": 333}]},
+    ]
+}
 LAYOUT = plan(groups_from_json(RAW), "overlay")
 BLOCKS = 5
 
@@ -38,6 +42,7 @@ def predicted(block: int, offset: int) -> str:
 def flip(block: int, offset: int):
     def corrupt(pool):
         pool.blocks[block, offset] ^= 0x5A  # changes the byte whatever it held
+
     return corrupt
 
 
@@ -49,8 +54,13 @@ def test_a_single_byte_flip_is_reported_where_it_is(block, offset):
     r = verify(LAYOUT, BLOCKS, device="cpu", corrupt=flip(block, offset))
     assert not r.ok and len(r.corrupted) == 1
     c = r.corrupted[0]
-    assert (c.layer, c.block, c.start, c.end, c.bytes_changed) == (predicted(block, offset), block, offset,
-                                                                   offset + 1, 1)
+    assert (c.layer, c.block, c.start, c.end, c.bytes_changed) == (
+        predicted(block, offset),
+        block,
+        offset,
+        offset + 1,
+        1,
+    )
     assert c.group == LAYOUT.groups[owner(block)].name
 
 
@@ -60,7 +70,8 @@ def test_flips_in_the_unused_tail_are_named_after_the_group(offset):
 
     r = verify(LAYOUT, BLOCKS, device="cpu", corrupt=flip(3, offset))  # block 3 belongs to b
     assert [(c.layer, c.block, c.start, c.end, c.unused) for c in r.corrupted] == [
-        ("unused bytes of group b", 3, offset, offset + 1, True)]
+        ("unused bytes of group b", 3, offset, offset + 1, True)
+    ]
 
 
 def test_pro_flips_in_a_page_and_in_a_tail():
@@ -85,9 +96,13 @@ def test_pro_flips_in_a_page_and_in_a_tail():
         pool.blocks[blocks[1], tail] ^= 0x80
 
     r = verify(lay, 2 * G, device="cpu", corrupt=corrupt)
-    assert [(c.layer, c.block, c.start, c.end) for c in r.corrupted] == sorted([
-        (idx.name, blocks[0], in_footer, in_footer + 1),
-        (f"unused bytes of group {lay.groups[small].name}", blocks[1], tail, tail + 1)], key=lambda t: (t[1], t[2]))
+    assert [(c.layer, c.block, c.start, c.end) for c in r.corrupted] == sorted(
+        [
+            (idx.name, blocks[0], in_footer, in_footer + 1),
+            (f"unused bytes of group {lay.groups[small].name}", blocks[1], tail, tail + 1),
+        ],
+        key=lambda t: (t[1], t[2]),
+    )
 
 
 @pytest.mark.cuda
@@ -98,5 +113,6 @@ def test_flips_on_cuda(block, offset):
 
     r = verify(LAYOUT, BLOCKS, device="cuda", corrupt=flip(block, offset))
     assert r.device.startswith("cuda")
-    assert [(c.layer, c.block, c.start, c.end) for c in r.corrupted] == [(predicted(block, offset), block, offset,
-                                                                           offset + 1)]
+    assert [(c.layer, c.block, c.start, c.end) for c in r.corrupted] == [
+        (predicted(block, offset), block, offset, offset + 1)
+    ]

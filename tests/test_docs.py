@@ -20,8 +20,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-SKIP_DIRS = {".git", ".venv", "venv", "build", "dist", "node_modules", "__pycache__", ".ipynb_checkpoints",
-             ".pytest_cache", ".hypothesis"}
+SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "venv",
+    "build",
+    "dist",
+    "node_modules",
+    "__pycache__",
+    ".ipynb_checkpoints",
+    ".pytest_cache",
+    ".hypothesis",
+}
 TEXT_SUFFIXES = {".py", ".md", ".ipynb", ".toml", ".yml", ".yaml", ".cfg", ".txt", ".sh", ".json", ".html"}
 TEXT_NAMES = {"Makefile"}
 # The project's old citation target, outside the repository (spelt in two parts so that this
@@ -97,8 +107,9 @@ def _text_of(path: Path) -> str:
     text = path.read_text(encoding="utf-8", errors="replace")
     if path.suffix == ".ipynb":
         cells = json.loads(text).get("cells", [])
-        return "\n".join("".join(c.get("source", [])) if isinstance(c.get("source"), list) else c.get("source", "")
-                         for c in cells)
+        return "\n".join(
+            "".join(c.get("source", [])) if isinstance(c.get("source"), list) else c.get("source", "") for c in cells
+        )
     return text
 
 
@@ -140,15 +151,18 @@ PAGES = sorted(p.stem for p in DOCS.glob("*.md") if p.name != "README.md")
 
 
 # ---- the anchor rule itself, against anchors GitHub gives these headings --------------------------
-@pytest.mark.parametrize("heading,anchor", [
-    ("The overlay in one paragraph", "the-overlay-in-one-paragraph"),
-    ("`fp8_ds_mla`", "fp8_ds_mla"),
-    ("fp8_ds_mla", "fp8_ds_mla"),
-    ("Padding before #48993", "padding-before-48993"),
-    ("vLLM grouping", "vllm-grouping"),
-    ("Overlay by spec", "overlay-by-spec"),
-    ("What's new: A, B (and C)", "whats-new-a-b-and-c"),
-])
+@pytest.mark.parametrize(
+    "heading,anchor",
+    [
+        ("The overlay in one paragraph", "the-overlay-in-one-paragraph"),
+        ("`fp8_ds_mla`", "fp8_ds_mla"),
+        ("fp8_ds_mla", "fp8_ds_mla"),
+        ("Padding before #48993", "padding-before-48993"),
+        ("vLLM grouping", "vllm-grouping"),
+        ("Overlay by spec", "overlay-by-spec"),
+        ("What's new: A, B (and C)", "whats-new-a-b-and-c"),
+    ],
+)
 def test_github_anchor(heading, anchor):
     assert github_anchor(heading) == anchor
 
@@ -205,13 +219,17 @@ def test_every_page_is_cited_outside_docs(page):
     """Expected to pass once the helpers' branches are integrated (the code, tests and notebooks
     cite the pages); on one branch alone some pages may not be cited yet."""
     citing = sorted({rel for rel, p, _ in CITATIONS if p == page and not rel.startswith("docs/")})
-    assert citing, (f"docs/{page}.md is cited by no code, test, script, notebook or README "
-                    "(expected to pass after integration of all branches)")
+    assert citing, (
+        f"docs/{page}.md is cited by no code, test, script, notebook or README "
+        "(expected to pass after integration of all branches)"
+    )
 
 
 def test_nothing_cites_the_old_reference_file():
     """Expected to pass after integration of all branches: until then other files still cite
     the old target, which is not in the repository."""
     citing = sorted(_rel(p) for p in TRACKED if OLD_TARGET in _text_of(p))
-    assert not citing, (f"{OLD_TARGET} is not in the repository, yet these files cite it "
-                        f"(expected to pass after integration of all branches): {citing}")
+    assert not citing, (
+        f"{OLD_TARGET} is not in the repository, yet these files cite it "
+        f"(expected to pass after integration of all branches): {citing}"
+    )

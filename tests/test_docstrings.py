@@ -34,8 +34,11 @@ def _left_out(name: str) -> bool:
     return any(name == n or name.startswith(n + ".") for n in NOT_YET)
 
 
-MODULES = sorted(n for n in (_module_name(p) for p in (ROOT / "kvviz").rglob("*.py") if "__pycache__" not in p.parts)
-                 if not _left_out(n) and n != "kvviz.__main__")
+MODULES = sorted(
+    n
+    for n in (_module_name(p) for p in (ROOT / "kvviz").rglob("*.py") if "__pycache__" not in p.parts)
+    if not _left_out(n) and n != "kvviz.__main__"
+)
 
 
 def _own_doc(obj) -> str | None:
@@ -92,10 +95,14 @@ def test_the_scan_finds_the_modules_and_a_missing_docstring(tmp_path, monkeypatc
         'def told():\n    """Returns 1."""\n    return 1\n\ndef untold():\n    return 2\n\n'
         'class Base:\n    """A base."""\n    def size(self):\n        """Bytes."""\n\n'
         'class Child(Base):\n    """A child."""\n    def size(self):\n        return 3\n'
-        '    @property\n    def bare(self):\n        return 4\n')
+        "    @property\n    def bare(self):\n        return 4\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert undocumented("kvviz_doc_probe") == ["kvviz_doc_probe:Bare", "kvviz_doc_probe:Child.bare",
-                                               "kvviz_doc_probe:untold"]
+    assert undocumented("kvviz_doc_probe") == [
+        "kvviz_doc_probe:Bare",
+        "kvviz_doc_probe:Child.bare",
+        "kvviz_doc_probe:untold",
+    ]
 
 
 @pytest.mark.parametrize("module_name", MODULES)

@@ -7,8 +7,8 @@ import contextlib
 import io
 import json
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -35,8 +35,21 @@ def invoke(argv: list[str]) -> tuple[int, str, str]:
 def test_zeroer_with_contiguous_assignment_shows_the_damage(model):
     """The zeroed page sits past a work item's first block: the first-block sample must not
     index it (it used to end in an IndexError traceback)."""
-    code, out, err = invoke(["verify", "--model", model, "--hazard", "zeroer", "--assignment", "contiguous",
-                             "--device", "cpu", "--blocks", "16"])
+    code, out, err = invoke(
+        [
+            "verify",
+            "--model",
+            model,
+            "--hazard",
+            "zeroer",
+            "--assignment",
+            "contiguous",
+            "--device",
+            "cpu",
+            "--blocks",
+            "16",
+        ]
+    )
     assert (code, err) == (0, ""), err
     assert out.rstrip().endswith("OK (the hazard's damage showed)")
 
@@ -53,8 +66,15 @@ def _gpt_oss_with(tmp_path, **changes) -> str:
 
 def _kvviz(*argv: str, **kwargs) -> subprocess.CompletedProcess:
     # A process of its own: transformers' log handler writes to the real stderr.
-    return subprocess.run([sys.executable, "-m", "kvviz", *argv], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)), **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "kvviz", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        **kwargs,
+    )
 
 
 def test_a_config_transformers_warns_about_plans_without_noise(tmp_path):
@@ -74,7 +94,7 @@ def test_quiet_library_puts_logging_and_warnings_back():
     import logging
     import warnings
 
-    from kvviz.quiet import quiet_library
+    from kvviz.base.quiet import quiet_library
 
     filters = list(warnings.filters)
     with quiet_library():
@@ -85,11 +105,26 @@ def test_quiet_library_puts_logging_and_warnings_back():
 
 # ---- make test checks the notebooks as committed --------------------------------------------
 def _notebook(outputs: list) -> str:
-    cell = {"cell_type": "code", "execution_count": 1 if outputs else None, "id": "0", "metadata": {},
-            "outputs": outputs, "source": ["1 + 1"]}
-    return json.dumps({"cells": [cell], "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
-                                                                    "name": "python3"}},
-                       "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+    cell = {
+        "cell_type": "code",
+        "execution_count": 1 if outputs else None,
+        "id": "0",
+        "metadata": {},
+        "outputs": outputs,
+        "source": ["1 + 1"],
+    }
+    return (
+        json.dumps(
+            {
+                "cells": [cell],
+                "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 _OUTPUT = [{"data": {"text/plain": ["2"]}, "execution_count": 1, "metadata": {}, "output_type": "execute_result"}]
@@ -98,8 +133,14 @@ _OUTPUT = [{"data": {"text/plain": ["2"]}, "execution_count": 1, "metadata": {},
 def _notebook_checks(repo: Path) -> subprocess.CompletedProcess:
     """The notebook check of `make test`, as the Makefile spells it (read with `make -n`), run in `repo`."""
     bin_dir = Path(sys.executable).parent
-    recipe = subprocess.run(["make", "-s", "-n", "test", f"BIN={bin_dir}", "STAMP=.stamp"], cwd=repo,
-                            capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()
+    recipe = subprocess.run(
+        ["make", "-s", "-n", "test", f"BIN={bin_dir}", "STAMP=.stamp"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.splitlines()
     steps = [line for line in recipe if "committed_notebooks" in line or "nbstripout --verify" in line]
     assert len(steps) == 2, recipe
     return subprocess.run(" && ".join(steps), shell=True, cwd=repo, capture_output=True, text=True, timeout=120)
@@ -119,8 +160,13 @@ def repo(tmp_path):
     (repo / ".stamp").touch()  # the set-up is done (STAMP=.stamp)
 
     def git(*argv):
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *argv],
-                       cwd=repo, check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *argv],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
 
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True, timeout=60)
     git("add", "-A")
@@ -154,8 +200,9 @@ def test_render_refuses_a_pool_folder_that_is_a_link(tmp_path):
     out.mkdir()
     elsewhere.mkdir()
     (out / "pool-full").symlink_to(elsewhere)
-    code, stdout, err = invoke(["render", "--model", "gemma-3-27b", "--planner", "separate", "--out", str(out),
-                                "--dpi", "20", "--no-svg"])
+    code, stdout, err = invoke(
+        ["render", "--model", "gemma-3-27b", "--planner", "separate", "--out", str(out), "--dpi", "20", "--no-svg"]
+    )
     assert (code, stdout) == (2, "") and err.count("\n") == 1
     assert "symbolic link" in err and str(out / "pool-full") in err
     assert list(elsewhere.iterdir()) == []
@@ -185,7 +232,8 @@ def test_a_render_that_fails_half_way_leaves_the_previous_report_whole(tmp_path,
 
 _KILLABLE = textwrap.dedent("""
     import pathlib, sys, time
-    from kvviz import cli, plot
+    from kvviz import cli
+    from kvviz.views import report
     ready = pathlib.Path(sys.argv[1])
 
     def slow_save(fig, path, dpi=100):  # the SVG half written when the signal comes
@@ -193,7 +241,7 @@ _KILLABLE = textwrap.dedent("""
         ready.write_text("ready")
         time.sleep(120)
 
-    plot.save_figure = slow_save
+    report.save_figure = slow_save
     if sys.argv[2] == "verify":
         import kvviz.verify
         v = sys.modules["kvviz.verify"]
@@ -225,9 +273,15 @@ def _default_signals() -> None:
 def _start_and_signal(tmp_path, argv: list[str], sig: int) -> tuple[subprocess.Popen, str, str]:
     ready = tmp_path / "ready"
     ready.unlink(missing_ok=True)
-    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, str(ready), *argv], cwd=tmp_path,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLABLE, str(ready), *argv],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_signals,
+    )
     try:
         for _ in range(1200):  # until it is inside its long step (at most 60 s)
             if ready.exists() or proc.poll() is not None:
@@ -247,8 +301,7 @@ def _start_and_signal(tmp_path, argv: list[str], sig: int) -> tuple[subprocess.P
 def test_render_ended_by_a_signal_says_so_and_leaves_no_temporary_file(tmp_path, name):
     sig = getattr(signal, name)
     out = tmp_path / "out"
-    proc, stdout, stderr = _start_and_signal(tmp_path, ["render", "--model", "deepseek-v4-pro", "--out", str(out)],
-                                             sig)
+    proc, stdout, stderr = _start_and_signal(tmp_path, ["render", "--model", "deepseek-v4-pro", "--out", str(out)], sig)
     assert (proc.returncode, stderr, stdout) == (128 + sig, "kvviz: terminated\n", "")
     assert sorted(os.listdir(out)) == []  # no report file took its name, no hidden temporary file
 
@@ -257,14 +310,16 @@ def test_render_ended_by_a_signal_says_so_and_leaves_no_temporary_file(tmp_path,
 def test_verify_ended_by_a_signal_says_so(tmp_path, name):
     sig = getattr(signal, name)
     proc, stdout, stderr = _start_and_signal(
-        tmp_path, ["verify", "--model", "deepseek-v4-pro", "--blocks", "4000", "--device", "cpu"], sig)
+        tmp_path, ["verify", "--model", "deepseek-v4-pro", "--blocks", "4000", "--device", "cpu"], sig
+    )
     assert (proc.returncode, stderr, stdout) == (128 + sig, "kvviz: terminated\n", "")
 
 
 def test_the_next_render_removes_what_a_render_killed_by_sigquit_left(tmp_path):
     out = tmp_path / "out"
-    proc, _, _ = _start_and_signal(tmp_path, ["render", "--model", "deepseek-v4-flash", "--out", str(out)],
-                                   signal.SIGQUIT)
+    proc, _, _ = _start_and_signal(
+        tmp_path, ["render", "--model", "deepseek-v4-flash", "--out", str(out)], signal.SIGQUIT
+    )
     assert proc.returncode == -signal.SIGQUIT
     left = [n for n in os.listdir(out) if n.startswith(".")]
     assert left, "SIGQUIT ran no cleanup: its temporary files are there"
@@ -293,8 +348,9 @@ def _run_bytes(argv: list) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kvviz", *argv], cwd=ROOT, capture_output=True, timeout=120, env=env)
 
 
-@pytest.mark.parametrize("source", [["--hf-config", b""], ["--config", b"/v4\xff.json"],
-                                    ["--groups", b"/groups\xff.json"]])
+@pytest.mark.parametrize(
+    "source", [["--hf-config", b""], ["--config", b"/v4\xff.json"], ["--groups", b"/groups\xff.json"]]
+)
 def test_a_source_whose_name_is_not_utf8_renders_a_whole_report(not_utf8, source):
     out = not_utf8 + b"/out"
     r = _run_bytes(["render", source[0], not_utf8 + source[1], "--out", out, "--dpi", "20", "--no-svg"])
@@ -346,21 +402,50 @@ def test_make_lab_asks_for_a_token_and_refuses_other_origins_despite_a_hostile_c
     (work / ".stamp").touch()
     config = tmp_path / "config"
     config.mkdir()
-    (config / "jupyter_server_config.json").write_text(json.dumps({
-        "ServerApp": {"token": "", "allow_origin": "*", "allow_credentials": True, "disable_check_xsrf": True,
-                      "allow_remote_access": True, "ip": "0.0.0.0"},
-        "IdentityProvider": {"token": ""}}))
+    (config / "jupyter_server_config.json").write_text(
+        json.dumps(
+            {
+                "ServerApp": {
+                    "token": "",
+                    "allow_origin": "*",
+                    "allow_credentials": True,
+                    "disable_check_xsrf": True,
+                    "allow_remote_access": True,
+                    "ip": "0.0.0.0",
+                },
+                "IdentityProvider": {"token": ""},
+            }
+        )
+    )
     port = _free_port()
-    recipe = subprocess.run(["make", "-s", "-n", "lab", f"BIN={Path(sys.executable).parent}", "STAMP=.stamp",
-                             f"PORT={port}"], cwd=work, capture_output=True, text=True, timeout=60, check=True).stdout
+    recipe = subprocess.run(
+        ["make", "-s", "-n", "lab", f"BIN={Path(sys.executable).parent}", "STAMP=.stamp", f"PORT={port}"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert "jupyter lab" in recipe
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
-               JUPYTER_DATA_DIR=str(tmp_path / "data"), JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "ws"), BROWSER="true")
+    env = dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(config),
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+        JUPYTER_DATA_DIR=str(tmp_path / "data"),
+        JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "ws"),
+        BROWSER="true",
+    )
     env.pop("JUPYTER_TOKEN", None)
     log = (tmp_path / "lab.log").open("w")
-    proc = subprocess.Popen(["bash", "-c", recipe + " --no-browser --ServerApp.port_retries=0"], cwd=work, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", "-c", recipe + " --no-browser --ServerApp.port_retries=0"],
+        cwd=work,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         token = None

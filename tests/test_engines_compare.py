@@ -9,7 +9,7 @@ import pytest
 
 from kvviz.cli import main
 from kvviz.engines import compare_rows, plan_vllm
-from kvviz.engines.sglang import plan_sglang
+from kvviz.engines.sglang.plan import plan_sglang
 from kvviz.families import load, preset_raw
 from kvviz.options import Options
 
@@ -88,12 +88,17 @@ def test_a_state_pool_of_blocks_is_drawn_as_one_state_per_layer_not_k_and_v():
     from kvviz.engines.maps import byte_map
 
     c = preset_raw("qwen3-next-80b-a3b")
-    conv_dim = 2 * c["linear_num_key_heads"] * c["linear_key_head_dim"] + \
-        c["linear_num_value_heads"] * c["linear_value_head_dim"]
-    per_layer = (conv_dim * (c["linear_conv_kernel_dim"] - 1)
-                 + c["linear_num_value_heads"] * c["linear_key_head_dim"] * c["linear_value_head_dim"]) * 2
-    plan = plan_engine("trtllm", load("qwen3-next-80b-a3b"), kv_budget_bytes=40 * GIB,
-                       knobs=EngineKnobs(max_batch_size=256))
+    conv_dim = (
+        2 * c["linear_num_key_heads"] * c["linear_key_head_dim"]
+        + c["linear_num_value_heads"] * c["linear_value_head_dim"]
+    )
+    per_layer = (
+        conv_dim * (c["linear_conv_kernel_dim"] - 1)
+        + c["linear_num_value_heads"] * c["linear_key_head_dim"] * c["linear_value_head_dim"]
+    ) * 2
+    plan = plan_engine(
+        "trtllm", load("qwen3-next-80b-a3b"), kv_budget_bytes=40 * GIB, knobs=EngineKnobs(max_batch_size=256)
+    )
     inside = next(b for b in byte_map(plan).buffers if b.zoom and "state" in b.name)
     assert {r.kind for r in inside.regions} == {"state"}
     assert all(r.size == per_layer for r in inside.regions)

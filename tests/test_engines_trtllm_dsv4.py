@@ -1,4 +1,4 @@
-"""TensorRT-LLM's DeepSeek V4 pools (kvviz.engines.trtllm_dsv4) against hand derivations.
+"""TensorRT-LLM's DeepSeek V4 pools (kvviz.engines.trtllm.dsv4) against hand derivations.
 
 Every expected number is derived here from the preset's config.json fields (kvviz/presets/) and
 the TensorRT-LLM rules the module cites (tests/data/trtllm/PROVENANCE.md), never from kvviz's own
@@ -7,8 +7,8 @@ output. Where a local extract of TensorRT-LLM's source is present (KVVIZ_TRTLLM_
 """
 
 from __future__ import annotations
-
 import __future__
+
 import ast
 import enum
 import math
@@ -18,11 +18,18 @@ from pathlib import Path
 
 import pytest
 
+from kvviz.base.errors import KvvizError
 from kvviz.engines import compare_rows, plan_engine
-from kvviz.engines.trtllm_hybrid import cache_tier_granularity as gpu_granularity
-from kvviz.engines.trtllm_dsv4 import (DSV4Geometry, floor_pages, geometry, life_cycles, pages_for_batch,
-                                       plan_trtllm_dsv4, slot_counts, typical_step)
-from kvviz.errors import KvvizError
+from kvviz.engines.trtllm.dsv4 import geometry, plan_trtllm_dsv4
+from kvviz.engines.trtllm.dsv4_pools import (
+    DSV4Geometry,
+    floor_pages,
+    life_cycles,
+    pages_for_batch,
+    slot_counts,
+    typical_step,
+)
+from kvviz.engines.trtllm.hybrid import cache_tier_granularity as gpu_granularity
 from kvviz.families import load, preset_raw
 from kvviz.options import Options
 
@@ -45,20 +52,23 @@ def by_hand(name: str, budget: int, max_seq_len: int, max_batch_size: int = MAX_
     main = nope + 2 * rope + nope // 64 + 1
     indexer = idx + idx // 128 * 4  # get_token_bytes, indexer_k_dtype 'fp8': 1 B a value + fp32 per 128
     state = 4  # compressor_dtype FLOAT
-    c4_state_per_token = 2 * (2 * hd) * state + 2 * (2 * idx) * state  # KV + score, main + indexer, 2x wide
     c128_state_per_token = 2 * hd * state  # KV + score, 1x wide
     # life cycles by window: 128 (every layer's SWA + c128 compressor states), 8 (c4 states), none
     # (compressed KV); a pool per buffer size, a page one block of every buffer of that size
-    pools = {128: [n * main * TPB, c128 * c128_state_per_token * TPB],
-             8: [c4 * 2 * (2 * hd) * state * TPB, c4 * 2 * (2 * idx) * state * TPB],  # main, indexer states
-             0: [c4 * main * (TPB // 4), c4 * indexer * (TPB // 4), c128 * main * (TPB // 128)]}
+    pools = {
+        128: [n * main * TPB, c128 * c128_state_per_token * TPB],
+        8: [c4 * 2 * (2 * hd) * state * TPB, c4 * 2 * (2 * idx) * state * TPB],  # main, indexer states
+        0: [c4 * main * (TPB // 4), c4 * indexer * (TPB // 4), c128 * main * (TPB // 128)],
+    }
     # typical step: 1 context request of max_num_tokens (all its blocks live in every life cycle)
     # + 2047 generation requests of max_seq_len at history max_seq_len - 1: all blocks windowless,
     # one block live in a window of 128 or 8 (max_seq_len a multiple of 128)
     assert max_seq_len % TPB == 0
-    need = {128: MAX_NUM_TOKENS // TPB + (max_batch_size - 1),
-            8: MAX_NUM_TOKENS // TPB + (max_batch_size - 1),
-            0: MAX_NUM_TOKENS // TPB + (max_batch_size - 1) * (max_seq_len // TPB)}
+    need = {
+        128: MAX_NUM_TOKENS // TPB + (max_batch_size - 1),
+        8: MAX_NUM_TOKENS // TPB + (max_batch_size - 1),
+        0: MAX_NUM_TOKENS // TPB + (max_batch_size - 1) * (max_seq_len // TPB),
+    }
     floor = {128: 2, 8: 2, 0: 2}  # (window + 126) // 128 + 1; windowless: the largest of those
     gran = (2 << 20) << min(4, int(math.log2(budget // GIB)))  # gpu_granularity, budget >= 1 GiB
 
@@ -79,8 +89,16 @@ def by_hand(name: str, budget: int, max_seq_len: int, max_batch_size: int = MAX_
     # and one page in each window (128 and 8 tokens): the blocks wholly behind its window are stale.
     bound = min(max_batch_size, min(c.values()))
     fit = min(bound, c[128] // 1, c[8] // 1, c[0] // (max_seq_len // TPB))
-    return {"pages": c, "tokens": c[0] * TPB, "bound": bound, "fit": fit,
-            "gran": gran, "c4": c4, "c128": c128, "layers": n}
+    return {
+        "pages": c,
+        "tokens": c[0] * TPB,
+        "bound": bound,
+        "fit": fit,
+        "gran": gran,
+        "c4": c4,
+        "c128": c128,
+        "layers": n,
+    }
 
 
 @pytest.mark.parametrize("name", ["deepseek-v4-pro", "deepseek-v4-flash"])
@@ -98,7 +116,10 @@ def test_pools_tokens_and_requests_by_hand(name, gib):
     assert by_name["c4 indexer k"].bytes_per_unit == want["c4"] * 132 * 32  # 32 rows of 132 B per 128 tokens
     assert by_name["c128 compressed kv"].bytes_per_unit == want["c128"] * 584  # one 584 B row per 128 tokens
     assert plan.kv_bytes <= gib * GIB and plan.max_model_len == model.max_model_len
-    assert f"= {want['bound']:,} at once" in plan.derivation[-1] and f"{want['fit']:,} of full length" in plan.derivation[-1]
+    assert (
+        f"= {want['bound']:,} at once" in plan.derivation[-1]
+        and f"{want['fit']:,} of full length" in plan.derivation[-1]
+    )
     assert plan.log_line == f"[TensorRT-LLM][INFO] KV cache manager v2 device quota set to {float(gib)}GiB"
 
 
@@ -108,8 +129,11 @@ def test_pro_at_40_gib_numbers():
     assert (want["c4"], want["c128"], want["gran"]) == (30, 31, 32 << 20)
     # per request: 2048 x (30 x (146 + 33) + 31 x 4) + 128 x (61 x 584 + 30 x 10240 + 31 x 4096)
     plan = plan_trtllm_dsv4(load("deepseek-v4-pro"), kv_budget_bytes=40 * GIB)
-    assert (plan.token_capacity, plan.request_bound, plan.full_length_requests) == (want["tokens"], want["bound"],
-                                                                                    want["fit"])
+    assert (plan.token_capacity, plan.request_bound, plan.full_length_requests) == (
+        want["tokens"],
+        want["bound"],
+        want["fit"],
+    )
 
 
 def test_max_batch_size_knob_reshapes_the_typical_step():
@@ -117,12 +141,14 @@ def test_max_batch_size_knob_reshapes_the_typical_step():
     from kvviz.engines import EngineKnobs
 
     want = by_hand("deepseek-v4-pro", 40 * GIB, 2048, max_batch_size=256)
-    plan = plan_engine("trtllm", load("deepseek-v4-pro"), kv_budget_bytes=40 * GIB,
-                       knobs=EngineKnobs(max_batch_size=256))
+    plan = plan_engine(
+        "trtllm", load("deepseek-v4-pro"), kv_budget_bytes=40 * GIB, knobs=EngineKnobs(max_batch_size=256)
+    )
     assert (plan.token_capacity, plan.request_bound) == (want["tokens"], want["bound"]) and want["bound"] <= 256
     with pytest.raises(KvvizError, match="max_attention_window"):
-        plan_engine("trtllm", load("deepseek-v4-pro"), kv_budget_bytes=40 * GIB,
-                    knobs=EngineKnobs(max_attention_window=(128,)))
+        plan_engine(
+            "trtllm", load("deepseek-v4-pro"), kv_budget_bytes=40 * GIB, knobs=EngineKnobs(max_attention_window=(128,))
+        )
 
 
 def test_cli_compare_row_shows_trtllm_numbers(capsys):
@@ -143,18 +169,23 @@ def test_max_seq_len_cut_to_the_windowless_pages():
     plan = plan_trtllm_dsv4(load("deepseek-v4-flash"), options, kv_budget_bytes=3 * GIB)
     want = by_hand("deepseek-v4-flash", 3 * GIB, 1 << 20)
     assert plan.token_capacity == want["tokens"] < 1 << 20 and plan.max_model_len == want["tokens"]
-    assert plan.log_line == (f"[TensorRT-LLM][WARNING] max_seq_len {1 << 20} is greater than max_num_tokens "
-                             f"{want['tokens']} that can be allocated in kv cache manager, setting max_seq_len to "
-                             f"{want['tokens']}")
+    assert plan.log_line == (
+        f"[TensorRT-LLM][WARNING] max_seq_len {1 << 20} is greater than max_num_tokens "
+        f"{want['tokens']} that can be allocated in kv cache manager, setting max_seq_len to "
+        f"{want['tokens']}"
+    )
 
 
-@pytest.mark.parametrize("kwargs, options, field", [
-    ({"kv_budget_bytes": 64 << 20}, Options(), "kv_budget_bytes"),  # below the floors' chunks
-    ({"kv_budget_bytes": 0}, Options(), "kv_budget_bytes"),
-    ({"kv_budget_bytes": 40 * GIB}, Options(block_size=64), "block_size"),
-    ({"kv_budget_bytes": 40 * GIB}, Options(main_format="fp8"), "main_format"),
-    ({"kv_budget_bytes": 40 * GIB}, Options(head_dim=576), "head_dim"),
-])
+@pytest.mark.parametrize(
+    "kwargs, options, field",
+    [
+        ({"kv_budget_bytes": 64 << 20}, Options(), "kv_budget_bytes"),  # below the floors' chunks
+        ({"kv_budget_bytes": 0}, Options(), "kv_budget_bytes"),
+        ({"kv_budget_bytes": 40 * GIB}, Options(block_size=64), "block_size"),
+        ({"kv_budget_bytes": 40 * GIB}, Options(main_format="fp8"), "main_format"),
+        ({"kv_budget_bytes": 40 * GIB}, Options(head_dim=576), "head_dim"),
+    ],
+)
 def test_refusals_are_one_line(kwargs, options, field):
     with pytest.raises(KvvizError) as err:
         plan_trtllm_dsv4(load("deepseek-v4-pro"), options, **kwargs)
@@ -172,9 +203,14 @@ def test_compare_rows_plan_every_engine_for_dsv4():
 # TensorRT-LLM's own functions, from a local extract where present (never committed).
 # ---------------------------------------------------------------------------------------------
 
+
 def _trtllm_src() -> Path | None:
     for root in (os.environ.get("KVVIZ_TRTLLM_SRC"), "/tmp/trtllm-src"):
-        path = Path(root) / "tensorrt_llm" / "_torch" / "attention" / "backends" / "sparse" / "deepseek_v4" if root else None
+        path = (
+            Path(root) / "tensorrt_llm" / "_torch" / "attention" / "backends" / "sparse" / "deepseek_v4"
+            if root
+            else None
+        )
         if path and (path / "cache_manager.py").is_file() and (path / "params.py").is_file():
             return Path(root) / "tensorrt_llm"
     return None
@@ -183,11 +219,22 @@ def _trtllm_src() -> Path | None:
 def _compile(path: Path, names, env: dict) -> dict:
     """The named top-level functions / classes of an engine module compiled alone into `env`."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    body = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.Assign)) and
-            (getattr(n, "name", None) in names or (isinstance(n, ast.Assign) and
-                                                   any(getattr(t, "id", "") in names for t in n.targets)))]
-    code = compile(ast.Module(body=body, type_ignores=[]), str(path), "exec",
-                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    body = [
+        n
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.Assign))
+        and (
+            getattr(n, "name", None) in names
+            or (isinstance(n, ast.Assign) and any(getattr(t, "id", "") in names for t in n.targets))
+        )
+    ]
+    code = compile(
+        ast.Module(body=body, type_ignores=[]),
+        str(path),
+        "exec",
+        flags=__future__.annotations.compiler_flag,
+        dont_inherit=True,
+    )
     exec(code, env)
     return env
 
@@ -195,29 +242,64 @@ def _compile(path: Path, names, env: dict) -> dict:
 def test_trtllm_own_functions_price_and_split_as_kvviz():
     src = _trtllm_src()
     if src is None:
-        pytest.skip("no TensorRT-LLM extract (KVVIZ_TRTLLM_SRC or /tmp/trtllm-src); see tests/data/trtllm/PROVENANCE.md")
+        pytest.skip(
+            "no TensorRT-LLM extract (KVVIZ_TRTLLM_SRC or /tmp/trtllm-src); see tests/data/trtllm/PROVENANCE.md"
+        )
     dsv4 = src / "_torch" / "attention" / "backends" / "sparse" / "deepseek_v4"
-    env = {"Enum": enum.Enum, "dataclass": __import__("dataclasses").dataclass,
-           "DataRole": lambda name: name, "List": list, "Tuple": tuple, "Optional": type(None)}
-    _compile(dsv4 / "params.py", {"DEEPSEEK_V4_SPARSE_RATIO", "DEEPSEEK_V4_OVERLAP_COMPRESSOR_RATIO",
-                                  "DeepseekV4AttentionType", "DEEPSEEK_V4_SLIDING_ATTENTION",
-                                  "DEEPSEEK_V4_NON_SLIDING_ATTENTION", "is_overlap_compressor", "is_sparse_layer",
-                                  "is_compress_layer", "compress_ratio_has_attention"}, env)
-    footer = types.SimpleNamespace(**{k: v for k, v in _compile(
-        dsv4 / "footer_scale_kv.py", {"DIM_NOPE", "DIM_ROPE", "QUANT_TILE", "NUM_NOPE_TILES", "DATA_ROW_BYTES",
-                                      "FOOTER_ROW_BYTES", "TOKEN_BYTES"}, {}).items() if k.isupper()})
+    env = {
+        "Enum": enum.Enum,
+        "dataclass": __import__("dataclasses").dataclass,
+        "DataRole": lambda name: name,
+        "List": list,
+        "Tuple": tuple,
+        "Optional": type(None),
+    }
+    _compile(
+        dsv4 / "params.py",
+        {
+            "DEEPSEEK_V4_SPARSE_RATIO",
+            "DEEPSEEK_V4_OVERLAP_COMPRESSOR_RATIO",
+            "DeepseekV4AttentionType",
+            "DEEPSEEK_V4_SLIDING_ATTENTION",
+            "DEEPSEEK_V4_NON_SLIDING_ATTENTION",
+            "is_overlap_compressor",
+            "is_sparse_layer",
+            "is_compress_layer",
+            "compress_ratio_has_attention",
+        },
+        env,
+    )
+    footer = types.SimpleNamespace(
+        **{
+            k: v
+            for k, v in _compile(
+                dsv4 / "footer_scale_kv.py",
+                {
+                    "DIM_NOPE",
+                    "DIM_ROPE",
+                    "QUANT_TILE",
+                    "NUM_NOPE_TILES",
+                    "DATA_ROW_BYTES",
+                    "FOOTER_ROW_BYTES",
+                    "TOKEN_BYTES",
+                },
+                {},
+            ).items()
+            if k.isupper()
+        }
+    )
     # get_token_bytes' `from . import footer_scale_kv`: the package of the compiled functions gives it
     builtins = dict(vars(__import__("builtins")))
     real_import = builtins["__import__"]
-    builtins["__import__"] = (lambda name, g=None, l=None, fromlist=(), level=0:
-                              types.SimpleNamespace(footer_scale_kv=footer) if level == 1
-                              else real_import(name, g, l, fromlist, level))
+    builtins["__import__"] = lambda name, g=None, l=None, fromlist=(), level=0: (
+        types.SimpleNamespace(footer_scale_kv=footer) if level == 1 else real_import(name, g, l, fromlist, level)
+    )
     env["__builtins__"] = builtins
     _compile(dsv4 / "cache_manager.py", {"get_attn_dim", "get_token_bytes", "_get_attn_bytes_per_token"}, env)
     kinds = env["DeepseekV4AttentionType"]
     for name in ("deepseek-v4-pro", "deepseek-v4-flash"):
         cfg = preset_raw(name)
-        ratios = [1 if r == 0 else r for r in cfg["compress_ratios"][:cfg["num_hidden_layers"]]]
+        ratios = [1 if r == 0 else r for r in cfg["compress_ratios"][: cfg["num_hidden_layers"]]]
         hd, idx = cfg["head_dim"], cfg["index_head_dim"]
         g = geometry(load(name), Options())
         # every cache a layer of each compress ratio has: TensorRT-LLM's own bytes per token and per block
@@ -225,13 +307,20 @@ def test_trtllm_own_functions_price_and_split_as_kvviz():
             for kind in kinds:
                 if not env["compress_ratio_has_attention"](r, kind):
                     continue
-                own = env["_get_attn_bytes_per_token"](hd, idx, r, kind, True, indexer_k_dtype="fp8",
-                                                       use_fp8_ds_mla=True)
+                own = env["_get_attn_bytes_per_token"](
+                    hd, idx, r, kind, True, indexer_k_dtype="fp8", use_fp8_ds_mla=True
+                )
                 assert g.bytes_per_token(r, kind.name) == own, (name, r, kind.name)
     lcs = _trtllm_lifecycle_module(src)
     if lcs is not None:
-        g = DSV4Geometry(head_dim=512, index_head_dim=128, main_row_bytes=584, indexer_row_bytes=132,
-                         ratios=tuple(ratios), tokens_per_block=TPB)
+        g = DSV4Geometry(
+            head_dim=512,
+            index_head_dim=128,
+            main_row_bytes=584,
+            indexer_row_bytes=132,
+            ratios=tuple(ratios),
+            tokens_per_block=TPB,
+        )
         cycles = life_cycles(g)
         batch = typical_step(MAX_NUM_TOKENS, MAX_BATCH_SIZE, 2048)
         keys = [lcs["LifecycleKey"](False, lc.window, 0, False) for lc in cycles]
@@ -242,8 +331,9 @@ def test_trtllm_own_functions_price_and_split_as_kvviz():
         assert floors == floor_pages([lc.window for lc in cycles], TPB)
         assert lcs["gpu_granularity"](40 * GIB) == gpu_granularity(40 * GIB)
         pools = [lc.pool_slot_bytes for lc in cycles]
-        assert lcs["_tier_slot_counts"](need, floors, pools, gpu_granularity(40 * GIB), 40 * GIB, "gpu") == \
-            slot_counts(need, floors, pools, gpu_granularity(40 * GIB), 40 * GIB)
+        assert lcs["_tier_slot_counts"](need, floors, pools, gpu_granularity(40 * GIB), 40 * GIB, "gpu") == slot_counts(
+            need, floors, pools, gpu_granularity(40 * GIB), 40 * GIB
+        )
 
 
 def _trtllm_lifecycle_module(src: Path) -> dict | None:
@@ -253,9 +343,16 @@ def _trtllm_lifecycle_module(src: Path) -> dict | None:
         return None
     from typing import Any, Callable, NamedTuple, Sequence
 
-    env = {"NamedTuple": NamedTuple, "Sequence": Sequence, "Any": Any, "Callable": Callable, "math": math,
-           "struct": __import__("struct"), "dataclass": __import__("dataclasses").dataclass,
-           "logger": types.SimpleNamespace(warning=lambda *a: None)}
+    env = {
+        "NamedTuple": NamedTuple,
+        "Sequence": Sequence,
+        "Any": Any,
+        "Callable": Callable,
+        "math": math,
+        "struct": __import__("struct"),
+        "dataclass": __import__("dataclasses").dataclass,
+        "logger": types.SimpleNamespace(warning=lambda *a: None),
+    }
 
     @__import__("dataclasses").dataclass
     class KVCacheDesc:
@@ -268,6 +365,24 @@ def _trtllm_lifecycle_module(src: Path) -> dict | None:
         system_prompt_length: int = 0
 
     env.update(KVCacheDesc=KVCacheDesc, BatchDesc=BatchDesc)
-    return _compile(path, {"MAX_SLOT_COUNT", "_GPU_PHYS_MEM_BASE", "LifecycleKey", "_div_up", "_round_up", "_c_div",
-                           "_stale_range", "_length", "_intersect", "slots_for_batch", "_float32",
-                           "slots_from_constraints", "gpu_granularity", "_largest_scale", "_tier_slot_counts"}, env)
+    return _compile(
+        path,
+        {
+            "MAX_SLOT_COUNT",
+            "_GPU_PHYS_MEM_BASE",
+            "LifecycleKey",
+            "_div_up",
+            "_round_up",
+            "_c_div",
+            "_stale_range",
+            "_length",
+            "_intersect",
+            "slots_for_batch",
+            "_float32",
+            "slots_from_constraints",
+            "gpu_granularity",
+            "_largest_scale",
+            "_tier_slot_counts",
+        },
+        env,
+    )

@@ -1,15 +1,16 @@
-"""TensorRT-LLM's hybrid Mamba / GDN / KDA models (kvviz.engines.trtllm_hybrid) against numbers derived here by hand.
+"""TensorRT-LLM's hybrid Mamba / GDN / KDA models (kvviz.engines.trtllm.hybrid) against numbers derived here by hand.
 
 TensorRT-LLM main resolves use_kv_cache_manager_v2 'auto' to V2 for Qwen3NextForCausalLM and
 NemotronHForCausalLM (get_preferred_kv_cache_manager_version; llm_utils._resolve_kv_cache_manager_v2_auto),
 so _util.get_kv_cache_manager_cls picks MambaHybridCacheManagerV2: attention blocks and recurrent-state
 slots from one GPU quota (the KV budget). Every expected number is written out below from the model's
-config.json fields and the cited rules (docs/engines.md#hybrid-mamba--gdn-models-in-tensorrt-llm), never copied from kvviz.
+config.json fields and the cited rules (docs/engines.md#hybrid-mamba--gdn-models-in-tensorrt-llm),
+never copied from kvviz.
 """
 
 from __future__ import annotations
-
 import __future__
+
 import ast
 import contextlib
 import io
@@ -19,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from kvviz.base.errors import KvvizError
 from kvviz.engines import EngineKnobs, plan_engine
-from kvviz.engines.trtllm import plan_trtllm
-from kvviz.errors import KvvizError
+from kvviz.engines.trtllm.plan import plan_trtllm
 from kvviz.families import load, preset_raw
 
 GIB = 2**30
@@ -46,8 +47,10 @@ def qwen3_next_layout():
     block = 2 * n_attn * TPB * c["num_key_value_heads"] * c["head_dim"] * BF16
     # GDN as a Mamba layer: conv (2 x key heads x key dim + value heads x value dim, kernel - 1) bf16;
     # SSM (value heads, value dim, key dim) in mamba_ssm_cache_dtype 'auto' -> torch_dtype bf16
-    conv_dim = 2 * c["linear_num_key_heads"] * c["linear_key_head_dim"] + c["linear_num_value_heads"] * \
-        c["linear_value_head_dim"]
+    conv_dim = (
+        2 * c["linear_num_key_heads"] * c["linear_key_head_dim"]
+        + c["linear_num_value_heads"] * c["linear_value_head_dim"]
+    )
     conv = conv_dim * (c["linear_conv_kernel_dim"] - 1) * BF16
     ssm = c["linear_num_value_heads"] * c["linear_value_head_dim"] * c["linear_key_head_dim"] * BF16
     return block, (n_lin * ssm, n_lin * conv), c["max_position_embeddings"]
@@ -103,8 +106,9 @@ def v2_by_hand(block: int, state_pools: tuple[int, int], max_seq_len: int, budge
     return blocks, slots, requests, whole
 
 
-@pytest.mark.parametrize("name,layout", [("qwen3-next-80b-a3b", qwen3_next_layout), ("nemotron-nano-9b-v2",
-                                                                                      nemotron_layout)])
+@pytest.mark.parametrize(
+    "name,layout", [("qwen3-next-80b-a3b", qwen3_next_layout), ("nemotron-nano-9b-v2", nemotron_layout)]
+)
 def test_default_max_batch_size_needs_more_than_40_gib(name, layout):
     block, pools, _ = layout()
     # _minimum_live_gpu_quota: (max_batch_size + dummy) x state bytes per slot + one attention block
@@ -135,8 +139,11 @@ def test_qwen3_next_v2_pools():
     # ceil(257 x 36 MiB / 32 MiB) + ceil(257 x 36 x 49,152 / 32 MiB) = 290 + 14 grains of the 1,280 (a 258th
     # slot would need 291 + 14); the attention pool 976 x 32 MiB // 786,432 B = 41,642 blocks, 5 x 8,192
     blocks = (1_280 - 290 - 14) * (32 << 20) // block
-    assert v2_by_hand(block, pools, ctx, 40 * GIB, 256) == (blocks, 257, 256, blocks // (ctx // TPB)) == \
-        (41_642, 257, 256, 5)
+    assert (
+        v2_by_hand(block, pools, ctx, 40 * GIB, 256)
+        == (blocks, 257, 256, blocks // (ctx // TPB))
+        == (41_642, 257, 256, 5)
+    )
 
 
 def test_nemotron_nano_v2_pools():
@@ -154,16 +161,20 @@ def test_nemotron_nano_v2_pools():
     # at once, 15 of 131,072 tokens (4,096 blocks each)
     assert (block, pools) == (524_288, (27 * 5_242_880, 27 * 73_728))
     blocks = (3_200 - 2_165 - 31) * (32 << 20) // block
-    assert v2_by_hand(block, pools, ctx, 100 * GIB, 512) == (blocks, 513, 512, blocks // (ctx // TPB)) == \
-        (64_256, 513, 512, 15)
+    assert (
+        v2_by_hand(block, pools, ctx, 100 * GIB, 512)
+        == (blocks, 513, 512, blocks // (ctx // TPB))
+        == (64_256, 513, 512, 15)
+    )
 
 
 def test_mamba_ssm_dtype_option_reaches_the_state_slot():
     block, (ssm, conv), ctx = qwen3_next_layout()
     from kvviz.options import Options
 
-    t = plan_trtllm(load("qwen3-next-80b-a3b"), Options(mamba_ssm_dtype="float32"), kv_budget_bytes=40 * GIB,
-                    max_batch_size=128)  # kv_cache_config.mamba_ssm_cache_dtype float32: the SSM state doubles
+    t = plan_trtllm(
+        load("qwen3-next-80b-a3b"), Options(mamba_ssm_dtype="float32"), kv_budget_bytes=40 * GIB, max_batch_size=128
+    )  # kv_cache_config.mamba_ssm_cache_dtype float32: the SSM state doubles
     assert t.pools[1].bytes_per_unit == 2 * ssm + conv
 
 
@@ -171,7 +182,9 @@ def test_use_py_mamba_keeps_the_legacy_manager():
     # use_kv_cache_manager_v2=False + TRTLLM_USE_PY_MAMBA=1: MixedMambaHybridCacheManager, the whole budget is KV
     # (KVCacheManager over the attention layers), the states are max_batch_size + 1 slots outside it
     block, pools, ctx = qwen3_next_layout()
-    t = plan_engine("trtllm", load("qwen3-next-80b-a3b"), kv_budget_bytes=40 * GIB, knobs=EngineKnobs(use_py_mamba=True))
+    t = plan_engine(
+        "trtllm", load("qwen3-next-80b-a3b"), kv_budget_bytes=40 * GIB, knobs=EngineKnobs(use_py_mamba=True)
+    )
     blocks = 40 * GIB // (block // TPB) // TPB
     assert (t.token_capacity, t.request_bound) == (blocks * TPB, min(MAX_BATCH, blocks // (ctx // TPB)))
     assert all(p.outside_budget for p in t.pools if p.kind == "state")
@@ -200,15 +213,31 @@ def test_cli_compare_shows_the_trtllm_row():
     need = (MAX_BATCH + DUMMY) * sum(pools) + block
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(["compare", "--model", "qwen3-next-80b-a3b", "--engines", "vllm,sglang,trtllm",
-                     "--budget-gib", "40"]) == 0
+        assert (
+            main(["compare", "--model", "qwen3-next-80b-a3b", "--engines", "vllm,sglang,trtllm", "--budget-gib", "40"])
+            == 0
+        )
     text = out.getvalue()
     row = next(line for line in text.splitlines() if line.startswith("trtllm "))
     assert "not planned" in row and f"need at least {need} bytes" in text
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(["compare", "--model", "qwen3-next-80b-a3b", "--engines", "trtllm", "--budget-gib", "40",
-                     "--max-batch-size", "256"]) == 0
+        assert (
+            main(
+                [
+                    "compare",
+                    "--model",
+                    "qwen3-next-80b-a3b",
+                    "--engines",
+                    "trtllm",
+                    "--budget-gib",
+                    "40",
+                    "--max-batch-size",
+                    "256",
+                ]
+            )
+            == 0
+        )
     blocks, _, requests, whole = v2_by_hand(block, pools, ctx, 40 * GIB, 256)
     row = next(line for line in out.getvalue().splitlines() if line.startswith("trtllm "))
     assert f"{blocks * TPB:,}" in row and f" {whole} " in row and f" {requests} " in row
@@ -217,6 +246,7 @@ def test_cli_compare_shows_the_trtllm_row():
 # TensorRT-LLM's own storage functions, compiled alone from a local extract (never committed; see
 # tests/data/trtllm/PROVENANCE.md): skip where absent.
 
+
 def engine_code(path: Path, qualname: str, env: dict):
     """One function of an engine's module, compiled alone into `env` (as tests/test_engines.py's)."""
     tree = ast.parse(path.read_text(), filename=str(path))
@@ -224,8 +254,16 @@ def engine_code(path: Path, qualname: str, env: dict):
     body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner).body if owner else tree.body
     node = next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == name)
     node.decorator_list = []  # @staticmethod: the plain function
-    exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec",
-                 flags=__future__.annotations.compiler_flag, dont_inherit=True), env)
+    exec(
+        compile(
+            ast.Module(body=[node], type_ignores=[]),
+            str(path),
+            "exec",
+            flags=__future__.annotations.compiler_flag,
+            dont_inherit=True,
+        ),
+        env,
+    )
     return env[name]
 
 
@@ -243,10 +281,24 @@ def test_v2_storage_functions_run_as_kvviz_sizes():
         pytest.skip("TensorRT-LLM's runtime/kv_cache_manager_v2 source is not on this machine")
     import types
 
-    helpers = {"typed_len": len, "typed_map": lambda xs, f: [f(x) for x in xs], "typed_range": range,
-               "div_up": lambda a, b: -(-a // b), "filled_list": lambda v, n: [v] * n, "round": round,
-               "sorted": sorted, "sum": sum, "max": max, "min": min, "enumerate": enumerate, "range": range,
-               "len": len, "list": list, "all": all, "ValueError": ValueError}
+    helpers = {
+        "typed_len": len,
+        "typed_map": lambda xs, f: [f(x) for x in xs],
+        "typed_range": range,
+        "div_up": lambda a, b: -(-a // b),
+        "filled_list": lambda v, n: [v] * n,
+        "round": round,
+        "sorted": sorted,
+        "sum": sum,
+        "max": max,
+        "min": min,
+        "enumerate": enumerate,
+        "range": range,
+        "len": len,
+        "list": list,
+        "all": all,
+        "ValueError": ValueError,
+    }
     cls = types.SimpleNamespace()
     env = {**helpers, "CacheLevelStorage": cls}
     core = src / "_storage" / "_core.py"
@@ -254,12 +306,17 @@ def test_v2_storage_functions_run_as_kvviz_sizes():
     cls._grains_to_slots = engine_code(core, "CacheLevelStorage._grains_to_slots", env)
     ratio_to_slots = engine_code(core, "CacheLevelStorage.ratio_to_slot_count_list", env)
     tier = types.SimpleNamespace(GPU_MEM="gpu", HOST_MEM="host", DISK="disk")
-    granularity = engine_code(src / "_storage_manager.py", "CacheLevelManager.cache_tier_granularity",
-                              {"CacheTier": tier, "math": math, "min": min, "max": max, "int": int})
-    for name, layout, budget, batch in (("qwen3-next-80b-a3b", qwen3_next_layout, 100 * GIB, MAX_BATCH),
-                                        ("qwen3-next-80b-a3b", qwen3_next_layout, 40 * GIB, 256),
-                                        ("nemotron-nano-9b-v2", nemotron_layout, 40 * GIB, 256),
-                                        ("nemotron-nano-9b-v2", nemotron_layout, 100 * GIB, 512)):
+    granularity = engine_code(
+        src / "_storage_manager.py",
+        "CacheLevelManager.cache_tier_granularity",
+        {"CacheTier": tier, "math": math, "min": min, "max": max, "int": int},
+    )
+    for name, layout, budget, batch in (
+        ("qwen3-next-80b-a3b", qwen3_next_layout, 100 * GIB, MAX_BATCH),
+        ("qwen3-next-80b-a3b", qwen3_next_layout, 40 * GIB, 256),
+        ("nemotron-nano-9b-v2", nemotron_layout, 40 * GIB, 256),
+        ("nemotron-nano-9b-v2", nemotron_layout, 100 * GIB, 512),
+    ):
         block, pools, ctx = layout()
         g = granularity("gpu", budget)
         live = batch + DUMMY
@@ -294,10 +351,21 @@ def test_v2_scheduler_budget_runs_as_kvviz_bounds_requests():
     tree = ast.parse(src.read_text(), filename=str(src))
     node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "BudgetTracker")
     env = {"Optional": typing.Optional, "LlmRequest": object, "getattr": getattr, "set": set}
-    exec(compile(ast.Module(body=[node], type_ignores=[]), str(src), "exec",
-                 flags=__future__.annotations.compiler_flag, dont_inherit=True), env)
-    for name, budget, batch in (("qwen3-next-80b-a3b", 100 * GIB, MAX_BATCH), ("qwen3-next-80b-a3b", 40 * GIB, 256),
-                                ("nemotron-nano-9b-v2", 100 * GIB, 512)):
+    exec(
+        compile(
+            ast.Module(body=[node], type_ignores=[]),
+            str(src),
+            "exec",
+            flags=__future__.annotations.compiler_flag,
+            dont_inherit=True,
+        ),
+        env,
+    )
+    for name, budget, batch in (
+        ("qwen3-next-80b-a3b", 100 * GIB, MAX_BATCH),
+        ("qwen3-next-80b-a3b", 40 * GIB, 256),
+        ("nemotron-nano-9b-v2", 100 * GIB, 512),
+    ):
         t = plan_trtllm(load(name), kv_budget_bytes=budget, max_batch_size=batch)
         assert t.pools[0].units > batch
         tracker = env["BudgetTracker"](8192, batch)  # LlmArgs.max_num_tokens 8192

@@ -10,19 +10,24 @@ import json
 import pytest
 
 import kvviz
-from kvviz import plot
+from kvviz import views as plot
+from kvviz.base.errors import KvvizError
 from kvviz.cli import main
 from kvviz.core.kinds import CacheKind
-from kvviz.errors import KvvizError
 from kvviz.families import FAMILIES, load_preset, preset_names
 
 # A preset for each kind (docs/model-core.md#cache-kinds).
 KIND_PRESETS = {
-    CacheKind.FULL_ATTENTION: "llama-3.1-8b", CacheKind.SLIDING_ATTENTION: "mistral-7b-v0.1",
-    CacheKind.CHUNKED_ATTENTION: "llama-4-scout", CacheKind.MLA: "deepseek-v3",
-    CacheKind.MAMBA1_STATE: "jamba-v0.1", CacheKind.MAMBA2_STATE: "nemotron-nano-9b-v2",
-    CacheKind.SHORT_CONV_STATE: "lfm2-1.2b", CacheKind.GDN_STATE: "qwen3-next-80b-a3b",
-    CacheKind.KDA_STATE: "kimi-linear", CacheKind.MAIN_C4: "deepseek-v4-pro",
+    CacheKind.FULL_ATTENTION: "llama-3.1-8b",
+    CacheKind.SLIDING_ATTENTION: "mistral-7b-v0.1",
+    CacheKind.CHUNKED_ATTENTION: "llama-4-scout",
+    CacheKind.MLA: "deepseek-v3",
+    CacheKind.MAMBA1_STATE: "jamba-v0.1",
+    CacheKind.MAMBA2_STATE: "nemotron-nano-9b-v2",
+    CacheKind.SHORT_CONV_STATE: "lfm2-1.2b",
+    CacheKind.GDN_STATE: "qwen3-next-80b-a3b",
+    CacheKind.KDA_STATE: "kimi-linear",
+    CacheKind.MAIN_C4: "deepseek-v4-pro",
 }
 
 

@@ -13,13 +13,15 @@ from html.parser import HTMLParser
 import ipywidgets as widgets
 import pytest
 
-from kvviz import knobs as knobs_module
-from kvviz.defaults import GIB
-from kvviz.errors import KvvizError
-from kvviz.explorer import CSS_CLASSES, Explorer
+from kvviz.base.defaults import GIB
+from kvviz.base.errors import KvvizError
+from kvviz.explorer import knobs as knobs_module
+from kvviz.explorer import sweeps
+from kvviz.explorer.app import Explorer
+from kvviz.explorer.display import CSS_CLASSES
 from kvviz.families import load_preset, preset_raw
-from kvviz.livemap import LiveBlockMap
 from kvviz.options import Options
+from kvviz.views.livemap import LiveBlockMap
 from kvviz.vllm.plan import plan_model
 
 PRO = load_preset("deepseek-v4-pro")
@@ -98,17 +100,25 @@ def test_the_capacity_line_is_vllms(app):
     assert loaded.map_caption.value.split(">", 1)[1].startswith("block map of gpt-oss-120b, ")
 
 
-@pytest.mark.parametrize("changes,model,options,planner", [
-    ({"head_dim": 576}, PRO, {"head_dim": 576}, "vllm"),
-    ({"head_dim": 256, "rope_dim": 128}, PRO, {"head_dim": 256, "rope_dim": 128}, "vllm"),
-    ({"index_head_dim": 256, "indexer_format": "fp8"}, PRO, {"index_head_dim": 256, "indexer_format": "fp8"}, "vllm"),
-    ({"main_format": "bf16"}, PRO, {"main_format": "bf16"}, "vllm"),
-    ({"block_size": 512}, PRO, {"block_size": 512}, "vllm"),
-    ({"mtp": False}, PRO, {"mtp": False}, "vllm"),
-    ({"planner": "overlay"}, PRO, {}, "overlay"),
-    ({"backend": "none"}, PRO, {"backend": "none"}, "vllm"),
-    ({"c4": 10, "c128": 5, "swa": 3}, PRO.reader.with_layer_mix(PRO, c4=10, c128=5, swa=3), {}, "vllm"),
-])
+@pytest.mark.parametrize(
+    "changes,model,options,planner",
+    [
+        ({"head_dim": 576}, PRO, {"head_dim": 576}, "vllm"),
+        ({"head_dim": 256, "rope_dim": 128}, PRO, {"head_dim": 256, "rope_dim": 128}, "vllm"),
+        (
+            {"index_head_dim": 256, "indexer_format": "fp8"},
+            PRO,
+            {"index_head_dim": 256, "indexer_format": "fp8"},
+            "vllm",
+        ),
+        ({"main_format": "bf16"}, PRO, {"main_format": "bf16"}, "vllm"),
+        ({"block_size": 512}, PRO, {"block_size": 512}, "vllm"),
+        ({"mtp": False}, PRO, {"mtp": False}, "vllm"),
+        ({"planner": "overlay"}, PRO, {}, "overlay"),
+        ({"backend": "none"}, PRO, {"backend": "none"}, "vllm"),
+        ({"c4": 10, "c128": 5, "swa": 3}, PRO.reader.with_layer_mix(PRO, c4=10, c128=5, swa=3), {}, "vllm"),
+    ],
+)
 def test_each_knob_recomputes_the_layout(app, changes, model, options, planner):
     for name, value in changes.items():  # one widget at a time, as a user would
         getattr(app, name).value = value
@@ -125,12 +135,15 @@ def test_each_knob_recomputes_the_layout(app, changes, model, options, planner):
     assert [lane["name"] for lane in app.map_data["lanes"] if lane["binds"]] == ([binding] if binding else [])
 
 
-@pytest.mark.parametrize("backend,indexer,planner,stride", [
-    ("flashmla", "mxfp4", "overlay", 1_315_008),
-    ("flashmla", "fp8", "bucketed", 1_473_408),
-    ("flashinfer", "mxfp4", "overlay", 1_228_800),
-    ("flashinfer", "fp8", "bucketed", 1_308_672),
-])
+@pytest.mark.parametrize(
+    "backend,indexer,planner,stride",
+    [
+        ("flashmla", "mxfp4", "overlay", 1_315_008),
+        ("flashmla", "fp8", "bucketed", 1_473_408),
+        ("flashinfer", "mxfp4", "overlay", 1_228_800),
+        ("flashinfer", "fp8", "bucketed", 1_308_672),
+    ],
+)
 def test_published_before_and_after(app, backend, indexer, planner, stride):
     """docs/published-numbers.md#the-published-table; choosing the backend picks its main
     format (FlashInfer: fp8)."""
@@ -158,15 +171,20 @@ def test_blocks_and_change_against_bucketed(app):
     cap = plan_model(PRO, "bucketed", Options(max_model_len=PRO.max_model_len)).capacity(budget)
     assert "vs bucketed" not in app.change_label.value
     one = cap.requests_fit == 1
-    assert app.change_label.value == (f"{cap.requests_fit:,} whole request{'' if one else 's'} of {cap.max_model_len:,} "
-                                      f"tokens fit{'s' if one else ''}")
+    assert app.change_label.value == (
+        f"{cap.requests_fit:,} whole request{'' if one else 's'} of {cap.max_model_len:,} "
+        f"tokens fit{'s' if one else ''}"
+    )
 
 
-@pytest.mark.parametrize("changes,options,planner", [
-    ({}, {}, "vllm"),
-    ({"backend": "flashinfer"}, {"backend": "flashinfer", "main_format": "fp8"}, "vllm"),
-    ({"planner": "bucketed", "indexer_format": "fp8"}, {"indexer_format": "fp8"}, "bucketed"),
-])
+@pytest.mark.parametrize(
+    "changes,options,planner",
+    [
+        ({}, {}, "vllm"),
+        ({"backend": "flashinfer"}, {"backend": "flashinfer", "main_format": "fp8"}, "vllm"),
+        ({"planner": "bucketed", "indexer_format": "fp8"}, {"indexer_format": "fp8"}, "bucketed"),
+    ],
+)
 def test_group_table_is_the_layouts_groups(app, changes, options, planner):
     """One row per group: name, layers, total, unused, and "binds" on the group whose total is the
     stride (the c4 state group under FlashInfer; none for the bucketed planner)."""
@@ -174,8 +192,16 @@ def test_group_table_is_the_layouts_groups(app, changes, options, planner):
     want = expected(planner=planner, **options)
     header, *rows = _Table(app.table.value).rows
     assert header == list(want.group_table().columns)
-    assert rows == [[g.name, str(len(g.layers)), f"{want.group_total(i):,}", f"{want.group_unused(i):,}",
-                     "binds" if i == want.binding_group else ""] for i, g in enumerate(want.groups)]
+    assert rows == [
+        [
+            g.name,
+            str(len(g.layers)),
+            f"{want.group_total(i):,}",
+            f"{want.group_unused(i):,}",
+            "binds" if i == want.binding_group else "",
+        ]
+        for i, g in enumerate(want.groups)
+    ]
     if planner == "bucketed":
         assert "binds" not in [r[-1] for r in rows]
     assert "white-space:nowrap" in app.table.value  # c4-state-a never wraps mid-word
@@ -184,14 +210,17 @@ def test_group_table_is_the_layouts_groups(app, changes, options, planner):
     assert want.explain() in app.derivation.value.replace("&gt;", ">").replace("&#x27;", "'")
 
 
-@pytest.mark.parametrize("changes,field", [
-    ({"index_head_dim": 100}, "index_head_dim=100"),  # MXFP4 needs a multiple of 32
-    ({"indexer_format": "fp8", "index_head_dim": 160}, "index_head_dim=160"),  # FP8 needs 128s
-    ({"head_dim": 544}, "head_dim=544"),  # 544 - 64 = 480 is not a multiple of 64 (fp8_ds_mla)
-    ({"c4": 0, "c128": 0}, "layer mix"),  # Pro has no SWA-only layers: zero layers left
-    ({"block_size": 64}, "block_size=64"),  # c128 layers need a multiple of 128
-    ({"head_dim": 128, "rope_dim": 128}, "qk_rope_head_dim=128"),  # no NoPE dims left
-])
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        ({"index_head_dim": 100}, "index_head_dim=100"),  # MXFP4 needs a multiple of 32
+        ({"indexer_format": "fp8", "index_head_dim": 160}, "index_head_dim=160"),  # FP8 needs 128s
+        ({"head_dim": 544}, "head_dim=544"),  # 544 - 64 = 480 is not a multiple of 64 (fp8_ds_mla)
+        ({"c4": 0, "c128": 0}, "layer mix"),  # Pro has no SWA-only layers: zero layers left
+        ({"block_size": 64}, "block_size=64"),  # c128 layers need a multiple of 128
+        ({"head_dim": 128, "rope_dim": 128}, "qk_rope_head_dim=128"),  # no NoPE dims left
+    ],
+)
 def test_impossible_knobs_show_a_message_and_keep_the_last_layout(app, changes, field):
     *fine, (name, value) = changes.items()
     for n, v in fine:  # the steps before the last one are still possible
@@ -211,8 +240,12 @@ def test_impossible_knobs_show_a_message_and_keep_the_last_layout(app, changes, 
     caption = app.map_caption.value
     assert re.search(r"still drawn[^:]*: deepseek-v4-pro", caption)
     assert f"block stride {good.block_stride:,} B" in caption
-    shown = {"head_dim": "head_dim {},", "block_size": "block size {},", "index_head_dim": "index_head_dim {},",
-             "rope_dim": "rope dims {},"}
+    shown = {
+        "head_dim": "head_dim {},",
+        "block_size": "block size {},",
+        "index_head_dim": "index_head_dim {},",
+        "rope_dim": "rope dims {},",
+    }
     if name in shown:
         assert shown[name].format(previous) in caption
         assert shown[name].format(value) not in caption
@@ -225,7 +258,7 @@ def test_a_budget_of_zero_or_less_is_an_error_not_a_clamp(app, budget):
     assert app.budget_gib.value == budget  # the control does not clamp it
     assert app.error == f"budget_gib={budget!r}: must be a positive number"
     assert app.result is good
-    assert knobs_module.compare_knobs([{"budget_gib": budget}])["note"][0] == app.error
+    assert sweeps.compare_knobs([{"budget_gib": budget}])["note"][0] == app.error
 
 
 def test_fixing_the_knobs_clears_the_message(app):
@@ -237,7 +270,7 @@ def test_fixing_the_knobs_clears_the_message(app):
 
 
 def test_an_internal_failure_is_shown_not_raised(app, monkeypatch):
-    from kvviz import explorer as explorer_module
+    from kvviz.explorer import display as explorer_module
 
     def boom(knobs, planner=None):
         raise RuntimeError("planner exploded")
@@ -274,7 +307,14 @@ def test_changing_the_preset_resets_the_model_knobs(app):
     app.model.value = "deepseek-v4-flash"
     knobs = app.knobs()
     assert {k: knobs[k] for k in ("head_dim", "rope_dim", "index_head_dim", "c4", "c128", "swa", "mtp")} == {
-        "head_dim": 512, "rope_dim": 64, "index_head_dim": 128, "c4": 21, "c128": 20, "swa": 2, "mtp": True}
+        "head_dim": 512,
+        "rope_dim": 64,
+        "index_head_dim": 128,
+        "c4": 21,
+        "c128": 20,
+        "swa": 2,
+        "mtp": True,
+    }
     assert knobs["main_format"] == "bf16"  # formats are deployment knobs, not the model's
     assert app.layout.block_stride == expected(FLASH, main_format="bf16").block_stride
     app.model.value = "deepseek-v4-pro"
@@ -303,8 +343,9 @@ def test_knobs_that_do_not_apply_are_hidden(app, monkeypatch):
     """A knob declares the models it applies to; the explorer hides the others' controls."""
     shown = {name for name in knobs_module.KNOBS if getattr(app, name).layout.display is None}
     assert shown == set(knobs_module.knobs_for("deepseek-v4-pro"))  # the hybrid models' knobs are hidden
-    hidden = dataclasses.replace(knobs_module.KNOB_BY_NAME["index_head_dim"],
-                                 applies_to=lambda model: model.name != "deepseek-v4-flash")
+    hidden = dataclasses.replace(
+        knobs_module.KNOB_BY_NAME["index_head_dim"], applies_to=lambda model: model.name != "deepseek-v4-flash"
+    )
     specs = tuple(hidden if k.name == "index_head_dim" else k for k in knobs_module.KNOB_SPECS)
     monkeypatch.setattr(knobs_module, "KNOB_SPECS", specs)
     app.model.value = "deepseek-v4-flash"
@@ -322,11 +363,26 @@ def test_the_app_starts_on_the_documented_knobs():
     c = PRO.config
     app = Explorer()
     assert app.knobs() == {
-        "model": "deepseek-v4-pro", "head_dim": c.head_dim, "rope_dim": c.qk_rope_head_dim,
-        "index_head_dim": c.index_head_dim, "main_format": "fp8_ds_mla", "indexer_format": "mxfp4",
-        "backend": "flashmla", "block_size": "auto", "mtp": True, "c4": 30, "c128": 31, "swa": 0,
-        "tensor_parallel_size": 1, "decode_context_parallel_size": 1, "planner": "vllm", "context": PRO.max_model_len,
-        "budget_gib": 26.09, "gpu": "budget", "gpu_memory_utilization": 0.92}
+        "model": "deepseek-v4-pro",
+        "head_dim": c.head_dim,
+        "rope_dim": c.qk_rope_head_dim,
+        "index_head_dim": c.index_head_dim,
+        "main_format": "fp8_ds_mla",
+        "indexer_format": "mxfp4",
+        "backend": "flashmla",
+        "block_size": "auto",
+        "mtp": True,
+        "c4": 30,
+        "c128": 31,
+        "swa": 0,
+        "tensor_parallel_size": 1,
+        "decode_context_parallel_size": 1,
+        "planner": "vllm",
+        "context": PRO.max_model_len,
+        "budget_gib": 26.09,
+        "gpu": "budget",
+        "gpu_memory_utilization": 0.92,
+    }
     assert app.plan.tokens_per_block == 256
     assert Explorer(backend="flashinfer").main_format.value == "fp8"
 
@@ -334,17 +390,46 @@ def test_the_app_starts_on_the_documented_knobs():
 # ---- hybrid models ------------------------------------------------------------------------------
 # The knobs each hybrid preset shows (docs/hybrid.md#hybrid-caches): the window only with sliding
 # layers, the Mamba state dtype and prefix caching only with gated delta net layers.
-HYBRID_BASE = {"model", "kv_dtype", "block_size", "full_layers", "tensor_parallel_size", "decode_context_parallel_size",
-               "planner", "context", "budget_gib", "gpu", "gpu_memory_utilization"}
+HYBRID_BASE = {
+    "model",
+    "kv_dtype",
+    "block_size",
+    "full_layers",
+    "tensor_parallel_size",
+    "decode_context_parallel_size",
+    "planner",
+    "context",
+    "budget_gib",
+    "gpu",
+    "gpu_memory_utilization",
+}
 HYBRID_SHOWN = {
     "gpt-oss-120b": HYBRID_BASE | {"sliding_window"},
     "gemma-3-27b": HYBRID_BASE | {"sliding_window"},
     "llama-4-scout": HYBRID_BASE,
     "qwen3-next-80b-a3b": HYBRID_BASE | {"mamba_ssm_dtype", "prefix_caching"},
 }
-PRO_SHOWN = {"model", "head_dim", "rope_dim", "index_head_dim", "main_format", "indexer_format", "backend",
-             "block_size", "mtp", "c4", "c128", "swa", "tensor_parallel_size", "decode_context_parallel_size", "planner",
-             "context", "budget_gib", "gpu", "gpu_memory_utilization"}
+PRO_SHOWN = {
+    "model",
+    "head_dim",
+    "rope_dim",
+    "index_head_dim",
+    "main_format",
+    "indexer_format",
+    "backend",
+    "block_size",
+    "mtp",
+    "c4",
+    "c128",
+    "swa",
+    "tensor_parallel_size",
+    "decode_context_parallel_size",
+    "planner",
+    "context",
+    "budget_gib",
+    "gpu",
+    "gpu_memory_utilization",
+}
 
 
 def shown_knobs(app):
@@ -402,8 +487,10 @@ def test_the_summary_compares_the_three_planners(app):
     # vllm and packed: every page one size, so packed is vLLM's layout; separate: one pool per
     # kind, one block of each = every layer's page.
     assert [(r[0], r[1], r[2]) for r in rows] == [
-        ("vllm", "16", f"{10 * page:,}"), ("packed", "16", f"{10 * page:,}"),
-        ("separate", "16", f"{(sliding + full) * page:,}")]
+        ("vllm", "16", f"{10 * page:,}"),
+        ("packed", "16", f"{10 * page:,}"),
+        ("separate", "16", f"{(sliding + full) * page:,}"),
+    ]
     # Waste of vLLM's layout: 7 groups (9, 9, 9, 9, 8, 8 sliding; 10 full) of 10 pages each; the
     # groups one or two layers short leave whole pages empty.
     groups = vllm_group_layers(config)
@@ -420,7 +507,8 @@ def test_the_summary_compares_the_three_planners(app):
     assert f"vLLM's admission estimate: {want.admission_bytes_per_request:,} B per request" in app.summary.value
     assert app.change_label.value.startswith(
         f"{want.requests_fit:,} whole request{'' if want.requests_fit == 1 else 's'} of {app.context.value:,} tokens "
-        f"fit{'s' if want.requests_fit == 1 else ''}")
+        f"fit{'s' if want.requests_fit == 1 else ''}"
+    )
     app.context.value = 4096
     again = plan_model(model, "vllm", Options(max_model_len=4096)).capacity(int(26.09 * GIB))
     assert app.result.summary == again
@@ -430,10 +518,13 @@ def qwen_state_bytes(ssm_element_bytes=2):
     """A gated delta net state: conv (kernel - 1) x conv_dim x 2 B + SSM v_heads x v_dim x k_dim
     x the SSM element (the preset's config.json)."""
     q = preset_raw("qwen3-next-80b-a3b")
-    conv_dim = 2 * q["linear_num_key_heads"] * q["linear_key_head_dim"] + \
-        q["linear_num_value_heads"] * q["linear_value_head_dim"]
-    return (q["linear_conv_kernel_dim"] - 1) * conv_dim * 2 + \
-        q["linear_num_value_heads"] * q["linear_value_head_dim"] * q["linear_key_head_dim"] * ssm_element_bytes
+    conv_dim = (
+        2 * q["linear_num_key_heads"] * q["linear_key_head_dim"]
+        + q["linear_num_value_heads"] * q["linear_value_head_dim"]
+    )
+    return (q["linear_conv_kernel_dim"] - 1) * conv_dim * 2 + q["linear_num_value_heads"] * q[
+        "linear_value_head_dim"
+    ] * q["linear_key_head_dim"] * ssm_element_bytes
 
 
 def test_qwen3_next_prefix_caching_off_by_hand(app):
@@ -488,11 +579,14 @@ def test_separate_pools_are_drawn_one_lane_per_pool(app):
     assert app.stride_label.value == f"{stride_text(sliding + full, 16)} (2 separate pools)"
     lanes = app.map_data["lanes"]
     assert [(lane["name"], lane["total"], lane["block_end"], lane["binds"]) for lane in lanes] == [
-        ("sliding1024", sliding, sliding, False), ("full", full, full, False)]
+        ("sliding1024", sliding, sliding, False),
+        ("full", full, full, False),
+    ]
     assert app.map_data["binding_group"] is None and app.map_data["stride"] == sliding
     pools = plan_model(model, "separate", Options()).pools
-    assert drawn_ranges(app) == sorted((p.name, pool.groups[0].name, p.offset, p.end)
-                                       for pool in pools for p in pool.placements)
+    assert drawn_ranges(app) == sorted(
+        (p.name, pool.groups[0].name, p.offset, p.end) for pool in pools for p in pool.placements
+    )
     caption = app.map_caption.value
     assert "each lane one block of its own pool with its own stride" in caption
     assert f"sliding1024 {sliding:,} B, full {full:,} B" in caption
@@ -501,11 +595,14 @@ def test_separate_pools_are_drawn_one_lane_per_pool(app):
     assert header[0] == "pool"
 
 
-@pytest.mark.parametrize("name,value,field", [
-    ("block_size", 8, "block_size=8"),  # not a multiple of the kernels' 16 tokens
-    ("sliding_window", 0, "sliding_window=0"),
-    ("context", 0, "max_model_len=0"),  # the context knob is vLLM's max_model_len (its label)
-])
+@pytest.mark.parametrize(
+    "name,value,field",
+    [
+        ("block_size", 8, "block_size=8"),  # not a multiple of the kernels' 16 tokens
+        ("sliding_window", 0, "sliding_window=0"),
+        ("context", 0, "max_model_len=0"),  # the context knob is vLLM's max_model_len (its label)
+    ],
+)
 def test_a_refused_hybrid_change_says_why_and_keeps_the_last_layout(app, name, value, field):
     app.model.value = "gemma-3-27b"
     good, label, data = app.layout, app.stride_label.value, app.map_data
@@ -555,11 +652,12 @@ def test_the_app_can_start_on_a_hybrid_model():
 
 
 def test_the_capacity_moves_with_gpu_utilization_and_tp():
-    """With a GPU picked, the budget is one rank's share as vLLM profiles it (kvviz.deploy): the
+    """With a GPU picked, the budget is one rank's share as vLLM profiles it (kvviz.deploy.budget): the
     blocks and vLLM's capacity line follow the GPU, its memory utilization and the TP size."""
     import math
 
-    from kvviz.deploy import GPUS, kv_budget
+    from kvviz.deploy.budget import kv_budget
+    from kvviz.deploy.gpus import GPUS
 
     app = Explorer("llama-3.1-8b")
     app.set(gpu="H200", gpu_memory_utilization=0.9, tensor_parallel_size=2)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from kvviz.base.errors import KvvizError
 from kvviz.core.kinds import CacheKind
-from kvviz.errors import KvvizError
 from kvviz.families import load_preset, model_from_dict
 from kvviz.options import Options
 from kvviz.vllm.plan import plan_model
@@ -65,15 +65,27 @@ def test_gemma3n_shared_layers_register_nothing():
 
 
 def _cfg(model_type, arch, **fields):
-    return {"architectures": [arch], "model_type": model_type, "torch_dtype": "bfloat16",
-            "num_hidden_layers": 8, "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 1024,
-            "max_position_embeddings": 8192, **fields}
+    return {
+        "architectures": [arch],
+        "model_type": model_type,
+        "torch_dtype": "bfloat16",
+        "num_hidden_layers": 8,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "hidden_size": 1024,
+        "max_position_embeddings": 8192,
+        **fields,
+    }
 
 
 def test_cohere2_sliding_layers_see_window_plus_one():
     # commandr.py CohereAttention: "cohere swa layer sees [pos - sliding_window, pos]" -> window + 1.
-    raw = _cfg("cohere2", "Cohere2ForCausalLM", sliding_window=4096,
-               layer_types=["sliding_attention"] * 3 + ["full_attention"] + ["sliding_attention"] * 3 + ["full_attention"])
+    raw = _cfg(
+        "cohere2",
+        "Cohere2ForCausalLM",
+        sliding_window=4096,
+        layer_types=["sliding_attention"] * 3 + ["full_attention"] + ["sliding_attention"] * 3 + ["full_attention"],
+    )
     caches = _layers(_plan(model_from_dict(raw, name="cohere2-test")))
     assert {c.sliding_window for c in caches.values() if c.sliding_window} == {4097}
     assert [i for i, c in caches.items() if c.is_full_attention] == [3, 7]
@@ -97,8 +109,7 @@ def test_gemma2_alternates_sliding_and_full():
 
 def test_gpt_oss_parity_not_layer_types():
     # gpt_oss.py OAIAttention: sliding_window if layer_idx % 2 == 0, names model.layers.i.attn.attn.
-    raw = _cfg("gpt_oss", "GptOssForCausalLM", head_dim=64, sliding_window=128,
-               layer_types=["full_attention"] * 8)
+    raw = _cfg("gpt_oss", "GptOssForCausalLM", head_dim=64, sliding_window=128, layer_types=["full_attention"] * 8)
     caches = _layers(_plan(model_from_dict(raw, name="gpt-oss-test")))
     assert [i for i, c in caches.items() if c.sliding_window == 128] == [0, 2, 4, 6]
     assert caches[1].name == "model.layers.1.attn.attn"

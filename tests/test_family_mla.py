@@ -8,13 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from test_family_state import CASES, DATA, check_against_vllm, check_cli_against_vllm
 
-from kvviz.errors import KvvizError
+from kvviz.base.errors import KvvizError
 from kvviz.families import load, load_path, model_from_dict
 from kvviz.options import Options
 from kvviz.vllm.plan import plan_model
-
-from test_family_state import CASES, DATA, check_against_vllm, check_cli_against_vllm
 
 MLA_CASES = [c for c in CASES["cases"] if c["model_key"] == "deepseek-v3"]
 PRESETS = Path(__file__).parents[1] / "kvviz" / "presets"
@@ -44,8 +43,10 @@ def test_mla_not_tp_sharded(name):
     one = m.reader.caches(m, Options())
     for tp in (2, 8):
         assert m.reader.caches(m, Options(tensor_parallel_size=tp)) == one
-        assert plan_model(m, options=Options(max_model_len=32768, tensor_parallel_size=tp)).layout.block_stride == \
-            plan_model(m, options=Options(max_model_len=32768)).layout.block_stride
+        assert (
+            plan_model(m, options=Options(max_model_len=32768, tensor_parallel_size=tp)).layout.block_stride
+            == plan_model(m, options=Options(max_model_len=32768)).layout.block_stride
+        )
 
 
 def test_tp_must_divide_heads():

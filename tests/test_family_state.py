@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from kvviz.errors import KvvizError
+from kvviz.base.errors import KvvizError
 from kvviz.families import load, load_path
 from kvviz.options import Options
 from kvviz.vllm.plan import plan_model
@@ -53,8 +53,12 @@ def _kind(kind) -> str:
     """kvviz's CacheKind -> vLLM's group kind ('state', 'mla', 'full_attention', ...)."""
     if kind.is_state:
         return "state"
-    return {"MLA": "mla", "FULL_ATTENTION": "full_attention", "SLIDING_ATTENTION": "sliding_attention",
-            "CHUNKED_ATTENTION": "chunked_attention"}.get(kind.name, kind.name.lower())
+    return {
+        "MLA": "mla",
+        "FULL_ATTENTION": "full_attention",
+        "SLIDING_ATTENTION": "sliding_attention",
+        "CHUNKED_ATTENTION": "chunked_attention",
+    }.get(kind.name, kind.name.lower())
 
 
 def plan(model, *, prefix_caching: bool = True, **knobs):
@@ -71,8 +75,10 @@ def check_against_vllm(case: dict) -> None:
     v = case["plan"]
     assert p.tokens_per_block == cfg["block_size"]
     assert p.layout.block_stride == v["bytes_per_block"]
-    got = [(_kind(g.layers[0].kind), [_layer_index(c.name) for c in g.layers], sorted({c.page_bytes for c in g.layers}))
-           for g in p.layout.groups]
+    got = [
+        (_kind(g.layers[0].kind), [_layer_index(c.name) for c in g.layers], sorted({c.page_bytes for c in g.layers}))
+        for g in p.layout.groups
+    ]
     want = [(g["kind"], [_layer_index(n) for n in g["layer_names"]], sorted(g["page_size_bytes"])) for g in v["groups"]]
     assert got == want
     assert [[c.name for c in g.layers] for g in p.layout.groups] == [g["layer_names"] for g in v["groups"]]
@@ -110,13 +116,17 @@ def test_declared_states_match_vllm_specs(case):
 
 
 def test_presets_equal_the_vllm_configs():
-    for preset, folder in (("jamba-v0.1", "jamba-v0.1"), ("nemotron-nano-9b-v2", "nemotron-nano-9b-v2"),
-                           ("lfm2-1.2b", "lfm2-1.2b")):
+    for preset, folder in (
+        ("jamba-v0.1", "jamba-v0.1"),
+        ("nemotron-nano-9b-v2", "nemotron-nano-9b-v2"),
+        ("lfm2-1.2b", "lfm2-1.2b"),
+    ):
         a, b = load(preset), load_path(DATA / "configs" / folder)
         assert a.reader.caches(a, Options()) == b.reader.caches(b, Options())
 
 
 # -- hand derivations (models without vLLM output) ------------------------------------------------
+
 
 def _attn_block(state: int, token: int, *, kba: int = 16) -> int:
     """_align_hybrid_block_size: the smallest multiple of kba (then of 16) whose page holds a state."""
@@ -143,8 +153,13 @@ def test_qwen3_next_gdn_tp(tp):
     """gated_delta_net_state_shape at TP tp; attention kv heads max(1, 2 // tp) x 256 x 2 x bf16."""
     r = _qwen3_next_raw()
     m = load("qwen3-next-80b-a3b")
-    kh, vh, kd, vd, k = (r["linear_num_key_heads"], r["linear_num_value_heads"], r["linear_key_head_dim"],
-                         r["linear_value_head_dim"], r["linear_conv_kernel_dim"])
+    kh, vh, kd, vd, k = (
+        r["linear_num_key_heads"],
+        r["linear_num_value_heads"],
+        r["linear_key_head_dim"],
+        r["linear_value_head_dim"],
+        r["linear_conv_kernel_dim"],
+    )
     conv = (k - 1, (2 * kh * kd + vh * vd) // tp)
     ssm = (vh // tp, vd, kd)
     caches = _by_name(m, Options(tensor_parallel_size=tp))
@@ -179,8 +194,12 @@ def test_falcon_h1_two_caches_per_layer():
     m = load("falcon-h1")
     L = r["num_hidden_layers"]
     caches = m.reader.caches(m, Options())
-    assert [c.name for c in caches[:4]] == ["model.layers.0.attn", f"model.{L}.mixer", "model.layers.1.attn",
-                                            f"model.{L + 1}.mixer"]
+    assert [c.name for c in caches[:4]] == [
+        "model.layers.0.attn",
+        f"model.{L}.mixer",
+        "model.layers.1.attn",
+        f"model.{L + 1}.mixer",
+    ]
     assert len(caches) == 2 * L
     inter = r["mamba_d_ssm"]  # mamba_d_ssm given, else mamba_expand * hidden_size
     groups = r["mamba_n_groups"]
@@ -224,7 +243,9 @@ def test_mamba2_extra_groups_granite_tp2():
     ssm = (r["mamba_n_heads"] // 2, r["mamba_d_head"], r["mamba_d_state"])
     c = _by_name(m, Options(tensor_parallel_size=2))["model.layers.0.mixer"]
     assert [p.shape for p in c.parts] == [conv, ssm]
-    state1 = 2 * (3 * (inter + 2 * r["mamba_d_state"])) + 2 * r["mamba_n_heads"] * r["mamba_d_head"] * r["mamba_d_state"]
+    state1 = (
+        2 * (3 * (inter + 2 * r["mamba_d_state"])) + 2 * r["mamba_n_heads"] * r["mamba_d_head"] * r["mamba_d_state"]
+    )
     token = r["num_key_value_heads"] * (r["hidden_size"] // r["num_attention_heads"]) * 2 * 2
     assert plan(m).tokens_per_block == _attn_block(state1, token) == 528
 
@@ -248,8 +269,11 @@ def test_zamba2_names_and_pages():
     H, M, L = kinds.count("hybrid"), r["num_mem_blocks"], r["num_hidden_layers"]
     caches = m.reader.caches(m, Options())
     attn = [f"model.attn.{j}" for j in range(H)]
-    assert [c.name for c in caches[:H]] == [n for b in range(M) for n in
-                                            [f"model.attn.{j}" for j in range(b * (H + M - 1) // M, b * (H + M - 1) // M + len(range(b, H, M)))]]
+    assert [c.name for c in caches[:H]] == [
+        n
+        for b in range(M)
+        for n in [f"model.attn.{j}" for j in range(b * (H + M - 1) // M, b * (H + M - 1) // M + len(range(b, H, M)))]
+    ]
     assert sorted(c.name for c in caches[:H]) == sorted(attn)
     assert [c.name for c in caches[H:]] == [f"{H + i}.mixer" for i in range(L)]
     inter = r["mamba_expand"] * r["hidden_size"]
@@ -279,8 +303,11 @@ def test_qwen3_5_fp32_ssm_and_wrapper_names():
     m = load("qwen3.5")
     caches = _by_name(m)
     c = caches["language_model.model.layers.0.linear_attn"]
-    conv = (r["linear_conv_kernel_dim"] - 1, 2 * r["linear_num_key_heads"] * r["linear_key_head_dim"]
-            + r["linear_num_value_heads"] * r["linear_value_head_dim"])
+    conv = (
+        r["linear_conv_kernel_dim"] - 1,
+        2 * r["linear_num_key_heads"] * r["linear_key_head_dim"]
+        + r["linear_num_value_heads"] * r["linear_value_head_dim"],
+    )
     ssm = (r["linear_num_value_heads"], r["linear_value_head_dim"], r["linear_key_head_dim"])
     assert [p.shape for p in c.parts] == [conv, ssm]
     assert [p.dtype for p in c.parts] == ["bf16", "fp32"]
@@ -322,14 +349,24 @@ def test_missing_field_is_one_line():
     raw = _preset_raw("kimi-linear")  # read without transformers: no class default fills it in
     del raw["linear_attn_config"]["head_dim"]
     from kvviz.families import model_from_dict
+
     with pytest.raises(KvvizError) as e:
         model_from_dict(raw, name="x")
     assert "linear_attn_config.head_dim" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_describe_one_line():
-    for name in ("jamba-v0.1", "nemotron-nano-9b-v2", "lfm2-1.2b", "falcon-h1", "granite-4.0-h", "zamba2",
-                 "qwen3.5", "kimi-linear", "qwen3-next-80b-a3b"):
+    for name in (
+        "jamba-v0.1",
+        "nemotron-nano-9b-v2",
+        "lfm2-1.2b",
+        "falcon-h1",
+        "granite-4.0-h",
+        "zamba2",
+        "qwen3.5",
+        "kimi-linear",
+        "qwen3-next-80b-a3b",
+    ):
         m = load(name)
         assert m.family == "state" and "\n" not in m.describe() and name in m.describe()
 

@@ -1,17 +1,17 @@
-"""kvviz.fit: the "what fits" table read back against plan capacities computed independently, and
+"""kvviz.deploy.fit: the "what fits" table read back against plan capacities computed independently, and
 its figure read back against the table."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvviz.deploy import GPUS, kv_budget
-from kvviz.errors import KvvizError
+from kvviz.base.errors import KvvizError
+from kvviz.deploy.budget import kv_budget
+from kvviz.deploy.fit import DEFAULT_CONTEXTS, FitTable, fit_figure, fit_table
+from kvviz.deploy.gpus import GPUS
 from kvviz.families import load
-from kvviz.fit import DEFAULT_CONTEXTS, FitTable, fit_figure, fit_table
 from kvviz.options import Options
 from kvviz.vllm.plan import plan_model
-
 
 
 @pytest.fixture(scope="module")

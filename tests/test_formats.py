@@ -11,9 +11,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvviz import formats, quant
-from kvviz.errors import KvvizError
-from kvviz.formats import PageAnatomy, Region
+from kvviz import quant
+from kvviz.base import formats, regions
+from kvviz.base.errors import KvvizError
+from kvviz.base.regions import PageAnatomy, Region
 
 
 def test_ds_mla_row_by_hand():
@@ -49,18 +50,27 @@ def test_unknown_field_names_it():
         formats.fp8_row(512).field("nope")
 
 
-@pytest.mark.parametrize("name, dims, opts", [
-    ("fp8_ds_mla", 512, {}), ("fp8_ds_mla", 256, {"rope_dims": 0, "scale_block": 32}), ("fp8", 512, {}),
-    ("bf16", 512, {}), ("indexer_fp8", 256, {"block": 64}), ("indexer_mxfp4", 128, {}), ("fp32", 2048, {}),
-])
+@pytest.mark.parametrize(
+    "name, dims, opts",
+    [
+        ("fp8_ds_mla", 512, {}),
+        ("fp8_ds_mla", 256, {"rope_dims": 0, "scale_block": 32}),
+        ("fp8", 512, {}),
+        ("bf16", 512, {}),
+        ("indexer_fp8", 256, {"block": 64}),
+        ("indexer_mxfp4", 128, {}),
+        ("fp32", 2048, {}),
+    ],
+)
 def test_quant_sizes_its_rows_from_formats(name, dims, opts):
     """kvviz.quant asks formats for its rows: the codec's row is formats' row, and the encoder's
     bytes have its sizes."""
     codec = quant.get_codec(name)
     row = codec.row_format(dims, **opts)
     want = {
-        "fp8_ds_mla": lambda: formats.ds_mla_row(dims, opts.get("rope_dims", formats.DS_MLA_ROPE_DIMS),
-                                                 opts.get("scale_block", formats.DS_MLA_SCALE_BLOCK)),
+        "fp8_ds_mla": lambda: formats.ds_mla_row(
+            dims, opts.get("rope_dims", formats.DS_MLA_ROPE_DIMS), opts.get("scale_block", formats.DS_MLA_SCALE_BLOCK)
+        ),
         "fp8": lambda: formats.fp8_row(dims),
         "bf16": lambda: formats.bf16_row(dims),
         "indexer_fp8": lambda: formats.indexer_fp8_row(dims, opts.get("block", formats.INDEXER_FP8_BLOCK)),
@@ -85,7 +95,7 @@ def test_page_anatomy_by_hand():
     assert a.padding == Region("padding", 37_376, 64)
     assert (a.payload_offset(3), a.footer_offset(3)) == (3 * 576, 36_864 + 3 * 8)
     assert a.content.end == 37_376 and a.footer.slice == slice(36_864, 37_376)
-    assert formats.page_regions(formats.ds_mla_row(512, 64), 64, 37_440) == (a.payload, a.footer, a.padding)
+    assert regions.page_regions(formats.ds_mla_row(512, 64), 64, 37_440) == (a.payload, a.footer, a.padding)
 
 
 def test_empty_regions_are_left_out():
@@ -93,13 +103,16 @@ def test_empty_regions_are_left_out():
     assert [r.name for r in a.regions] == ["payload"]
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    (dict(rows=-1, payload_bytes=1, footer_bytes=0, page_bytes=8), "rows=-1"),
-    (dict(rows=1, payload_bytes=1.5, footer_bytes=0, page_bytes=8), "payload_bytes=1.5"),
-    (dict(rows=1, payload_bytes=1, footer_bytes=True, page_bytes=8), "footer_bytes=True"),
-    (dict(rows=1, payload_bytes=1, footer_bytes=0, page_bytes=0), "page_bytes=0"),
-    (dict(rows=3, payload_bytes=4, footer_bytes=1, page_bytes=14), "page_bytes=14: smaller than 3 rows"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(rows=-1, payload_bytes=1, footer_bytes=0, page_bytes=8), "rows=-1"),
+        (dict(rows=1, payload_bytes=1.5, footer_bytes=0, page_bytes=8), "payload_bytes=1.5"),
+        (dict(rows=1, payload_bytes=1, footer_bytes=True, page_bytes=8), "footer_bytes=True"),
+        (dict(rows=1, payload_bytes=1, footer_bytes=0, page_bytes=0), "page_bytes=0"),
+        (dict(rows=3, payload_bytes=4, footer_bytes=1, page_bytes=14), "page_bytes=14: smaller than 3 rows"),
+    ],
+)
 def test_bad_anatomy_names_the_field(kwargs, field):
     with pytest.raises(KvvizError, match=field):
         PageAnatomy(**kwargs)

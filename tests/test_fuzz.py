@@ -27,10 +27,17 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
+from kvviz.base.defaults import GIB
+from kvviz.base.inputs import (
+    MAX_BUDGET_BYTES,
+    MAX_DIM,
+    MAX_INPUT_BYTES,
+    MAX_LAYERS,
+    MAX_PAGE_BYTES,
+    MAX_TOKENS_PER_BLOCK,
+)
 from kvviz.cli import main
 from kvviz.families import PRESETS_DIR as MODELS_DIR
-from kvviz.defaults import GIB
-from kvviz.inputs import MAX_BUDGET_BYTES, MAX_DIM, MAX_INPUT_BYTES, MAX_LAYERS, MAX_PAGE_BYTES, MAX_TOKENS_PER_BLOCK
 
 ROOT = Path(__file__).resolve().parent.parent
 PRO_TEXT = (MODELS_DIR / "deepseek-v4-pro.json").read_text()
@@ -40,11 +47,18 @@ FUZZ = settings(max_examples=90, deadline=None, database=None, suppress_health_c
 SEED = 20261130
 
 # A valid groups file; "@@" marks where a case puts its raw JSON text.
-GROUPS = {"groups": [
-    {"name": "attn", "layers": [{"name": "a0", "page_bytes": 300, "tokens_per_block": 16},
-                                {"name": "a1", "page_bytes": 300, "sliding_window": 128}]},
-    {"name": "mamba", "layers": [{"name": "m0", "page_bytes": 500, "kind": "custom"}]},
-]}
+GROUPS = {
+    "groups": [
+        {
+            "name": "attn",
+            "layers": [
+                {"name": "a0", "page_bytes": 300, "tokens_per_block": 16},
+                {"name": "a1", "page_bytes": 300, "sliding_window": 128},
+            ],
+        },
+        {"name": "mamba", "layers": [{"name": "m0", "page_bytes": 500, "kind": "custom"}]},
+    ]
+}
 
 
 def invoke(argv: list[str]) -> tuple[int, str, str]:
@@ -120,39 +134,68 @@ def test_file_that_is_not_utf8(files, option, label, data):
     assert_refused(["plan", option, files(data)], "not UTF-8")
 
 
-@pytest.mark.parametrize("text,needle", [
-    (groups_with(HUGE_INT), "5,000 digits (at most 100)"),
-    (groups_with("-" + HUGE_INT), "5,000 digits"),
-    (groups_with(HUGE_INT, (0, "layers", 0, "tokens_per_block")), "digits"),
-    (groups_with(HUGE_INT, (0, "layers", 1, "sliding_window")), "digits"),
-    (config_with("num_hidden_layers", HUGE_INT), "digits"),
-    (config_with("head_dim", "9" * 4301), "digits"),
-    (config_with("compress_ratios", f"[{HUGE_INT}]"), "digits"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        (groups_with(HUGE_INT), "5,000 digits (at most 100)"),
+        (groups_with("-" + HUGE_INT), "5,000 digits"),
+        (groups_with(HUGE_INT, (0, "layers", 0, "tokens_per_block")), "digits"),
+        (groups_with(HUGE_INT, (0, "layers", 1, "sliding_window")), "digits"),
+        (config_with("num_hidden_layers", HUGE_INT), "digits"),
+        (config_with("head_dim", "9" * 4301), "digits"),
+        (config_with("compress_ratios", f"[{HUGE_INT}]"), "digits"),
+    ],
+)
 def test_integer_of_thousands_of_digits(files, text, needle):
     option = "--groups" if text.startswith('{"groups"') else "--config"
     assert_refused(["plan", option, files(text)], needle)
 
 
-@pytest.mark.parametrize("text", [DEEP, "{\"a\": " * 5000 + "1" + "}" * 5000, groups_with(DEEP),
-                                  groups_with(DEEP, (0, "name")), config_with("compress_ratios", DEEP),
-                                  config_with("name", DEEP)])
+@pytest.mark.parametrize(
+    "text",
+    [
+        DEEP,
+        '{"a": ' * 5000 + "1" + "}" * 5000,
+        groups_with(DEEP),
+        groups_with(DEEP, (0, "name")),
+        config_with("compress_ratios", DEEP),
+        config_with("name", DEEP),
+    ],
+)
 @pytest.mark.parametrize("option", ["--groups", "--config"])
 def test_json_nested_thousands_deep(files, text, option):
     assert_refused(["plan", option, files(text)])
 
 
-WRONG_TYPES = [((0, "name"), "[]"), ((0, "name"), "{}"), ((0, "name"), "1"), ((0, "name"), "null"),
-               ((0, "name"), '""'), ((0, "layers", 0, "name"), "[]"), ((0, "layers", 0, "name"), "{}"),
-               ((0, "layers", 0, "name"), "7"), ((0, "layers", 0, "tokens_per_block"), "[1]"),
-               ((0, "layers", 0, "tokens_per_block"), '"x"'), ((0, "layers", 0, "tokens_per_block"), "true"),
-               ((0, "layers", 0, "tokens_per_block"), "16.0"), ((0, "layers", 1, "sliding_window"), "{}"),
-               ((0, "layers", 1, "sliding_window"), "[128]"), ((0, "layers", 1, "sliding_window"), '"128"'),
-               ((0, "layers", 0, "page_bytes"), "[300]"), ((0, "layers", 0, "page_bytes"), '"300"'),
-               ((0, "layers", 0, "page_bytes"), "true"), ((0, "layers", 0, "page_bytes"), "300.0"),
-               ((0, "layers", 0, "page_bytes"), "null"), ((1, "layers", 0, "kind"), "[]"),
-               ((1, "layers", 0, "kind"), "{}"), ((1, "layers", 0, "kind"), "3"), ((0, "layers"), "{}"),
-               ((0, "layers"), '"a0"'), ((0, "layers", 0), "[]"), ((0, "layers", 0), "300")]
+WRONG_TYPES = [
+    ((0, "name"), "[]"),
+    ((0, "name"), "{}"),
+    ((0, "name"), "1"),
+    ((0, "name"), "null"),
+    ((0, "name"), '""'),
+    ((0, "layers", 0, "name"), "[]"),
+    ((0, "layers", 0, "name"), "{}"),
+    ((0, "layers", 0, "name"), "7"),
+    ((0, "layers", 0, "tokens_per_block"), "[1]"),
+    ((0, "layers", 0, "tokens_per_block"), '"x"'),
+    ((0, "layers", 0, "tokens_per_block"), "true"),
+    ((0, "layers", 0, "tokens_per_block"), "16.0"),
+    ((0, "layers", 1, "sliding_window"), "{}"),
+    ((0, "layers", 1, "sliding_window"), "[128]"),
+    ((0, "layers", 1, "sliding_window"), '"128"'),
+    ((0, "layers", 0, "page_bytes"), "[300]"),
+    ((0, "layers", 0, "page_bytes"), '"300"'),
+    ((0, "layers", 0, "page_bytes"), "true"),
+    ((0, "layers", 0, "page_bytes"), "300.0"),
+    ((0, "layers", 0, "page_bytes"), "null"),
+    ((1, "layers", 0, "kind"), "[]"),
+    ((1, "layers", 0, "kind"), "{}"),
+    ((1, "layers", 0, "kind"), "3"),
+    ((0, "layers"), "{}"),
+    ((0, "layers"), '"a0"'),
+    ((0, "layers", 0), "[]"),
+    ((0, "layers", 0), "300"),
+]
 
 
 @pytest.mark.parametrize("at,fragment", WRONG_TYPES)
@@ -160,29 +203,48 @@ def test_wrong_type_where_a_name_or_number_belongs(files, at, fragment):
     assert_refused(["plan", "--groups", files(groups_with(fragment, at))])
 
 
-@pytest.mark.parametrize("field", ["num_hidden_layers", "num_nextn_predict_layers", "head_dim", "qk_rope_head_dim",
-                                   "sliding_window", "index_head_dim"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "num_hidden_layers",
+        "num_nextn_predict_layers",
+        "head_dim",
+        "qk_rope_head_dim",
+        "sliding_window",
+        "index_head_dim",
+    ],
+)
 @pytest.mark.parametrize("fragment", ["true", "false", "[61]", "{}", '"61"', "61.0", "null"])
 def test_config_field_of_the_wrong_type(files, field, fragment):
     assert_refused(["plan", "--config", files(config_with(field, fragment))], field)
 
 
-@pytest.mark.parametrize("text,option", [
-    (groups_with('"\\ud800"', (0, "name")), "--groups"),
-    (groups_with('"a\\udfffb"', (0, "layers", 0, "name")), "--groups"),
-    (groups_with('"\\ud800"', (1, "layers", 0, "kind")), "--groups"),
-    (config_with("name", '"\\ud800"'), "--config"),
-    ('{"\\ud800": 1}', "--config"),
-])
+@pytest.mark.parametrize(
+    "text,option",
+    [
+        (groups_with('"\\ud800"', (0, "name")), "--groups"),
+        (groups_with('"a\\udfffb"', (0, "layers", 0, "name")), "--groups"),
+        (groups_with('"\\ud800"', (1, "layers", 0, "kind")), "--groups"),
+        (config_with("name", '"\\ud800"'), "--config"),
+        ('{"\\ud800": 1}', "--config"),
+    ],
+)
 def test_lone_surrogate(files, text, option):
     assert_refused(["plan", option, files(text)], "surrogate")
 
 
-@pytest.mark.parametrize("argv", [
-    ["plan", "--groups", ""], ["plan", "--config", ""], ["plan", "--model", ""], ["render", "--model", ""],
-    ["render", "--groups", "", "--out", "x"], ["compare", "--model", "", "--backend", "flashmla", "--budget-gib", "1"],
-    ["render", "--model", "deepseek-v4-pro", "--out", ""],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "--groups", ""],
+        ["plan", "--config", ""],
+        ["plan", "--model", ""],
+        ["render", "--model", ""],
+        ["render", "--groups", "", "--out", "x"],
+        ["compare", "--model", "", "--backend", "flashmla", "--budget-gib", "1"],
+        ["render", "--model", "deepseek-v4-pro", "--out", ""],
+    ],
+)
 def test_empty_source_or_output(argv):
     assert_refused(argv)
 
@@ -194,9 +256,16 @@ def test_budget_gib_out_of_range(budget, command):
     assert_refused([command, "--model", "deepseek-v4-pro", *extra, "--budget-gib", budget], "--budget-gib")
 
 
-@pytest.mark.parametrize("option,value", [("--budget-gib", "1e-12"), ("--budget-gib", "1e-9"),
-                                          ("--budget-gib", str((PRO_STRIDE - 1) / GIB)), ("--budget-bytes", "1"),
-                                          ("--budget-bytes", str(PRO_STRIDE - 1))])
+@pytest.mark.parametrize(
+    "option,value",
+    [
+        ("--budget-gib", "1e-12"),
+        ("--budget-gib", "1e-9"),
+        ("--budget-gib", str((PRO_STRIDE - 1) / GIB)),
+        ("--budget-bytes", "1"),
+        ("--budget-bytes", str(PRO_STRIDE - 1)),
+    ],
+)
 @pytest.mark.parametrize("command", ["plan", "plan-json", "compare", "compare-json"])
 def test_budget_smaller_than_one_block(option, value, command):
     argv = {"plan": ["plan"], "compare": ["compare", "--backend", "flashmla"]}[command.split("-")[0]]
@@ -204,12 +273,16 @@ def test_budget_smaller_than_one_block(option, value, command):
     assert_refused(argv, "smaller than one block stride")
 
 
-@pytest.mark.parametrize("backend,budget", [(b, n) for b in ("flashmla", "flashinfer") for n in ("1", "2", "1000")]
-                         + [("flashinfer", "1228799"), ("flashinfer", "1308671"), ("flashmla", "1315007"),
-                            ("flashmla", "1473407")])
+@pytest.mark.parametrize(
+    "backend,budget",
+    [(b, n) for b in ("flashmla", "flashinfer") for n in ("1", "2", "1000")]
+    + [("flashinfer", "1228799"), ("flashinfer", "1308671"), ("flashmla", "1315007"), ("flashmla", "1473407")],
+)
 def test_compare_budget_below_the_larger_stride(backend, budget):
-    assert_refused(["compare", "--model", "deepseek-v4-pro", "--backend", backend, "--budget-bytes", budget],
-                   "smaller than one block stride")
+    assert_refused(
+        ["compare", "--model", "deepseek-v4-pro", "--backend", backend, "--budget-bytes", budget],
+        "smaller than one block stride",
+    )
 
 
 @pytest.mark.parametrize("command", ["plan", "render"])
@@ -223,12 +296,15 @@ def test_page_bytes_beyond_the_bound(files, tmp_path, command, page):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("field,value,needle", [
-    ("num_nextn_predict_layers", "1000000000", f"{MAX_LAYERS:,}"),
-    ("num_hidden_layers", str(MAX_LAYERS + 1), f"{MAX_LAYERS:,}"),
-    ("head_dim", str(MAX_DIM + 1), f"{MAX_DIM:,}"),
-    ("index_head_dim", str(2**40), f"{MAX_DIM:,}"),
-])
+@pytest.mark.parametrize(
+    "field,value,needle",
+    [
+        ("num_nextn_predict_layers", "1000000000", f"{MAX_LAYERS:,}"),
+        ("num_hidden_layers", str(MAX_LAYERS + 1), f"{MAX_LAYERS:,}"),
+        ("head_dim", str(MAX_DIM + 1), f"{MAX_DIM:,}"),
+        ("index_head_dim", str(2**40), f"{MAX_DIM:,}"),
+    ],
+)
 def test_counts_that_size_work_are_bounded(files, field, value, needle):
     assert_refused(["plan", "--config", files(config_with(field, value))], needle)
 
@@ -238,16 +314,19 @@ def test_groups_file_with_too_many_layers(files):
     assert_refused(["plan", "--groups", files(json.dumps(doc))], f"{MAX_LAYERS:,}")
 
 
-@pytest.mark.parametrize("at,fragment,needle", [
-    ((0, "layers", 0, "tokens_per_block"), "0", "tokens_per_block"),
-    ((0, "layers", 0, "tokens_per_block"), "-1", "tokens_per_block"),
-    ((0, "layers", 0, "tokens_per_block"), '"x"', "tokens_per_block"),
-    ((0, "layers", 0, "tokens_per_block"), str(MAX_TOKENS_PER_BLOCK + 1), "tokens_per_block"),
-    ((0, "layers", 1, "sliding_window"), "-1", "sliding_window"),
-    ((0, "layers", 1, "sliding_window"), "0", "sliding_window"),
-    ((1, "name"), '"attn"', "appears twice"),
-    ((1, "layers", 0, "name"), '"a0"', "appears twice"),
-])
+@pytest.mark.parametrize(
+    "at,fragment,needle",
+    [
+        ((0, "layers", 0, "tokens_per_block"), "0", "tokens_per_block"),
+        ((0, "layers", 0, "tokens_per_block"), "-1", "tokens_per_block"),
+        ((0, "layers", 0, "tokens_per_block"), '"x"', "tokens_per_block"),
+        ((0, "layers", 0, "tokens_per_block"), str(MAX_TOKENS_PER_BLOCK + 1), "tokens_per_block"),
+        ((0, "layers", 1, "sliding_window"), "-1", "sliding_window"),
+        ((0, "layers", 1, "sliding_window"), "0", "sliding_window"),
+        ((1, "name"), '"attn"', "appears twice"),
+        ((1, "layers", 0, "name"), '"a0"', "appears twice"),
+    ],
+)
 def test_silently_accepted_before(files, at, fragment, needle):
     assert_refused(["plan", "--groups", files(groups_with(fragment, at))], needle)
 
@@ -258,8 +337,25 @@ def test_bool_where_a_count_belongs(files):
 
 # ---- odd files ----------------------------------------------------------------------------
 @pytest.mark.parametrize("option", ["--groups", "--config"])
-@pytest.mark.parametrize("content", [b"", b" ", b"null", b"[]", b"{}", b'"text"', b"1e999", b"NaN", b"Infinity",
-                                     b"\xef\xbb\xbf{}", b"\x00" * 64, b"{}{}", b'{"groups": {}}', b"[" * 100])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b" ",
+        b"null",
+        b"[]",
+        b"{}",
+        b'"text"',
+        b"1e999",
+        b"NaN",
+        b"Infinity",
+        b"\xef\xbb\xbf{}",
+        b"\x00" * 64,
+        b"{}{}",
+        b'{"groups": {}}',
+        b"[" * 100,
+    ],
+)
 def test_odd_file_contents(files, option, content):
     assert_refused(["plan", option, files(content)])
 
@@ -286,9 +382,19 @@ def test_files_given_to_the_wrong_option(files):
 
 
 # ---- options that do not apply, and the command line itself --------------------------------
-@pytest.mark.parametrize("knob", [["--head-dim", "512"], ["--rope-dim", "64"], ["--index-head-dim", "128"],
-                                  ["--indexer", "fp8"], ["--main-format", "bf16"], ["--backend", "flashinfer"],
-                                  ["--no-mtp"], ["--block-size", "256"]])
+@pytest.mark.parametrize(
+    "knob",
+    [
+        ["--head-dim", "512"],
+        ["--rope-dim", "64"],
+        ["--index-head-dim", "128"],
+        ["--indexer", "fp8"],
+        ["--main-format", "bf16"],
+        ["--backend", "flashinfer"],
+        ["--no-mtp"],
+        ["--block-size", "256"],
+    ],
+)
 @pytest.mark.parametrize("command", ["plan", "render"])
 def test_model_knobs_refused_with_groups(files, tmp_path, knob, command):
     argv = [command, "--groups", files(json.dumps(GROUPS)), *knob]
@@ -297,31 +403,52 @@ def test_model_knobs_refused_with_groups(files, tmp_path, knob, command):
     assert_refused(argv, knob[0])
 
 
-@pytest.mark.parametrize("argv", [
-    [], ["nope"], ["plan", "--model"], ["plan", "--model", "deepseek-v4-pro", "--model", "x", "--config", "y"],
-    ["plan", "--model", "deepseek-v4-pro", "--budget-gib", "1", "--budget-bytes", "5"],
-    ["plan", "--model", "deepseek-v4-pro", "--budget", "1"], ["plan", "--model", "deepseek-v4-pro", "extra"],
-    ["plan", "--model", "deepseek-v4-pro", "--unknown"], ["plan", "--model", "deepseek-v4-pro", "a\nb"],
-    ["plan", "--model", "deepseek-v4-pro\n"], ["plan", "--model", "\udcff"], ["plan", "--model", "a\rb"],
-    ["plan", "--model", "deepseek-v4-pro", "--planner", "\x1b[31m"], ["models", "--json"], ["models", "x"],
-    ["compare", "--model", "deepseek-v4-pro", "--backend", "bogus", "--budget-gib", "1"],
-    ["compare", "--model", "deepseek-v4-pro", "--backend", "flashmla"],
-    ["compare", "--model", "nope", "--backend", "flashmla", "--budget-gib", "1"],
-    ["compare", "--config", "x", "--backend", "flashmla", "--budget-gib", "1"],
-    ["render", "--model", "deepseek-v4-pro"], ["render", "--out", "x"],
-    ["plan", "--model", "deepseek-v4-pro", "--block-size", "100"],
-    ["plan", "--model", "deepseek-v4-pro", "--block-size", "4"],
-    ["plan", "--model", "deepseek-v4-pro", "--rope-dim", "512"],
-    ["plan", "--model", "deepseek-v4-pro", "--indexer", "mxfp4", "--index-head-dim", "100"],
-    ["plan", "--model", "deepseek-v4-pro", "--main-format", ""], ["plan", "--model", "deepseek-v4-pro", "--backend", ""],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["nope"],
+        ["plan", "--model"],
+        ["plan", "--model", "deepseek-v4-pro", "--model", "x", "--config", "y"],
+        ["plan", "--model", "deepseek-v4-pro", "--budget-gib", "1", "--budget-bytes", "5"],
+        ["plan", "--model", "deepseek-v4-pro", "--budget", "1"],
+        ["plan", "--model", "deepseek-v4-pro", "extra"],
+        ["plan", "--model", "deepseek-v4-pro", "--unknown"],
+        ["plan", "--model", "deepseek-v4-pro", "a\nb"],
+        ["plan", "--model", "deepseek-v4-pro\n"],
+        ["plan", "--model", "\udcff"],
+        ["plan", "--model", "a\rb"],
+        ["plan", "--model", "deepseek-v4-pro", "--planner", "\x1b[31m"],
+        ["models", "--json"],
+        ["models", "x"],
+        ["compare", "--model", "deepseek-v4-pro", "--backend", "bogus", "--budget-gib", "1"],
+        ["compare", "--model", "deepseek-v4-pro", "--backend", "flashmla"],
+        ["compare", "--model", "nope", "--backend", "flashmla", "--budget-gib", "1"],
+        ["compare", "--config", "x", "--backend", "flashmla", "--budget-gib", "1"],
+        ["render", "--model", "deepseek-v4-pro"],
+        ["render", "--out", "x"],
+        ["plan", "--model", "deepseek-v4-pro", "--block-size", "100"],
+        ["plan", "--model", "deepseek-v4-pro", "--block-size", "4"],
+        ["plan", "--model", "deepseek-v4-pro", "--rope-dim", "512"],
+        ["plan", "--model", "deepseek-v4-pro", "--indexer", "mxfp4", "--index-head-dim", "100"],
+        ["plan", "--model", "deepseek-v4-pro", "--main-format", ""],
+        ["plan", "--model", "deepseek-v4-pro", "--backend", ""],
+    ],
+)
 def test_bad_command_lines(argv):
     assert_refused(argv)
 
 
-@pytest.mark.parametrize("option,low,high", [("--block-size", 1, MAX_TOKENS_PER_BLOCK), ("--head-dim", 1, MAX_DIM),
-                                             ("--rope-dim", 1, MAX_DIM), ("--index-head-dim", 1, MAX_DIM),
-                                             ("--budget-bytes", 1, MAX_BUDGET_BYTES)])
+@pytest.mark.parametrize(
+    "option,low,high",
+    [
+        ("--block-size", 1, MAX_TOKENS_PER_BLOCK),
+        ("--head-dim", 1, MAX_DIM),
+        ("--rope-dim", 1, MAX_DIM),
+        ("--index-head-dim", 1, MAX_DIM),
+        ("--budget-bytes", 1, MAX_BUDGET_BYTES),
+    ],
+)
 @pytest.mark.parametrize("value", ["LOW", "HIGH", "-1", "1" * 5000, "x", "1.5", "", "0x10", "1e3", "\udcff"])
 def test_integer_options_out_of_range(option, low, high, value):
     value = {"LOW": str(low - 1), "HIGH": str(high + 1)}.get(value, value)
@@ -335,17 +462,46 @@ def test_render_dpi_out_of_range(tmp_path, dpi):
 
 
 def test_render_title_that_is_not_unicode(tmp_path):
-    assert_refused(["render", "--model", "deepseek-v4-flash", "--out", str(tmp_path / "o"), "--title", "\udcff"], "--title")
+    assert_refused(
+        ["render", "--model", "deepseek-v4-flash", "--out", str(tmp_path / "o"), "--title", "\udcff"], "--title"
+    )
 
 
 # ---- hypothesis: random corruptions of valid inputs (fixed seed) ---------------------------
-GROUP_SPOTS = [(0, "name"), (1, "name"), (0, "layers"), (0, "layers", 0), (0, "layers", 0, "name"),
-               (0, "layers", 0, "page_bytes"), (0, "layers", 1, "page_bytes"), (1, "layers", 0, "page_bytes"),
-               (0, "layers", 0, "tokens_per_block"), (0, "layers", 1, "sliding_window"), (1, "layers", 0, "kind")]
+GROUP_SPOTS = [
+    (0, "name"),
+    (1, "name"),
+    (0, "layers"),
+    (0, "layers", 0),
+    (0, "layers", 0, "name"),
+    (0, "layers", 0, "page_bytes"),
+    (0, "layers", 1, "page_bytes"),
+    (1, "layers", 0, "page_bytes"),
+    (0, "layers", 0, "tokens_per_block"),
+    (0, "layers", 1, "sliding_window"),
+    (1, "layers", 0, "kind"),
+]
 NUMBER_SPOTS = {"page_bytes": MAX_PAGE_BYTES, "tokens_per_block": MAX_TOKENS_PER_BLOCK, "sliding_window": 1 << 40}
 BAD_FRAGMENTS = st.one_of(
-    st.sampled_from(["[]", "{}", "null", "true", "false", '""', '"\\ud800"', '"\\udfff"', DEEP, HUGE_INT, "1e999",
-                     "NaN", "-Infinity", "[[[[]]]]", '{"a": []}']),
+    st.sampled_from(
+        [
+            "[]",
+            "{}",
+            "null",
+            "true",
+            "false",
+            '""',
+            '"\\ud800"',
+            '"\\udfff"',
+            DEEP,
+            HUGE_INT,
+            "1e999",
+            "NaN",
+            "-Infinity",
+            "[[[[]]]]",
+            '{"a": []}',
+        ]
+    ),
     st.lists(st.integers(), max_size=3).map(json.dumps),
     st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: not x.is_integer()).map(repr),
 )
@@ -363,12 +519,35 @@ def test_random_groups_corruption(files, data):
     if spot[-1] in NUMBER_SPOTS and data.draw(st.booleans()):
         fragment = data.draw(bad_number(NUMBER_SPOTS[spot[-1]]))
     elif spot[-1] == "kind":
-        fragment = data.draw(st.one_of(BAD_FRAGMENTS, st.text(min_size=1).filter(
-            lambda s: s.upper() not in ("MAIN_C4", "MAIN_C128", "INDEXER_K", "SWA_KV", "STATE_C4", "STATE_C128",
-                                        "INDEXER_STATE", "CUSTOM")).map(json.dumps)))
+        fragment = data.draw(
+            st.one_of(
+                BAD_FRAGMENTS,
+                st.text(min_size=1)
+                .filter(
+                    lambda s: (
+                        s.upper()
+                        not in (
+                            "MAIN_C4",
+                            "MAIN_C128",
+                            "INDEXER_K",
+                            "SWA_KV",
+                            "STATE_C4",
+                            "STATE_C128",
+                            "INDEXER_STATE",
+                            "CUSTOM",
+                        )
+                    )
+                )
+                .map(json.dumps),
+            )
+        )
     elif spot[-1] == "name":
-        fragment = data.draw(st.one_of(BAD_FRAGMENTS.filter(lambda f: not f.startswith('"') or "\\ud" in f),
-                                       st.just('"attn"' if spot == (1, "name") else '""')))
+        fragment = data.draw(
+            st.one_of(
+                BAD_FRAGMENTS.filter(lambda f: not f.startswith('"') or "\\ud" in f),
+                st.just('"attn"' if spot == (1, "name") else '""'),
+            )
+        )
     else:
         fragment = data.draw(BAD_FRAGMENTS)
     command = data.draw(st.sampled_from(["plan", "plan-json", "render"]))
@@ -379,8 +558,16 @@ def test_random_groups_corruption(files, data):
     assert not (files.folder / "never").exists()
 
 
-CONFIG_FIELDS = ["num_hidden_layers", "num_nextn_predict_layers", "head_dim", "qk_rope_head_dim", "sliding_window",
-                 "index_head_dim", "compress_ratios", "name"]
+CONFIG_FIELDS = [
+    "num_hidden_layers",
+    "num_nextn_predict_layers",
+    "head_dim",
+    "qk_rope_head_dim",
+    "sliding_window",
+    "index_head_dim",
+    "compress_ratios",
+    "name",
+]
 
 
 @seed(SEED)
@@ -397,17 +584,40 @@ def test_random_config_corruption(files, data):
         high = {"num_hidden_layers": MAX_LAYERS, "num_nextn_predict_layers": MAX_LAYERS}.get(field, MAX_DIM)
         low = 0 if field == "num_nextn_predict_layers" else 1
         too_big = st.integers(min_value=high + 1, max_value=10**19)
-        value = data.draw(st.integers(max_value=low - 1) if field == "sliding_window" else  # tokens: no upper bound
-                          st.one_of(st.integers(max_value=low - 1), too_big))
+        value = data.draw(
+            st.integers(max_value=low - 1)
+            if field == "sliding_window"
+            # tokens: no upper bound
+            else st.one_of(st.integers(max_value=low - 1), too_big)
+        )
         text = config_with(field, str(value))
     elif field == "compress_ratios":
-        text = config_with(field, data.draw(st.one_of(
-            BAD_FRAGMENTS.filter(lambda f: not f.startswith("[") or f.startswith("[[") or f == DEEP),
-            st.sampled_from(["[]", "[4]", "[16]" * 1, json.dumps([4] * 10), json.dumps(PRO["compress_ratios"][:60]),
-                             json.dumps([-1] + PRO["compress_ratios"][1:]), json.dumps([True] * 62)]))))
+        text = config_with(
+            field,
+            data.draw(
+                st.one_of(
+                    BAD_FRAGMENTS.filter(lambda f: not f.startswith("[") or f.startswith("[[") or f == DEEP),
+                    st.sampled_from(
+                        [
+                            "[]",
+                            "[4]",
+                            "[16]" * 1,
+                            json.dumps([4] * 10),
+                            json.dumps(PRO["compress_ratios"][:60]),
+                            json.dumps([-1] + PRO["compress_ratios"][1:]),
+                            json.dumps([True] * 62),
+                        ]
+                    ),
+                )
+            ),
+        )
     elif field == "name":
-        text = config_with(field, data.draw(BAD_FRAGMENTS.filter(lambda f: f not in ("null",) and not (
-            f.startswith('"') and "\\ud" not in f))))
+        text = config_with(
+            field,
+            data.draw(
+                BAD_FRAGMENTS.filter(lambda f: f not in ("null",) and not (f.startswith('"') and "\\ud" not in f))
+            ),
+        )
     else:
         text = config_with(field, data.draw(BAD_FRAGMENTS))
     assert_refused(["plan", "--config", files(text), *data.draw(st.sampled_from([[], ["--json"]]))])
@@ -425,29 +635,63 @@ def test_random_command_lines(data):
     command = data.draw(st.sampled_from(["plan", "compare"])) if kind in ("gib", "bytes") else "plan"
     argv = [command, "--model", "deepseek-v4-pro"] + (["--backend", "flashinfer"] if command == "compare" else [])
     if kind == "gib":
-        value = data.draw(st.one_of(st.floats().filter(_not_a_valid_gib).map(repr),
-                                    st.text(alphabet="0123456789.e-+x ", max_size=12).filter(
-                                        lambda s: not _parses_to_valid_gib(s))))
+        value = data.draw(
+            st.one_of(
+                st.floats().filter(_not_a_valid_gib).map(repr),
+                st.text(alphabet="0123456789.e-+x ", max_size=12).filter(lambda s: not _parses_to_valid_gib(s)),
+            )
+        )
         argv += ["--budget-gib", value]
     elif kind == "bytes":
-        argv += ["--budget-bytes", str(data.draw(st.one_of(st.integers(max_value=1_308_671),
-                                                           st.integers(min_value=MAX_BUDGET_BYTES + 1))))]
+        argv += [
+            "--budget-bytes",
+            str(data.draw(st.one_of(st.integers(max_value=1_308_671), st.integers(min_value=MAX_BUDGET_BYTES + 1)))),
+        ]
     elif kind == "int-option":
         option = data.draw(st.sampled_from(["--block-size", "--head-dim", "--rope-dim", "--index-head-dim"]))
         high = MAX_TOKENS_PER_BLOCK if option == "--block-size" else MAX_DIM
         argv += [option, str(data.draw(st.one_of(st.integers(max_value=0), st.integers(min_value=high + 1))))]
     elif kind == "junk-option":
-        argv += ["--" + data.draw(st.text(alphabet="abcdefghijklmnopqrstuvwxyz-", min_size=2, max_size=10).filter(
-            lambda s: not any(o.startswith(s) for o in _PLAN_OPTIONS)))]
+        argv += [
+            "--"
+            + data.draw(
+                st.text(alphabet="abcdefghijklmnopqrstuvwxyz-", min_size=2, max_size=10).filter(
+                    lambda s: not any(o.startswith(s) for o in _PLAN_OPTIONS)
+                )
+            )
+        ]
     else:
-        argv = ["render", "--model", "deepseek-v4-flash", "--out", "never-written",
-                "--dpi", str(data.draw(st.one_of(st.integers(max_value=19), st.integers(min_value=601))))]
+        argv = [
+            "render",
+            "--model",
+            "deepseek-v4-flash",
+            "--out",
+            "never-written",
+            "--dpi",
+            str(data.draw(st.one_of(st.integers(max_value=19), st.integers(min_value=601)))),
+        ]
     assert_refused(argv)
     assert not Path("never-written").exists()
 
 
-_PLAN_OPTIONS = ["model", "config", "groups", "planner", "backend", "main-format", "indexer", "no-mtp", "block-size",
-                 "head-dim", "rope-dim", "index-head-dim", "budget-gib", "budget-bytes", "json", "help"]
+_PLAN_OPTIONS = [
+    "model",
+    "config",
+    "groups",
+    "planner",
+    "backend",
+    "main-format",
+    "indexer",
+    "no-mtp",
+    "block-size",
+    "head-dim",
+    "rope-dim",
+    "index-head-dim",
+    "budget-gib",
+    "budget-bytes",
+    "json",
+    "help",
+]
 
 
 def _parses_to_valid_gib(text: str) -> bool:
@@ -459,8 +703,9 @@ def _parses_to_valid_gib(text: str) -> bool:
 
 # ---- what needs a process of its own ------------------------------------------------------
 def _kvviz(*argv, timeout=60, **kw):
-    return subprocess.run([sys.executable, "-m", "kvviz", *argv], capture_output=True, text=True, timeout=timeout,
-                          cwd=ROOT, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "kvviz", *argv], capture_output=True, text=True, timeout=timeout, cwd=ROOT, **kw
+    )
 
 
 @pytest.mark.parametrize("option", ["--groups", "--config"])
@@ -484,7 +729,8 @@ def as_foreground() -> None:
 
 _SLOW = textwrap.dedent("""
     import pathlib, sys, time
-    from kvviz import cli, plot
+    from kvviz import cli
+    from kvviz.views import report
     import kvviz.cli.args
     ready = pathlib.Path(sys.argv[1])
 
@@ -510,20 +756,31 @@ _SLOW = textwrap.dedent("""
 
         v.verify = noted
     else:
-        plot.save_figure = slow_save
+        report.save_figure = slow_save
     sys.exit(cli.main(sys.argv[2:]))
 """)
 
 
-@pytest.mark.parametrize("argv", [["plan", "--model", "deepseek-v4-pro"],
-                                  ["render", "--model", "deepseek-v4-flash", "--dpi", "40", "--out", "OUT"],
-                                  ["verify", "--model", "deepseek-v4-pro", "--blocks", "4000", "--device", "cpu"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "--model", "deepseek-v4-pro"],
+        ["render", "--model", "deepseek-v4-flash", "--dpi", "40", "--out", "OUT"],
+        ["verify", "--model", "deepseek-v4-pro", "--blocks", "4000", "--device", "cpu"],
+    ],
+)
 def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, argv):
     out = tmp_path / "out"
     argv = [a.replace("OUT", str(out)) for a in argv]
     ready = tmp_path / "ready"
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW, str(ready), *argv], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=as_foreground)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SLOW, str(ready), *argv],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=as_foreground,
+    )
     try:
         for _ in range(1200):  # until the command is inside its long step (at most 60 s)
             if ready.exists() or proc.poll() is not None:
@@ -545,8 +802,12 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, argv):
 
 
 def test_console_script_refuses_with_one_line():
-    r = subprocess.run([str(Path(sys.executable).parent / "kvviz"), "plan", "--groups", "/dev/zero"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [str(Path(sys.executable).parent / "kvviz"), "plan", "--groups", "/dev/zero"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (r.returncode, r.stdout, r.stderr.count("\n")) == (2, "", 1)
 
 
@@ -558,7 +819,7 @@ def preset_with(preset: str, **changes) -> dict:
 
     doc = json.loads(json.dumps(preset_raw(preset)))
     for key, value in changes.items():
-        where, key = (doc["text_config"], key[len("text__"):]) if key.startswith("text__") else (doc, key)
+        where, key = (doc["text_config"], key[len("text__") :]) if key.startswith("text__") else (doc, key)
         if value is ...:
             where.pop(key, None)
         else:
@@ -570,9 +831,21 @@ def preset_with(preset: str, **changes) -> dict:
 # layer_types as `(i + 1) % period` (Jamba: i % period): -1 makes every layer full without a word,
 # 0 ends in ZeroDivisionError ("integer modulo by zero", naming no field).
 MISREAD_CONFIGS = [
-    ("gemma-3-27b", dict(text__sliding_window_pattern=-1, text__layer_types=...), "text_config.sliding_window_pattern=-1"),
-    ("gemma-3-27b", dict(text__sliding_window_pattern=0, text__layer_types=...), "text_config.sliding_window_pattern=0"),
-    ("qwen3.5", dict(text__full_attention_interval=-1, text__layer_types=...), "text_config.full_attention_interval=-1"),
+    (
+        "gemma-3-27b",
+        dict(text__sliding_window_pattern=-1, text__layer_types=...),
+        "text_config.sliding_window_pattern=-1",
+    ),
+    (
+        "gemma-3-27b",
+        dict(text__sliding_window_pattern=0, text__layer_types=...),
+        "text_config.sliding_window_pattern=0",
+    ),
+    (
+        "qwen3.5",
+        dict(text__full_attention_interval=-1, text__layer_types=...),
+        "text_config.full_attention_interval=-1",
+    ),
     ("qwen3.5", dict(text__full_attention_interval=0, text__layer_types=...), "text_config.full_attention_interval=0"),
     ("qwen3-next-80b-a3b", dict(full_attention_interval=-1, layer_types=...), "full_attention_interval=-1"),
     ("jamba-v0.1", dict(attn_layer_period=0, layers_block_type=...), "attn_layer_period=0"),
@@ -606,8 +879,9 @@ MISREAD_CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize("preset,changes,needle", MISREAD_CONFIGS,
-                         ids=[f"{p}-{'-'.join(c)}" for p, c, _ in MISREAD_CONFIGS])
+@pytest.mark.parametrize(
+    "preset,changes,needle", MISREAD_CONFIGS, ids=[f"{p}-{'-'.join(c)}" for p, c, _ in MISREAD_CONFIGS]
+)
 def test_misread_config_refused_naming_the_field(files, preset, changes, needle):
     path = files(json.dumps(preset_with(preset, **changes)))
     err = assert_refused(["plan", "--hf-config", path], needle)
@@ -625,11 +899,14 @@ def test_the_period_rule_checked_is_transformers_own(files):
     assert load(path).reader.kind_counts(load(path)) == {"sliding": 52, "full": 10}
 
 
-@pytest.mark.parametrize("text,key", [
-    ('{"model_type": "llama", "num_hidden_layers": 32, "num_hidden_layers": 2}', "num_hidden_layers"),
-    ('{"model_type": "gemma3", "text_config": {"sliding_window": 1024, "sliding_window": 4096}}', "sliding_window"),
-    ('{"groups": [], "groups": []}', "groups"),
-])
+@pytest.mark.parametrize(
+    "text,key",
+    [
+        ('{"model_type": "llama", "num_hidden_layers": 32, "num_hidden_layers": 2}', "num_hidden_layers"),
+        ('{"model_type": "gemma3", "text_config": {"sliding_window": 1024, "sliding_window": 4096}}', "sliding_window"),
+        ('{"groups": [], "groups": []}', "groups"),
+    ],
+)
 @pytest.mark.parametrize("option", ["--hf-config", "--groups"])
 def test_duplicate_json_keys_refused_naming_the_key(files, text, key, option):
     """json keeps the last of two equal keys without a word; kvviz refuses, naming the key."""
@@ -639,7 +916,7 @@ def test_duplicate_json_keys_refused_naming_the_key(files, text, key, option):
 @pytest.mark.parametrize("value", ["no", "yes", "false", 0, 1, None])
 def test_deepseek_v4_mtp_is_a_bool(value):
     """DeepSeek V4's own options record takes True or False only: "no" is truthy in Python."""
-    from kvviz.errors import KvvizError
+    from kvviz.base.errors import KvvizError
     from kvviz.families.deepseek_v4 import CacheOptions
 
     with pytest.raises(KvvizError, match="mtp="):
@@ -649,7 +926,7 @@ def test_deepseek_v4_mtp_is_a_bool(value):
 @pytest.mark.parametrize("block_size", [2**60, MAX_TOKENS_PER_BLOCK + 1, 0, -256, True, 256.0])
 def test_library_block_size_bounds_are_the_clis(block_size):
     """Every library record refuses what the CLI refuses (--block-size: 1 to MAX_TOKENS_PER_BLOCK)."""
-    from kvviz.errors import KvvizError
+    from kvviz.base.errors import KvvizError
     from kvviz.families.deepseek_v4 import CacheOptions
     from kvviz.options import Options
 
@@ -669,59 +946,77 @@ def _api_misuse():
     dict where Options belong), unknown or inapplicable knobs."""
     import kvviz
     from kvviz.api import options_from
-    from kvviz.knobs import compare_knobs, default_knobs, sweep
+    from kvviz.explorer.knobs import default_knobs
+    from kvviz.explorer.sweeps import compare_knobs, sweep
 
     model = kvviz.load("llama-3.1-8b")
     plan = kvviz.plan(model)
     layout = plan.pools[0]
     calls = []
     for v in WRONG + [plan, layout, Path("/nonexistent/config.json"), "no-such-model", model.config]:
-        calls += [(f"load({v!r:.24})", lambda v=v: kvviz.load(v)),
-                  (f"plan({v!r:.24})", lambda v=v: kvviz.plan(v)),
-                  (f"compare({v!r:.24})", lambda v=v: kvviz.compare(v, budget_bytes=GIB))]
+        calls += [
+            (f"load({v!r:.24})", lambda v=v: kvviz.load(v)),
+            (f"plan({v!r:.24})", lambda v=v: kvviz.plan(v)),
+            (f"compare({v!r:.24})", lambda v=v: kvviz.compare(v, budget_bytes=GIB)),
+        ]
     for v in [w for w in WRONG if w is not None] + [plan, "nope"]:
-        calls += [(f"plan(planner={v!r:.24})", lambda v=v: kvviz.plan(model, planner=v)),
-                  (f"plan(kv_dtype={v!r:.24})", lambda v=v: kvviz.plan(model, kv_dtype=v)),
-                  (f"plan(block_size={v!r:.24})", lambda v=v: kvviz.plan(model, block_size=v)),
-                  (f"plan(tensor_parallel_size={v!r:.24})", lambda v=v: kvviz.plan(model, tensor_parallel_size=v))]
+        calls += [
+            (f"plan(planner={v!r:.24})", lambda v=v: kvviz.plan(model, planner=v)),
+            (f"plan(kv_dtype={v!r:.24})", lambda v=v: kvviz.plan(model, kv_dtype=v)),
+            (f"plan(block_size={v!r:.24})", lambda v=v: kvviz.plan(model, block_size=v)),
+            (f"plan(tensor_parallel_size={v!r:.24})", lambda v=v: kvviz.plan(model, tensor_parallel_size=v)),
+        ]
     for v in WRONG + [plan, "nope"]:
-        calls += [(f"compare(budget_bytes={v!r:.24})", lambda v=v: kvviz.compare(model, budget_bytes=v)),
-                  (f"plan.capacity({v!r:.24})", lambda v=v: plan.capacity(v)),
-                  (f"sweep({v!r:.24}, [16])", lambda v=v: sweep(v, [16])),
-                  (f"default_knobs({v!r:.24})", lambda v=v: default_knobs(v)),
-                  *([] if v == {} else [(f"options_from({v!r:.24})", lambda v=v: options_from(v))]),
-                  (f"reader.caches(model, {v!r:.24})", lambda v=v: model.reader.caches(model, v)),
-                  (f"reader.caches({v!r:.24}, Options())", lambda v=v: model.reader.caches(v, kvviz.Options())),
-                  (f"verify({v!r:.24})", lambda v=v: kvviz.verify(v)),
-                  (f"verify(layout, num_blocks={v!r:.24})", lambda v=v: kvviz.verify(layout, v))]
+        calls += [
+            (f"compare(budget_bytes={v!r:.24})", lambda v=v: kvviz.compare(model, budget_bytes=v)),
+            (f"plan.capacity({v!r:.24})", lambda v=v: plan.capacity(v)),
+            (f"sweep({v!r:.24}, [16])", lambda v=v: sweep(v, [16])),
+            (f"default_knobs({v!r:.24})", lambda v=v: default_knobs(v)),
+            *([] if v == {} else [(f"options_from({v!r:.24})", lambda v=v: options_from(v))]),
+            (f"reader.caches(model, {v!r:.24})", lambda v=v: model.reader.caches(model, v)),
+            (f"reader.caches({v!r:.24}, Options())", lambda v=v: model.reader.caches(v, kvviz.Options())),
+            (f"verify({v!r:.24})", lambda v=v: kvviz.verify(v)),
+            (f"verify(layout, num_blocks={v!r:.24})", lambda v=v: kvviz.verify(layout, v)),
+        ]
     for v in [w for w in WRONG if not isinstance(w, (list, tuple))] + [plan, "nope", range(10**9), iter(range(10**9))]:
-        calls += [(f"sweep('block_size', {v!r:.24})", lambda v=v: sweep("block_size", v)),
-                  (f"compare_knobs({v!r:.24})", lambda v=v: compare_knobs(v)),
-                  *([] if v == {} else [(f"compare_knobs([{v!r:.24}])", lambda v=v: compare_knobs([v]))])]
+        calls += [
+            (f"sweep('block_size', {v!r:.24})", lambda v=v: sweep("block_size", v)),
+            (f"compare_knobs({v!r:.24})", lambda v=v: compare_knobs(v)),
+            *([] if v == {} else [(f"compare_knobs([{v!r:.24}])", lambda v=v: compare_knobs([v]))]),
+        ]
     for v in [w for w in WRONG if w is not None]:
-        calls += [*([] if type(v) in (int, float) else
-                    [(f"default_knobs(budget_gib={v!r:.24})", lambda v=v: default_knobs(model, budget_gib=v))]),
-                  (f"default_knobs(tensor_parallel_size=[{v!r:.24}])",
-                   lambda v=v: default_knobs(model, tensor_parallel_size=v if isinstance(v, (list, dict)) else [v]))]
-    calls += [("plan(nonsense=1)", lambda: kvviz.plan(model, nonsense=1)),
-              ("plan(mtp=True) on a decoder", lambda: kvviz.plan(model, mtp=True)),
-              ("plan(tensor_parallel_size=3)", lambda: kvviz.plan(model, tensor_parallel_size=3)),
-              ("compare(nonsense=1)", lambda: kvviz.compare(model, budget_bytes=GIB, nonsense=1)),
-              ("verify(plan)", lambda: kvviz.verify(plan)),
-              ("verify(model)", lambda: kvviz.verify(model)),
-              ("verify(preset name)", lambda: kvviz.verify("llama-3.1-8b")),
-              ("reader.caches(model, dict)", lambda: model.reader.caches(model, {"kv_dtype": "fp8"})),
-              ("reader.describe(plan)", lambda: model.reader.describe(plan)),
-              ("default_knobs(knob set without a model)", lambda: default_knobs({})),
-              ("sweep of 10**9 values", lambda: sweep("block_size", range(10**9))),
-              ("sweep of a 10**9 generator", lambda: sweep("block_size", (16 for _ in range(10**9))))]
+        calls += [
+            *(
+                []
+                if type(v) in (int, float)
+                else [(f"default_knobs(budget_gib={v!r:.24})", lambda v=v: default_knobs(model, budget_gib=v))]
+            ),
+            (
+                f"default_knobs(tensor_parallel_size=[{v!r:.24}])",
+                lambda v=v: default_knobs(model, tensor_parallel_size=v if isinstance(v, (list, dict)) else [v]),
+            ),
+        ]
+    calls += [
+        ("plan(nonsense=1)", lambda: kvviz.plan(model, nonsense=1)),
+        ("plan(mtp=True) on a decoder", lambda: kvviz.plan(model, mtp=True)),
+        ("plan(tensor_parallel_size=3)", lambda: kvviz.plan(model, tensor_parallel_size=3)),
+        ("compare(nonsense=1)", lambda: kvviz.compare(model, budget_bytes=GIB, nonsense=1)),
+        ("verify(plan)", lambda: kvviz.verify(plan)),
+        ("verify(model)", lambda: kvviz.verify(model)),
+        ("verify(preset name)", lambda: kvviz.verify("llama-3.1-8b")),
+        ("reader.caches(model, dict)", lambda: model.reader.caches(model, {"kv_dtype": "fp8"})),
+        ("reader.describe(plan)", lambda: model.reader.describe(plan)),
+        ("default_knobs(knob set without a model)", lambda: default_knobs({})),
+        ("sweep of 10**9 values", lambda: sweep("block_size", range(10**9))),
+        ("sweep of a 10**9 generator", lambda: sweep("block_size", (16 for _ in range(10**9)))),
+    ]
     return calls
 
 
 def test_api_misuse_is_a_kvviz_error_that_says_what_to_give():
-    """Every misuse raises kvviz.errors.KvvizError (never a bare AttributeError, TypeError,
+    """Every misuse raises kvviz.base.errors.KvvizError (never a bare AttributeError, TypeError,
     KeyError or ZeroDivisionError from deep inside), in one line naming an argument."""
-    from kvviz.errors import KvvizError
+    from kvviz.base.errors import KvvizError
 
     calls = _api_misuse()
     assert len(calls) >= 250
@@ -740,22 +1035,32 @@ def test_api_misuse_is_a_kvviz_error_that_says_what_to_give():
     assert not wrong, f"{len(wrong)} of {len(calls)} misuses:\n" + "\n".join(wrong)
 
 
-@pytest.mark.parametrize("label,message", [
-    ("plan(a Plan)", "already a plan"), ("load(a Model)", "already a loaded model"),
-    ("plan(planner=[])", "give a planner's name"), ("reader.caches(model, {})", "kvviz.Options("),
-    ("options_from(None)", "give a dict of Options fields"), ("default_knobs({})", "default_knobs(model)"),
-])
+@pytest.mark.parametrize(
+    "label,message",
+    [
+        ("plan(a Plan)", "already a plan"),
+        ("load(a Model)", "already a loaded model"),
+        ("plan(planner=[])", "give a planner's name"),
+        ("reader.caches(model, {})", "kvviz.Options("),
+        ("options_from(None)", "give a dict of Options fields"),
+        ("default_knobs({})", "default_knobs(model)"),
+    ],
+)
 def test_misuse_message_says_what_to_call_instead(label, message):
     import kvviz
     from kvviz.api import options_from
-    from kvviz.errors import KvvizError
-    from kvviz.knobs import default_knobs
+    from kvviz.base.errors import KvvizError
+    from kvviz.explorer.knobs import default_knobs
 
     model = kvviz.load("llama-3.1-8b")
-    call = {"plan(a Plan)": lambda: kvviz.plan(kvviz.plan(model)), "load(a Model)": lambda: kvviz.load(model),
-            "plan(planner=[])": lambda: kvviz.plan(model, planner=[]),
-            "reader.caches(model, {})": lambda: model.reader.caches(model, {}),
-            "options_from(None)": lambda: options_from(None), "default_knobs({})": lambda: default_knobs({})}[label]
+    call = {
+        "plan(a Plan)": lambda: kvviz.plan(kvviz.plan(model)),
+        "load(a Model)": lambda: kvviz.load(model),
+        "plan(planner=[])": lambda: kvviz.plan(model, planner=[]),
+        "reader.caches(model, {})": lambda: model.reader.caches(model, {}),
+        "options_from(None)": lambda: options_from(None),
+        "default_knobs({})": lambda: default_knobs({}),
+    }[label]
     with pytest.raises(KvvizError, match=re.escape(message)):
         call()
 
@@ -765,7 +1070,7 @@ def test_explorer_misuse_raises_or_names_the_knob():
     once (KvvizError) or opens showing the refusal, naming the knob."""
     pytest.importorskip("ipywidgets")
     import kvviz
-    from kvviz.errors import KvvizError
+    from kvviz.base.errors import KvvizError
 
     model = kvviz.load("llama-3.1-8b")
     cases = [("model", v) for v in WRONG + [kvviz.plan(model), "no-such-model"]]
@@ -788,8 +1093,8 @@ def test_explorer_misuse_raises_or_names_the_knob():
 
 @pytest.mark.parametrize("argument", ["gpus", "tp_sizes", "contexts"])
 def test_fit_table_misuse_is_a_kvviz_error(argument):
-    from kvviz.errors import KvvizError
-    from kvviz.fit import fit_table
+    from kvviz.base.errors import KvvizError
+    from kvviz.deploy.fit import fit_table
 
     for value in (None, 0, 1.5, object(), b"\x01\x02"):
         with pytest.raises(KvvizError, match=argument):
@@ -806,24 +1111,26 @@ def test_a_symlink_loop_is_not_reported_as_missing(tmp_path):
         err = assert_refused(["plan", "--hf-config", str(target)])
         assert "symbolic links" in err and "no such file" not in err, err
     from kvviz import load
-    from kvviz.errors import KvvizError
+    from kvviz.base.errors import KvvizError
 
     with pytest.raises(KvvizError, match="symbolic links"):
         load(tmp_path / "a")
 
 
 # ---- issue 20 item 9: every count is bounded before anything is built from it -------------
-@pytest.mark.parametrize("label", ["sweep range", "sweep generator", "compare_knobs generator", "layer mix",
-                                   "full layers"])
+@pytest.mark.parametrize(
+    "label", ["sweep range", "sweep generator", "compare_knobs generator", "layer mix", "full layers"]
+)
 def test_a_billion_is_refused_before_anything_is_built(label):
     """A count of 10^9 from the library is refused at once, in well under a second and a few
     MiB: nothing (a list of a billion rows, layers or dicts) is built before the bound."""
     import time
     import tracemalloc
 
-    from kvviz.errors import KvvizError
-    from kvviz.inputs import MAX_VARIANTS
-    from kvviz.knobs import compare_knobs, default_knobs, model_for, sweep
+    from kvviz.base.errors import KvvizError
+    from kvviz.base.inputs import MAX_VARIANTS
+    from kvviz.explorer.knobs import default_knobs
+    from kvviz.explorer.sweeps import compare_knobs, model_for, sweep
 
     call = {
         "sweep range": lambda: sweep("block_size", range(10**9)),
@@ -847,7 +1154,7 @@ ONE_PLURAL = re.compile(r"(?<![\d,.])1 (blocks|requests|whole requests|pools|gro
 
 
 def test_plural_helper():
-    from kvviz.text import plural
+    from kvviz.base.text import plural
 
     assert [plural(n, "block") for n in (0, 1, 2, 1000)] == ["0 blocks", "1 block", "2 blocks", "1,000 blocks"]
     assert plural(1, "entry") == "1 entry" and plural(3, "entry") == "3 entries"
@@ -858,12 +1165,14 @@ def test_no_count_of_one_takes_a_plural(preset):
     """At a budget of exactly one block (and a model of one group), every text kvviz prints says
     "1 block", "1 group", "1 whole request", never "1 blocks"."""
     import kvviz
-    from kvviz.report import report_html
+    from kvviz.views.report import report_html
 
     model = kvviz.load(preset)
     texts = []
     for planner in model.reader.planners:
-        plan = kvviz.plan(model, planner, max_model_len=16) if preset != "deepseek-v4-pro" else kvviz.plan(model, planner)
+        plan = (
+            kvviz.plan(model, planner, max_model_len=16) if preset != "deepseek-v4-pro" else kvviz.plan(model, planner)
+        )
         one_block = plan.block_stride if len(plan.pools) == 1 else sum(p.block_stride for p in plan.pools)
         texts += [plan.explain(one_block), plan.text_map(), str(plan)]
         if len(plan.pools) == 1:
@@ -891,8 +1200,11 @@ def test_comparison_json_has_no_float_noise():
     from kvviz.core import capacity
 
     pro = kvviz.load("deepseek-v4-pro")
-    c = capacity.Comparison(before=kvviz.plan(pro, "bucketed").layout, after=kvviz.plan(pro, "overlay").layout,
-                            budget=kvviz.budget_bytes(gib=26.46))
+    c = capacity.Comparison(
+        before=kvviz.plan(pro, "bucketed").layout,
+        after=kvviz.plan(pro, "overlay").layout,
+        budget=kvviz.budget_bytes(gib=26.46),
+    )
     assert c.to_json()["budget_gib"] == 26.46
 
 
@@ -906,8 +1218,7 @@ def test_a_stride_change_says_what_it_compares():
     from kvviz.core import capacity
 
     q = kvviz.load("qwen3-next-80b-a3b")
-    c = capacity.Comparison(before=kvviz.plan(q, prefix_caching=False).layout, after=kvviz.plan(q).layout,
-                            budget=GIB)
+    c = capacity.Comparison(before=kvviz.plan(q, prefix_caching=False).layout, after=kvviz.plan(q).layout, budget=GIB)
     assert (c.before.block_stride, c.after.block_stride) == (544 * 12 * 2048, 576 * 12 * 2048)
     assert round(c.stride_change_pct, 2) == round(100 * (576 / 544 - 1), 2) == 5.88
     assert c.token_stride_change_pct == 0 and "blocks of 544 and 576 tokens: +0.00% a token" in c.stride_note()
@@ -917,9 +1228,30 @@ def test_a_stride_change_says_what_it_compares():
 
 
 # Values a corrupted HF config may hold where a count, a period, a dtype or a list belongs.
-HF_ODD_VALUES = st.one_of(st.sampled_from([0, -1]),  # what divides or repeats: drawn as often as all the rest
-                          st.sampled_from([1, 2, 3, 10**6, 2**40, None, True, False, "x", "", [], [1], {}, 1.5,
-                                           "full_attention", ["full_attention"], "auto"]))
+HF_ODD_VALUES = st.one_of(
+    st.sampled_from([0, -1]),  # what divides or repeats: drawn as often as all the rest
+    st.sampled_from(
+        [
+            1,
+            2,
+            3,
+            10**6,
+            2**40,
+            None,
+            True,
+            False,
+            "x",
+            "",
+            [],
+            [1],
+            {},
+            1.5,
+            "full_attention",
+            ["full_attention"],
+            "auto",
+        ]
+    ),
+)
 
 
 @seed(SEED)
@@ -938,8 +1270,19 @@ def test_random_hf_config_corruption(files, data):
         if not where:
             break
         # the fields the issue's misreads hit, whether or not this config has them
-        key = data.draw(st.sampled_from(sorted(where) + ["num_attention_heads", "num_key_value_heads", "hidden_size",
-                                                         "torch_dtype", "text_config", "num_hidden_layers"]))
+        key = data.draw(
+            st.sampled_from(
+                sorted(where)
+                + [
+                    "num_attention_heads",
+                    "num_key_value_heads",
+                    "hidden_size",
+                    "torch_dtype",
+                    "text_config",
+                    "num_hidden_layers",
+                ]
+            )
+        )
         how = data.draw(st.sampled_from(["remove", "value", "shorten"])) if key in where else "value"
         if how == "remove":
             del where[key]

@@ -4,10 +4,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvviz.base.defaults import BLOCK_SIZE
+from kvviz.base.errors import KvvizError
 from kvviz.core.kinds import CacheKind
 from kvviz.core.spec import custom_cache as _custom_cache
-from kvviz.defaults import BLOCK_SIZE
-from kvviz.errors import KvvizError
 from kvviz.families import load_preset
 from kvviz.families.deepseek_v4 import CacheOptions, model_caches
 from kvviz.vllm.grouping import approximate_gcd, group_caches, kv_cache_groups, pad_small_pages, split_bucket
@@ -75,12 +75,23 @@ def test_vllm_033_group_order_is_first_seen():
     assert names == ["swa-a", "swa-b", "full", "c128-state", "c4-state"]
 
 
-@pytest.mark.parametrize("backend,changes", [
-    # docs/grouping.md#padding-before-48993: FlashMLA D 32,832 -> 37,440, E stays 8,640; FlashInfer E 8,192 -> 8,704.
-    ("flashmla", {CacheKind.STATE_C4: (32_832, 37_440), CacheKind.STATE_C128: (32_832, 37_440),
-                  CacheKind.INDEXER_STATE: (8_640, 8_640), CacheKind.SWA_KV: (37_440, 37_440)}),
-    ("flashinfer", {CacheKind.STATE_C4: (32_768, 32_768), CacheKind.INDEXER_STATE: (8_192, 8_704)}),
-])
+@pytest.mark.parametrize(
+    "backend,changes",
+    [
+        # docs/grouping.md#padding-before-48993: FlashMLA D 32,832 -> 37,440, E stays 8,640;
+        # FlashInfer E 8,192 -> 8,704.
+        (
+            "flashmla",
+            {
+                CacheKind.STATE_C4: (32_832, 37_440),
+                CacheKind.STATE_C128: (32_832, 37_440),
+                CacheKind.INDEXER_STATE: (8_640, 8_640),
+                CacheKind.SWA_KV: (37_440, 37_440),
+            },
+        ),
+        ("flashinfer", {CacheKind.STATE_C4: (32_768, 32_768), CacheKind.INDEXER_STATE: (8_192, 8_704)}),
+    ],
+)
 def test_pre_pr_padding(backend, changes):
     caches = model_caches(PRO, CacheOptions(backend=backend, indexer_format="fp8"))
     padded = pad_small_pages(caches)
@@ -100,8 +111,10 @@ def approximate_gcd_reference(counts, lower_bound):
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.integers(0, 300), min_size=1, max_size=12) | st.lists(st.integers(1, 40), min_size=1, max_size=60),
-       st.integers(1, 320))
+@given(
+    st.lists(st.integers(0, 300), min_size=1, max_size=12) | st.lists(st.integers(1, 40), min_size=1, max_size=60),
+    st.integers(1, 320),
+)
 def test_approximate_gcd_equals_the_definition(counts, lower_bound):
     assert approximate_gcd(counts, lower_bound) == approximate_gcd_reference(counts, lower_bound)
 
@@ -113,12 +126,19 @@ def test_approximate_gcd_rejects_bad_counts():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.sampled_from([512, 1_024, 1_728, 4_608, 8_640, 32_832, 37_440]) | st.integers(1, 40_000),
-                min_size=1, max_size=20),
-       st.lists(st.integers(1, 40_000), min_size=1, max_size=20))
+@given(
+    st.lists(
+        st.sampled_from([512, 1_024, 1_728, 4_608, 8_640, 32_832, 37_440]) | st.integers(1, 40_000),
+        min_size=1,
+        max_size=20,
+    ),
+    st.lists(st.integers(1, 40_000), min_size=1, max_size=20),
+)
 def test_pad_small_pages_grows_to_the_smallest_full_size_at_least_as_big(full_pages, window_pages):
-    caches = tuple([custom_cache(f"f{i}", p) for i, p in enumerate(full_pages)]
-                   + [custom_cache(f"w{i}", p, sliding_window=128) for i, p in enumerate(window_pages)])
+    caches = tuple(
+        [custom_cache(f"f{i}", p) for i, p in enumerate(full_pages)]
+        + [custom_cache(f"w{i}", p, sliding_window=128) for i, p in enumerate(window_pages)]
+    )
     padded = pad_small_pages(caches)
     assert [c.name for c in padded] == [c.name for c in caches]
     for was, now in zip(caches, padded):
@@ -132,7 +152,7 @@ def test_pad_small_pages_grows_to_the_smallest_full_size_at_least_as_big(full_pa
 def test_packed_sub_groups_are_lettered_past_z():
     """The packed path letters a bucket's sub-groups a..z, then aa, ab, ... (kvviz's names; vLLM
     names no group), so DeepSeek V4 with thousands of MTP layers keeps readable, unique names."""
-    from kvviz.vllm.grouping import _named_groups
+    from kvviz.vllm.group_names import _named_groups
 
     one = [custom_cache("l0", 10)]
     names = [g.name for g in _named_groups([("swa", [one] * 28)], lettered=True)]

@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from kvviz.errors import KvvizError
+from kvviz.base.errors import KvvizError
 from kvviz.families import PRESETS_DIR as MODELS_DIR
 from kvviz.families import Model, load, load_path, preset_summary
 from kvviz.families import load_preset as load_model
 from kvviz.families import preset_names as model_names
 from kvviz.families.decoder import CHUNKED, FULL, SLIDING, DecoderConfig
-from kvviz.families.deepseek_v4 import ModelConfig
-from kvviz.families.state import ATTN, STATE, StateConfig, state_shapes
+from kvviz.families.deepseek_v4_config import ModelConfig
+from kvviz.families.state_config import ATTN, STATE, StateConfig
+from kvviz.families.state_shapes import state_shapes
 
 # layer_types' name of a gated delta net layer (Qwen3-Next's config.json)
 LINEAR = "linear_attention"
@@ -27,10 +28,19 @@ REPO = Path(__file__).resolve().parent.parent
 
 def small_raw(**changes) -> dict:
     """A small qwen3 config with explicit layer_types (any architecture with layer_types plans)."""
-    raw = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 4,
-           "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "hidden_size": 512,
-           "use_sliding_window": True, "sliding_window": 256,
-           "layer_types": [FULL, SLIDING, FULL, SLIDING], "torch_dtype": "bfloat16"}
+    raw = {
+        "model_type": "qwen3",
+        "architectures": ["Qwen3ForCausalLM"],
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "hidden_size": 512,
+        "use_sliding_window": True,
+        "sliding_window": 256,
+        "layer_types": [FULL, SLIDING, FULL, SLIDING],
+        "torch_dtype": "bfloat16",
+    }
     raw.update(changes)
     return raw
 
@@ -78,11 +88,17 @@ def test_qwen3_next_full_attention_interval_and_gdn_fields():
     c = load_model("qwen3-next-80b-a3b").config
     assert c.mamba_type == "gdn"
     assert tuple((s.layer, s.kind) for s in c.slots) == tuple(
-        (i, ATTN if (i + 1) % 4 == 0 else STATE) for i in range(48))
+        (i, ATTN if (i + 1) % 4 == 0 else STATE) for i in range(48)
+    )
     assert (c.num_kv_heads, c.head_dim) == (2, 256)
     a = c.args
-    assert (a["num_k_heads"], a["num_v_heads"], a["head_k_dim"], a["head_v_dim"], a["conv_kernel"]) == \
-        (16, 32, 128, 128, 4)
+    assert (a["num_k_heads"], a["num_v_heads"], a["head_k_dim"], a["head_v_dim"], a["conv_kernel"]) == (
+        16,
+        32,
+        128,
+        128,
+        4,
+    )
     conv = dict(state_shapes(c, 1, model="qwen3-next-80b-a3b"))["conv"]
     assert conv == (4 - 1, 2 * 16 * 128 + 32 * 128)
 
@@ -122,16 +138,27 @@ def dataclass_replace_name(c, name):
     return dataclasses.replace(c, name=name)
 
 
-@pytest.mark.parametrize("raw,field", [
-    (small_raw(layer_types=[FULL, "mystery_attention", FULL, FULL]), "layer_types[1]='mystery_attention'"),
-    (small_raw(layer_types=[FULL, "conv", FULL, FULL]), "layer_types[1]='conv'"),
-    (small_raw(model_type="no_such_model"), "model_type 'no_such_model'"),
-    # an architecture kvviz has no reader for (a plain llama now plans: an attention-only decoder)
-    ({"model_type": "bert", "architectures": ["BertModel"], "num_hidden_layers": 2, "num_attention_heads": 2,
-      "hidden_size": 64}, "'BertModel'"),
-    ({"num_hidden_layers": 2}, "model_type"),
-    (small_raw(layer_types=[FULL] * 3), "layer_types"),
-])
+@pytest.mark.parametrize(
+    "raw,field",
+    [
+        (small_raw(layer_types=[FULL, "mystery_attention", FULL, FULL]), "layer_types[1]='mystery_attention'"),
+        (small_raw(layer_types=[FULL, "conv", FULL, FULL]), "layer_types[1]='conv'"),
+        (small_raw(model_type="no_such_model"), "model_type 'no_such_model'"),
+        # an architecture kvviz has no reader for (a plain llama now plans: an attention-only decoder)
+        (
+            {
+                "model_type": "bert",
+                "architectures": ["BertModel"],
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "hidden_size": 64,
+            },
+            "'BertModel'",
+        ),
+        ({"num_hidden_layers": 2}, "model_type"),
+        (small_raw(layer_types=[FULL] * 3), "layer_types"),
+    ],
+)
 def test_bad_configs_are_refused_in_one_line(tmp_path, raw, field):
     p = tmp_path / "config.json"
     p.write_text(json.dumps(raw))
@@ -166,20 +193,30 @@ def test_unknown_model_lists_the_presets():
 
 
 def test_preset_summaries_do_not_import_transformers():
-    code = ("import sys; from kvviz import families; "
-            "lines = [families.preset_summary(n) for n in families.preset_names()]; "
-            "assert 'transformers' not in sys.modules and 'torch' not in sys.modules; print(len(lines))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
-                         env={"PYTHONPATH": str(REPO), "PATH": ""})
+    code = (
+        "import sys; from kvviz import families; "
+        "lines = [families.preset_summary(n) for n in families.preset_names()]; "
+        "assert 'transformers' not in sys.modules and 'torch' not in sys.modules; print(len(lines))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "PATH": ""},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(len(model_names()))
 
 
 def test_preset_summary_of_deepseek_matches_the_models_command_line():
     pro = preset_summary("deepseek-v4-pro")  # the preset's 61 layers and its compress_ratios' mix
-    assert pro.startswith(
-        "deepseek-v4-pro: 61 layers (+1 MTP): 30 c4, 31 c128, 0 SWA-only; head_dim 512, index_head_dim 128") \
+    assert (
+        pro.startswith(
+            "deepseek-v4-pro: 61 layers (+1 MTP): 30 c4, 31 c128, 0 SWA-only; head_dim 512, index_head_dim 128"
+        )
         and "\n" not in pro
+    )
     qwen = preset_summary("qwen3-next-80b-a3b")
     assert qwen.startswith("qwen3-next-80b-a3b (") and "Qwen3NextForCausalLM" in qwen and "\n" not in qwen
 
@@ -194,7 +231,10 @@ def _read_changed(tmp_path, preset, **changes):
 def test_hybrid_config_validates_its_own_fields(tmp_path):
     # A bad field is refused when the config is read, in one line naming the field.
     good = json.loads((MODELS_DIR / "gpt-oss-120b.json").read_text())
-    for changes, needle in ((dict(head_dim=-3), "head_dim"), (dict(layer_types=good["layer_types"][:-1]), "layer_types")):
+    for changes, needle in (
+        (dict(head_dim=-3), "head_dim"),
+        (dict(layer_types=good["layer_types"][:-1]), "layer_types"),
+    ):
         with pytest.raises(KvvizError, match=needle) as e:
             _read_changed(tmp_path, "gpt-oss-120b", **changes)
         assert "\n" not in str(e.value)
@@ -206,7 +246,7 @@ def test_without_transformers_a_hybrid_config_is_one_line(monkeypatch, tmp_path)
     # A GPU box may hold torch alone: DeepSeek V4 still plans, a hybrid config says what it needs.
     import sys
 
-    from kvviz.errors import KvvizError
+    from kvviz.base.errors import KvvizError
     from kvviz.families import PRESETS_DIR as MODELS_DIR
     from kvviz.families import load_path as load_hf_config
 

@@ -14,15 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvviz.api import compare
+from kvviz.base.defaults import GIB, MAX_NUM_BATCHED_TOKENS
+from kvviz.base.errors import KvvizError
 from kvviz.core import capacity
 from kvviz.core.kinds import CacheKind
 from kvviz.core.planes import layer_planes
 from kvviz.core.spec import Scheduling
-from kvviz.defaults import GIB, MAX_NUM_BATCHED_TOKENS
-from kvviz.errors import KvvizError
 from kvviz.families import Model
 from kvviz.families.decoder import CHUNKED, FULL, SLIDING, DecoderConfig
-from kvviz.families.state import ATTN, STATE, Slot, StateConfig
+from kvviz.families.state_config import ATTN, STATE, Slot, StateConfig
 from kvviz.options import Options
 from kvviz.vllm.pages import KERNEL_BLOCK_ALIGNMENT, STATE_BACKENDS
 from kvviz.vllm.plan import plan_model
@@ -104,8 +104,11 @@ VLLM_PLANS = [
     ("qwen3-next-80b-a3b/ssm=auto(bf16)/prefix-caching=on(default,align)", "qwen", {}),
     ("qwen3-next-80b-a3b/ssm=float32/prefix-caching=on(default,align)", "qwen", {"mamba_ssm_dtype": "float32"}),
     ("qwen3-next-80b-a3b/ssm=auto(bf16)/prefix-caching=off(mamba_cache_mode=none)", "qwen", {"prefix_caching": False}),
-    ("qwen3-next-80b-a3b/ssm=float32/prefix-caching=off(mamba_cache_mode=none)", "qwen",
-     {"prefix_caching": False, "mamba_ssm_dtype": "float32"}),
+    (
+        "qwen3-next-80b-a3b/ssm=float32/prefix-caching=off(mamba_cache_mode=none)",
+        "qwen",
+        {"prefix_caching": False, "mamba_ssm_dtype": "float32"},
+    ),
 ]
 
 
@@ -125,8 +128,9 @@ def test_plans_match_vllm_033(request, case, fixture, knobs):
     for mnbt in (2048, 8192):
         adm = want["admission_per_request_at_max_model_len"][f"max_num_batched_tokens={mnbt}"]
         assert adm["max_concurrent_batches"] == 2  # async scheduling, vLLM's default
-        cap = plan_model(model, "vllm", Options(max_model_len=CONTEXT, max_num_batched_tokens=mnbt, **knobs)
-                         ).capacity(BUDGET_40)
+        cap = plan_model(model, "vllm", Options(max_model_len=CONTEXT, max_num_batched_tokens=mnbt, **knobs)).capacity(
+            BUDGET_40
+        )
         assert [g.blocks_per_request for g in cap.groups] == adm["blocks_per_group"]
         assert cap.admission_bytes_per_request == adm["_max_memory_usage_bytes_from_groups"]
     if model.family == "decoder":  # one page size: vLLM's packed branch changes nothing, nor does kvviz's
@@ -199,8 +203,7 @@ def test_sliding_and_chunked_admission(gpt_oss, scout):
     assert t.max_concurrency == pytest.approx(capacity.max_concurrency(plan.layout, BUDGET_40, plan.scheduling))
     # one batch in flight (no async scheduling): max_num_batched_tokens alone
     one = plan_hybrid(gpt_oss, Options(max_model_len=CONTEXT, async_scheduling=False)).capacity(BUDGET_40)
-    assert [g.blocks_per_request for g in one.groups] == [cdiv(128 - 1 + MAX_NUM_BATCHED_TOKENS, 16) + 1,
-                                                          CONTEXT // 16]
+    assert [g.blocks_per_request for g in one.groups] == [cdiv(128 - 1 + MAX_NUM_BATCHED_TOKENS, 16) + 1, CONTEXT // 16]
 
 
 def test_short_requests_hold_only_their_tokens(scout):
@@ -255,8 +258,21 @@ def test_compare_table_and_json(qwen, capsys):
     assert [s.planner for _, s in summaries] == ["vllm", "packed", "separate"]
     from kvviz.cli import main
 
-    assert main(["compare", "--model", "qwen3-next-80b-a3b", "--no-prefix-caching", "--max-model-len", "32768",
-                 "--budget-bytes", str(BUDGET_40)]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--model",
+                "qwen3-next-80b-a3b",
+                "--no-prefix-caching",
+                "--max-model-len",
+                "32768",
+                "--budget-bytes",
+                str(BUDGET_40),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "13,369,344" in text and all(f"{p}: GPU KV cache size: " in text for p in ("vllm", "packed", "separate"))
     j = summaries[0][1].to_json()
@@ -303,10 +319,15 @@ def test_layer_planes_of_a_short_group(gemma):
 
 
 # ---- bad input -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs,field", [({"kv_dtype": "fp4"}, "kv_dtype"),
-                                          ({"mamba_ssm_dtype": "fp8"}, "mamba_ssm_dtype"),
-                                          ({"sliding_window": 0}, "sliding_window"),
-                                          ({"max_num_batched_tokens": 0}, "max_num_batched_tokens")])
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        ({"kv_dtype": "fp4"}, "kv_dtype"),
+        ({"mamba_ssm_dtype": "fp8"}, "mamba_ssm_dtype"),
+        ({"sliding_window": 0}, "sliding_window"),
+        ({"max_num_batched_tokens": 0}, "max_num_batched_tokens"),
+    ],
+)
 def test_bad_options_name_the_field(kwargs, field):
     with pytest.raises(KvvizError, match=field):
         Options(**kwargs)
@@ -341,23 +362,52 @@ def hybrid_configs(draw):
     kv_heads = draw(st.integers(1, 16))
     head_dim = draw(st.sampled_from([64, 80, 128, 256]))
     if LINEAR in pool:
-        slots = tuple(Slot(STATE, f"model.layers.{i}.linear_attn", i) if k == LINEAR
-                      else Slot(ATTN, f"model.layers.{i}.self_attn.attn", i) for i, k in enumerate(layers))
-        args = (("num_k_heads", draw(st.integers(1, 32))), ("num_v_heads", draw(st.integers(1, 64))),
-                ("head_k_dim", draw(st.sampled_from([64, 128, 256]))),
-                ("head_v_dim", draw(st.sampled_from([64, 128, 256]))), ("conv_kernel", draw(st.integers(2, 8))))
-        config = StateConfig(mamba_type="gdn", slots=slots, num_hidden_layers=n, state_args=args,
-                             num_attention_heads=kv_heads, num_kv_heads=kv_heads, head_dim=head_dim)
+        slots = tuple(
+            Slot(STATE, f"model.layers.{i}.linear_attn", i)
+            if k == LINEAR
+            else Slot(ATTN, f"model.layers.{i}.self_attn.attn", i)
+            for i, k in enumerate(layers)
+        )
+        args = (
+            ("num_k_heads", draw(st.integers(1, 32))),
+            ("num_v_heads", draw(st.integers(1, 64))),
+            ("head_k_dim", draw(st.sampled_from([64, 128, 256]))),
+            ("head_v_dim", draw(st.sampled_from([64, 128, 256]))),
+            ("conv_kernel", draw(st.integers(2, 8))),
+        )
+        config = StateConfig(
+            mamba_type="gdn",
+            slots=slots,
+            num_hidden_layers=n,
+            state_args=args,
+            num_attention_heads=kv_heads,
+            num_kv_heads=kv_heads,
+            head_dim=head_dim,
+        )
         family = "state"
     else:
         config = DecoderConfig(
-            num_hidden_layers=n, num_attention_heads=kv_heads, num_key_value_heads=kv_heads, head_dim=head_dim,
-            layer_kinds=layers, sliding_window=draw(st.integers(16, 8192)) if SLIDING in layers else None,
+            num_hidden_layers=n,
+            num_attention_heads=kv_heads,
+            num_key_value_heads=kv_heads,
+            head_dim=head_dim,
+            layer_kinds=layers,
+            sliding_window=draw(st.integers(16, 8192)) if SLIDING in layers else None,
             attention_chunk_size=draw(st.integers(64, 16384)) if CHUNKED in layers else None,
-            layer_prefix="model.layers", attn_suffix="self_attn.attn", kind_source="random")
+            layer_prefix="model.layers",
+            attn_suffix="self_attn.attn",
+            kind_source="random",
+        )
         family = "decoder"
-    return Model(name="random", family=family, architecture="Random", model_type="random", dtype="bf16",
-                 max_model_len=4096, config=config)
+    return Model(
+        name="random",
+        family=family,
+        architecture="Random",
+        model_type="random",
+        dtype="bf16",
+        max_model_len=4096,
+        config=config,
+    )
 
 
 def options_for(model, kv_dtype, ssm, prefix, block):
@@ -367,8 +417,12 @@ def options_for(model, kv_dtype, ssm, prefix, block):
     return Options(**knobs)
 
 
-options_strategy = st.tuples(st.sampled_from(["bf16", "fp8"]), st.sampled_from(["bfloat16", "float32"]),
-                             st.booleans(), st.sampled_from([None, 16, 32, 64]))
+options_strategy = st.tuples(
+    st.sampled_from(["bf16", "fp8"]),
+    st.sampled_from(["bfloat16", "float32"]),
+    st.booleans(),
+    st.sampled_from([None, 16, 32, 64]),
+)
 
 
 def kinds_of(model) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""kvviz.knobs without widgets: defaults, validation, planning and the sweep tables.
+"""kvviz.explorer.knobs without widgets: defaults, validation, planning and the sweep tables.
 
 Expected numbers come from kvviz.vllm.plan.plan_model and kvviz.core.capacity called here with the
 same knobs, by hand from vLLM 0.33's rules, or from docs/published-numbers.md#the-published-table.
@@ -11,21 +11,49 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvviz.base.defaults import GIB
+from kvviz.base.errors import KvvizError
 from kvviz.core.capacity import group_blocks_for_request, max_concurrency
 from kvviz.core.spec import Scheduling
-from kvviz.defaults import GIB
-from kvviz.errors import KvvizError
+from kvviz.explorer.knobs import KNOBS, default_knobs, knobs_for
+from kvviz.explorer.sweeps import (
+    baseline_planner,
+    budget_bytes,
+    capacities,
+    compare_knobs,
+    describe_knobs,
+    layout_key,
+    options_for,
+    plan_knobs,
+    sweep,
+)
 from kvviz.families import load_preset, preset_raw
 from kvviz.families.decoder import full_layer_positions
-from kvviz.knobs import (KNOBS, baseline_planner, budget_bytes, capacities, compare_knobs, default_knobs,
-                         describe_knobs, knobs_for, layout_key, options_for, plan_knobs, sweep)
 from kvviz.options import Options
 from kvviz.vllm.plan import plan_model
 
 PRO = load_preset("deepseek-v4-pro")
-DEEPSEEK_KNOBS = ("model", "head_dim", "rope_dim", "index_head_dim", "main_format", "indexer_format", "backend",
-                  "mtp", "c4", "c128", "swa", "block_size", "tensor_parallel_size", "decode_context_parallel_size",
-                  "planner", "context", "budget_gib", "gpu", "gpu_memory_utilization")
+DEEPSEEK_KNOBS = (
+    "model",
+    "head_dim",
+    "rope_dim",
+    "index_head_dim",
+    "main_format",
+    "indexer_format",
+    "backend",
+    "mtp",
+    "c4",
+    "c128",
+    "swa",
+    "block_size",
+    "tensor_parallel_size",
+    "decode_context_parallel_size",
+    "planner",
+    "context",
+    "budget_gib",
+    "gpu",
+    "gpu_memory_utilization",
+)
 # vLLM serve's defaults: max_num_batched_tokens 8192, async scheduling on (two batches in flight).
 IN_FLIGHT = 2 * 8192
 
@@ -39,9 +67,11 @@ def expected(model=PRO, *, planner="vllm", **options):
 
 
 def test_module_is_usable_without_widgets_or_plotting():
-    code = ("import sys; import kvviz.knobs as k; k.plan_knobs(k.default_knobs())\n"
-            "bad = [m for m in ('ipywidgets', 'matplotlib', 'torch', 'anywidget') if m in sys.modules]\n"
-            "assert not bad, bad\n")
+    code = (
+        "import sys; import kvviz.explorer.knobs as k, kvviz.explorer.sweeps as s; s.plan_knobs(k.default_knobs())\n"
+        "bad = [m for m in ('ipywidgets', 'matplotlib', 'torch', 'anywidget') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -60,8 +90,10 @@ def test_plan_is_the_chosen_planner_and_the_bucketed_baseline():
     knobs = default_knobs(head_dim=576)
     assert plan_knobs(knobs).block_stride == expected(head_dim=576).block_stride
     assert baseline_planner(knobs) == "bucketed"
-    assert plan_knobs(knobs, baseline_planner(knobs)).block_stride == \
-        expected(head_dim=576, planner="bucketed").block_stride
+    assert (
+        plan_knobs(knobs, baseline_planner(knobs)).block_stride
+        == expected(head_dim=576, planner="bucketed").block_stride
+    )
     bucketed = default_knobs(planner="bucketed")
     assert plan_knobs(bucketed) is plan_knobs(bucketed, baseline_planner(bucketed))
 
@@ -83,9 +115,21 @@ def test_budget_is_truncated_like_vllm():
 
 def test_describe_knobs_names_every_layout_knob():
     text = describe_knobs(default_knobs(head_dim=576, block_size=512, mtp=False, planner="bucketed"))
-    for part in ("deepseek-v4-pro", "head_dim 576", "rope dims 64", "index_head_dim 128", "main KV fp8_ds_mla",
-                 "indexer K mxfp4", "alignment flashmla", "block size 512", "MTP layer False", "c4 layers 30",
-                 "c128 layers 31", "SWA-only layers 0", "planner bucketed"):
+    for part in (
+        "deepseek-v4-pro",
+        "head_dim 576",
+        "rope dims 64",
+        "index_head_dim 128",
+        "main KV fp8_ds_mla",
+        "indexer K mxfp4",
+        "alignment flashmla",
+        "block size 512",
+        "MTP layer False",
+        "c4 layers 30",
+        "c128 layers 31",
+        "SWA-only layers 0",
+        "planner bucketed",
+    ):
         assert part in text
     assert "\n" not in text
 
@@ -95,13 +139,26 @@ def test_each_model_family_has_its_own_knobs():
     window only with sliding layers; the Mamba state dtype and prefix caching only with
     linear-attention (gated delta net) layers; every model: planner, max_model_len, budget."""
     assert knobs_for("deepseek-v4-pro") == knobs_for("deepseek-v4-flash") == DEEPSEEK_KNOBS
-    hybrid = ("model", "kv_dtype", "block_size", "full_layers", "tensor_parallel_size", "decode_context_parallel_size",
-              "planner", "context", "budget_gib", "gpu", "gpu_memory_utilization")
+    hybrid = (
+        "model",
+        "kv_dtype",
+        "block_size",
+        "full_layers",
+        "tensor_parallel_size",
+        "decode_context_parallel_size",
+        "planner",
+        "context",
+        "budget_gib",
+        "gpu",
+        "gpu_memory_utilization",
+    )
     with_window = hybrid[:3] + ("sliding_window",) + hybrid[3:]
     assert knobs_for("gpt-oss-120b") == knobs_for("gemma-3-27b") == with_window
     assert knobs_for("llama-4-scout") == hybrid
-    assert knobs_for("qwen3-next-80b-a3b") == hybrid[:3] + ("full_layers", "mamba_ssm_dtype", "prefix_caching") + \
-        hybrid[4:]
+    assert (
+        knobs_for("qwen3-next-80b-a3b")
+        == hybrid[:3] + ("full_layers", "mamba_ssm_dtype", "prefix_caching") + hybrid[4:]
+    )
     assert set(KNOBS) == set(DEEPSEEK_KNOBS) | set(with_window) | {"mamba_ssm_dtype", "prefix_caching"}
 
 
@@ -165,16 +222,29 @@ def test_hybrid_defaults_are_vllms_own_choices_and_the_presets_mix():
     # 'auto' is None to Options (vLLM's own choice); the window is passed only with sliding layers
     oss = load_preset("gpt-oss-120b")
     assert options_for(default_knobs("gpt-oss-120b")) == Options(
-        sliding_window=128, tensor_parallel_size=1, decode_context_parallel_size=1, max_model_len=oss.max_model_len)
+        sliding_window=128, tensor_parallel_size=1, decode_context_parallel_size=1, max_model_len=oss.max_model_len
+    )
     scout = load_preset("llama-4-scout")
     assert options_for(default_knobs("llama-4-scout", kv_dtype="fp8", block_size=64)) == Options(
-        kv_dtype="fp8", block_size=64, tensor_parallel_size=1, decode_context_parallel_size=1,
-        max_model_len=scout.max_model_len)
+        kv_dtype="fp8",
+        block_size=64,
+        tensor_parallel_size=1,
+        decode_context_parallel_size=1,
+        max_model_len=scout.max_model_len,
+    )
 
 
-@pytest.mark.parametrize("model,knob", [("gpt-oss-120b", "head_dim"), ("gemma-3-27b", "c4"),
-                                        ("llama-4-scout", "sliding_window"), ("gpt-oss-120b", "prefix_caching"),
-                                        ("deepseek-v4-pro", "kv_dtype"), ("deepseek-v4-flash", "full_layers")])
+@pytest.mark.parametrize(
+    "model,knob",
+    [
+        ("gpt-oss-120b", "head_dim"),
+        ("gemma-3-27b", "c4"),
+        ("llama-4-scout", "sliding_window"),
+        ("gpt-oss-120b", "prefix_caching"),
+        ("deepseek-v4-pro", "kv_dtype"),
+        ("deepseek-v4-flash", "full_layers"),
+    ],
+)
 def test_a_knob_of_the_other_family_is_refused_not_ignored(model, knob):
     with pytest.raises(KvvizError, match=rf"^{knob}: does not apply to {model} \(.+\); its knobs are "):
         default_knobs(model, **{knob: 1})
@@ -184,10 +254,13 @@ def qwen_state_bytes(ssm_element_bytes=2):
     """A gated delta net state: conv (kernel - 1) x conv_dim x 2 B + SSM v_heads x v_dim x k_dim
     x the SSM element (config.json of the preset)."""
     q = preset_raw("qwen3-next-80b-a3b")
-    conv_dim = 2 * q["linear_num_key_heads"] * q["linear_key_head_dim"] + \
-        q["linear_num_value_heads"] * q["linear_value_head_dim"]
-    return (q["linear_conv_kernel_dim"] - 1) * conv_dim * 2 + \
-        q["linear_num_value_heads"] * q["linear_value_head_dim"] * q["linear_key_head_dim"] * ssm_element_bytes
+    conv_dim = (
+        2 * q["linear_num_key_heads"] * q["linear_key_head_dim"]
+        + q["linear_num_value_heads"] * q["linear_value_head_dim"]
+    )
+    return (q["linear_conv_kernel_dim"] - 1) * conv_dim * 2 + q["linear_num_value_heads"] * q[
+        "linear_value_head_dim"
+    ] * q["linear_key_head_dim"] * ssm_element_bytes
 
 
 def test_hybrid_bytes_per_block_by_hand():
@@ -196,13 +269,18 @@ def test_hybrid_bytes_per_block_by_hand():
     the smallest bucket (or the largest when under 1.5 x the smallest); bytes per block = the
     widest group's pages."""
     oss = load_preset("gpt-oss-120b").config  # 18 sliding + 18 full: groups of 18
-    assert plan_knobs(default_knobs("gpt-oss-120b")).block_stride == \
-        18 * 16 * oss.num_key_value_heads * oss.head_dim * 2 * 2 == 589_824
+    assert (
+        plan_knobs(default_knobs("gpt-oss-120b")).block_stride
+        == 18 * 16 * oss.num_key_value_heads * oss.head_dim * 2 * 2
+        == 589_824
+    )
     # fp8 KV: one byte per element
     assert plan_knobs(default_knobs("gpt-oss-120b", kv_dtype="fp8")).block_stride == 589_824 // 2
     # 12 full layers: 24 sliding + 12 full; 24 is not under 1.5 x 12, so groups of 12 layers
-    assert plan_knobs(default_knobs("gpt-oss-120b", full_layers=12)).block_stride == \
-        12 * 16 * oss.num_key_value_heads * oss.head_dim * 2 * 2
+    assert (
+        plan_knobs(default_knobs("gpt-oss-120b", full_layers=12)).block_stride
+        == 12 * 16 * oss.num_key_value_heads * oss.head_dim * 2 * 2
+    )
     # Qwen3-Next, prefix caching off: the block is the smallest multiple of 16 tokens whose page
     # (2 KV heads x 256 x 2 x 2 B = 2,048 B a token) holds a state; 12 layers a group.
     q = preset_raw("qwen3-next-80b-a3b")
@@ -231,8 +309,10 @@ def test_hybrid_refusals_are_one_line_naming_the_field():
 def test_hybrid_capacities_are_each_planners_capacity():
     knobs = default_knobs("llama-4-scout", budget_gib=10.0, context=100_000)
     model = load_preset("llama-4-scout")
-    want = [plan_model(model, p, Options(max_model_len=100_000)).capacity(int(10 * GIB))
-            for p in ("vllm", "packed", "separate")]
+    want = [
+        plan_model(model, p, Options(max_model_len=100_000)).capacity(int(10 * GIB))
+        for p in ("vllm", "packed", "separate")
+    ]
     assert list(capacities(knobs)) == want
 
 
@@ -240,8 +320,16 @@ def test_describe_hybrid_knobs_names_what_auto_resolves_to():
     text = describe_knobs(default_knobs("qwen3-next-80b-a3b", prefix_caching=False))
     # the model, its layer mix, and what each 'auto' resolves to (bf16 KV, 544-token blocks,
     # a bfloat16 SSM state), prefix caching off and the planner
-    for part in ("qwen3-next-80b-a3b", "12 full", "36 linear", "bf16 (auto)", "544", "bfloat16 (auto)",
-                 "prefix caching", "vllm"):
+    for part in (
+        "qwen3-next-80b-a3b",
+        "12 full",
+        "36 linear",
+        "bf16 (auto)",
+        "544",
+        "bfloat16 (auto)",
+        "prefix caching",
+        "vllm",
+    ):
         assert part in text, part
     assert "prefix caching True" not in text and "prefix caching on" not in text
     assert "sliding window 128" in describe_knobs(default_knobs("gpt-oss-120b"))
@@ -249,15 +337,22 @@ def test_describe_hybrid_knobs_names_what_auto_resolves_to():
 
 
 def test_compare_knobs_for_a_hybrid_model():
-    table = compare_knobs([{"model": "gpt-oss-120b"}, {"model": "gpt-oss-120b", "kv_dtype": "fp8"},
-                           {"model": "gpt-oss-120b", "block_size": 8}, {"model": "deepseek-v4-pro"}],
-                          context=8192)
+    table = compare_knobs(
+        [
+            {"model": "gpt-oss-120b"},
+            {"model": "gpt-oss-120b", "kv_dtype": "fp8"},
+            {"model": "gpt-oss-120b", "block_size": 8},
+            {"model": "deepseek-v4-pro"},
+        ],
+        context=8192,
+    )
     assert table["bytes per block"].tolist()[:2] == [589_824, 589_824 // 2]
     assert table["note"][2].startswith("block_size=8")
     # one table for every model: a DeepSeek V4 row gets its own numbers
     assert table["note"][3] == "" and table["bytes per block"][3] == expected().block_stride
     want = plan_model(load_preset("gpt-oss-120b"), "vllm", Options(kv_dtype="fp8", max_model_len=8192)).capacity(
-        int(26.09 * GIB))
+        int(26.09 * GIB)
+    )
     assert (table["blocks"][1], table["requests"][1]) == (want.num_blocks, round(want.max_concurrency, 2))
     with pytest.raises(KvvizError, match=r"^head_dim: does not apply to gpt-oss-120b"):
         compare_knobs([{"model": "gpt-oss-120b", "head_dim": 576}])
@@ -314,10 +409,9 @@ def test_the_dcp_knob_moves_blocks_per_request():
     """The explorer's decode-CP knob is Options.decode_context_parallel_size: Kimi-K2 at TP 8, DCP 8
     holds cdiv(cdiv(32768, 8), 16) = 256 MLA blocks a request (FullAttentionSpec.max_memory_usage_bytes)
     instead of cdiv(32768, 16) = 2,048."""
-    from kvviz.knobs import plan_knobs
+    from kvviz.explorer.sweeps import plan_knobs
 
     one = plan_knobs(default_knobs("kimi-k2", tensor_parallel_size=8, context=32_768))
-    eight = plan_knobs(default_knobs("kimi-k2", tensor_parallel_size=8, decode_context_parallel_size=8,
-                                     context=32_768))
+    eight = plan_knobs(default_knobs("kimi-k2", tensor_parallel_size=8, decode_context_parallel_size=8, context=32_768))
     assert one.capacity(2**34).blocks_per_request == 2048
     assert eight.capacity(2**34).blocks_per_request == 256

@@ -1,4 +1,4 @@
-"""kvviz.mapdata: the data both block maps draw, checked against the layout by a second method
+"""kvviz.views.blockmap_data: the data both block maps draw, checked against the layout by a second method
 (a byte mask per group), hand-worked page anatomies (docs/row-formats.md#page-anatomy) and exact
 byte formatting."""
 
@@ -12,11 +12,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kvviz.base import regions
+from kvviz.base.errors import KvvizError
 from kvviz.core.kinds import CacheKind
-from kvviz.errors import KvvizError
 from kvviz.families import load_preset
-from kvviz.mapdata import BlockMapData, block_map_data, byte_ticks, format_bytes
 from kvviz.options import Options
+from kvviz.views import BlockMapData, block_map_data, byte_ticks, format_bytes
 from kvviz.vllm.plan import plan_model as _plan_model
 
 PRO = load_preset("deepseek-v4-pro")
@@ -37,15 +38,17 @@ def layout(request):
 def unused_by_mask(layout, group):
     free = np.ones(layout.block_stride, dtype=bool)
     for p in layout.group_placements(group):
-        free[p.offset:p.end] = False
+        free[p.offset : p.end] = False
     edges = np.flatnonzero(np.diff(np.concatenate([[False], free, [False]])))
     return [(int(a), int(b)) for a, b in zip(edges[0::2], edges[1::2])]
 
 
 def test_module_stays_light():
-    code = ("import sys, kvviz.mapdata\n"
-            "bad = [m for m in ('matplotlib', 'torch', 'ipywidgets', 'pandas') if m in sys.modules]\n"
-            "assert not bad, bad\n")
+    code = (
+        "import sys, kvviz.views.blockmap_data\n"
+        "bad = [m for m in ('matplotlib', 'torch', 'ipywidgets', 'pandas') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -54,8 +57,8 @@ def test_ranges_and_lanes_are_the_layout(layout):
     assert isinstance(data, BlockMapData) and data.stride == layout.block_stride and data.planner == layout.planner
     names = [g.name for g in layout.groups]
     assert [(r.layer, r.group, r.offset, r.end, r.page_bytes) for r in data.ranges] == [
-        (p.name, names[p.group], p.offset, p.offset + p.cache.page_bytes, p.cache.page_bytes)
-        for p in layout.placements]
+        (p.name, names[p.group], p.offset, p.offset + p.cache.page_bytes, p.cache.page_bytes) for p in layout.placements
+    ]
     for i, lane in enumerate(data.lanes):
         assert lane.name == names[i]
         assert lane.total == sum(p.cache.page_bytes for p in layout.group_placements(i))
@@ -79,12 +82,23 @@ def test_page_anatomy_of_the_mxfp4_indexer_page():
     r = block_map_data(layout).range("model.layers.2.attn.indexer.k_cache")
     assert r.kind is CacheKind.INDEXER_K
     assert (r.rows, r.payload_bytes, r.footer_bytes, r.content_bytes, r.page_bytes, r.padding_bytes) == (
-        64, 64, 4, 4_352, 4_608, 256)
+        64,
+        64,
+        4,
+        4_352,
+        4_608,
+        256,
+    )
     assert [(g.name, g.start, g.end) for g in r.regions] == [
-        ("payload", 0, 4_096), ("footer", 4_096, 4_352), ("padding", 4_352, 4_608)]
+        ("payload", 0, 4_096),
+        ("footer", 4_096, 4_352),
+        ("padding", 4_352, 4_608),
+    ]
     assert r.tooltip().splitlines() == [
-        "model.layers.2.attn.indexer.k_cache", "group full · indexer K",
-        f"offset {r.offset:,} B · page 4,608 B (4.5 KiB) · end {r.offset + 4_608:,} B"]
+        "model.layers.2.attn.indexer.k_cache",
+        "group full · indexer K",
+        f"offset {r.offset:,} B · page 4,608 B (4.5 KiB) · end {r.offset + 4_608:,} B",
+    ]
 
 
 def test_to_dict_is_json_and_shares_anatomies(layout):
@@ -92,22 +106,36 @@ def test_to_dict_is_json_and_shares_anatomies(layout):
     d = json.loads(json.dumps(data.to_dict()))
     assert d["stride"] == layout.block_stride
     assert [(r["layer"], r["offset"], r["end"]) for r in d["ranges"]] == [
-        (r.layer, r.offset, r.end) for r in data.ranges]
+        (r.layer, r.offset, r.end) for r in data.ranges
+    ]
     for r, rd in zip(data.ranges, d["ranges"]):
         a = d["anatomies"][rd["anatomy"]]
         assert [(g["name"], g["start"], g["size"]) for g in a["regions"]] == [
-            (g.name, g.start, g.size) for g in r.regions]
+            (g.name, g.start, g.size) for g in r.regions
+        ]
         assert (a["rows"], a["row_bytes"], a["padding_bytes"]) == (r.rows, r.row_bytes, r.padding_bytes)
     assert len(d["anatomies"]) < len(d["ranges"])
     assert [lane["binds"] for lane in d["lanes"]] == [lane.binds for lane in data.lanes]
     assert {k["label"] for k in d["kinds"]} == {p.cache.kind.label for p in layout.placements}
 
 
-@pytest.mark.parametrize("n,text", [
-    (0, "0 B"), (1_023, "1,023 B"), (1_024, "1 KiB"), (2_560, "2.5 KiB"), (1_728, "1,728 B"), (1_536, "1.5 KiB"),
-    (4_608, "4.5 KiB"), (8_640, "8,640 B"), (1_310_720, "1.25 MiB"), (1_315_008, "1,315,008 B"),
-    (786_432, "768 KiB"), (3 * 2**30, "3 GiB"),
-])
+@pytest.mark.parametrize(
+    "n,text",
+    [
+        (0, "0 B"),
+        (1_023, "1,023 B"),
+        (1_024, "1 KiB"),
+        (2_560, "2.5 KiB"),
+        (1_728, "1,728 B"),
+        (1_536, "1.5 KiB"),
+        (4_608, "4.5 KiB"),
+        (8_640, "8,640 B"),
+        (1_310_720, "1.25 MiB"),
+        (1_315_008, "1,315,008 B"),
+        (786_432, "768 KiB"),
+        (3 * 2**30, "3 GiB"),
+    ],
+)
 def test_format_bytes_is_exact(n, text):
     assert format_bytes(n) == text
 
@@ -137,25 +165,32 @@ def test_bad_input_names_the_field():
 
 
 # ---- the data objects of kvviz.views -------------------------------------------------------
-DATA_MODULES = ("kvviz.views", "kvviz.views.style", "kvviz.views.blockmap_data", "kvviz.views.compare_data",
-                "kvviz.views.planes_data", "kvviz.views.live_data", "kvviz.views.anatomy_data")
+DATA_MODULES = (
+    "kvviz.views",
+    "kvviz.views.style",
+    "kvviz.views.blockmap_data",
+    "kvviz.views.compare_data",
+    "kvviz.views.planes_data",
+    "kvviz.views.live_data",
+    "kvviz.views.anatomy_data",
+)
 
 
 def test_the_data_modules_stay_light():
     """Every figure's data object is built without matplotlib (and torch, ipywidgets, pandas)."""
-    code = (f"import sys\nfor m in {DATA_MODULES!r}: __import__(m)\n"
-            "bad = [m for m in ('matplotlib', 'torch', 'ipywidgets', 'pandas') if m in sys.modules]\n"
-            "assert not bad, bad\n")
+    code = (
+        f"import sys\nfor m in {DATA_MODULES!r}: __import__(m)\n"
+        "bad = [m for m in ('matplotlib', 'torch', 'ipywidgets', 'pandas') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_one_region_class():
-    """A map range's regions are the page anatomy's own `kvviz.formats.Region`s (no second class)."""
-    from kvviz import formats, mapdata
+    """A map range's regions are the page anatomy's own `kvviz.base.regions.Region`s (no second class)."""
 
-    assert mapdata.Region is formats.Region
     layout = plan_model(PRO, MXFP4, "overlay")
-    assert all(type(g) is formats.Region for r in block_map_data(layout).ranges for g in r.regions)
+    assert all(type(g) is regions.Region for r in block_map_data(layout).ranges for g in r.regions)
 
 
 def test_the_data_objects_are_frozen():
@@ -171,7 +206,7 @@ def test_separate_pools_data_is_one_lane_per_pool(qwen):
     """Qwen3-Next in separate pools (as SGLang keeps them): one lane per pool, each its pool's own
     block; the width is the largest pool's block; no lane binds; each lane ends at its pool's block.
     Each lane's total is the sum of its pool's pages, read off the pool's layout."""
-    from kvviz.mapdata import separate_pools_data
+    from kvviz.views import separate_pools_data
 
     plan = _plan_model(qwen, "separate", Options())
     assert len(plan.pools) > 1
@@ -182,7 +217,8 @@ def test_separate_pools_data_is_one_lane_per_pool(qwen):
         assert (lane.index, lane.name, lane.block_end) == (i, pool.groups[0].name, pool.block_stride)
         assert lane.total == sum(p.cache.page_bytes for p in pool.placements)
         assert [(r.layer, r.offset, r.end) for r in data.lane_ranges(i)] == [
-            (p.name, p.offset, p.offset + p.cache.page_bytes) for p in pool.placements]
+            (p.name, p.offset, p.offset + p.cache.page_bytes) for p in pool.placements
+        ]
     d = data.to_dict()
     assert [lane["block_end"] for lane in d["lanes"]] == [p.block_stride for p in plan.pools]
     assert d["stride_text"] == f"{data.stride:,} B (largest pool's block)"

@@ -1,8 +1,9 @@
 """environment.yml (conda-forge) must list the same dependencies as pyproject.toml."""
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 CONDA_NAMES = {"torch": "pytorch"}  # PyPI name -> conda-forge name

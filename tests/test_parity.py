@@ -22,9 +22,9 @@ import pytest
 import torch
 
 from kvviz import quant as q
+from kvviz.base.formats import DS_MLA_SCALE_BLOCK, INDEXER_FP8_BLOCK, MXFP4_BLOCK
 from kvviz.quant import bits
 from kvviz.tools import quant_parity
-from kvviz.formats import DS_MLA_SCALE_BLOCK, INDEXER_FP8_BLOCK, MXFP4_BLOCK
 
 F32 = np.float32
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -102,7 +102,17 @@ def wide(shape, seed: int) -> np.ndarray:
 def test_references_match_the_format_definitions():
     assert E4M3_MAX == 448.0 and E4M3[1] == 2.0**-9 and len(set(E4M3)) == 127
     assert list(e4m3_ref(np.array([1.0, -2.0, 448.0, 0.5, 1e6, -0.0], F32))) == [0x38, 0xC0, 0x7E, 0x30, 0x7E, 0x80]
-    assert list(e2m1_ref(np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 7.0, -0.1], F32))) == [0, 2, 2, 4, 4, 6, 6, 7, 8]
+    assert list(e2m1_ref(np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 7.0, -0.1], F32))) == [
+        0,
+        2,
+        2,
+        4,
+        4,
+        6,
+        6,
+        7,
+        8,
+    ]
     assert ceil_pow2_exponent(np.array([448.0, 449.0, 224.0, 1.0]), 448.0).tolist() == [0, 1, -1, -8]
 
 
@@ -231,7 +241,7 @@ def test_ds_mla_matches_reference():
     codes = e4m3_ref(np.ldexp(g, -e[..., None]).astype(F32)).reshape(256, nope)
     assert np.array_equal(payload.numpy(), np.concatenate([codes, bf16_ref(x[:, nope:])], axis=1))
     assert np.array_equal(footer.numpy()[:, : e.shape[1]], (e + 127).astype(np.uint8))
-    assert not footer.numpy()[:, e.shape[1]:].any()
+    assert not footer.numpy()[:, e.shape[1] :].any()
 
 
 # ---------------------------------------------------------------------------- the guard has teeth
@@ -241,10 +251,12 @@ def _reciprocal_div(scalars: bool, tensors: bool):
     """A stand-in for kvviz.quant.bits.true_div that multiplies by the float32 reciprocal: for Python-number
     divisors (what CUDA does for x / 448.0) and/or for tensor divisors (code written as
     x * (1 / scale))."""
+
     def div(x: torch.Tensor, divisor) -> torch.Tensor:
         if isinstance(divisor, torch.Tensor):
             return x * torch.reciprocal(divisor.to(x.dtype)) if tensors else torch.div(x, divisor)
         return x * float(F32(1) / F32(divisor)) if scalars else torch.div(x, torch.tensor(divisor, dtype=x.dtype))
+
     return div
 
 
@@ -272,8 +284,9 @@ def test_no_division_by_a_host_scalar(monkeypatch):
     div = torch.div
 
     def check(x, other):
-        assert isinstance(other, torch.Tensor) and other.device == x.device, \
+        assert isinstance(other, torch.Tensor) and other.device == x.device, (
             f"division of a {tuple(x.shape)} tensor by {other!r}"
+        )
 
     def guarded_truediv(self, other):
         check(self, other)

@@ -22,7 +22,9 @@ CONFIGS = Path(__file__).parent / "data" / "vllm-0.33" / "configs"
 def test_shipped_parsed_form_equals_a_fresh_parse(name):
     data = (PRESETS_DIR / f"{name}.json").read_bytes()
     shipped = parsed.shipped(name, data)
-    assert shipped is not None, f"kvviz/presets/parsed/{name}.json is missing or stale: run python -m kvviz.families.parsed"
+    assert shipped is not None, (
+        f"kvviz/presets/parsed/{name}.json is missing or stale: run python -m kvviz.tools.remake_parsed"
+    )
     assert shipped == model_from_dict(json.loads(data), name=name)
 
 
@@ -87,10 +89,13 @@ def test_unwritable_cache_is_not_an_error(tmp_path, monkeypatch):
 
 
 def _imports_after(argv, env):
-    code = ("import sys, runpy; sys.argv = ['kvviz'] + sys.argv[1:]\n"
-            "from kvviz.cli import main\nrc = main(sys.argv[1:])\n"
-            "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'matplotlib') if m in sys.modules), file=sys.stderr)\n"
-            "sys.exit(rc)")
+    code = (
+        "import sys, runpy; sys.argv = ['kvviz'] + sys.argv[1:]\n"
+        "from kvviz.cli import main\nrc = main(sys.argv[1:])\n"
+        "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'matplotlib') if m in sys.modules),"
+        " file=sys.stderr)\n"
+        "sys.exit(rc)"
+    )
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, cwd=REPO)
     assert out.returncode == 0, out.stderr
     return out.stderr.strip().splitlines()[-1]

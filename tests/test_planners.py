@@ -21,17 +21,23 @@ def plan_model(model, options, planner):
 
 def compare_layouts(model, backend):
     """vLLM #48993's before/after for one backend: bucketed + FP8 indexer vs overlay + MXFP4."""
-    return (plan_model(model, Options(backend=backend, indexer_format="fp8"), "bucketed"),
-            plan_model(model, Options(backend=backend, indexer_format="mxfp4"), "overlay"))
+    return (
+        plan_model(model, Options(backend=backend, indexer_format="fp8"), "bucketed"),
+        plan_model(model, Options(backend=backend, indexer_format="mxfp4"), "overlay"),
+    )
+
 
 VLLM = json.loads((Path(__file__).parent / "data" / "vllm-0.33-deepseek-v4-pro.json").read_text())
 CASES = {(c["backend"], c["indexer"]): c for c in VLLM["cases"]}
 
 
-@pytest.mark.parametrize("backend,before,after", [
-    ("flashmla", 1_473_408, 1_315_008),
-    ("flashinfer", 1_308_672, 1_228_800),
-])
+@pytest.mark.parametrize(
+    "backend,before,after",
+    [
+        ("flashmla", 1_473_408, 1_315_008),
+        ("flashinfer", 1_308_672, 1_228_800),
+    ],
+)
 def test_published_strides(backend, before, after):
     b, a = compare_layouts(PRO, backend)
     assert (b.block_stride, a.block_stride) == (before, after)
@@ -58,14 +64,16 @@ def test_overlay_by_spec_matches_vllm_033_layer_by_layer(key):
     layout = plan_model(PRO, Options(backend=backend, indexer_format=indexer), "vllm")
     assert layout.block_stride == case["bytes_per_block"]
     assert [(len(g.layers), layout.group_total(i)) for i, g in enumerate(layout.groups)] == [
-        (g["num_layers"], g["bytes"]) for g in case["groups"]]
+        (g["num_layers"], g["bytes"]) for g in case["groups"]
+    ]
     # Every tensor: same offset, same layer stride, same layers in the same order.
     ours = [(t.offset, t.layer_stride, list(t.layers)) for t in layout.tensors]
     theirs = [(t["offset"], t["layer_stride"], t["layers"]) for t in case["tensors"]]
     assert ours == theirs
     # And so every layer's offset: tensor offset + position x layer stride.
-    expected = {name: t["offset"] + k * t["layer_stride"] for t in case["tensors"] for k, name in
-                enumerate(t["layers"])}
+    expected = {
+        name: t["offset"] + k * t["layer_stride"] for t in case["tensors"] for k, name in enumerate(t["layers"])
+    }
     assert {p.name: p.offset for p in layout.placements} == expected
     for budget in case["budgets"].values():
         assert capacity.num_blocks(layout, budget["available_bytes"]) == budget["num_blocks"]
@@ -109,8 +117,13 @@ def test_text_map_and_dataframe():
     # (docs/published-numbers.md#the-published-table); a lane's pages are dense from byte 0, so its
     # last ceil(total x 40 / stride) cells are glyphs and the rest '.'.
     stride = 30 * 37_440 + 30 * 4_608 + 31 * 1_728
-    totals = {"full": stride, "swa-a": 31 * 37_440, "swa-b": 31 * 37_440, "c128-state": 31 * 32_832,
-              "c4-state": 30 * (32_832 + 8_640)}
+    totals = {
+        "full": stride,
+        "swa-a": 31 * 37_440,
+        "swa-b": 31 * 37_440,
+        "c128-state": 31 * 32_832,
+        "c4-state": 30 * (32_832 + 8_640),
+    }
     assert len(lines) == len(totals) + 2
     # layers per group (docs/grouping.md#vllm-grouping, MTP counted)
     layers = {"full": 91, "swa-a": 31, "swa-b": 31, "c128-state": 31, "c4-state": 60}
@@ -125,8 +138,15 @@ def test_text_map_and_dataframe():
     assert lines[-2].strip() == "block stride 1,315,008 B, 256 tokens (overlay)"
     legend = lines[-1].split("  ")
     assert legend[-1] == ".=unused"
-    assert set(legend[:-1]) - {""} == {"a=main KV c128", "B=indexer K", "A=main KV c4", "C=sliding-window KV",
-                                       "d=compressor state c128", "E=indexer state", "D=compressor state c4"}
+    assert set(legend[:-1]) - {""} == {
+        "a=main KV c128",
+        "B=indexer K",
+        "A=main KV c4",
+        "C=sliding-window KV",
+        "d=compressor state c128",
+        "E=indexer state",
+        "D=compressor state c4",
+    }
     df = layout.to_dataframe()
     assert len(df) == layout.num_layers == 91 + 62 + 31 + 60
     assert (df["end"] - df["offset"] == df["page_bytes"]).all()

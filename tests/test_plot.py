@@ -1,6 +1,6 @@
-"""kvviz.plot: the figures are read back and compared with the layouts they draw.
+"""kvviz.views: the figures are read back and compared with the layouts they draw.
 
-Expected byte ranges are recomputed here independently of kvviz.plot (a coverage mask per
+Expected byte ranges are recomputed here independently of kvviz.views (a coverage mask per
 group), and the strides and percentages are the published ones (docs/published-numbers.md#the-published-table).
 """
 
@@ -19,16 +19,17 @@ from hypothesis import strategies as st
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from kvviz import plot
+from kvviz import views as plot
+from kvviz.base.defaults import BLOCK_SIZE
+from kvviz.base.errors import KvvizError
 from kvviz.core.group import KVGroup
 from kvviz.core.kinds import CacheKind
 from kvviz.core.spec import custom_cache as _custom_cache
-from kvviz.defaults import BLOCK_SIZE
-from kvviz.errors import KvvizError
 from kvviz.families import load_preset as load_model
 from kvviz.options import Options
 from kvviz.vllm.plan import plan_model
-from kvviz.vllm.planners import LAYOUT_PLANNERS as PLANNERS, plan
+from kvviz.vllm.planners import LAYOUT_PLANNERS as PLANNERS
+from kvviz.vllm.planners import plan
 
 
 def custom_cache(name, page_bytes, **kw):
@@ -38,8 +39,11 @@ def custom_cache(name, page_bytes, **kw):
 
 def compare_layouts(model, backend="flashmla"):
     """vLLM #48993's before/after for one backend: bucketed + FP8 indexer vs overlay + MXFP4."""
-    return (plan_model(model, "bucketed", Options(backend=backend, indexer_format="fp8")).layout,
-            plan_model(model, "overlay", Options(backend=backend, indexer_format="mxfp4")).layout)
+    return (
+        plan_model(model, "bucketed", Options(backend=backend, indexer_format="fp8")).layout,
+        plan_model(model, "overlay", Options(backend=backend, indexer_format="mxfp4")).layout,
+    )
+
 
 MODELS = ("deepseek-v4-pro", "deepseek-v4-flash")
 
@@ -52,7 +56,9 @@ def layouts():
 
 @pytest.fixture(scope="module")
 def pro():
-    return plan_model(load_model("deepseek-v4-pro"), "overlay", Options(backend="flashmla", indexer_format="mxfp4")).layout
+    return plan_model(
+        load_model("deepseek-v4-pro"), "overlay", Options(backend="flashmla", indexer_format="mxfp4")
+    ).layout
 
 
 # ---- independent expectations -------------------------------------------------------------
@@ -60,7 +66,7 @@ def expected_unused(layout, group: int) -> list[tuple[int, int]]:
     """Runs of bytes no page of the group covers, from a boolean mask of the whole block."""
     free = np.ones(layout.block_stride, dtype=bool)
     for p in layout.group_placements(group):
-        free[p.offset:p.end] = False
+        free[p.offset : p.end] = False
     change = np.flatnonzero(np.diff(np.concatenate([[False], free, [False]])))
     return [(int(a), int(b)) for a, b in zip(change[0::2], change[1::2])]
 
@@ -69,15 +75,19 @@ def check_block_map(layout, fig, *, show_padding=True, panel=None):
     """Every page, padding band and unused range is drawn exactly once, at its bytes and lane."""
     pages = plot.find_patches(fig, kind="page", panel=panel)
     assert sorted((p.info.layer, p.get_x(), p.get_x() + p.get_width()) for p in pages) == sorted(
-        (p.name, p.offset, p.end) for p in layout.placements)
+        (p.name, p.offset, p.end) for p in layout.placements
+    )
     lane = {g.name: i for i, g in enumerate(layout.groups)}
     for p in pages:
         assert p.get_y() < lane[p.info.group] < p.get_y() + p.get_height()
         assert p.get_facecolor() == to_rgba(plot.KIND_COLORS[p.info.cache_kind])
 
     pads = sorted((r.layer, r.start, r.end) for r in plot.patch_ranges(fig, kind="pad", panel=panel))
-    want = sorted((p.name, p.end - p.cache.padding_bytes, p.end) for p in layout.placements
-                  if p.cache.padding_bytes > 0) if show_padding else []
+    want = (
+        sorted((p.name, p.end - p.cache.padding_bytes, p.end) for p in layout.placements if p.cache.padding_bytes > 0)
+        if show_padding
+        else []
+    )
     assert pads == want
 
     unused = plot.find_patches(fig, kind="unused", panel=panel)
@@ -86,8 +96,10 @@ def check_block_map(layout, fig, *, show_padding=True, panel=None):
     for i, g in enumerate(layout.groups):  # conservation, overlay planners: pages + unused = stride
         if layout.planner != "bucketed":
             used = sum(p.page_bytes for p in layout.group_placements(i))
-            assert used + sum(r.size for r in plot.patch_ranges(fig, kind="unused", group=g.name, panel=panel)) \
+            assert (
+                used + sum(r.size for r in plot.patch_ranges(fig, kind="unused", group=g.name, panel=panel))
                 == layout.block_stride
+            )
 
 
 # ---- block map ----------------------------------------------------------------------------
@@ -130,12 +142,14 @@ def check_readable(fig):
     boxes = text_boxes(fig)
     canvas = fig.bbox
     for t, b in boxes:
-        assert b.x0 >= -0.5 and b.y0 >= -0.5 and b.x1 <= canvas.width + 0.5 and b.y1 <= canvas.height + 0.5, \
+        assert b.x0 >= -0.5 and b.y0 >= -0.5 and b.x1 <= canvas.width + 0.5 and b.y1 <= canvas.height + 0.5, (
             f"{t.get_text()!r} is cut at the edge: {b.bounds} in {canvas.bounds}"
+        )
     for i, (t, a) in enumerate(boxes):
-        for u, b in boxes[i + 1:]:
-            assert not (a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1), \
+        for u, b in boxes[i + 1 :]:
+            assert not (a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1), (
                 f"{t.get_text()!r} overlaps {u.get_text()!r}"
+            )
     return boxes
 
 
@@ -157,8 +171,13 @@ def exact_bytes(label: str) -> int:
 @pytest.mark.parametrize("backend", ["flashmla", "flashinfer"])
 def test_figures_are_readable(layouts, model, backend):
     before, after = layouts[model, backend]
-    for fig in (plot.block_map(after), plot.block_map(before), plot.before_after(before, after),
-                plot.page_anatomy(after.placements[0]), plot.page_anatomy(after.placement("model.layers.2.attn"))):
+    for fig in (
+        plot.block_map(after),
+        plot.block_map(before),
+        plot.before_after(before, after),
+        plot.page_anatomy(after.placements[0]),
+        plot.page_anatomy(after.placement("model.layers.2.attn")),
+    ):
         check_readable(fig)
 
 
@@ -213,15 +232,18 @@ def test_bucketed_block_map_outlines_no_group(layouts):
 
 @pytest.mark.parametrize("planner", sorted(PLANNERS))
 def test_size_labels_sit_in_their_range_and_say_its_size(planner):
-    groups = (KVGroup(name="big", layers=(custom_cache("x", 40_960), custom_cache("y", 2_560))),
-              KVGroup(name="small", layers=(custom_cache("z", 10_240),)))
+    groups = (
+        KVGroup(name="big", layers=(custom_cache("x", 40_960), custom_cache("y", 2_560))),
+        KVGroup(name="small", layers=(custom_cache("z", 10_240),)),
+    )
     layout = plan(groups, planner)
     fig = plot.block_map(layout)
     boxes = dict(check_readable(fig))
     ax = fig.axes[0]
     names = [g.name for g in layout.groups]
-    ranges = [(r.start, r.end, names.index(r.group)) for r in plot.patch_ranges(fig, kind="page")] + \
-             [(r.start, r.end, names.index(r.group)) for r in plot.patch_ranges(fig, kind="unused")]
+    ranges = [(r.start, r.end, names.index(r.group)) for r in plot.patch_ranges(fig, kind="page")] + [
+        (r.start, r.end, names.index(r.group)) for r in plot.patch_ranges(fig, kind="unused")
+    ]
     labels = texts_with_gid(fig, "size")
     assert labels
     for t in labels:
@@ -305,8 +327,10 @@ def test_find_patches_filters_and_gids(pro):
 @st.composite
 def random_groups(draw):
     sizes = draw(st.lists(st.lists(st.integers(1, 40_000), min_size=1, max_size=10), min_size=1, max_size=5))
-    return tuple(KVGroup(name=f"g{i}", layers=tuple(custom_cache(f"g{i}.l{j}", pb) for j, pb in enumerate(layer)))
-                 for i, layer in enumerate(sizes))
+    return tuple(
+        KVGroup(name=f"g{i}", layers=tuple(custom_cache(f"g{i}.l{j}", pb) for j, pb in enumerate(layer)))
+        for i, layer in enumerate(sizes)
+    )
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -325,10 +349,13 @@ def test_block_map_refuses_non_layouts():
 
 
 # ---- before / after -----------------------------------------------------------------------
-@pytest.mark.parametrize("backend,before_s,after_s,pct", [
-    ("flashmla", "1,473,408", "1,315,008", "-10.75%"),  # docs/published-numbers.md#the-published-table
-    ("flashinfer", "1,308,672", "1,228,800", "-6.10%"),
-])
+@pytest.mark.parametrize(
+    "backend,before_s,after_s,pct",
+    [
+        ("flashmla", "1,473,408", "1,315,008", "-10.75%"),  # docs/published-numbers.md#the-published-table
+        ("flashinfer", "1,308,672", "1,228,800", "-6.10%"),
+    ],
+)
 def test_before_after_shows_both_strides_and_the_saving(layouts, backend, before_s, after_s, pct):
     before, after = layouts["deepseek-v4-pro", backend]
     fig = plot.before_after(before, after)
@@ -359,8 +386,11 @@ def test_page_anatomy_fp8_ds_mla(pro):
     texts = "\n".join(plot.figure_texts(fig))
     assert "row 584 B = payload 576 B + footer 8 B" in texts
     assert "448 E4M3 NoPE" in texts and "64 bf16 RoPE" in texts and "7 UE8M0 scale" in texts
-    assert _ranges(fig, "region") == [("payload", 0, 64 * 576), ("footer", 64 * 576, 64 * 584),
-                                       ("padding", 64 * 584, 37_440)]
+    assert _ranges(fig, "region") == [
+        ("payload", 0, 64 * 576),
+        ("footer", 64 * 576, 64 * 584),
+        ("padding", 64 * 584, 37_440),
+    ]
     assert _ranges(fig, "field") == [("NoPE", 0, 448), ("RoPE", 448, 576), ("scale", 0, 7), ("pad", 7, 8)]
 
 
@@ -370,8 +400,7 @@ def test_page_anatomy_mxfp4_shows_nibble_order(pro):
     assert "row 68 B = payload 64 B + footer 4 B" in texts
     assert "4 UE8M0 scale" in texts
     assert "elem 2i low nibble, 2i+1 high" in texts
-    assert _ranges(fig, "region") == [("payload", 0, 64 * 64), ("footer", 64 * 64, 64 * 68),
-                                       ("padding", 64 * 68, 4608)]
+    assert _ranges(fig, "region") == [("payload", 0, 64 * 64), ("footer", 64 * 64, 64 * 68), ("padding", 64 * 68, 4608)]
     assert _ranges(fig, "field") == [("K", 0, 64), ("scale", 0, 4)]
 
 
@@ -387,7 +416,7 @@ def _pool(layout, owners, seed=0):
     for b, g in enumerate(owners):
         if g is not None and g >= 0:
             for p in layout.group_placements(g):
-                data[b, p.offset:p.offset + p.cache.content_bytes] = rng.integers(1, 256, p.cache.content_bytes)
+                data[b, p.offset : p.offset + p.cache.content_bytes] = rng.integers(1, 256, p.cache.content_bytes)
     return data
 
 
@@ -395,8 +424,10 @@ def test_live_bytes_marks_victims_and_spans(pro):
     owners = [0, None, 4, -1]
     data = _pool(pro, owners)
     idx = pro.placement("model.layers.2.attn.indexer.k_cache")
-    victims = [{"block": 0, "start": idx.offset, "end": idx.end, "layer": idx.name},
-               SimpleNamespace(block=2, start=1000, end=1000 + pro.block_stride, layer="zeroer spill")]
+    victims = [
+        {"block": 0, "start": idx.offset, "end": idx.end, "layer": idx.name},
+        SimpleNamespace(block=2, start=1000, end=1000 + pro.block_stride, layer="zeroer spill"),
+    ]
     torch = pytest.importorskip("torch")  # a pool's backing is a torch tensor; imported here, it is slow
     fig = plot.live_bytes(pro, torch.from_numpy(data), owners, victims=victims)
     marks = sorted((r.block, r.start, r.end) for r in plot.patch_ranges(fig, kind="victim"))
@@ -410,13 +441,17 @@ def test_live_bytes_marks_victims_and_spans(pro):
     header, *rows = [t.get_text().split() for t in texts_with_gid(fig, "victim-table")]
     assert header[:2] == ["#", "block"]
     assert [(int(r[0]), int(r[1]), " ".join(r[2:4])) for r in rows] == [
-        (1, 0, f"[{idx.offset:,}, {idx.end:,})"), (2, 2, f"[1,000, {pro.block_stride:,})"), (3, 3, "[0, 1,000)")]
+        (1, 0, f"[{idx.offset:,}, {idx.end:,})"),
+        (2, 2, f"[1,000, {pro.block_stride:,})"),
+        (3, 3, "[0, 1,000)"),
+    ]
     assert rows[0][-2:] == ["L2", "indexer.k_cache"] and rows[1][-2:] == ["zeroer", "spill"]
     assert "victim range" in plot.legend_labels(fig)
     spans = plot.patch_ranges(fig, kind="span")
     assert sorted((r.block, r.layer, r.start, r.end) for r in spans) == sorted(
         [(0, p.name, p.offset, p.end) for p in pro.group_placements(0)]
-        + [(2, p.name, p.offset, p.end) for p in pro.group_placements(4)])
+        + [(2, p.name, p.offset, p.end) for p in pro.group_placements(4)]
+    )
     assert [t.get_text().splitlines()[0] for t in fig.axes[0].get_yticklabels()] == ["block 0", "block 2", "block 3"]
 
 
@@ -435,7 +470,7 @@ def test_live_bytes_image_is_the_nonzero_fraction():
     layout = plan((KVGroup(name="g", layers=(custom_cache("a", 4096), custom_cache("b", 4096))),), "overlay")
     data = np.zeros((2, 8192), np.uint8)
     data[0, :4096] = 7
-    data[0, 4096:4096 + 1024] = 1  # a quarter of the second half
+    data[0, 4096 : 4096 + 1024] = 1  # a quarter of the second half
     fig = plot.live_bytes(layout, data, [0, None], blocks=[0, 1], bins=2)
     images = fig.axes[0].get_images()
     assert [im.get_array().tolist() for im in images] == [[[1.0, 0.25]], [[0.0, 0.0]]]
@@ -446,28 +481,41 @@ def test_live_bytes_image_is_the_nonzero_fraction():
 
 def test_live_bytes_of_a_real_pool_with_group_names():
     pool_mod = pytest.importorskip("kvviz.pool")
-    layout = plan((KVGroup(name="a", layers=(custom_cache("x", 4096), custom_cache("y", 8192))),
-                   KVGroup(name="b", layers=(custom_cache("z", 12288),))), "overlay")
+    layout = plan(
+        (
+            KVGroup(name="a", layers=(custom_cache("x", 4096), custom_cache("y", 8192))),
+            KVGroup(name="b", layers=(custom_cache("z", 12288),)),
+        ),
+        "overlay",
+    )
     pool = pool_mod.Pool(layout, 3, device="cpu")
     pool.blocks[1, 4096:12288] = 9  # y of block 1
-    fig = plot.live_bytes(layout, pool.blocks, ["b", "a", None],
-                          victims=[SimpleNamespace(block=1, start=4096, end=12288, layer="y")], bins=3)
+    fig = plot.live_bytes(
+        layout,
+        pool.blocks,
+        ["b", "a", None],
+        victims=[SimpleNamespace(block=1, start=4096, end=12288, layer="y")],
+        bins=3,
+    )
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["block 0\nb", "block 1\na"]
     assert [im.get_array().tolist() for im in fig.axes[0].get_images()] == [[[0.0, 0.0, 0.0]], [[0.0, 1.0, 1.0]]]
     with pytest.raises(KvvizError, match=r"block_groups\[0\]='c'"):
         plot.live_bytes(layout, pool.blocks, ["c", None, None])
 
 
-@pytest.mark.parametrize("kwargs,field", [
-    (dict(block_bytes=np.zeros((2, 10), np.uint8)), "block_bytes"),
-    (dict(block_bytes=np.zeros((2, 8192), np.int16)), "block_bytes"),
-    (dict(block_groups=[0]), "block_groups"),
-    (dict(block_groups=[3, 0]), r"block_groups\[0\]"),
-    (dict(victims=[{"block": 5, "start": 0, "end": 1}]), r"victims\[0\].block"),
-    (dict(victims=[{"block": 0, "start": 9, "end": 3}]), r"victims\[0\]"),
-    (dict(blocks=[7]), "blocks"),
-    (dict(bins=0), "bins"),
-])
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        (dict(block_bytes=np.zeros((2, 10), np.uint8)), "block_bytes"),
+        (dict(block_bytes=np.zeros((2, 8192), np.int16)), "block_bytes"),
+        (dict(block_groups=[0]), "block_groups"),
+        (dict(block_groups=[3, 0]), r"block_groups\[0\]"),
+        (dict(victims=[{"block": 5, "start": 0, "end": 1}]), r"victims\[0\].block"),
+        (dict(victims=[{"block": 0, "start": 9, "end": 3}]), r"victims\[0\]"),
+        (dict(blocks=[7]), "blocks"),
+        (dict(bins=0), "bins"),
+    ],
+)
 def test_live_bytes_bad_input_names_the_field(kwargs, field):
     layout = plan((KVGroup(name="g", layers=(custom_cache("a", 8192),)),), "overlay")
     args = dict(block_bytes=np.zeros((2, 8192), np.uint8), block_groups=[0, None]) | kwargs
@@ -484,8 +532,11 @@ def test_block_map_draws_its_data_object(pro):
     fig = plot.block_map(data)
     assert isinstance(fig, plot.KvvizFigure)
     drawn = [(p.info.layer, p.get_x(), p.get_x() + p.get_width()) for p in plot.find_patches(fig, kind="page")]
-    assert drawn == [(r.layer, r.offset, r.end) for r in data.ranges] == [
-        (p.name, p.offset, p.offset + p.cache.page_bytes) for p in pro.placements]
+    assert (
+        drawn
+        == [(r.layer, r.offset, r.end) for r in data.ranges]
+        == [(p.name, p.offset, p.offset + p.cache.page_bytes) for p in pro.placements]
+    )
     pads = [(p.info.layer, p.get_x(), p.get_x() + p.get_width()) for p in plot.find_patches(fig, kind="pad")]
     assert pads == [(r.layer, r.pad_start, r.end) for r in data.ranges if r.padding_bytes]
     idx = data.range("model.layers.2.attn.indexer.k_cache")
@@ -510,7 +561,8 @@ def test_before_after_draws_its_data_object(layouts):
     assert (saved.get_x(), saved.get_x() + saved.get_width()) == data.saved_range
     for panel, _, d in data.panels:
         assert [(r.layer, r.start, r.end) for r in plot.patch_ranges(fig, kind="page", panel=panel)] == [
-            (r.layer, r.offset, r.end) for r in d.ranges]
+            (r.layer, r.offset, r.end) for r in d.ranges
+        ]
     assert fig._suptitle.get_text() == data.title
     assert "(158,400 B per block saved)" in data.title
 
@@ -522,7 +574,10 @@ def test_page_anatomy_draws_its_data_object(pro):
     cache = pro.placement("model.layers.2.attn").cache
     data = plot.page_anatomy_data(cache)
     assert [(r.name, r.start, r.end) for r in data.regions] == [
-        ("payload", 0, 64 * 576), ("footer", 64 * 576, 64 * 584), ("padding", 64 * 584, 37_440)]
+        ("payload", 0, 64 * 576),
+        ("footer", 64 * 576, 64 * 584),
+        ("padding", 64 * 584, 37_440),
+    ]
     assert [(f.name, f.start, f.end) for f in data.payload] == [("NoPE", 0, 448), ("RoPE", 448, 448 + 64 * 2)]
     assert [(f.name, f.start, f.end) for f in data.footer] == [("scale", 0, 7), ("pad", 7, 8)]
     assert (data.row_bytes, data.padding_bytes) == (576 + 8, 37_440 - 64 * 584)
@@ -540,21 +595,27 @@ def test_live_bytes_draws_its_data_object():
     layout = plan((KVGroup(name="g", layers=(custom_cache("a", 4096), custom_cache("b", 4096))),), "overlay")
     pool = np.zeros((3, 8192), np.uint8)
     pool[0, :4096] = 7
-    pool[0, 4096:4096 + 1024] = 1
+    pool[0, 4096 : 4096 + 1024] = 1
     victims = [{"block": 1, "start": 1000, "end": 1000 + 8192, "layer": "spill"}]
     data = plot.live_bytes_data(layout, pool, [0, None, "g"], victims=victims, bins=2)
     assert data.blocks == (0, 1, 2) and data.owners == ("g", None, "g")
     assert data.image.tolist() == [[4096 / 4096, 1024 / 4096], [0.0, 0.0], [0.0, 0.0]]
     assert [(s.block, s.layer, s.start, s.end) for s in data.spans] == [
-        (0, "a", 0, 4096), (0, "b", 4096, 8192), (2, "a", 0, 4096), (2, "b", 4096, 8192)]
+        (0, "a", 0, 4096),
+        (0, "b", 4096, 8192),
+        (2, "a", 0, 4096),
+        (2, "b", 4096, 8192),
+    ]
     assert [(v.number, v.block, v.start, v.end) for v in data.victims] == [(1, 1, 1000, 8192), (2, 2, 0, 1000)]
     fig = plot.live_bytes(data)
     assert isinstance(fig, plot.KvvizFigure)
     assert [im.get_array().tolist() for im in fig.axes[0].get_images()] == [[row] for row in data.image.tolist()]
     assert [(r.block, r.layer, r.start, r.end) for r in plot.patch_ranges(fig, kind="span")] == [
-        (s.block, s.layer, s.start, s.end) for s in data.spans]
+        (s.block, s.layer, s.start, s.end) for s in data.spans
+    ]
     assert [(r.block, r.start, r.end) for r in plot.patch_ranges(fig, kind="victim")] == [
-        (v.block, v.start, v.end) for v in data.victims]
+        (v.block, v.start, v.end) for v in data.victims
+    ]
     assert len(texts_with_gid(fig, "victim-table")) == len(data.table) == 1 + 2
     assert data.title in plot.figure_texts(fig)
 
@@ -562,7 +623,8 @@ def test_live_bytes_draws_its_data_object():
 # ---- no pyplot, headless ------------------------------------------------------------------
 def test_builders_never_import_pyplot():
     code = (
-        "import sys; from kvviz import plot; from kvviz.families import load_preset; from kvviz.options import Options\n"
+        "import sys; from kvviz import views as plot; from kvviz.families import load_preset\n"
+        "from kvviz.options import Options\n"
         "from kvviz.vllm.plan import plan_model\n"
         "m = load_preset('deepseek-v4-flash')\n"
         "b = plan_model(m, 'bucketed', Options(backend='flashmla', indexer_format='fp8')).layout\n"

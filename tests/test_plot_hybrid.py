@@ -16,18 +16,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from matplotlib.colors import to_rgba
 
-from kvviz import plot
+from kvviz import views as plot
+from kvviz.base.errors import KvvizError
 from kvviz.core.kinds import CacheKind
-from kvviz.errors import KvvizError
 from kvviz.families import load_preset as load_model
-from kvviz.mapdata import KIND_COLORS, PAD_COLOR, UNUSED_COLOR
 from kvviz.options import Options
+from kvviz.views import KIND_COLORS, PAD_COLOR, UNUSED_COLOR
 from kvviz.vllm.plan import plan_model
 
 
 def plan_hybrid(model, options=Options(), planner="vllm"):
     """The one pool a shared-pool planner lays the model out in."""
     return plan_model(model, planner, options).layout
+
 
 BF16 = 2
 
@@ -42,8 +43,10 @@ def raw(name: str) -> dict:
 
 def qwen_state_bytes() -> int:
     c = raw("qwen3-next-80b-a3b")
-    conv_dim = 2 * c["linear_num_key_heads"] * c["linear_key_head_dim"] + \
-        c["linear_num_value_heads"] * c["linear_value_head_dim"]
+    conv_dim = (
+        2 * c["linear_num_key_heads"] * c["linear_key_head_dim"]
+        + c["linear_num_value_heads"] * c["linear_value_head_dim"]
+    )
     conv = (c["linear_conv_kernel_dim"] - 1) * conv_dim * BF16
     ssm = c["linear_num_value_heads"] * c["linear_value_head_dim"] * c["linear_key_head_dim"] * BF16
     return conv + ssm
@@ -76,11 +79,13 @@ def test_pool_planes_offsets_by_hand(gemma, num_blocks):
             assert rgba(p) == tuple(round(x, 4) for x in to_rgba(KIND_COLORS[p.info.cache_kind]))
             pages = plot.find_patches(fig, kind="page", layer=p.info.layer)
             assert [(q.info.block, q.get_x(), q.get_width()) for q in pages] == [
-                (b, k * num_blocks * page + b * page, page) for b in range(num_blocks)]
+                (b, k * num_blocks * page + b * page, page) for b in range(num_blocks)
+            ]
         unused = plot.find_patches(fig, kind="unused", group=g.name)
         if len(g.layers) < widest:  # the short group's last plane, hatched like unused bytes
             assert [(u.get_x(), u.get_width()) for u in unused] == [
-                (len(g.layers) * num_blocks * page, (widest - len(g.layers)) * num_blocks * page)]
+                (len(g.layers) * num_blocks * page, (widest - len(g.layers)) * num_blocks * page)
+            ]
             assert unused[0].get_hatch() == "////"
             assert to_rgba(UNUSED_COLOR) == tuple(unused[0].get_edgecolor())
         else:
@@ -99,8 +104,9 @@ def test_pool_planes_gemma_short_groups_and_kinds(gemma):
     assert counts == [9, 9, 9, 9, 8, 8]
     planes_per_group = [len(plot.find_patches(fig, kind="plane", group=g.name)) for g in layout.groups]
     assert planes_per_group == counts + [c["num_hidden_layers"] - len(sliding)]
-    unused_planes = [sum(u.get_width() for u in plot.find_patches(fig, kind="unused", group=g.name))
-                     for g in layout.groups]
+    unused_planes = [
+        sum(u.get_width() for u in plot.find_patches(fig, kind="unused", group=g.name)) for g in layout.groups
+    ]
     page_x8 = layout.block_stride * 8 // 10
     assert unused_planes == [(10 - n) * page_x8 for n in counts] + [0]
     kinds = {p.info.cache_kind for p in plot.find_patches(fig, kind="plane")}
@@ -125,8 +131,9 @@ def test_pool_planes_padded_states(qwen):
     states = [p for p in layout.placements if p.cache.kind is CacheKind.GDN_STATE]
     assert len(pads) == len(states) * 2
     for p in pads:
-        k = [c.name for c in layout.groups[[g.name for g in layout.groups].index(p.info.group)].layers] \
-            .index(p.info.layer)
+        k = [c.name for c in layout.groups[[g.name for g in layout.groups].index(p.info.group)].layers].index(
+            p.info.layer
+        )
         end = k * 4 * page + (p.info.block + 1) * page
         assert (p.get_x(), p.get_width()) == (end - pad, pad)
         assert rgba(p) == tuple(round(x, 4) for x in to_rgba(PAD_COLOR))
@@ -145,9 +152,14 @@ def test_pool_planes_many_blocks_draw_no_pages(gpt_oss):
     assert sorted(gids) == sorted(f"plane:{p.name}" for p in layout.placements)
 
 
-@pytest.mark.parametrize("kwargs, field", [({"num_blocks": 0}, "num_blocks"),
-                                           ({"num_blocks": 4, "blocks_shown": [4]}, "blocks_shown"),
-                                           ({"num_blocks": 4, "blocks_shown": [-1]}, "blocks_shown")])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"num_blocks": 0}, "num_blocks"),
+        ({"num_blocks": 4, "blocks_shown": [4]}, "blocks_shown"),
+        ({"num_blocks": 4, "blocks_shown": [-1]}, "blocks_shown"),
+    ],
+)
 def test_pool_planes_bad_input_names_the_field(gpt_oss, kwargs, field):
     with pytest.raises(KvvizError, match=field):
         plot.pool_planes(plan_hybrid(gpt_oss), **kwargs)
@@ -163,7 +175,8 @@ def test_block_map_padded_state_pages(qwen):
     pads = plot.find_patches(fig, kind="pad")
     states = [p for p in layout.placements if p.cache.kind is CacheKind.GDN_STATE]
     assert sorted((p.info.layer, p.get_x(), p.get_width()) for p in pads) == sorted(
-        (s.name, s.offset + page - pad, pad) for s in states)
+        (s.name, s.offset + page - pad, pad) for s in states
+    )
     assert {rgba(p) for p in pads} == {tuple(round(x, 4) for x in to_rgba(PAD_COLOR))}
     state_color = {rgba(p) for p in plot.find_patches(fig, kind="page", cache_kind=CacheKind.GDN_STATE)}
     assert state_color.isdisjoint({rgba(p) for p in pads})
@@ -206,8 +219,10 @@ def test_invisible_state_padding_is_named_in_the_note(qwen):
     pad = qwen_attention_page(544) - qwen_state_bytes()
     assert pad == 16_384
     notes = [t.get_text() for t in fig.texts if t.get_gid() == "sliver-note"]
-    assert notes == [f"too thin to see at this scale: padding (state page grown to the attention page): "
-                     f"at most {plot.format_bytes(pad)} a page"]
+    assert notes == [
+        f"too thin to see at this scale: padding (state page grown to the attention page): "
+        f"at most {plot.format_bytes(pad)} a page"
+    ]
     assert len(plot.find_patches(fig, kind="pad")) == 36  # drawn all the same, one per state page
 
 
@@ -231,7 +246,9 @@ def test_before_after_vllm_vs_packed(qwen):
     for g in after.groups:
         if g.layers[0].kind is CacheKind.GDN_STATE:
             unused = plot.find_patches(fig, kind="unused", panel="after", group=g.name)
-            assert [(u.get_x(), u.get_width()) for u in unused] == [(len(g.layers) * state, 12 * page - len(g.layers) * state)]
+            assert [(u.get_x(), u.get_width()) for u in unused] == [
+                (len(g.layers) * state, 12 * page - len(g.layers) * state)
+            ]
 
 
 def test_state_page_anatomy_names_conv_and_ssm(qwen):
@@ -240,12 +257,18 @@ def test_state_page_anatomy_names_conv_and_ssm(qwen):
     state = next(p for p in layout.placements if p.cache.kind is CacheKind.GDN_STATE)
     fig = plot.page_anatomy(state)
     c = raw("qwen3-next-80b-a3b")
-    conv_dim = 2 * c["linear_num_key_heads"] * c["linear_key_head_dim"] + \
-        c["linear_num_value_heads"] * c["linear_value_head_dim"]
+    conv_dim = (
+        2 * c["linear_num_key_heads"] * c["linear_key_head_dim"]
+        + c["linear_num_value_heads"] * c["linear_value_head_dim"]
+    )
     conv = (c["linear_conv_kernel_dim"] - 1) * conv_dim * BF16
     page = qwen_attention_page(576)
     regions = {p.info.layer: (p.get_x(), p.get_x() + p.get_width()) for p in plot.find_patches(fig, kind="region")}
-    assert regions == {"payload": (0, conv), "footer": (conv, qwen_state_bytes()), "padding": (qwen_state_bytes(), page)}
+    assert regions == {
+        "payload": (0, conv),
+        "footer": (conv, qwen_state_bytes()),
+        "padding": (qwen_state_bytes(), page),
+    }
     texts = "\n".join(plot.figure_texts(fig))
     # the parts are named as the family names the state tensors (families/state.py: conv, ssm)
     assert f"conv: 1 rows x {conv:,} B" in texts
@@ -262,9 +285,12 @@ def test_attention_page_anatomy_names_k_and_v(gpt_oss):
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(model=st.sampled_from(["gpt-oss-120b", "gemma-3-27b", "qwen3-next-80b-a3b", "llama-4-scout"]),
-       planner=st.sampled_from(["vllm", "packed"]), num_blocks=st.integers(1, 12),
-       prefix_caching=st.booleans())
+@given(
+    model=st.sampled_from(["gpt-oss-120b", "gemma-3-27b", "qwen3-next-80b-a3b", "llama-4-scout"]),
+    planner=st.sampled_from(["vllm", "packed"]),
+    num_blocks=st.integers(1, 12),
+    prefix_caching=st.booleans(),
+)
 def test_pool_planes_rows_tile_the_pool(model, planner, num_blocks, prefix_caching):
     """Each row's planes and unused range tile [0, bytes per block x num_blocks) with no gap or
     overlap, every plane is num_blocks pages, and every shown page lies inside its own plane."""
@@ -274,8 +300,11 @@ def test_pool_planes_rows_tile_the_pool(model, planner, num_blocks, prefix_cachi
     fig = plot.pool_planes(layout, num_blocks, blocks_shown=[0, num_blocks - 1])
     size = layout.block_stride * num_blocks
     for g in layout.groups:
-        pieces = sorted((p.get_x(), p.get_x() + p.get_width()) for p in
-                        plot.find_patches(fig, kind="plane", group=g.name) + plot.find_patches(fig, kind="unused", group=g.name))
+        pieces = sorted(
+            (p.get_x(), p.get_x() + p.get_width())
+            for p in plot.find_patches(fig, kind="plane", group=g.name)
+            + plot.find_patches(fig, kind="unused", group=g.name)
+        )
         assert pieces[0][0] == 0 and pieces[-1][1] == size
         assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
         for p in plot.find_patches(fig, kind="plane", group=g.name):
@@ -298,23 +327,30 @@ def test_pool_planes_draws_its_data_object(qwen):
     for g in layout.groups:
         planes = [pl for pl in data.planes if pl.group == g.name]
         assert [(pl.layer, pl.start, pl.end) for pl in planes] == [
-            (c.name, k * 3 * page, (k + 1) * 3 * page) for k, c in enumerate(g.layers)]
+            (c.name, k * 3 * page, (k + 1) * 3 * page) for k, c in enumerate(g.layers)
+        ]
         pages = [p for p in data.pages if p.group == g.name]
         assert [(p.layer, p.block, p.start, p.end) for p in pages] == [
             (c.name, b, k * 3 * page + b * page, k * 3 * page + (b + 1) * page)
-            for k, c in enumerate(g.layers) for b in (0, 2)]
+            for k, c in enumerate(g.layers)
+            for b in (0, 2)
+        ]
         for p in pages:
             assert p.padding_bytes == (pad if p.kind is CacheKind.GDN_STATE else 0)
     fig = plot.pool_planes(data)
     assert isinstance(fig, plot.KvvizFigure)
     assert [(p.info.layer, p.get_x(), p.get_x() + p.get_width()) for p in plot.find_patches(fig, kind="plane")] == [
-        (pl.layer, pl.start, pl.end) for pl in data.planes]
+        (pl.layer, pl.start, pl.end) for pl in data.planes
+    ]
     assert [(r.block, r.layer, r.start, r.end) for r in plot.patch_ranges(fig, kind="page")] == [
-        (p.block, p.layer, p.start, p.end) for p in data.pages]
+        (p.block, p.layer, p.start, p.end) for p in data.pages
+    ]
     assert [(r.block, r.layer, r.start, r.end) for r in plot.patch_ranges(fig, kind="pad")] == [
-        (p.block, p.layer, p.pad_start, p.end) for p in data.pages if p.padding_bytes]
+        (p.block, p.layer, p.pad_start, p.end) for p in data.pages if p.padding_bytes
+    ]
     assert [(r.group, r.start, r.end) for r in plot.patch_ranges(fig, kind="unused")] == [
-        (pl.group, pl.start, pl.end) for pl in data.unused]
+        (pl.group, pl.start, pl.end) for pl in data.unused
+    ]
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [r.label for r in data.rows]
     assert data.title in plot.figure_texts(fig)
 

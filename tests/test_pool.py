@@ -8,19 +8,19 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvviz import formats
+from kvviz.base import formats
+from kvviz.base.defaults import BLOCK_SIZE
+from kvviz.base.errors import KvvizError
 from kvviz.cli import main
-from kvviz.families import load_preset as load_model
-from kvviz.errors import KvvizError
 from kvviz.core.group import KVGroup
-from kvviz.options import Options
-from kvviz.vllm.plan import plan_model as _plan_model
-from kvviz.vllm.planners import plan
-from kvviz.pool import BlockPool, Pool, check_fits, free_bytes, resolve_device
 from kvviz.core.kinds import CacheKind
 from kvviz.core.spec import CacheSpec
 from kvviz.core.spec import custom_cache as _custom_cache
-from kvviz.defaults import BLOCK_SIZE
+from kvviz.families import load_preset as load_model
+from kvviz.options import Options
+from kvviz.pool import BlockPool, Pool, check_fits, free_bytes, resolve_device
+from kvviz.vllm.plan import plan_model as _plan_model
+from kvviz.vllm.planners import plan
 
 
 def custom_cache(name, page_bytes):
@@ -30,6 +30,7 @@ def custom_cache(name, page_bytes):
 def plan_model(model, options, planner):
     """The one pool `planner` lays the model out in."""
     return _plan_model(model, planner, options).layout
+
 
 PRO = load_model("deepseek-v4-pro")
 NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -85,17 +86,17 @@ def test_writes_through_a_page_view_land_at_the_flat_offsets():
     pattern = (torch.arange(p.page_bytes) % 251 + 1).to(torch.uint8)
     pool.page_view(p.name)[2] = pattern
     lo = 2 * stride + p.offset
-    assert torch.equal(pool.backing[lo:lo + p.page_bytes], pattern)
+    assert torch.equal(pool.backing[lo : lo + p.page_bytes], pattern)
     assert int(pool.backing.count_nonzero()) == p.page_bytes  # nothing else moved
     # footer_view / payload_view: row t's scales at rows*P + t*F, its payload at t*P
     fmt = p.cache.row_format
     rows, P, F = p.cache.rows, fmt.payload_bytes, fmt.footer_bytes
     pool.footer_view(p.name)[3, 5] = torch.tensor([7, 8, 9, 10], dtype=torch.uint8)[:F]
     at = 3 * stride + p.offset + rows * P + 5 * F
-    assert pool.backing[at:at + F].tolist() == [7, 8, 9, 10][:F]
+    assert pool.backing[at : at + F].tolist() == [7, 8, 9, 10][:F]
     pool.payload_view(p.name)[1, 4] = 0xAB
     at = 1 * stride + p.offset + 4 * P
-    assert torch.all(pool.backing[at:at + P] == 0xAB) and pool.backing[at + P] == 0
+    assert torch.all(pool.backing[at : at + P] == 0xAB) and pool.backing[at + P] == 0
 
 
 def test_row_view_of_an_fp32_state_writes_whole_rows():
@@ -108,7 +109,9 @@ def test_row_view_of_an_fp32_state_writes_whole_rows():
     assert rv[1, 2].data_ptr() == pool.backing.data_ptr() + lay.block_stride + p.offset + 2 * fmt.row_bytes
     rv[1, 2] = torch.arange(fmt.dims, dtype=torch.float32)
     lo = lay.block_stride + p.offset + 2 * fmt.row_bytes
-    assert torch.equal(pool.backing[lo:lo + fmt.row_bytes].view(torch.float32), torch.arange(fmt.dims, dtype=torch.float32))
+    assert torch.equal(
+        pool.backing[lo : lo + fmt.row_bytes].view(torch.float32), torch.arange(fmt.dims, dtype=torch.float32)
+    )
 
 
 def test_row_view_refuses_formats_with_a_footer():
@@ -204,8 +207,9 @@ def test_unknown_device():
 def misaligned_layout():
     """An fp32 state after an odd-sized opaque page: its offset (7) is not a multiple of 4."""
     odd = custom_cache("odd", 7)
-    state = CacheSpec(name="state", kind=CacheKind.CUSTOM, layer=None, row_format=formats.state_row(4), rows=2,
-                      tokens_per_block=256)
+    state = CacheSpec(
+        name="state", kind=CacheKind.CUSTOM, layer=None, row_format=formats.state_row(4), rows=2, tokens_per_block=256
+    )
     return plan((KVGroup(name="g", layers=(odd, state)),), "overlay")
 
 
@@ -219,8 +223,9 @@ def test_offset_not_divisible_by_the_dtype_size():
 
 
 def test_stride_not_divisible_by_the_dtype_size():
-    state = CacheSpec(name="state", kind=CacheKind.CUSTOM, layer=None, row_format=formats.state_row(4), rows=2,
-                      tokens_per_block=256)
+    state = CacheSpec(
+        name="state", kind=CacheKind.CUSTOM, layer=None, row_format=formats.state_row(4), rows=2, tokens_per_block=256
+    )
     lay = plan((KVGroup(name="a", layers=(state,)), KVGroup(name="b", layers=(custom_cache("odd", 33),))), "overlay")
     with pytest.raises(KvvizError) as e:
         Pool(lay, 2, "cpu")
@@ -233,12 +238,15 @@ def test_unknown_layer_name():
         pool.page_view("nope")
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--blocks", "0"], "--blocks: 0 is out of range"),
-    (["--blocks", "1000000000"], "GiB"),
-    (["--device", "tpu"], "--device"),
-    (["--blocks", "x"], "--blocks"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--blocks", "0"], "--blocks: 0 is out of range"),
+        (["--blocks", "1000000000"], "GiB"),
+        (["--device", "tpu"], "--device"),
+        (["--blocks", "x"], "--blocks"),
+    ],
+)
 def test_cli_bad_pool_is_one_line_exit_2(capsys, argv, needle):
     code = main(["verify", "--model", "deepseek-v4-pro", *argv])
     out, err = capsys.readouterr()
@@ -383,12 +391,13 @@ def _thp_mode() -> str | None:
         text = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
     except OSError:
         return None
-    return text[text.index("[") + 1:text.index("]")]
+    return text[text.index("[") + 1 : text.index("]")]
 
 
 def test_a_cpu_pool_starts_zero_on_huge_pages_and_keeps_its_views():
     """A CPU pool of a few huge pages is zero without a fill of ours, starts at a 2 MiB boundary,
-    and (where the kernel's THP mode is madvise or always) its mapping is advised MADV_HUGEPAGE; the typed views still sit at base + block * stride + offset."""
+    and (where the kernel's THP mode is madvise or always) its mapping is advised MADV_HUGEPAGE; the
+    typed views still sit at base + block * stride + offset."""
     from kvviz.pool import HUGE_PAGE
 
     lay = layout()

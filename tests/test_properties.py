@@ -8,12 +8,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from kvviz.base.defaults import BLOCK_SIZE
 from kvviz.core.group import KVGroup
 from kvviz.core.layout import GLYPHS
 from kvviz.core.spec import custom_cache as _custom_cache
-from kvviz.defaults import BLOCK_SIZE
 from kvviz.families import load_preset
-from kvviz.families.deepseek_v4 import with_layer_mix
+from kvviz.families.deepseek_v4_config import with_layer_mix
 from kvviz.vllm.planners import plan_bucketed, plan_overlay, plan_overlay_by_spec
 
 
@@ -25,6 +25,7 @@ def load_model(name):
 def custom_cache(name, page_bytes, **kw):
     """A cache known by its page size, at the groups file's default block (defaults.BLOCK_SIZE)."""
     return _custom_cache(name, page_bytes, tokens_per_block=BLOCK_SIZE, **kw)
+
 
 PAGE = st.sampled_from([512, 1_024, 1_728, 4_608, 8_192, 8_640, 32_768, 37_440]) | st.integers(1, 50_000)
 
@@ -120,8 +121,11 @@ def test_text_map_glyphs_land_on_the_bytes_they_stand_for(groups, planner, width
         count, word, printed = total.split(maxsplit=2)  # " {layers} layer(s) {total} B"
         n = len(groups[gi].layers)
         assert (int(count), word) == (n, "layer" if n == 1 else "layers")
-        assert int(printed.strip().removesuffix(" B").replace(",", "")) == layout.group_total(gi) == sum(
-            c.page_bytes for c in groups[gi].layers)
+        assert (
+            int(printed.strip().removesuffix(" B").replace(",", ""))
+            == layout.group_total(gi)
+            == sum(c.page_bytes for c in groups[gi].layers)
+        )
         expected = ["."] * width
         for p in layout.group_placements(gi):
             first = math.floor(Fraction(p.offset * width, stride))
@@ -133,8 +137,12 @@ def test_text_map_glyphs_land_on_the_bytes_they_stand_for(groups, planner, width
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(["deepseek-v4-pro", "deepseek-v4-flash"]), st.integers(0, 80), st.integers(0, 80),
-       st.integers(0, 10))
+@given(
+    st.sampled_from(["deepseek-v4-pro", "deepseek-v4-flash"]),
+    st.integers(0, 80),
+    st.integers(0, 80),
+    st.integers(0, 10),
+)
 def test_with_layer_mix_keeps_counts_mtp_and_spreads_c4_evenly(model, c4, c128, swa):
     assume(c4 + c128 + swa > 0)
     base = load_model(model)
@@ -143,7 +151,7 @@ def test_with_layer_mix_keeps_counts_mtp_and_spreads_c4_evenly(model, c4, c128, 
     assert cfg.num_hidden_layers == c4 + c128 + swa
     # The MTP slot(s) stay as they were.
     assert cfg.num_nextn_predict_layers == base.num_nextn_predict_layers
-    assert cfg.compress_ratios[cfg.num_hidden_layers:] == base.compress_ratios[base.num_hidden_layers:]
+    assert cfg.compress_ratios[cfg.num_hidden_layers :] == base.compress_ratios[base.num_hidden_layers :]
     ratios = [cfg.ratio(i) for i in range(cfg.num_hidden_layers)]
     if cfg is base:
         return  # the preset's own order (checked below)

@@ -47,9 +47,26 @@ def e2m1_reference(v: float) -> int:
 @pytest.mark.parametrize(
     "value, code",
     [
-        (0.25, 0), (0.75, 2), (1.25, 2), (1.75, 4), (2.5, 4), (3.5, 6), (5.0, 6),  # ties -> even
-        (7.0, 7), (1e30, 7), (6.0, 7), (-7.0, 15), (float("inf"), 7), (float("-inf"), 15),  # saturate
-        (0.0, 0), (-0.0, 8), (-0.1, 8), (0.26, 1), (-1.5, 11), (4.9, 6), (5.1, 7),
+        (0.25, 0),
+        (0.75, 2),
+        (1.25, 2),
+        (1.75, 4),
+        (2.5, 4),
+        (3.5, 6),
+        (5.0, 6),  # ties -> even
+        (7.0, 7),
+        (1e30, 7),
+        (6.0, 7),
+        (-7.0, 15),
+        (float("inf"), 7),
+        (float("-inf"), 15),  # saturate
+        (0.0, 0),
+        (-0.0, 8),
+        (-0.1, 8),
+        (0.26, 1),
+        (-1.5, 11),
+        (4.9, 6),
+        (5.1, 7),
         (float("nan"), 7),  # documented: NaN -> +6
     ],
 )
@@ -148,12 +165,40 @@ def test_ue8m0_known():
     f = q.MXFP4_AMAX_FLOOR
     amax = torch.tensor([6.0, 6.01, 12.0, 12.01, 3.0, 0.0, 448.0, 5.0, 7.9, 8.0, float("inf"), float("nan")])
     assert q.ue8m0_from_amax(amax, max_elem=6, amax_floor=f).tolist() == [
-        127, 128, 128, 129, 126, 1, 134, 127, 128, 128, 254, 255]
+        127,
+        128,
+        128,
+        129,
+        126,
+        1,
+        134,
+        127,
+        128,
+        128,
+        254,
+        255,
+    ]
     # OCP floor rule: floor(log2 amax) - 2, so 5.0 and 7.9 share scale 1 (7.9 saturates), 8 -> 2
     assert q.ue8m0_from_amax(amax, max_elem=6, rule="floor", amax_floor=f).tolist() == [
-        127, 127, 128, 128, 126, 1, 133, 127, 127, 128, 254, 255]
+        127,
+        127,
+        128,
+        128,
+        126,
+        1,
+        133,
+        127,
+        127,
+        128,
+        254,
+        255,
+    ]
     # E4M3 scales: amax 448 -> 2^0, 1.0 -> ceil(log2(1/448)) = -8 -> 119
-    assert q.ue8m0_from_amax(torch.tensor([448.0, 449.0, 1.0]), max_elem=448, amax_floor=1e-4).tolist() == [127, 128, 119]
+    assert q.ue8m0_from_amax(torch.tensor([448.0, 449.0, 1.0]), max_elem=448, amax_floor=1e-4).tolist() == [
+        127,
+        128,
+        119,
+    ]
     # the floor is applied first; floor 0 lets amax 0 reach byte 0; huge/tiny ratios clamp
     assert q.ue8m0_from_amax(torch.tensor([0.0, 1e-45, 3e38]), max_elem=6, amax_floor=0).tolist() == [0, 0, 253]
     assert q.ue8m0_from_amax(torch.tensor([3e38]), max_elem=1e-3, amax_floor=0).tolist() == [254]
@@ -171,7 +216,11 @@ def test_all_zero_group_gets_scale_byte_1():
 
 @FAST
 @given(
-    st.lists(st.floats(0, 3.0000000054977558e+38, width=32) | st.sampled_from([6.0, 448.0, 6 * 2.0**-126, 3.0, 12.0]), min_size=1, max_size=32),
+    st.lists(
+        st.floats(0, 3.0000000054977558e38, width=32) | st.sampled_from([6.0, 448.0, 6 * 2.0**-126, 3.0, 12.0]),
+        min_size=1,
+        max_size=32,
+    ),
     st.sampled_from([6.0, 448.0]),
     st.sampled_from(["ceil", "floor"]),
     st.sampled_from([0.0, q.MXFP4_AMAX_FLOOR, 1e-4]),
@@ -258,8 +307,12 @@ def test_ds_mla_other_rope_dims():
     p, f = q.ds_mla_encode(x, rope_dims=64, scale_block=32)
     assert p.shape[-1] == 192 + 128 and f.shape[-1] == 8  # 6 scales + 2 pad
     enc = q.CODECS["fp8_ds_mla"].encode(x, rope_dims=64, scale_block=32)
-    assert (q.CODECS["fp8_ds_mla"].decode(enc) - x).abs().le(
-        q.error_bound("fp8_ds_mla", x, rope_dims=64, scale_block=32)).all()
+    assert (
+        (q.CODECS["fp8_ds_mla"].decode(enc) - x)
+        .abs()
+        .le(q.error_bound("fp8_ds_mla", x, rope_dims=64, scale_block=32))
+        .all()
+    )
 
 
 # ---------------------------------------------------------------------------- indexer FP8, FP8 per tensor
@@ -319,8 +372,15 @@ def test_codec_row_bytes_and_shapes(name, dims):
     assert codec.decode(enc).shape == (2, 3, dims)
 
 
-DIMS = {"fp8_ds_mla": [512, 128, 256], "fp8": [512, 64], "bf16": [512, 8], "indexer_fp8": [128, 256],
-        "indexer_mxfp4": [128, 32, 64], "fp32": [16], "parts": [96, 16, 2]}
+DIMS = {
+    "fp8_ds_mla": [512, 128, 256],
+    "fp8": [512, 64],
+    "bf16": [512, 8],
+    "indexer_fp8": [128, 256],
+    "indexer_mxfp4": [128, 32, 64],
+    "fp32": [16],
+    "parts": [96, 16, 2],
+}
 
 
 def opts_for(name: str, dims: int) -> dict:
@@ -415,8 +475,8 @@ def test_pack_page_offsets():
     assert pg.shape == (24,)
     assert pg.tolist() == list(range(10, 25)) + [200, 201, 202, 203, 204, 205] + [0, 0, 0]
     for t in range(rows):
-        assert torch.equal(pg[t * P:(t + 1) * P], payload[t])
-        assert torch.equal(pg[rows * P + t * F: rows * P + (t + 1) * F], footer[t])
+        assert torch.equal(pg[t * P : (t + 1) * P], payload[t])
+        assert torch.equal(pg[rows * P + t * F : rows * P + (t + 1) * F], footer[t])
     p2, f2 = q.unpack_page(pg, rows, P, F)
     assert torch.equal(p2, payload) and torch.equal(f2, footer)
 
@@ -426,9 +486,9 @@ def test_ds_mla_page_concrete_offsets():
     enc = q.CODECS["fp8_ds_mla"].encode(x)
     pages = q.pack_page(enc.payload, enc.footer, 37440)
     assert pages.shape == (2, 37440)
-    assert torch.equal(pages[1, 3 * 576:4 * 576], enc.payload[1, 3])  # row 3 payload at 1728
+    assert torch.equal(pages[1, 3 * 576 : 4 * 576], enc.payload[1, 3])  # row 3 payload at 1728
     assert torch.equal(pages[1, 36888:36896], enc.footer[1, 3])  # 64*576 + 3*8
-    assert pages[:, 64 * 584:].eq(0).all()  # 64 alignment bytes of padding
+    assert pages[:, 64 * 584 :].eq(0).all()  # 64 alignment bytes of padding
     p, f = q.unpack_page(pages, 64, 576, 8)
     assert torch.equal(q.ds_mla_decode(p, f), q.CODECS["fp8_ds_mla"].decode(enc))
 
@@ -437,7 +497,7 @@ def test_mxfp4_page_round_trip():
     x = rand((3, 64, 128), seed=9)
     enc = q.CODECS["indexer_mxfp4"].encode(x)
     pages = q.pack_page(enc.payload, enc.footer, 4608)
-    assert torch.equal(pages[0, 64 * 64 + 5 * 4: 64 * 64 + 6 * 4], enc.footer[0, 5])
+    assert torch.equal(pages[0, 64 * 64 + 5 * 4 : 64 * 64 + 6 * 4], enc.footer[0, 5])
     p, f = q.unpack_page(pages, 64, 64, 4)
     assert torch.equal(p, enc.payload) and torch.equal(f, enc.footer)
 
@@ -455,7 +515,7 @@ def test_write_page_in_place_into_column_slice():
     assert torch.equal(backing[:, 30:60], q.pack_page(payload, footer, 30))
     backing[:, 30:60] = 0x11
     q.write_page(view, payload, footer, zero_padding=False)
-    assert backing[:, 30 + 24:60].eq(0x11).all()
+    assert backing[:, 30 + 24 : 60].eq(0x11).all()
 
 
 def test_read_interleaved_is_wrong_on_payload_first_pages():
@@ -509,8 +569,12 @@ def test_read_interleaved_real_rows_break():
         (lambda: q.unpack_page(torch.zeros(47, dtype=U8), 4, 10, 2), "page_bytes=47"),
         (lambda: q.read_interleaved(torch.zeros(47, dtype=U8), 4, 10, 2), "page_bytes=47"),
         (lambda: q.e2m1_decode(torch.zeros(3)), "codes"),
-        (lambda: q.write_page(torch.zeros(2, 64, dtype=U8), torch.zeros(3, 4, 10, dtype=U8),
-                              torch.zeros(3, 4, 2, dtype=U8)), "dst"),
+        (
+            lambda: q.write_page(
+                torch.zeros(2, 64, dtype=U8), torch.zeros(3, 4, 10, dtype=U8), torch.zeros(3, 4, 2, dtype=U8)
+            ),
+            "dst",
+        ),
     ],
 )
 def test_bad_input_names_the_field(call, field):
@@ -540,7 +604,7 @@ def test_parts_codec_writes_each_part_in_its_element():
 
 
 def test_parts_codec_sizes_rows_like_the_hybrid_rows():
-    from kvviz.formats import kv_row, recurrent_state_row
+    from kvviz.base.formats import kv_row, recurrent_state_row
 
     # a gated delta net state of conv_dim 64, kernel 4, 4 V heads, head_k_dim = head_v_dim = 8:
     # conv (4 - 1) x 64 bf16, then SSM 4 x 8 x 8 fp32

@@ -1,4 +1,4 @@
-"""kvviz.report: the files render_report writes, the self-contained HTML, and `kvviz render`."""
+"""kvviz.views.report: the files render_report writes, the self-contained HTML, and `kvviz render`."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import re
 
 import pytest
 
-from kvviz import report
+from kvviz.base.defaults import BLOCK_SIZE
+from kvviz.base.errors import KvvizError
 from kvviz.cli import main
 from kvviz.core.group import KVGroup
 from kvviz.core.spec import custom_cache as _custom_cache
-from kvviz.defaults import BLOCK_SIZE
-from kvviz.errors import KvvizError
 from kvviz.families import load_preset as load_model
 from kvviz.options import Options
+from kvviz.views import report
 from kvviz.vllm.plan import plan_model
 from kvviz.vllm.planners import plan
 
@@ -25,8 +25,11 @@ def custom_cache(name, page_bytes):
 
 def compare_layouts(model, backend):
     """vLLM #48993's before/after: bucketed + FP8 indexer vs overlay + MXFP4."""
-    return (plan_model(model, "bucketed", Options(backend=backend, indexer_format="fp8")).layout,
-            plan_model(model, "overlay", Options(backend=backend, indexer_format="mxfp4")).layout)
+    return (
+        plan_model(model, "bucketed", Options(backend=backend, indexer_format="fp8")).layout,
+        plan_model(model, "overlay", Options(backend=backend, indexer_format="mxfp4")).layout,
+    )
+
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -66,8 +69,10 @@ def test_render_report_writes_figures_and_a_self_contained_html(tmp_path, flash)
 
 
 def test_render_report_without_before_after_and_png_only(tmp_path):
-    groups = (KVGroup(name="a", layers=(custom_cache("x", 5000), custom_cache("y", 3000))),
-              KVGroup(name="b", layers=(custom_cache("z", 6000),)))
+    groups = (
+        KVGroup(name="a", layers=(custom_cache("x", 5000), custom_cache("y", 3000))),
+        KVGroup(name="b", layers=(custom_cache("z", 6000),)),
+    )
     layout = plan(groups, "bucketed")
     written = report.render_report(tmp_path, layout=layout, title="custom", svg=False)
     assert [p.name for p in written] == ["block-map.png", "report.html"]  # opaque pages: no anatomy
@@ -89,8 +94,12 @@ def test_render_report_bad_input_names_the_field(tmp_path, flash):
 
 
 def test_cli_render_groups(tmp_path, capsys):
-    spec = {"groups": [{"name": "big", "layers": [{"name": "k0", "page_bytes": 40000}, {"name": "k1", "page_bytes": 9000}]},
-                       {"name": "small", "layers": [{"name": "s0", "page_bytes": 30000}]}]}
+    spec = {
+        "groups": [
+            {"name": "big", "layers": [{"name": "k0", "page_bytes": 40000}, {"name": "k1", "page_bytes": 9000}]},
+            {"name": "small", "layers": [{"name": "s0", "page_bytes": 30000}]},
+        ]
+    }
     path = tmp_path / "groups.json"
     path.write_text(json.dumps(spec))
     out = tmp_path / "out"
@@ -102,8 +111,25 @@ def test_cli_render_groups(tmp_path, capsys):
 
 def test_cli_render_model_includes_before_after(tmp_path, capsys):
     out = tmp_path / "flash"
-    assert main(["render", "--model", "deepseek-v4-flash", "--backend", "flashinfer", "--planner", "overlay",
-                 "--out", str(out), "--no-svg", "--dpi", "50"]) == 0
+    assert (
+        main(
+            [
+                "render",
+                "--model",
+                "deepseek-v4-flash",
+                "--backend",
+                "flashinfer",
+                "--planner",
+                "overlay",
+                "--out",
+                str(out),
+                "--no-svg",
+                "--dpi",
+                "50",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out.split()
     assert str(out / "before-after.png") in printed and printed[-1] == str(out / "report.html")
     page = (out / "report.html").read_text()
@@ -111,14 +137,17 @@ def test_cli_render_model_includes_before_after(tmp_path, capsys):
     _no_external_links(page)
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["render", "--model", "deepseek-v4-pro"], "--out"),
-    (["render", "--out", "OUT"], "--model"),
-    (["render", "--model", "nope", "--out", "OUT"], "--model"),
-    (["render", "--model", "deepseek-v4-pro", "--backend", "tpu", "--out", "OUT"], "backend"),
-    (["render", "--model", "deepseek-v4-pro", "--dpi", "0", "--out", "OUT"], "--dpi"),
-    (["render", "--model", "deepseek-v4-pro", "--out", "FILE/sub"], "--out"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["render", "--model", "deepseek-v4-pro"], "--out"),
+        (["render", "--out", "OUT"], "--model"),
+        (["render", "--model", "nope", "--out", "OUT"], "--model"),
+        (["render", "--model", "deepseek-v4-pro", "--backend", "tpu", "--out", "OUT"], "backend"),
+        (["render", "--model", "deepseek-v4-pro", "--dpi", "0", "--out", "OUT"], "--dpi"),
+        (["render", "--model", "deepseek-v4-pro", "--out", "FILE/sub"], "--out"),
+    ],
+)
 def test_cli_render_bad_option_is_one_line_and_status_2(tmp_path, capsys, argv, needle):
     (tmp_path / "FILE").write_text("")
     argv = [a.replace("OUT", str(tmp_path / "out")).replace("FILE", str(tmp_path / "FILE")) for a in argv]

@@ -3,11 +3,12 @@ built from the row fields."""
 
 import pytest
 
+from kvviz.base.errors import KvvizError
+from kvviz.base.formats import ds_mla_row, indexer_fp8_row, indexer_mxfp4_row
+from kvviz.base.regions import page_regions
 from kvviz.core.kinds import CacheKind
-from kvviz.errors import KvvizError
 from kvviz.families import load_preset
 from kvviz.families.deepseek_v4 import CacheOptions, model_caches
-from kvviz.formats import ds_mla_row, indexer_fp8_row, indexer_mxfp4_row, page_regions
 
 PRO = load_preset("deepseek-v4-pro").config
 FLASH = load_preset("deepseek-v4-flash").config
@@ -62,7 +63,10 @@ def test_row_anatomy():
     assert indexer_mxfp4_row(128).payload_bytes == 64
     regions = page_regions(row, 64, 37_440)
     assert [(r.name, r.start, r.size) for r in regions] == [
-        ("payload", 0, 64 * 576), ("footer", 64 * 576, 64 * 8), ("padding", 64 * 584, 37_440 - 64 * 584)]
+        ("payload", 0, 64 * 576),
+        ("footer", 64 * 576, 64 * 8),
+        ("padding", 64 * 584, 37_440 - 64 * 584),
+    ]
 
 
 def test_layer_kinds_and_cache_counts():
@@ -80,8 +84,13 @@ def test_layer_kinds_and_cache_counts():
 
 def test_registration_order_b_before_a_e_before_d():
     caches = [c for c in model_caches(PRO) if c.layer == 2]
-    assert [c.kind for c in caches] == [CacheKind.SWA_KV, CacheKind.INDEXER_K, CacheKind.MAIN_C4,
-                                        CacheKind.INDEXER_STATE, CacheKind.STATE_C4]
+    assert [c.kind for c in caches] == [
+        CacheKind.SWA_KV,
+        CacheKind.INDEXER_K,
+        CacheKind.MAIN_C4,
+        CacheKind.INDEXER_STATE,
+        CacheKind.STATE_C4,
+    ]
     assert caches[1].name == "model.layers.2.attn.indexer.k_cache"
 
 
@@ -92,15 +101,18 @@ def test_head_dim_override_changes_rows():
     assert c.row_bytes == 512 + 128 + 8
 
 
-@pytest.mark.parametrize("kwargs,field", [
-    (dict(indexer_format="mxfp4", index_head_dim=100), "index_head_dim"),
-    (dict(indexer_format="fp8", index_head_dim=96), "index_head_dim"),
-    (dict(head_dim=500), "head_dim"),
-    (dict(indexer_format="int3"), "indexer_format"),
-    (dict(main_format="fp16"), "main_format"),
-    (dict(backend="tpu"), "backend"),
-    (dict(block_size=100), "block_size"),
-])
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        (dict(indexer_format="mxfp4", index_head_dim=100), "index_head_dim"),
+        (dict(indexer_format="fp8", index_head_dim=96), "index_head_dim"),
+        (dict(head_dim=500), "head_dim"),
+        (dict(indexer_format="int3"), "indexer_format"),
+        (dict(main_format="fp16"), "main_format"),
+        (dict(backend="tpu"), "backend"),
+        (dict(block_size=100), "block_size"),
+    ],
+)
 def test_bad_knobs_name_the_field(kwargs, field):
     dims = {k: kwargs.pop(k) for k in ("head_dim", "index_head_dim") if k in kwargs}
     with pytest.raises(KvvizError, match=field):

@@ -19,10 +19,14 @@ import kvviz
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "kvviz"
 HEAVY = ("torch", "matplotlib", "pandas", "ipywidgets", "transformers")
-LIGHT_COMMANDS = [["--help"], ["models"], ["plan", "--model", "deepseek-v4-pro", "--json"],
-                  ["plan", "--model", "deepseek-v4-flash", "--budget-gib", "20"],
-                  ["compare", "--model", "deepseek-v4-pro", "--backend", "flashmla", "--budget-gib", "26.09", "--json"],
-                  ["compare", "--model", "deepseek-v4-pro", "--backend", "flashinfer", "--budget-gib", "26.46"]]
+LIGHT_COMMANDS = [
+    ["--help"],
+    ["models"],
+    ["plan", "--model", "deepseek-v4-pro", "--json"],
+    ["plan", "--model", "deepseek-v4-flash", "--budget-gib", "20"],
+    ["compare", "--model", "deepseek-v4-pro", "--backend", "flashmla", "--budget-gib", "26.09", "--json"],
+    ["compare", "--model", "deepseek-v4-pro", "--backend", "flashinfer", "--budget-gib", "26.46"],
+]
 
 # Runs the console script's main() in a fresh interpreter, then reports the heavy packages it loaded.
 _PROBE = """
@@ -40,8 +44,13 @@ print("HEAVY", code, json.dumps(heavy), file=sys.stderr)
 
 
 def _heavy_modules_after(argv: list[str]) -> tuple[list[str], int]:
-    r = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(argv), json.dumps(HEAVY)], capture_output=True,
-                       text=True, cwd=ROOT, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(argv), json.dumps(HEAVY)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     line = r.stderr.strip().splitlines()[-1]
     assert line.startswith("HEAVY "), r.stderr
     _, code, heavy = line.split(" ", 2)
@@ -57,8 +66,9 @@ def test_light_commands_import_no_heavy_package(argv):
 
 def test_render_is_the_command_that_brings_matplotlib(tmp_path):
     # The probe itself would see a heavy import if there were one: here there must be.
-    heavy, code = _heavy_modules_after(["render", "--model", "deepseek-v4-flash", "--out", str(tmp_path),
-                                        "--no-svg", "--dpi", "30"])
+    heavy, code = _heavy_modules_after(
+        ["render", "--model", "deepseek-v4-flash", "--out", str(tmp_path), "--no-svg", "--dpi", "30"]
+    )
     assert code == 0 and "matplotlib" in heavy and "torch" not in heavy
 
 
@@ -115,9 +125,11 @@ def _imports(path: Path) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("path", sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0]
-                                        not in ("cli", "__main__.py")),
-                         ids=lambda p: p.relative_to(PACKAGE).as_posix())
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] not in ("cli", "__main__.py")),
+    ids=lambda p: p.relative_to(PACKAGE).as_posix(),
+)
 def test_no_library_module_imports_the_cli(path):
     imported = _imports(path)
     assert not any(m == "kvviz.cli" or m.startswith("kvviz.cli.") for m in imported), f"{path.name} imports kvviz.cli"

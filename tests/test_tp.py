@@ -38,8 +38,8 @@ import math
 
 import pytest
 
+from kvviz.base.errors import KvvizError
 from kvviz.cli import main
-from kvviz.errors import KvvizError
 from kvviz.families import load_preset
 from kvviz.options import Options
 from kvviz.vllm.plan import plan_model
@@ -99,8 +99,10 @@ class Expected:
     def line(self, budget: int = BUDGET) -> str:
         num_blocks = budget // self.bytes_per_block
         c = num_blocks / self.blocks_per_request
-        return (f"GPU KV cache size: {int(c * self.length):,} tokens, Maximum concurrency for {self.length:,} tokens "
-                f"per request: {c:.2f}x")
+        return (
+            f"GPU KV cache size: {int(c * self.length):,} tokens, Maximum concurrency for {self.length:,} tokens "
+            f"per request: {c:.2f}x"
+        )
 
 
 # ---- the hand derivations, one function per architecture --------------------------------------------
@@ -153,8 +155,14 @@ def jamba(tp):
     align mode: 2 blocks a Mamba-1 state (no checkpoint block)."""
     inter = 8192 // tp
     state = (inter * 3 + inter * 16) * BF16
-    return hybrid(state_bytes=state, token_bytes=kv_token_bytes(8, 128, tp), n_states=28, n_attention=4,
-                  state_blocks=2, length=32_768)
+    return hybrid(
+        state_bytes=state,
+        token_bytes=kv_token_bytes(8, 128, tp),
+        n_states=28,
+        n_attention=4,
+        state_blocks=2,
+        length=32_768,
+    )
 
 
 def mamba2_state(tp, *, heads, head_dim, groups, d_state, conv, ssm_dtype):
@@ -171,16 +179,28 @@ def nemotron_h(tp):
     (NemotronHForCausalLMConfig); 27 Mamba-2 ('M') + 4 attention ('*', 8 KV heads x 128); Mamba-2
     holds 3 blocks in align mode (2 + 1 checkpoint, MambaMixer2.get_kv_cache_spec)."""
     state = mamba2_state(tp, heads=128, head_dim=80, groups=8, d_state=128, conv=4, ssm_dtype=FP32)
-    return hybrid(state_bytes=state, token_bytes=kv_token_bytes(8, 128, tp), n_states=27, n_attention=4,
-                  state_blocks=3, length=32_768)
+    return hybrid(
+        state_bytes=state,
+        token_bytes=kv_token_bytes(8, 128, tp),
+        n_states=27,
+        n_attention=4,
+        state_blocks=3,
+        length=32_768,
+    )
 
 
 def falcon_h1(tp):
     """Falcon-H1: every layer both attention (2 KV heads x 128) and Mamba-2 (24 heads x 128,
     1 group, d_state 256, conv 4, d_ssm 3072 = 24 x 128, bf16): 44 + 44 layers, one group each."""
     state = mamba2_state(tp, heads=24, head_dim=128, groups=1, d_state=256, conv=4, ssm_dtype=BF16)
-    return hybrid(state_bytes=state, token_bytes=kv_token_bytes(2, 128, tp), n_states=44, n_attention=44,
-                  state_blocks=3, length=32_768)
+    return hybrid(
+        state_bytes=state,
+        token_bytes=kv_token_bytes(2, 128, tp),
+        n_states=44,
+        n_attention=44,
+        state_blocks=3,
+        length=32_768,
+    )
 
 
 def zamba2(tp):
@@ -188,16 +208,28 @@ def zamba2(tp):
     layers, num_kv_heads = num_heads / tp = 32 / tp, head 2 x 3584 / 32 = 224; 81 Mamba layers;
     max_model_len 4096 (the config's own)."""
     state = mamba2_state(tp, heads=112, head_dim=64, groups=2, d_state=64, conv=4, ssm_dtype=BF16)
-    return hybrid(state_bytes=state, token_bytes=2 * (32 // tp) * 224 * BF16, n_states=81, n_attention=13,
-                  state_blocks=3, length=4096)
+    return hybrid(
+        state_bytes=state,
+        token_bytes=2 * (32 // tp) * 224 * BF16,
+        n_states=81,
+        n_attention=13,
+        state_blocks=3,
+        length=4096,
+    )
 
 
 def lfm2(tp):
     """LFM2-1.2B: short conv (conv_dim 2048 / tp, conv_L_cache 3 - 1) bf16; 10 conv + 6 attention
     (8 KV heads x 2048 / 32 = 64); a short-conv state holds 2 blocks in align mode."""
     state = 2048 // tp * 2 * BF16
-    return hybrid(state_bytes=state, token_bytes=kv_token_bytes(8, 64, tp), n_states=10, n_attention=6,
-                  state_blocks=2, length=32_768)
+    return hybrid(
+        state_bytes=state,
+        token_bytes=kv_token_bytes(8, 64, tp),
+        n_states=10,
+        n_attention=6,
+        state_blocks=2,
+        length=32_768,
+    )
 
 
 def qwen3_next(tp):
@@ -207,8 +239,15 @@ def qwen3_next(tp):
     256); align mode on Hopper: k = lcm(16, 64) = 64, a GDN state holds 3 blocks."""
     conv_dim = 2 * 16 * 128 + 32 * 128
     state = conv_dim // tp * 3 * BF16 + 32 // tp * 128 * 128 * BF16
-    return hybrid(state_bytes=state, token_bytes=kv_token_bytes(2, 256, tp), n_states=36, n_attention=12,
-                  state_blocks=3, length=32_768, k=math.lcm(16, 64))
+    return hybrid(
+        state_bytes=state,
+        token_bytes=kv_token_bytes(2, 256, tp),
+        n_states=36,
+        n_attention=12,
+        state_blocks=3,
+        length=32_768,
+        k=math.lcm(16, 64),
+    )
 
 
 def kimi_linear(tp):
@@ -216,8 +255,9 @@ def kimi_linear(tp):
     bf16, recurrent (32 / tp, 128, 128) float32); 20 KDA + 7 MLA (576 bf16 a token, unsharded);
     MLA hybrid: k = max(16, 128) = 128; KDA holds 2 blocks; max_model_len 4096."""
     state = 3 * 32 * 128 // tp * 3 * BF16 + 32 // tp * 128 * 128 * FP32
-    return hybrid(state_bytes=state, token_bytes=576 * BF16, n_states=20, n_attention=7, state_blocks=2,
-                  length=4096, k=128)
+    return hybrid(
+        state_bytes=state, token_bytes=576 * BF16, n_states=20, n_attention=7, state_blocks=2, length=4096, k=128
+    )
 
 
 # model -> (TP -> Expected); a TP missing from TPS_FOR is one vLLM refuses (tested below).
@@ -266,8 +306,19 @@ def test_the_cli_prints_vllms_capacity_line_at_each_tp(model, capsys):
     """`kvviz plan --model M --tensor-parallel-size N --kv-cache-memory-bytes B` ends with the line."""
     for tp in TPS_FOR.get(model, TPS):
         want = CASES[model](tp)
-        rc = main(["plan", "--model", model, "--tensor-parallel-size", str(tp), "--kv-cache-memory-bytes",
-                   str(BUDGET), "--max-model-len", str(want.length)])
+        rc = main(
+            [
+                "plan",
+                "--model",
+                model,
+                "--tensor-parallel-size",
+                str(tp),
+                "--kv-cache-memory-bytes",
+                str(BUDGET),
+                "--max-model-len",
+                str(want.length),
+            ]
+        )
         out, err = capsys.readouterr()
         assert rc == 0, err
         assert want.line() in out.splitlines(), (tp, out[-400:])
@@ -295,16 +346,20 @@ def test_deepseek_v4_takes_tp_and_shards_no_cache():
     base = kvviz_plan("deepseek-v4-flash", 1, 32_768).capacity(BUDGET)
     for tp in TPS[1:]:
         cap = kvviz_plan("deepseek-v4-flash", tp, 32_768).capacity(BUDGET)
-        assert (cap.bytes_per_block, cap.blocks_per_request, cap.line) == \
-            (base.bytes_per_block, base.blocks_per_request, base.line)
+        assert (cap.bytes_per_block, cap.blocks_per_request, cap.line) == (
+            base.bytes_per_block,
+            base.blocks_per_request,
+            base.line,
+        )
 
 
 def test_deepseek_v4_refuses_a_tp_that_does_not_divide_its_heads():
     """DeepseekV4MLAAttention: assert n_heads % tp_size == 0 (DeepSeek-V4-Flash: 64 heads)."""
-    from kvviz.families import model_from_dict
-    from kvviz.families.deepseek_v4 import DeepSeekV4Family  # noqa: F401  (registers the family)
     import json
     from importlib.resources import files
+
+    from kvviz.families import model_from_dict
+    from kvviz.families.deepseek_v4 import DeepSeekV4Family  # noqa: F401  (registers the family)
 
     raw = json.loads((files("kvviz") / "presets" / "deepseek-v4-flash.json").read_text())
     model = model_from_dict({**raw, "num_attention_heads": 64}, name="dsv4-64")
@@ -313,13 +368,16 @@ def test_deepseek_v4_refuses_a_tp_that_does_not_divide_its_heads():
         plan_model(model, None, Options(tensor_parallel_size=3))
 
 
-@pytest.mark.parametrize("model,tp,match", [
-    ("llama-3.1-8b", 3, r"tensor_parallel_size=3: .*32 attention heads"),  # verify_with_parallel_config
-    ("falcon-h1", 8, r"tensor_parallel_size=8: falcon-h1's 12 attention heads"),
-    ("zamba2", 4, r"tensor_parallel_size=4: zamba2's 2 mamba groups"),  # MambaMixer2.__init__
-    ("gemma-3n-e4b", 16, r"tensor_parallel_size=16: .*8 attention heads"),
-    ("qwen3-next-80b-a3b", 3, r"tensor_parallel_size=3: "),
-])
+@pytest.mark.parametrize(
+    "model,tp,match",
+    [
+        ("llama-3.1-8b", 3, r"tensor_parallel_size=3: .*32 attention heads"),  # verify_with_parallel_config
+        ("falcon-h1", 8, r"tensor_parallel_size=8: falcon-h1's 12 attention heads"),
+        ("zamba2", 4, r"tensor_parallel_size=4: zamba2's 2 mamba groups"),  # MambaMixer2.__init__
+        ("gemma-3n-e4b", 16, r"tensor_parallel_size=16: .*8 attention heads"),
+        ("qwen3-next-80b-a3b", 3, r"tensor_parallel_size=3: "),
+    ],
+)
 def test_tps_vllm_refuses_are_refused(model, tp, match):
     with pytest.raises(KvvizError, match=match):
         plan_model(load_preset(model), None, Options(tensor_parallel_size=tp))
@@ -349,16 +407,19 @@ def test_dcp_leaves_state_blocks_alone():
     assert (cap.blocks_per_request, cap.line) == (52 + 9, want.line())
 
 
-@pytest.mark.parametrize("model,tp,dcp,match", [
-    ("llama-3.1-8b", 4, 3, r"tensor_parallel_size=4 must be divisible by it"),  # ParallelConfig
-    ("llama-3.1-8b", 8, 2, r"requires tensor_parallel_size \(8\) to be greater than .* KV heads \(8\)"),
-    ("llama-3.1-8b", 16, 4, r"exceeds the maximum supported value \(2\)"),
-    ("llama-4-scout", 40, 5, None),  # 40 heads / 8 KV = 5 query heads a KV head; tp // kv = 5: accepted
-    ("llama-4-scout", 40, 2, r"query heads per KV head \(5\) must be divisible by it"),
-    ("mistral-7b-v0.1", 16, 2, r"DCP not support sliding window"),  # SlidingWindowSpec assert
-    ("gpt-oss-120b", 16, 2, r"DCP not support sliding window"),
-    ("deepseek-v4-flash", 8, 2, r"DCP not support sliding window"),  # SlidingWindowMLASpec
-])
+@pytest.mark.parametrize(
+    "model,tp,dcp,match",
+    [
+        ("llama-3.1-8b", 4, 3, r"tensor_parallel_size=4 must be divisible by it"),  # ParallelConfig
+        ("llama-3.1-8b", 8, 2, r"requires tensor_parallel_size \(8\) to be greater than .* KV heads \(8\)"),
+        ("llama-3.1-8b", 16, 4, r"exceeds the maximum supported value \(2\)"),
+        ("llama-4-scout", 40, 5, None),  # 40 heads / 8 KV = 5 query heads a KV head; tp // kv = 5: accepted
+        ("llama-4-scout", 40, 2, r"query heads per KV head \(5\) must be divisible by it"),
+        ("mistral-7b-v0.1", 16, 2, r"DCP not support sliding window"),  # SlidingWindowSpec assert
+        ("gpt-oss-120b", 16, 2, r"DCP not support sliding window"),
+        ("deepseek-v4-flash", 8, 2, r"DCP not support sliding window"),  # SlidingWindowMLASpec
+    ],
+)
 def test_dcp_refusals_are_vllms(model, tp, dcp, match):
     options = Options(tensor_parallel_size=tp, decode_context_parallel_size=dcp, max_model_len=32_768)
     if match is None:
@@ -371,12 +432,36 @@ def test_dcp_refusals_are_vllms(model, tp, dcp, match):
 def test_the_cli_names_the_dcp_flag(capsys):
     """A refused DCP is one line naming --decode-context-parallel-size (Llama-3.1-8B at TP 32: 32 / 8
     = 4 query heads a KV head and tp // kv = 4, so DCP 4 is taken and DCP 8 exceeds the maximum)."""
-    rc = main(["plan", "--model", "llama-3.1-8b", "--tensor-parallel-size", "32", "--decode-context-parallel-size",
-               "4", "--kv-cache-memory-bytes", str(BUDGET), "--max-model-len", "32768"])
+    rc = main(
+        [
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--tensor-parallel-size",
+            "32",
+            "--decode-context-parallel-size",
+            "4",
+            "--kv-cache-memory-bytes",
+            str(BUDGET),
+            "--max-model-len",
+            "32768",
+        ]
+    )
     out, err = capsys.readouterr()
     assert rc == 0, err
-    rc = main(["plan", "--model", "llama-3.1-8b", "--tensor-parallel-size", "32", "--decode-context-parallel-size",
-               "8", "--kv-cache-memory-bytes", str(BUDGET)])
+    rc = main(
+        [
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--tensor-parallel-size",
+            "32",
+            "--decode-context-parallel-size",
+            "8",
+            "--kv-cache-memory-bytes",
+            str(BUDGET),
+        ]
+    )
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) == 1 and lines[0].startswith("kvviz: error: --decode-context-parallel-size")
@@ -387,8 +472,22 @@ def test_json_carries_the_dcp_and_the_line(capsys):
     """`--json`: the scheduling a request's blocks were counted with, and vLLM's line."""
     import json
 
-    rc = main(["plan", "--model", "kimi-k2", "--tensor-parallel-size", "8", "--decode-context-parallel-size", "8",
-               "--kv-cache-memory-bytes", str(BUDGET), "--max-model-len", "32768", "--json"])
+    rc = main(
+        [
+            "plan",
+            "--model",
+            "kimi-k2",
+            "--tensor-parallel-size",
+            "8",
+            "--decode-context-parallel-size",
+            "8",
+            "--kv-cache-memory-bytes",
+            str(BUDGET),
+            "--max-model-len",
+            "32768",
+            "--json",
+        ]
+    )
     out, err = capsys.readouterr()
     assert rc == 0, err
     data = json.loads(out)
@@ -398,7 +497,20 @@ def test_json_carries_the_dcp_and_the_line(capsys):
 
 
 def test_other_engines_refuse_dcp_rather_than_ignore_it(capsys):
-    rc = main(["plan", "--model", "kimi-k2", "--engine", "sglang", "--tensor-parallel-size", "8",
-               "--decode-context-parallel-size", "8", "--budget-gib", "20"])
+    rc = main(
+        [
+            "plan",
+            "--model",
+            "kimi-k2",
+            "--engine",
+            "sglang",
+            "--tensor-parallel-size",
+            "8",
+            "--decode-context-parallel-size",
+            "8",
+            "--budget-gib",
+            "20",
+        ]
+    )
     out, err = capsys.readouterr()
     assert rc == 2 and err.strip().startswith("kvviz: error: --decode-context-parallel-size:"), err

@@ -7,17 +7,15 @@ import json
 
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from kvviz import formats
+from kvviz.base import formats, regions
+from kvviz.base.defaults import BLOCK_SIZE
+from kvviz.base.errors import KvvizError
 from kvviz.cli import main
 from kvviz.core.group import KVGroup
 from kvviz.core.kinds import CacheKind
 from kvviz.core.spec import CacheSpec
 from kvviz.core.spec import custom_cache as _custom_cache
-from kvviz.defaults import BLOCK_SIZE
-from kvviz.errors import KvvizError
 from kvviz.families import load_preset
 from kvviz.options import Options
 from kvviz.pool import free_bytes
@@ -40,8 +38,8 @@ def pro(backend="flashmla", indexer="mxfp4", planner="overlay"):
 
 def content(p):
     """[start, end) of a placement's rows (payloads + footers) inside the block; padding left out."""
-    regions = [r for r in formats.page_regions(p.cache.row_format, p.cache.rows, p.page_bytes) if r.name != "padding"]
-    return p.offset + regions[0].start, p.offset + regions[-1].end
+    rows = [r for r in regions.page_regions(p.cache.row_format, p.cache.rows, p.page_bytes) if r.name != "padding"]
+    return p.offset + rows[0].start, p.offset + rows[-1].end
 
 
 def overlap(a, b):
@@ -88,8 +86,12 @@ def test_on_cuda(hazard):
 
 
 def test_contiguous_assignment_and_opaque_groups():
-    raw = {"groups": [{"name": "a", "layers": [{"name": "a0", "page_bytes": 1000}, {"name": "a1", "page_bytes": 24}]},
-                      {"name": "b", "layers": [{"name": "b0", "page_bytes": 333}]}]}
+    raw = {
+        "groups": [
+            {"name": "a", "layers": [{"name": "a0", "page_bytes": 1000}, {"name": "a1", "page_bytes": 24}]},
+            {"name": "b", "layers": [{"name": "b0", "page_bytes": 333}]},
+        ]
+    }
     lay = plan(groups_from_json(raw), "overlay")
     r = verify(lay, 7, device="cpu", assignment="contiguous")
     assert r.clean and r.passed and r.formats == ()  # bytes only, no codec
@@ -102,10 +104,13 @@ def test_contiguous_assignment_and_opaque_groups():
     assert victims(z) == {("b0", 1)} and z.corrupted[0].note == "spill"
 
 
-
 def test_keep_pool_hands_back_the_real_bytes_and_owners():
-    raw = {"groups": [{"name": "a", "layers": [{"name": "a0", "page_bytes": 64}]},
-                      {"name": "b", "layers": [{"name": "b0", "page_bytes": 32}]}]}
+    raw = {
+        "groups": [
+            {"name": "a", "layers": [{"name": "a0", "page_bytes": 64}]},
+            {"name": "b", "layers": [{"name": "b0", "page_bytes": 32}]},
+        ]
+    }
     lay = plan(groups_from_json(raw), "overlay")
     r = verify(lay, 4, device="cpu", assignment="contiguous", keep_pool=True)
     assert r.block_groups == ("a", "a", "b", "b")
@@ -114,6 +119,7 @@ def test_keep_pool_hands_back_the_real_bytes_and_owners():
     # b owns blocks 2 and 3 but only writes [0, 32): the rest of those blocks stays zero.
     assert int(blocks[2:, 32:].count_nonzero()) == 0 and int(blocks[2:, :32].count_nonzero()) > 0
     assert verify(lay, 4, device="cpu").pool is None
+
 
 # ---- hazards: victims exactly as the layout predicts -------------------------------------------
 @pytest.mark.parametrize("backend, indexer", [("flashmla", "mxfp4"), ("flashinfer", "fp8")])
@@ -137,8 +143,10 @@ def test_shared_block_victims(backend, indexer):
         hits = [overlap(u, (q.offset, q.end)) for u in lay.unused_ranges(mine) for q in lay.group_placements(other)]
         hits = [h for h in hits if h]
         if hits:
-            predicted[f"unused bytes of group {lay.groups[mine].name}"] = (min(h[0] for h in hits),
-                                                                          max(h[1] for h in hits))
+            predicted[f"unused bytes of group {lay.groups[mine].name}"] = (
+                min(h[0] for h in hits),
+                max(h[1] for h in hits),
+            )
     assert predicted and victims(r) == {(name, 0) for name in predicted}
     for c in r.corrupted:
         lo, hi = predicted[c.layer]
@@ -206,16 +214,22 @@ def test_misread_reads_the_wrong_bytes(indexer):
     right = [t for t in range(rows) if t * P == t * (P + F) and rows * P + t * F == t * (P + F) + P]
     assert right == []
     # ... unless the bytes it takes happen to equal the right ones: read both places from the pool.
-    page = r.pool.blocks[m.block, p.offset:p.end].tolist()
-    same = [t for t in range(rows)
-            if page[t * P:(t + 1) * P] == page[t * (P + F):t * (P + F) + P]
-            and page[rows * P + t * F:rows * P + (t + 1) * F] == page[t * (P + F) + P:(t + 1) * (P + F)]]
+    page = r.pool.blocks[m.block, p.offset : p.end].tolist()
+    same = [
+        t
+        for t in range(rows)
+        if page[t * P : (t + 1) * P] == page[t * (P + F) : t * (P + F) + P]
+        and page[rows * P + t * F : rows * P + (t + 1) * F] == page[t * (P + F) + P : (t + 1) * (P + F)]
+    ]
     # Rows read from the same bytes decode the same; nearly every other row decodes wrong (an
     # all-zero row can still decode to zeros under the scale byte the wrong reader takes).
     assert not set(same) & set(m.wrong_rows) and m.rows_wrong >= rows - 2
     for s in m.sample:
         t, o = s.row, p.offset
-        assert s.payload == (o + t * P, o + (t + 1) * P) and s.footer == (o + rows * P + t * F, o + rows * P + (t + 1) * F)
+        assert s.payload == (o + t * P, o + (t + 1) * P) and s.footer == (
+            o + rows * P + t * F,
+            o + rows * P + (t + 1) * F,
+        )
         assert s.read_payload == (o + t * (P + F), o + t * (P + F) + P)
         assert s.read_footer == (o + t * (P + F) + P, o + (t + 1) * (P + F))
         assert s.truth != s.misread and len(s.source) == len(s.truth) == 8
@@ -230,17 +244,20 @@ def test_misread_needs_a_footer():
 
 
 # ---- bad input ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs, needle", [
-    ({"num_blocks": 4}, "num_blocks=4"),
-    ({"num_blocks": 0}, "num_blocks=0"),
-    ({"num_blocks": 10**9}, f"num_blocks=1000000000: pool {10**9 * pro().block_stride:,} B + "),
-    ({"device": "tpu"}, "device='tpu': "),
-    ({"hazard": "flood"}, "hazard='flood': "),
-    ({"seed": -1}, "seed=-1: "),
-    ({"hazard": "zeroer", "hazard_layer": "nope"}, "hazard_layer='nope': "),
-    ({"hazard_layer": "nope"}, "hazard_layer: "),
-    ({"assignment": "random"}, "assignment='random': "),
-])
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"num_blocks": 4}, "num_blocks=4"),
+        ({"num_blocks": 0}, "num_blocks=0"),
+        ({"num_blocks": 10**9}, f"num_blocks=1000000000: pool {10**9 * pro().block_stride:,} B + "),
+        ({"device": "tpu"}, "device='tpu': "),
+        ({"hazard": "flood"}, "hazard='flood': "),
+        ({"seed": -1}, "seed=-1: "),
+        ({"hazard": "zeroer", "hazard_layer": "nope"}, "hazard_layer='nope': "),
+        ({"hazard_layer": "nope"}, "hazard_layer: "),
+        ({"assignment": "random"}, "assignment='random': "),
+    ],
+)
 def test_bad_input_is_one_line_naming_the_python_argument(kwargs, needle):
     kwargs = {"num_blocks": 5, "device": "cpu", **kwargs}
     with pytest.raises(KvvizError) as e:
@@ -250,8 +267,9 @@ def test_bad_input_is_one_line_naming_the_python_argument(kwargs, needle):
 
 def test_misaligned_layout_is_refused():
     odd = custom_cache("odd", 7)  # an fp32 state after a 7-byte page: offset 7, not a multiple of 4
-    state = CacheSpec(name="state", kind=CacheKind.CUSTOM, layer=None, row_format=formats.state_row(4), rows=2,
-                      tokens_per_block=256)
+    state = CacheSpec(
+        name="state", kind=CacheKind.CUSTOM, layer=None, row_format=formats.state_row(4), rows=2, tokens_per_block=256
+    )
     with pytest.raises(KvvizError, match="offset=7") as e:
         verify(plan((KVGroup(name="g", layers=(odd, state)),), "overlay"), 2, device="cpu")
     assert "'state'" in str(e.value) and "\n" not in str(e.value)
@@ -266,32 +284,55 @@ def test_cli_clean_text(capsys):
 
 
 def test_cli_hazard_json_lists_victims(capsys):
-    code = main(["verify", "--model", "deepseek-v4-pro", "--blocks", "5", "--device", "cpu", "--hazard", "zeroer",
-                 "--json"])
+    code = main(
+        ["verify", "--model", "deepseek-v4-pro", "--blocks", "5", "--device", "cpu", "--hazard", "zeroer", "--json"]
+    )
     out, _ = capsys.readouterr()
     doc = json.loads(out)
     assert code == 0 and doc["hazard"]["name"] == "zeroer" and doc["ok"]
-    assert doc["corrupted"] and set(doc["corrupted"][0]) == {"layer", "group", "block", "start", "end",
-                                                            "bytes_changed", "note"}
+    assert doc["corrupted"] and set(doc["corrupted"][0]) == {
+        "layer",
+        "group",
+        "block",
+        "start",
+        "end",
+        "bytes_changed",
+        "note",
+    }
 
 
 def test_cli_budget(capsys):
     lay = pro()
-    code = main(["verify", "--model", "deepseek-v4-pro", "--budget-bytes", str(6 * lay.block_stride + 1),
-                 "--device", "cpu", "--json", "--indexer", "mxfp4"])
+    code = main(
+        [
+            "verify",
+            "--model",
+            "deepseek-v4-pro",
+            "--budget-bytes",
+            str(6 * lay.block_stride + 1),
+            "--device",
+            "cpu",
+            "--json",
+            "--indexer",
+            "mxfp4",
+        ]
+    )
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["num_blocks"] == 6 and doc["clean"]
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--blocks", "3", "--budget-gib", "1"], "--blocks"),
-    (["--hazard", "flood"], "--hazard: hazard='flood': unknown"),
-    (["--assignment", "x"], "--assignment: assignment='x': unknown"),
-    (["--device", "tpu"], "--device: device='tpu': unknown"),
-    (["--hazard", "zeroer", "--hazard-layer", "nope"], "--hazard-layer: hazard_layer='nope'"),
-    (["--budget-bytes", "100"], "block stride"),
-    (["--blocks", "2"], "num_blocks=2"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--blocks", "3", "--budget-gib", "1"], "--blocks"),
+        (["--hazard", "flood"], "--hazard: hazard='flood': unknown"),
+        (["--assignment", "x"], "--assignment: assignment='x': unknown"),
+        (["--device", "tpu"], "--device: device='tpu': unknown"),
+        (["--hazard", "zeroer", "--hazard-layer", "nope"], "--hazard-layer: hazard_layer='nope'"),
+        (["--budget-bytes", "100"], "block stride"),
+        (["--blocks", "2"], "num_blocks=2"),
+    ],
+)
 def test_cli_errors(capsys, argv, needle):
     code = main(["verify", "--model", "deepseek-v4-pro", "--device", "cpu", *argv])
     out, err = capsys.readouterr()
@@ -317,8 +358,12 @@ def test_every_page_holds_the_documented_pattern():
     """Word i of layer l's page in block b is B(seed, b) + L(seed, l) + i * RAMP mod 2^64
     (kvviz.verify.source), computed here in Python integers and read from the pool's bytes at
     base + b * stride + offset; the sampled real rows of each group's first block are left out."""
-    raw = {"groups": [{"name": "a", "layers": [{"name": "a0", "page_bytes": 64}, {"name": "a1", "page_bytes": 32}]},
-                      {"name": "b", "layers": [{"name": "b0", "page_bytes": 40}]}]}
+    raw = {
+        "groups": [
+            {"name": "a", "layers": [{"name": "a0", "page_bytes": 64}, {"name": "a1", "page_bytes": 32}]},
+            {"name": "b", "layers": [{"name": "b0", "page_bytes": 40}]},
+        ]
+    }
     lay = plan(groups_from_json(raw), "overlay")
     seed = 7
     r = verify(lay, 6, device="cpu", seed=seed, keep_pool=True)
@@ -332,7 +377,9 @@ def test_every_page_holds_the_documented_pattern():
                 continue
             lk = (unit(seed, i, 0) << 1) & MASK
             start = b * lay.block_stride + p.offset
-            words = [int.from_bytes(flat[start + 8 * w:start + 8 * w + 8], "little") for w in range(p.page_bytes // 8)]
+            words = [
+                int.from_bytes(flat[start + 8 * w : start + 8 * w + 8], "little") for w in range(p.page_bytes // 8)
+            ]
             assert words == [(bk + lk + w * ramp) & MASK for w in range(p.page_bytes // 8)], (p.name, b)
     other = verify(lay, 6, device="cpu", seed=seed + 1, keep_pool=True).pool.backing
     assert not torch.equal(other, r.pool.backing)  # another seed, other bytes
@@ -345,8 +392,8 @@ def test_a_page_copied_to_another_layer_or_block_is_reported():
     a, b = [p for p in lay.group_placements(0) if p.page_bytes == lay.group_placements(0)[0].page_bytes][:2]
 
     def misplace(pool):
-        pool.blocks[5, b.offset:b.end] = pool.blocks[5, a.offset:a.end].clone()  # layer a's page over b's
-        pool.blocks[10, a.offset:a.end] = pool.blocks[5, a.offset:a.end].clone()  # block 5's page over block 10's
+        pool.blocks[5, b.offset : b.end] = pool.blocks[5, a.offset : a.end].clone()  # layer a's page over b's
+        pool.blocks[10, a.offset : a.end] = pool.blocks[5, a.offset : a.end].clone()  # block 5's page over block 10's
 
     r = verify(lay, 15, device="cpu", corrupt=misplace)
     assert {(c.layer, c.block) for c in r.corrupted} == {(b.name, 5), (a.name, 10)} and not r.passed
@@ -413,8 +460,12 @@ def test_same_pages_sees_every_changed_byte_of_the_pages_and_none_between_them()
 
     from kvviz.verify.engine import same_pages
 
-    cases = ((1000 * 8, 3, 200, torch.int64, 8), (600, 1, 140, torch.int32, 8), (96, 2, 40, torch.uint8, 8),
-             (600, 1, 150, torch.int32, 0))  # the last: pages fill the whole block, back to back
+    cases = (
+        (1000 * 8, 3, 200, torch.int64, 8),
+        (600, 1, 140, torch.int32, 8),
+        (96, 2, 40, torch.uint8, 8),
+        (600, 1, 150, torch.int32, 0),
+    )  # the last: pages fill the whole block, back to back
     for stride, L, W, word, off in cases:
         back = torch.zeros(5 * stride, dtype=torch.uint8)
         size = torch.empty((), dtype=word).element_size()

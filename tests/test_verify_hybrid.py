@@ -99,9 +99,13 @@ def test_a_wide_state_row_is_sampled_as_the_first_values_of_each_part():
     n = min(v, c1)
     same = conv[:n] == x[:n].to(torch.bfloat16)
     k = int(same.logical_not().nonzero()[0]) if not bool(same.all()) else n
-    assert 0 < k < v and torch.equal(ssm[:v - k], x[k:])
+    assert 0 < k < v and torch.equal(ssm[: v - k], x[k:])
 
-    bad = verify(layout, len(layout.groups), device="cpu",
-                 corrupt=lambda pool: pool.footer_view(p.name)[block, 0, 4 * 10 + 3].bitwise_xor_(0x40))
+    bad = verify(
+        layout,
+        len(layout.groups),
+        device="cpu",
+        corrupt=lambda pool: pool.footer_view(p.name)[block, 0, 4 * 10 + 3].bitwise_xor_(0x40),
+    )
     assert [c.layer for c in bad.corrupted] == [p.name]
     assert next(f for f in bad.formats if f.format == "mamba2_state").max_error_over_bound > 1

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kvviz.errors import KvvizError
+from kvviz.base.errors import KvvizError
 from kvviz.pool import check_fits, devices, host_memory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,9 +38,14 @@ ARGV = ["verify", "--model", "deepseek-v4-pro", "--budget-gib", "2", "--device",
 
 
 def run_limited(headroom: int, bypass: bool) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", _LIMITED, str(headroom), "bypass" if bypass else "check", *ARGV],
-                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", _LIMITED, str(headroom), "bypass" if bypass else "check", *ARGV],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_rlimit_as_refuses_the_pool_in_one_line():
@@ -109,13 +114,21 @@ _PEAK = textwrap.dedent("""
 def _peak(mode: str, model: str, n: int) -> dict:
     import json
 
-    done = subprocess.run([sys.executable, "-c", _PEAK, mode, model, str(n)], cwd=ROOT, check=True,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK, mode, model, str(n)],
+        cwd=ROOT,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("model, blocks", [("deepseek-v4-pro", 100), ("gemma-3-27b", 100),
-                                           ("nemotron-nano-9b-v2", 12)])  # its 1.35 M-value state row
+@pytest.mark.parametrize(
+    "model, blocks", [("deepseek-v4-pro", 100), ("gemma-3-27b", 100), ("nemotron-nano-9b-v2", 12)]
+)  # its 1.35 M-value state row
 def test_the_fit_check_counts_what_the_run_measurably_uses(model, blocks):
     """Peak resident memory of a real verify process beyond a process that holds the same pool
     (ru_maxrss of each, measured) is no more than what the fit check counted, and under a quarter

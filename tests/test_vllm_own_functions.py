@@ -26,8 +26,8 @@ The tests skip where the wheel is absent (CI has none).
 """
 
 from __future__ import annotations
-
 import __future__
+
 import ast
 import copy
 import dataclasses
@@ -82,13 +82,15 @@ def _vllm_root() -> Path | None:
 
 
 VLLM = _vllm_root()
-pytestmark = pytest.mark.skipif(VLLM is None, reason="vLLM 0.33's source is not on this machine "
-                                                     "(KVVIZ_VLLM_SRC or /work/wheels/vllm)")
+pytestmark = pytest.mark.skipif(
+    VLLM is None, reason="vLLM 0.33's source is not on this machine (KVVIZ_VLLM_SRC or /work/wheels/vllm)"
+)
 
 
 # ---------------------------------------------------------------------------------------------
 # Reading vLLM's source: one function, method or class compiled alone.
 # ---------------------------------------------------------------------------------------------
+
 
 @functools.cache
 def _tree(rel: str) -> ast.Module:
@@ -118,8 +120,13 @@ def _compile(rel: str, node: ast.stmt, env: dict):
     node = copy.deepcopy(node)
     if isinstance(node, ast.FunctionDef):
         node.decorator_list = []
-    code = compile(ast.Module(body=[node], type_ignores=[]), str(VLLM / rel), "exec",
-                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    code = compile(
+        ast.Module(body=[node], type_ignores=[]),
+        str(VLLM / rel),
+        "exec",
+        flags=__future__.annotations.compiler_flag,
+        dont_inherit=True,
+    )
     exec(code, env)
     return env[node.name]
 
@@ -152,14 +159,13 @@ def vllm_fields(rel: str, cls: str) -> dict[str, object]:
             if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
                 continue
             value = stmt.value
-            if (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "field"):
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "field":
                 value = next((k.value for k in value.keywords if k.arg == "default"), None)
             try:
                 out[stmt.target.id] = NO_DEFAULT if value is None else ast.literal_eval(value)
             except ValueError:  # a default that is an expression (an enum member): not a literal
                 out[stmt.target.id] = NO_DEFAULT
     return out
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,15 +197,22 @@ def uniform_type_specs_class() -> type:
     env = {"cdiv": _cdiv()}
     page = vllm_method(INTERFACE, "UniformTypeKVCacheSpecs", "page_size_bytes", env)
     usage = vllm_method(INTERFACE, "UniformTypeKVCacheSpecs", "max_memory_usage_bytes", env)
-    return type("UniformTypeKVCacheSpecs", (types.SimpleNamespace,),
-                {"page_size_bytes": property(page), "max_memory_usage_bytes": usage})
+    return type(
+        "UniformTypeKVCacheSpecs",
+        (types.SimpleNamespace,),
+        {"page_size_bytes": property(page), "max_memory_usage_bytes": usage},
+    )
 
 
 @functools.cache
 def config_classes() -> tuple[type, type]:
     """vLLM's own KVCacheGroupSpec and KVCacheConfig dataclasses (KVCacheGroupRole for the role's default)."""
-    env = {"dataclass": dataclasses.dataclass, "field": dataclasses.field, "Enum": enum.Enum,
-           "cached_property": functools.cached_property}
+    env = {
+        "dataclass": dataclasses.dataclass,
+        "field": dataclasses.field,
+        "Enum": enum.Enum,
+        "cached_property": functools.cached_property,
+    }
     vllm_function(INTERFACE, "KVCacheGroupRole", env)
     return vllm_function(INTERFACE, "KVCacheGroupSpec", env), vllm_function(INTERFACE, "KVCacheConfig", env)
 
@@ -225,15 +238,20 @@ def worker_kv_cache_config(plan, budget: int):
     group, its spec a UniformTypeKVCacheSpecs of the group's layers, num_blocks kvviz's."""
     group_spec, config = config_classes()
     uniform = uniform_type_specs_class()
-    groups = [group_spec([c.name for c in g.layers], uniform(kv_cache_specs={c.name: layer_spec(c) for c in g.layers}))
-              for g in plan.groups]
+    groups = [
+        group_spec([c.name for c in g.layers], uniform(kv_cache_specs={c.name: layer_spec(c) for c in g.layers}))
+        for g in plan.groups
+    ]
     return config(num_blocks=plan.capacity(budget).num_blocks, kv_cache_tensors=[], kv_cache_groups=groups)
 
 
 def scheduler_kv_cache_config(worker):
     """vLLM's generate_scheduler_kv_cache_config of the worker's config (each group's first layer spec)."""
-    fn = vllm_function(UTILS, "generate_scheduler_kv_cache_config",
-                       {"copy": copy, "UniformTypeKVCacheSpecs": uniform_type_specs_class()})
+    fn = vllm_function(
+        UTILS,
+        "generate_scheduler_kv_cache_config",
+        {"copy": copy, "UniformTypeKVCacheSpecs": uniform_type_specs_class()},
+    )
     return fn([worker])
 
 
@@ -243,8 +261,10 @@ def vllm_config_class(use_v2_model_runner: bool) -> type:
     (config/vllm.py); use_v2_model_runner is the one input the first reads that kvviz has no knob
     for (at pipeline parallel 1 both runners give 2 batches with async scheduling)."""
     rel = "config/vllm.py"
-    attrs = {name: property(vllm_method(rel, "VllmConfig", name, {}))
-             for name in ("max_concurrent_batches", "max_in_flight_tokens")}
+    attrs = {
+        name: property(vllm_method(rel, "VllmConfig", name, {}))
+        for name in ("max_concurrent_batches", "max_in_flight_tokens")
+    }
     attrs["use_v2_model_runner"] = use_v2_model_runner
     return type("VllmConfig", (types.SimpleNamespace,), attrs)
 
@@ -259,8 +279,9 @@ def vllm_config(plan, options: Options, *, use_v2_model_runner: bool = False):
     return vllm_config_class(use_v2_model_runner)(
         model_config=ns(max_model_len=s.max_model_len),
         parallel_config=ns(decode_context_parallel_size=s.dcp, pipeline_parallel_size=1),
-        scheduler_config=ns(max_num_batched_tokens=options.resolved_max_num_batched_tokens,
-                            async_scheduling=async_scheduling),
+        scheduler_config=ns(
+            max_num_batched_tokens=options.resolved_max_num_batched_tokens, async_scheduling=async_scheduling
+        ),
         cache_config=ns(mamba_cache_mode=s.mamba_cache_mode),
         device_config=ns(device_type="cuda"),  # the machine kvviz sizes for: an NVIDIA GPU
         attention_config=ns(hisparse_config=None),
@@ -280,8 +301,9 @@ class _Logger:
 def capacity_functions(logger: _Logger):
     """(get_kv_cache_capacity, update_kv_cache_capacity), vLLM's, wired to each other and to cdiv."""
     env = {"cdiv": _cdiv(), "logger": logger}
-    env["get_max_concurrency_for_kv_cache_config"] = vllm_function(UTILS, "get_max_concurrency_for_kv_cache_config",
-                                                                   env)
+    env["get_max_concurrency_for_kv_cache_config"] = vllm_function(
+        UTILS, "get_max_concurrency_for_kv_cache_config", env
+    )
     env["get_kv_cache_capacity"] = vllm_function(UTILS, "get_kv_cache_capacity", env)
     env["_kv_cache_device_name"] = vllm_function(UTILS, "_kv_cache_device_name", env)
     return env["get_kv_cache_capacity"], vllm_function(UTILS, "update_kv_cache_capacity", env)
@@ -291,13 +313,16 @@ def capacity_functions(logger: _Logger):
 # The tests.
 # ---------------------------------------------------------------------------------------------
 
+
 def _check(name: str, knobs: dict, budget: int) -> None:
     options = Options(**knobs)
     plan = plan_model(load(name), "vllm", options)
     cap = plan.capacity(budget)
     for use_v2 in (False, True):  # the in-flight tokens kvviz counted are vLLM's, whichever runner
-        assert vllm_config(plan, options, use_v2_model_runner=use_v2).max_in_flight_tokens == \
-            plan.scheduling.max_in_flight_tokens, (name, knobs, use_v2)
+        assert (
+            vllm_config(plan, options, use_v2_model_runner=use_v2).max_in_flight_tokens
+            == plan.scheduling.max_in_flight_tokens
+        ), (name, knobs, use_v2)
     worker = worker_kv_cache_config(plan, budget)
     for label, kv_cache_config in (("worker", worker), ("scheduler", scheduler_kv_cache_config(worker))):
         cfg = vllm_config(plan, options)
@@ -308,8 +333,10 @@ def _check(name: str, knobs: dict, budget: int) -> None:
         assert (tokens, concurrency) == (cap.kv_cache_tokens, cap.max_concurrency), where
         update_kv_cache_capacity(cfg, kv_cache_config)
         assert logger.lines == [cap.line], where
-        assert (cfg.cache_config.kv_cache_size_tokens, cfg.cache_config.kv_cache_max_concurrency) == \
-            (cap.kv_cache_tokens, cap.max_concurrency), where
+        assert (cfg.cache_config.kv_cache_size_tokens, cfg.cache_config.kv_cache_max_concurrency) == (
+            cap.kv_cache_tokens,
+            cap.max_concurrency,
+        ), where
 
 
 @pytest.mark.parametrize("budget", BUDGETS, ids=lambda b: f"{b}B")
@@ -333,7 +360,14 @@ def test_each_preset_reaches_the_spec_classes_it_should():
     SlidingWindowSpec, ChunkedLocalAttentionSpec, MambaSpec and MLAAttentionSpec (kvviz's
     spec_class), and MLAAttentionSpec has no max_memory_usage_bytes of its own (FullAttentionSpec's)."""
     seen = {c.spec_class for n in PRESETS for g in plan_model(load(n), "vllm", Options()).groups for c in g.layers}
-    assert seen == {"FullAttentionSpec", "SlidingWindowSpec", "ChunkedLocalAttentionSpec", "MambaSpec",
-                    "MLAAttentionSpec"}
-    assert spec_class("MLAAttentionSpec").max_memory_usage_bytes.__code__.co_firstlineno == \
-        spec_class("FullAttentionSpec").max_memory_usage_bytes.__code__.co_firstlineno
+    assert seen == {
+        "FullAttentionSpec",
+        "SlidingWindowSpec",
+        "ChunkedLocalAttentionSpec",
+        "MambaSpec",
+        "MLAAttentionSpec",
+    }
+    assert (
+        spec_class("MLAAttentionSpec").max_memory_usage_bytes.__code__.co_firstlineno
+        == spec_class("FullAttentionSpec").max_memory_usage_bytes.__code__.co_firstlineno
+    )

@@ -41,13 +41,21 @@ def installed(tmp_path_factory):
             shutil.copy2(ROOT / name, src / name)
     shutil.copytree(ROOT / "kvviz", src / "kvviz", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
-    built = subprocess.run(pip + ["wheel", "--no-deps", "--no-index", "--no-build-isolation", "-w", str(tmp / "dist"),
-                                  str(src)], capture_output=True, text=True, timeout=300)
+    built = subprocess.run(
+        pip + ["wheel", "--no-deps", "--no-index", "--no-build-isolation", "-w", str(tmp / "dist"), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = (tmp / "dist").glob("kvviz-*.whl")
     site = tmp / "site"
-    inst = subprocess.run(pip + ["install", "--no-deps", "--no-index", "--target", str(site), str(wheel)],
-                          capture_output=True, text=True, timeout=300)
+    inst = subprocess.run(
+        pip + ["install", "--no-deps", "--no-index", "--target", str(site), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert inst.returncode == 0, inst.stderr[-3000:]
     return wheel, site
 
@@ -57,8 +65,7 @@ def _run(site: Path, *argv: str, cwd: Path) -> subprocess.CompletedProcess:
     installed wheel on the path, from a directory outside the checkout."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONPATH"] = str(site)
-    return subprocess.run([sys.executable, "-S", *argv], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-S", *argv], capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
 
 
 def test_wheel_holds_the_package_and_its_data(installed):
@@ -74,8 +81,13 @@ def test_wheel_holds_the_package_and_its_data(installed):
 
 def test_installed_kvviz_is_the_wheel_and_imports_alone(installed, tmp_path):
     _, site = installed
-    r = _run(site, "-c", "import sys, kvviz; print(kvviz.__file__); print(sorted(m for m in sys.modules "
-                         "if m.split('.')[0] in ('torch', 'matplotlib', 'pandas', 'numpy')))", cwd=tmp_path)
+    r = _run(
+        site,
+        "-c",
+        "import sys, kvviz; print(kvviz.__file__); print(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('torch', 'matplotlib', 'pandas', 'numpy')))",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     path, heavy = r.stdout.splitlines()
     assert Path(path).is_relative_to(site) and heavy == "[]"
@@ -92,8 +104,13 @@ def test_installed_models_and_plan_run_from_anywhere(installed, tmp_path):
     assert plan.returncode == 0, f"{NOT_PACKAGED}? {plan.stderr}"
     doc = json.loads(plan.stdout)
     # The overlay stride as the checkout computes it (test_cli checks it against vLLM).
-    here = subprocess.run([sys.executable, "-m", "kvviz", "plan", "--model", "deepseek-v4-pro", "--json"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    here = subprocess.run(
+        [sys.executable, "-m", "kvviz", "plan", "--model", "deepseek-v4-pro", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert doc == json.loads(here.stdout)
 
 
@@ -103,10 +120,17 @@ def test_installed_console_script(installed, tmp_path):
     assert script.exists()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONPATH"] = str(site)
-    r = subprocess.run([str(script), "plan", "--model", "deepseek-v4-flash", "--planner", "overlay", "--json"],
-                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    r = subprocess.run(
+        [str(script), "plan", "--model", "deepseek-v4-flash", "--planner", "overlay", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, f"{NOT_PACKAGED}? {r.stderr}"
     assert json.loads(r.stdout)["planner"] == "overlay"  # the planner asked for (the default is now 'vllm')
-    bad = subprocess.run([str(script), "plan", "--model", "nope"], capture_output=True, text=True, cwd=tmp_path,
-                         env=env, timeout=120)
+    bad = subprocess.run(
+        [str(script), "plan", "--model", "nope"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
+    )
     assert (bad.returncode, bad.stdout, bad.stderr.count("\n")) == (2, "", 1)

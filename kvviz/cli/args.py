@@ -5,22 +5,26 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
-
-from ..core import capacity
-from ..core.plan import Plan
-from ..defaults import GIB, GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
-from ..errors import KvvizError, require
-from ..families import load_path, load_preset, preset_names
-from ..families.deepseek_v4 import BACKENDS
-from ..formats import INDEXER_FORMATS, MAIN_FORMATS
-from ..inputs import (
-    MAX_BUDGET_BYTES, MAX_CONTEXT_TOKENS, MAX_DIM, MAX_SLIDING_WINDOW, MAX_TOKENS_PER_BLOCK, read_json)
-from ..options import KNOB_OPTIONS, KV_DTYPES, Options, SSM_DTYPES
-from ..vllm.grouping import load_groups
-from ..vllm.plan import PLANNERS, check_knobs, plan_model, resolve_planner
-from ..vllm.planners import LAYOUT_PLANNERS, plan
 from pathlib import Path
+
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.formats import INDEXER_FORMATS, MAIN_FORMATS
+from kvviz.base.inputs import (
+    MAX_CONTEXT_TOKENS,
+    MAX_DIM,
+    MAX_SLIDING_WINDOW,
+    MAX_TOKENS_PER_BLOCK,
+    read_json,
+)
+from kvviz.cli.budget_args import budget_from_args
+from kvviz.cli.values import _int_in, _nonempty
+from kvviz.core.plan import Plan
+from kvviz.families import load_path, load_preset, preset_names
+from kvviz.families.deepseek_v4 import BACKENDS
+from kvviz.options import KNOB_OPTIONS, KV_DTYPES, SSM_DTYPES, Options
+from kvviz.vllm.grouping import load_groups
+from kvviz.vllm.plan import PLANNERS, check_knobs, plan_model, resolve_planner
+from kvviz.vllm.planners import LAYOUT_PLANNERS, plan
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,92 +34,122 @@ class _Parser(argparse.ArgumentParser):
         raise KvvizError(message)
 
 
-# ---- option types: each refuses what it cannot use, with the bound in the message ----------
-def _int_in(low: int, high: int):
-    def parse(text: str) -> int:
-        digits = text.strip().lstrip("+-").lstrip("0")
-        if digits.isdigit() and len(digits) > len(str(high)):  # before int(): it refuses 4,301 digits
-            raise argparse.ArgumentTypeError(f"a {len(digits):,}-digit number is out of range: "
-                                             f"must be from {low:,} to {high:,}")
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value:,} is out of range: must be from {low:,} to {high:,}")
-        return value
-
-    parse.__name__ = "integer"
-    return parse
-
-
-def _gib(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
-    high = MAX_BUDGET_BYTES / GIB
-    if not (math.isfinite(value) and 0 < value <= high):
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is out of range: must be above 0 and at most {high:,.0f}")
-    return value
-
-
-def _nonempty(what: str):
-    def parse(text: str) -> str:
-        if not text:
-            raise argparse.ArgumentTypeError(f"{what} is empty")
-        return text
-
-    parse.__name__ = what
-    return parse
-
-
 # ---- shared arguments ---------------------------------------------------------------------
 def add_source_arguments(p: argparse.ArgumentParser, *, groups: bool = True) -> None:
     """Where the model comes from: a preset, a config.json, or (plan/render/verify) a groups file."""
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", type=_nonempty("the model name"), help=f"a shipped preset ({', '.join(preset_names())})")
-    src.add_argument("--hf-config", metavar="PATH", type=_nonempty("the config path"),
-                     help="a Hugging Face config.json, or a folder holding one (any architecture kvviz plans)")
-    src.add_argument("--config", metavar="FILE", type=_nonempty("the config path"),
-                     help="a config.json (the same as --hf-config)")
+    src.add_argument(
+        "--model", type=_nonempty("the model name"), help=f"a shipped preset ({', '.join(preset_names())})"
+    )
+    src.add_argument(
+        "--hf-config",
+        metavar="PATH",
+        type=_nonempty("the config path"),
+        help="a Hugging Face config.json, or a folder holding one (any architecture kvviz plans)",
+    )
+    src.add_argument(
+        "--config", metavar="FILE", type=_nonempty("the config path"), help="a config.json (the same as --hf-config)"
+    )
     if groups:
-        src.add_argument("--groups", metavar="FILE", type=_nonempty("the groups path"),
-                         help='arbitrary groups as JSON: {"groups": [{"name", "layers": [{"name", "page_bytes"}]}]}')
+        src.add_argument(
+            "--groups",
+            metavar="FILE",
+            type=_nonempty("the groups path"),
+            help='arbitrary groups as JSON: {"groups": [{"name", "layers": [{"name", "page_bytes"}]}]}',
+        )
 
 
 def add_knob_arguments(p: argparse.ArgumentParser) -> None:
     """Every knob of kvviz.options.Options; each model's family says which apply (others are refused)."""
     dep = p.add_argument_group("deployment (vLLM's flags; any model)")
-    dep.add_argument("--tensor-parallel-size", "-tp", type=_int_in(1, 1 << 16), metavar="N",
-                     help="plan one rank of N (KV heads and states split as vLLM splits them)")
-    dep.add_argument("--decode-context-parallel-size", "-dcp", dest="decode_context_parallel_size",
-                     type=_int_in(1, 1 << 16), metavar="N",
-                     help="vLLM's DCP: full-attention / MLA tokens split over N of the TP ranks (default 1)")
-    dep.add_argument("--max-model-len", "--context", dest="max_model_len", type=_max_model_len,
-                     metavar="TOKENS", help="request length (default: the model's own maximum, as vLLM derives it; "
-                                            "-1 or auto: the largest that fits the budget, as vLLM's -1 does)")
-    dep.add_argument("--max-num-batched-tokens", type=_int_in(1, MAX_CONTEXT_TOKENS), metavar="TOKENS",
-                     help="tokens per scheduler step (default 8,192, vLLM serve's on an H200)")
-    dep.add_argument("--no-async-scheduling", dest="async_scheduling", action="store_const", const=False,
-                     help="one batch in flight instead of vLLM's two")
-    dep.add_argument("--async-scheduling", dest="async_scheduling", action="store_const", const=True,
-                     help="two batches in flight (vLLM 0.33's default)")
-    dep.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", choices=KV_DTYPES + ("auto",),
-                     help="attention KV dtype (default auto: the model's)")
-    dep.add_argument("--block-size", type=_int_in(1, MAX_TOKENS_PER_BLOCK), metavar="TOKENS",
-                     help="tokens per block (default: vLLM's for the model)")
-    dep.add_argument("--mamba-ssm-dtype", "--mamba-ssm-cache-dtype", dest="mamba_ssm_dtype", choices=SSM_DTYPES,
-                     help="recurrent state dtype (default: the config's, else the model's)")
-    dep.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_const", const=False,
-                     help="vLLM 0.33 turns prefix caching on ('align' state mode); turn it off")
-    dep.add_argument("--sliding-window", type=_int_in(1, MAX_SLIDING_WINDOW), metavar="TOKENS",
-                     help="replace the config's sliding window")
+    dep.add_argument(
+        "--tensor-parallel-size",
+        "-tp",
+        type=_int_in(1, 1 << 16),
+        metavar="N",
+        help="plan one rank of N (KV heads and states split as vLLM splits them)",
+    )
+    dep.add_argument(
+        "--decode-context-parallel-size",
+        "-dcp",
+        dest="decode_context_parallel_size",
+        type=_int_in(1, 1 << 16),
+        metavar="N",
+        help="vLLM's DCP: full-attention / MLA tokens split over N of the TP ranks (default 1)",
+    )
+    dep.add_argument(
+        "--max-model-len",
+        "--context",
+        dest="max_model_len",
+        type=_max_model_len,
+        metavar="TOKENS",
+        help="request length (default: the model's own maximum, as vLLM derives it; "
+        "-1 or auto: the largest that fits the budget, as vLLM's -1 does)",
+    )
+    dep.add_argument(
+        "--max-num-batched-tokens",
+        type=_int_in(1, MAX_CONTEXT_TOKENS),
+        metavar="TOKENS",
+        help="tokens per scheduler step (default 8,192, vLLM serve's on an H200)",
+    )
+    dep.add_argument(
+        "--no-async-scheduling",
+        dest="async_scheduling",
+        action="store_const",
+        const=False,
+        help="one batch in flight instead of vLLM's two",
+    )
+    dep.add_argument(
+        "--async-scheduling",
+        dest="async_scheduling",
+        action="store_const",
+        const=True,
+        help="two batches in flight (vLLM 0.33's default)",
+    )
+    dep.add_argument(
+        "--kv-dtype",
+        "--kv-cache-dtype",
+        dest="kv_dtype",
+        choices=KV_DTYPES + ("auto",),
+        help="attention KV dtype (default auto: the model's)",
+    )
+    dep.add_argument(
+        "--block-size",
+        type=_int_in(1, MAX_TOKENS_PER_BLOCK),
+        metavar="TOKENS",
+        help="tokens per block (default: vLLM's for the model)",
+    )
+    dep.add_argument(
+        "--mamba-ssm-dtype",
+        "--mamba-ssm-cache-dtype",
+        dest="mamba_ssm_dtype",
+        choices=SSM_DTYPES,
+        help="recurrent state dtype (default: the config's, else the model's)",
+    )
+    dep.add_argument(
+        "--no-prefix-caching",
+        dest="prefix_caching",
+        action="store_const",
+        const=False,
+        help="vLLM 0.33 turns prefix caching on ('align' state mode); turn it off",
+    )
+    dep.add_argument(
+        "--sliding-window",
+        type=_int_in(1, MAX_SLIDING_WINDOW),
+        metavar="TOKENS",
+        help="replace the config's sliding window",
+    )
     dsv4 = p.add_argument_group("DeepSeek V4 knobs")
     dsv4.add_argument("--backend", type=_nonempty("the backend"), help=f"page alignment ({', '.join(BACKENDS)})")
-    dsv4.add_argument("--main-format", type=_nonempty("the format"), help=f"{', '.join(MAIN_FORMATS)} (default: the backend's)")
-    dsv4.add_argument("--indexer", dest="indexer_format", type=_nonempty("the format"),
-                      help=f"indexer K row: {', '.join(INDEXER_FORMATS)}")
+    dsv4.add_argument(
+        "--main-format", type=_nonempty("the format"), help=f"{', '.join(MAIN_FORMATS)} (default: the backend's)"
+    )
+    dsv4.add_argument(
+        "--indexer",
+        dest="indexer_format",
+        type=_nonempty("the format"),
+        help=f"indexer K row: {', '.join(INDEXER_FORMATS)}",
+    )
     dsv4.add_argument("--no-mtp", dest="mtp", action="store_const", const=False, help="leave out the MTP layer(s)")
     dsv4.add_argument("--head-dim", type=_int_in(1, MAX_DIM), help="override the config's head_dim")
     dsv4.add_argument("--rope-dim", type=_int_in(1, MAX_DIM), help="override qk_rope_head_dim")
@@ -125,9 +159,11 @@ def add_knob_arguments(p: argparse.ArgumentParser) -> None:
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     """--model/--hf-config/--config/--groups, --planner and every knob."""
     add_source_arguments(p)
-    p.add_argument("--planner", choices=PLANNERS + ("overlay-by-spec",),
-                   help="vllm (default: what vLLM 0.33 does), overlay, bucketed (DeepSeek V4 and --groups), "
-                        "packed, separate")
+    p.add_argument(
+        "--planner",
+        choices=PLANNERS + ("overlay-by-spec",),
+        help="vllm (default: what vLLM 0.33 does), overlay, bucketed (DeepSeek V4 and --groups), packed, separate",
+    )
     add_knob_arguments(p)
 
 
@@ -141,62 +177,6 @@ def _max_model_len(text: str) -> int:
 
 
 _max_model_len.__name__ = "max_model_len"
-
-
-def add_budget_arguments(p: argparse.ArgumentParser, *, required: bool = False) -> None:
-    """Add the budget flags to `p`: --budget-gib / --budget-bytes (vLLM's --kv-cache-memory-bytes), or a GPU's
-    budget (--gpu, --gpu-memory-gib, --gpu-memory-utilization, --weights-bytes, --checkpoint, --activation-
-    bytes); `required` makes a command refuse to run without one."""
-    b = p.add_mutually_exclusive_group(required=False)
-    b.add_argument("--budget-gib", type=_gib, metavar="GIB", help="KV budget in GiB (1 GiB = 2^30 B)")
-    b.add_argument("--budget-bytes", "--kv-cache-memory-bytes", dest="budget_bytes", type=_int_in(1, MAX_BUDGET_BYTES),
-                   metavar="BYTES", help="KV budget in bytes (vLLM's --kv-cache-memory-bytes: the exact path)")
-    g = p.add_argument_group("the budget from a GPU (vLLM's profile, term by term; estimates are labelled)")
-    g.add_argument("--gpu", type=_nonempty("the GPU"), help="a GPU of kvviz.deploy.GPUS (H100, H200, B200, ...)")
-    g.add_argument("--gpu-memory-gib", type=_gib, metavar="GIB", help="a device of this much memory instead")
-    g.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F",
-                   help=f"vLLM's --gpu-memory-utilization (default {GPU_MEMORY_UTILIZATION})")
-    g.add_argument("--weights-bytes", type=_int_in(0, MAX_BUDGET_BYTES), metavar="BYTES",
-                   help="the checkpoint's weights (whole model; default: its safetensors index, else an estimate)")
-    g.add_argument("--checkpoint", metavar="DIR", help="a checkpoint folder (model.safetensors.index.json: exact weights)")
-    g.add_argument("--activation-bytes", type=_int_in(0, MAX_BUDGET_BYTES), metavar="BYTES",
-                   help="activation / CUDA-graph allowance (default: kvviz.deploy's stated estimate)")
-    p.set_defaults(budget_required=required)
-
-
-def budget_from_args(args, model=None) -> int | None:
-    """The KV budget: --budget-gib / --budget-bytes, or one rank's share of a GPU (kvviz.deploy),
-    whose terms are kept in args.kv_budget for the output."""
-    if getattr(args, "gpu", None) is not None or getattr(args, "gpu_memory_gib", None) is not None:
-        from .. import deploy
-
-        require(args.budget_gib is None, "--budget-gib: give either a budget or --gpu / --gpu-memory-gib")
-        require(model is not None, "--gpu: sizes a model's budget; a --groups file has no weights")
-        util = GPU_MEMORY_UTILIZATION if args.gpu_memory_utilization is None else args.gpu_memory_utilization
-        b = deploy.kv_budget(model, gpu=args.gpu, gpu_memory_gib=args.gpu_memory_gib, gpu_memory_utilization=util,
-                             tensor_parallel_size=args.tensor_parallel_size or TENSOR_PARALLEL_SIZE, weights_bytes=args.weights_bytes,
-                             checkpoint_dir=args.checkpoint, activation_bytes=args.activation_bytes,
-                             kv_cache_memory_bytes=args.budget_bytes)
-        args.kv_budget = b
-        return b.available_bytes
-    for option, dest in (("--gpu-memory-utilization", "gpu_memory_utilization"), ("--weights-bytes", "weights_bytes"),
-                         ("--checkpoint", "checkpoint"), ("--activation-bytes", "activation_bytes")):
-        if getattr(args, dest, None) is not None:
-            raise KvvizError(f"{option}: applies only with --gpu or --gpu-memory-gib")
-    if args.budget_gib is None and args.budget_bytes is None:
-        require(not getattr(args, "budget_required", False),
-                f"{args.command}: needs a budget: --budget-gib, --budget-bytes (--kv-cache-memory-bytes) or --gpu")
-        return None
-    return capacity.budget_bytes(gib=args.budget_gib, num_bytes=args.budget_bytes)
-
-
-def _budget_option(args) -> str:
-    return f"--budget-gib {args.budget_gib}" if args.budget_gib is not None else f"--budget-bytes {args.budget_bytes}"
-
-
-def require_budget_holds_a_block(args, budget: int, stride: int, what: str = "one block stride") -> None:
-    """A budget that holds no block is an error, before anything is printed."""
-    require(budget >= stride, f"{_budget_option(args)}: {budget:,} B is smaller than {what} ({stride:,} B)")
 
 
 def options_from_args(args) -> Options:
@@ -269,7 +249,7 @@ def plan_from_args(args) -> Planned:
     planner = resolve_planner(model, args.planner)
     args.budget = budget_from_args(args, model)
     if getattr(args, "max_model_len", None) == AUTO_MAX_MODEL_LEN:
-        from .. import deploy
+        from kvviz import deploy
 
         require(args.budget is not None, "--max-model-len -1: fits the request length to a budget; give one")
         args.auto_fit = deploy.auto_fit(model, options, args.budget, planner=planner)

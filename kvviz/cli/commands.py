@@ -4,21 +4,35 @@ torch or matplotlib imports its module inside its run function, so the light com
 from __future__ import annotations
 
 import sys
-
-from ..core.layout import text_table
-from ..defaults import VERIFY_BLOCKS
-from ..errors import KvvizError, require
-from ..families import preset_names, preset_summary
-from ..inputs import printable
-from ..vllm.plan import plan_model
 from pathlib import Path
-from .args import (
-    AUTO_MAX_MODEL_LEN, _int_list, _is_utf8, budget_from_args, model_from_args, options_from_args,
-    plan_from_args, refuse_knobs, require_budget_holds_a_block)
-from .engines import _run_compare_engines, _run_plan_engine
-from .output import (
-    CAPACITY_HEADER, _budget_json, _budget_lines, _capacity_rows, _group_table, _print_json, _printable,
-    require_shares_hold_blocks)
+
+from kvviz.base.defaults import VERIFY_BLOCKS
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import printable
+from kvviz.cli.args import (
+    AUTO_MAX_MODEL_LEN,
+    _int_list,
+    _is_utf8,
+    model_from_args,
+    options_from_args,
+    plan_from_args,
+    refuse_knobs,
+)
+from kvviz.cli.budget_args import budget_from_args, require_budget_holds_a_block
+from kvviz.cli.engines import _run_compare_engines, _run_plan_engine
+from kvviz.cli.output import (
+    CAPACITY_HEADER,
+    _budget_json,
+    _budget_lines,
+    _capacity_rows,
+    _group_table,
+    _print_json,
+    _printable,
+    require_shares_hold_blocks,
+)
+from kvviz.core.layout import text_table
+from kvviz.families import preset_names, preset_summary
+from kvviz.vllm.plan import plan_model
 
 
 def _run_plan(args) -> int:
@@ -76,20 +90,26 @@ def _run_compare(args) -> int:
     refuse_knobs(model, options)
     budget = budget_from_args(args, model)
     if getattr(args, "max_model_len", None) == AUTO_MAX_MODEL_LEN:
-        from .. import deploy
+        from kvviz import deploy
 
         args.auto_fit = deploy.auto_fit(model, options, budget)
         options = options.with_(max_model_len=args.auto_fit.max_model_len)
-    plans = [(label, plan_model(model, planner, opts)) for label, planner, opts in
-             model.reader.comparisons(model, options)]
+    plans = [
+        (label, plan_model(model, planner, opts)) for label, planner, opts in model.reader.comparisons(model, options)
+    ]
     for _, p in plans:
         require_shares_hold_blocks(args, p, budget)
     caps = [(label, p.capacity(budget)) for label, p in plans]
     notes = model.reader.compare_notes(model, options, plans, budget)
     if args.json:
-        out = {"model": model.name, "family": model.family, "budget_bytes": budget, "budget_gib": args.budget_gib,
-               "max_model_len": plans[0][1].max_model_len,
-               "layouts": [{"label": label, **c.to_json()} for label, c in caps]}
+        out = {
+            "model": model.name,
+            "family": model.family,
+            "budget_bytes": budget,
+            "budget_gib": args.budget_gib,
+            "max_model_len": plans[0][1].max_model_len,
+            "layouts": [{"label": label, **c.to_json()} for label, c in caps],
+        }
         out.update({k: v for k, v in notes.get("json", {}).items() if k not in out})  # what was given stays
         _print_json(out | _budget_json(args))
         return 0
@@ -107,21 +127,28 @@ def _run_compare(args) -> int:
 
 # ---- render -------------------------------------------------------------------------------
 def _run_render(args) -> int:
-    # kvviz.report draws with matplotlib: imported here to keep it off plan/compare/models.
-    from .. import report
+    # kvviz.views.report draws with matplotlib: imported here to keep it off plan/compare/models.
+    from kvviz.views import report
 
     require(args.title is None or _is_utf8(args.title), f"--title {args.title!r}: is not valid Unicode")
     planned = plan_from_args(args)
     budget = args.budget
     before = after = None
     if planned.plan is None:
-        source, setting, pools = printable(Path(args.groups).name), f"{planned.groups_layout.planner} layout", planned.pools
+        source, setting, pools = (
+            printable(Path(args.groups).name),
+            f"{planned.groups_layout.planner} layout",
+            planned.pools,
+        )
     else:
         p, model = planned.plan, planned.model
         if budget is not None:
             require_shares_hold_blocks(args, p, budget)
-        given = [str(getattr(planned.options, k)) for k in ("backend", "main_format", "indexer_format", "kv_dtype")
-                 if getattr(planned.options, k) is not None]
+        given = [
+            str(getattr(planned.options, k))
+            for k in ("backend", "main_format", "indexer_format", "kv_dtype")
+            if getattr(planned.options, k) is not None
+        ]
         source, setting, pools = model.name, ", ".join(given + [f"{p.planner} layout"]), p.pools
         pair = model.reader.comparisons(model, planned.options)
         if len(pools) == 1 and not p.separate:
@@ -134,15 +161,25 @@ def _run_render(args) -> int:
         title += f" ({planned.plan.capacity(budget).line})"
     dpi = {} if args.dpi is None else {"dpi": args.dpi}
     # Separate pools: one report per pool, each in its own folder.
-    targets = [(out, pools[0], title)] if len(pools) == 1 else [
-        (report.prepare_sub_dir(out, f"pool-{pl.groups[0].name}", what="--out"), pl, f"{title}: pool {pl.groups[0].name}")
-        for pl in pools]
+    targets = (
+        [(out, pools[0], title)]
+        if len(pools) == 1
+        else [
+            (
+                report.prepare_sub_dir(out, f"pool-{pl.groups[0].name}", what="--out"),
+                pl,
+                f"{title}: pool {pl.groups[0].name}",
+            )
+            for pl in pools
+        ]
+    )
     written = []
     with report.Staged() as staged:  # every report written before any file takes its name
         for folder, one, heading in targets:
             both = {} if len(pools) > 1 else {"before": before, "after": after}
-            written += report.render_report(folder, layout=one, title=heading, svg=not args.no_svg, staged=staged,
-                                            **both, **dpi)
+            written += report.render_report(
+                folder, layout=one, title=heading, svg=not args.no_svg, staged=staged, **both, **dpi
+            )
     for path in written:
         print(_printable(str(path)))
     return 0
@@ -150,20 +187,30 @@ def _run_render(args) -> int:
 
 def _run_fit(args) -> int:
     """Requests that fit against context length for one model on a few GPUs and TP sizes."""
-    from .. import deploy, fit
+    from kvviz.deploy import fit
+    from kvviz.deploy import gpus as gpus_module
 
     model = model_from_args(args)
     knobs = {} if args.kv_dtype in (None, "auto") else {"kv_dtype": args.kv_dtype}
-    extra = {k: v for k, v in (("gpu_memory_utilization", args.gpu_memory_utilization),
-                               ("weights_bytes", args.weights_bytes), ("checkpoint_dir", args.checkpoint)) if v is not None}
+    extra = {
+        k: v
+        for k, v in (
+            ("gpu_memory_utilization", args.gpu_memory_utilization),
+            ("weights_bytes", args.weights_bytes),
+            ("checkpoint_dir", args.checkpoint),
+        )
+        if v is not None
+    }
     gpus = tuple(g.strip() for g in args.gpus.split(",") if g.strip())
     for g in gpus:
-        deploy.gpu_spec(g)  # an unknown name: one line listing the known
+        gpus_module.gpu_spec(g)  # an unknown name: one line listing the known
     contexts = fit.DEFAULT_CONTEXTS if args.contexts is None else _int_list(args.contexts, "--contexts")
-    table = fit.fit_table(model, gpus=gpus, tp_sizes=_int_list(args.tp, "--tp"), contexts=contexts,
-                          planner=args.planner, **extra, **knobs)
+    table = fit.fit_table(
+        model, gpus=gpus, tp_sizes=_int_list(args.tp, "--tp"), contexts=contexts, planner=args.planner, **extra, **knobs
+    )
     if args.out is not None:
-        from .. import plot, report
+        from kvviz import views as plot
+        from kvviz.views import report
 
         out = report.prepare_out_dir(args.out, what="--out")
         report.write_file(out / "fit.png", plot.to_png_bytes(fit.fit_figure(table)))
@@ -183,7 +230,7 @@ def _run_models(args) -> int:
 
 def _run_verify(args) -> int:
     """0 when the check held (clean, or the hazard's damage showed), 1 otherwise."""
-    from ..verify import blocks_for_budget, verify  # torch: only when verify runs
+    from kvviz.verify import blocks_for_budget, verify  # torch: only when verify runs
 
     if args.hazard_layer is not None and args.hazard not in ("zeroer", "misread"):
         raise KvvizError("--hazard-layer: applies only with --hazard zeroer or --hazard misread")
@@ -203,14 +250,29 @@ def _run_verify(args) -> int:
     # Separate pools: each pool is its own tensor with its own blocks, so each is verified on its own.
     reports = []
     for i, pool_layout in enumerate(pools):
-        n = blocks_for_budget(pool_layout, shares[i]) if shares is not None else (
-            VERIFY_BLOCKS if args.blocks is None else args.blocks)
-        reports.append(verify(pool_layout, n, device=args.device, seed=args.seed, hazard=args.hazard,
-                              assignment=args.assignment, hazard_layer=args.hazard_layer,
-                              progress=not args.json and sys.stderr.isatty()))
+        n = (
+            blocks_for_budget(pool_layout, shares[i])
+            if shares is not None
+            else (VERIFY_BLOCKS if args.blocks is None else args.blocks)
+        )
+        reports.append(
+            verify(
+                pool_layout,
+                n,
+                device=args.device,
+                seed=args.seed,
+                hazard=args.hazard,
+                assignment=args.assignment,
+                hazard_layer=args.hazard_layer,
+                progress=not args.json and sys.stderr.isatty(),
+            )
+        )
     if args.json:
-        _print_json(reports[0].to_json() if len(reports) == 1 else {"pools": [r.to_json() for r in reports],
-                                                                     "ok": all(r.passed for r in reports)})
+        _print_json(
+            reports[0].to_json()
+            if len(reports) == 1
+            else {"pools": [r.to_json() for r in reports], "ok": all(r.passed for r in reports)}
+        )
     else:
         print("\n\n".join(r.text() for r in reports))
     return 0 if all(r.passed for r in reports) else 1

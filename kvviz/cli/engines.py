@@ -2,33 +2,39 @@
 
 from __future__ import annotations
 
-
-from ..core.layout import text_table
-from ..errors import KvvizError, require
-from .args import budget_from_args, model_from_args, options_from_args, refuse_knobs
-from .output import _budget_json, _budget_lines, _print_json
+from kvviz.base.errors import KvvizError, require
+from kvviz.cli.args import model_from_args, options_from_args, refuse_knobs
+from kvviz.cli.budget_args import budget_from_args
+from kvviz.cli.output import _budget_json, _budget_lines, _print_json
+from kvviz.core.layout import text_table
 
 
 def _engine_inputs(args):
     """(model, options, budget) of an SGLang / TensorRT-LLM plan: a model and a budget, no planner."""
     which = f"--engine {args.engine}" if getattr(args, "engine", None) else "--engines"
     require(getattr(args, "groups", None) is None, f"{which}: plans a model, not a --groups file")
-    require(getattr(args, "planner", None) is None, f"--planner: vLLM's planners; {which} sizes each engine's own pools")
+    require(
+        getattr(args, "planner", None) is None, f"--planner: vLLM's planners; {which} sizes each engine's own pools"
+    )
     model = model_from_args(args)
     options = options_from_args(args)
     refuse_knobs(model, options)
-    require((options.decode_context_parallel_size or 1) == 1,
-            f"--decode-context-parallel-size: vLLM's decode context parallelism; {which} sizes SGLang's / "
-            f"TensorRT-LLM's pools without it")
+    require(
+        (options.decode_context_parallel_size or 1) == 1,
+        f"--decode-context-parallel-size: vLLM's decode context parallelism; {which} sizes SGLang's / "
+        f"TensorRT-LLM's pools without it",
+    )
     budget = budget_from_args(args, model)
-    require(budget is not None, f"{which}: sizes pools from a KV budget: give --budget-gib, "
-                                f"--kv-cache-memory-bytes or --gpu")
+    require(
+        budget is not None,
+        f"{which}: sizes pools from a KV budget: give --budget-gib, --kv-cache-memory-bytes or --gpu",
+    )
     return model, options, budget
 
 
 def _run_plan_engine(args) -> int:
     """One model's pools as SGLang or TensorRT-LLM sizes them (kvviz.engines)."""
-    from .. import engines
+    from kvviz import engines
 
     model, options, budget = _engine_inputs(args)
     own = _engine_own_budgets(args, model, (args.engine,))
@@ -51,7 +57,7 @@ def _engine_own_budgets(args, model, names) -> dict:
     b = getattr(args, "kv_budget", None)
     if b is None or b.exact_pool:
         return {}
-    from ..engines.budget import engine_budgets
+    from kvviz.engines.budget import engine_budgets
 
     return engine_budgets(model, b, names)
 
@@ -68,7 +74,7 @@ def _print_engine_budget_lines(args, own) -> None:
 
 def _run_compare_engines(args) -> int:
     """The same model and budget through each engine, side by side (kvviz.engines)."""
-    from .. import engines
+    from kvviz import engines
 
     names = tuple(e.strip() for e in args.engines.split(",") if e.strip())
     for e in names:
@@ -76,21 +82,67 @@ def _run_compare_engines(args) -> int:
     model, options, budget = _engine_inputs(args)
     knobs = _engine_knobs(args)
     own = _engine_own_budgets(args, model, names)
-    rows_ = engines.compare_rows(model, names, options, kv_budget_bytes=budget, knobs=knobs,
-                                 budgets={e: b.kv_budget_bytes for e, b in own.items()})
+    rows_ = engines.compare_rows(
+        model,
+        names,
+        options,
+        kv_budget_bytes=budget,
+        knobs=knobs,
+        budgets={e: b.kv_budget_bytes for e, b in own.items()},
+    )
     if args.json:
-        _print_json({"model": model.name, "budget_bytes": budget,
-                     "engines": [r.plan.to_json() if r.plan else {"engine": r.engine, "refusal": r.refusal}
-                                 for r in rows_]} | _budget_json(args))
+        _print_json(
+            {
+                "model": model.name,
+                "budget_bytes": budget,
+                "engines": [r.plan.to_json() if r.plan else {"engine": r.engine, "refusal": r.refusal} for r in rows_],
+            }
+            | _budget_json(args)
+        )
         return 0
-    rows = [[r.engine, r.plan.version, f"{r.plan.kv_budget_bytes:,}", r.plan.token_capacity_name,
-             f"{r.plan.token_capacity:,}", f"{r.plan.full_length_requests:,}", f"{r.plan.request_bound:,}",
-             f"{r.plan.max_model_len:,}", f"{r.plan.waste_bytes:,}"] if r.plan else
-            [r.engine, "-", f"{(own[r.engine].kv_budget_bytes if r.engine in own else budget):,}", "not planned",
-             "-", "-", "-", "-", "-"] for r in rows_]
+    rows = [
+        [
+            r.engine,
+            r.plan.version,
+            f"{r.plan.kv_budget_bytes:,}",
+            r.plan.token_capacity_name,
+            f"{r.plan.token_capacity:,}",
+            f"{r.plan.full_length_requests:,}",
+            f"{r.plan.request_bound:,}",
+            f"{r.plan.max_model_len:,}",
+            f"{r.plan.waste_bytes:,}",
+        ]
+        if r.plan
+        else [
+            r.engine,
+            "-",
+            f"{(own[r.engine].kv_budget_bytes if r.engine in own else budget):,}",
+            "not planned",
+            "-",
+            "-",
+            "-",
+            "-",
+            "-",
+        ]
+        for r in rows_
+    ]
     print(f"{model.name}: " + ("each engine's own KV budget on this device" if own else f"KV budget {budget:,} B"))
-    print(text_table(rows, ["engine", "version", "KV budget B", "capacity", "tokens", "requests at once",
-                            "engine's bound", "of tokens", "waste B"]))
+    print(
+        text_table(
+            rows,
+            [
+                "engine",
+                "version",
+                "KV budget B",
+                "capacity",
+                "tokens",
+                "requests at once",
+                "engine's bound",
+                "of tokens",
+                "waste B",
+            ],
+        )
+    )
     for r in rows_:
         print(f"{r.engine}: {r.plan.log_line if r.plan else r.refusal}")
     for line in engines.token_count_lines(rows_):
@@ -99,7 +151,7 @@ def _run_compare_engines(args) -> int:
         print(line)
     _print_engine_budget_lines(args, own)
     if getattr(args, "figure", None):
-        from ..engines.figure import compare_figure
+        from kvviz.engines.figure import compare_figure
 
         compare_figure(rows_, model=model.name, budget_bytes=budget).savefig(args.figure)
         print(f"figure: {args.figure}")
@@ -109,7 +161,7 @@ def _run_compare_engines(args) -> int:
 def _engine_knobs(args):
     """kvviz.engines.EngineKnobs from --max-attention-window / --enable-unified-memory / --max-batch-size /
     --use-py-mamba."""
-    from ..engines import EngineKnobs
+    from kvviz.engines import EngineKnobs
 
     window = getattr(args, "max_attention_window", None)
     if window is not None:
@@ -118,8 +170,11 @@ def _engine_knobs(args):
         except ValueError:
             raise KvvizError(f"--max-attention-window: {window!r}: comma-separated token counts") from None
     try:
-        return EngineKnobs(max_attention_window=window, unified_memory=bool(getattr(args, "unified_memory", False)),
-                           max_batch_size=getattr(args, "max_batch_size", None),
-                           use_py_mamba=bool(getattr(args, "use_py_mamba", False)))
+        return EngineKnobs(
+            max_attention_window=window,
+            unified_memory=bool(getattr(args, "unified_memory", False)),
+            max_batch_size=getattr(args, "max_batch_size", None),
+            use_py_mamba=bool(getattr(args, "use_py_mamba", False)),
+        )
     except KvvizError as err:
         raise KvvizError(f"--max-attention-window: {err}") from None

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
-from ..core.layout import text_table
-from ..core.plan import Plan
-from ..errors import KvvizError
-from ..inputs import printable
-from .args import _budget_option, require_budget_holds_a_block
-
+from kvviz.base.errors import KvvizError
+from kvviz.base.inputs import printable
+from kvviz.cli.budget_args import _budget_option, require_budget_holds_a_block
+from kvviz.core.layout import text_table
+from kvviz.core.plan import Plan
 
 _json_encode = json.JSONEncoder().encode  # the C encoder, as json.dumps(obj) uses it
 _NESTED = (dict, list)
@@ -44,15 +43,42 @@ def _print_json(obj) -> None:
 
 
 def _capacity_rows(caps, plans=None) -> list[list]:
-    binds = [p.pools[0].binding_label if len(p.pools) == 1 else "none (separate pools)" for p in plans] if plans else \
-        ["" for _ in caps]
-    return [[label, c.planner, f"{c.tokens_per_block or '-'}", f"{c.bytes_per_block:,}", f"{c.num_groups}", b,
-             f"{c.waste.waste_pct:.2f}", f"{c.num_blocks:,}", f"{c.blocks_per_request:,}",
-             f"{c.requests_fit:,} ({c.max_concurrency:.2f})", f"{c.kv_cache_tokens:,}"] for (label, c), b in zip(caps, binds)]
+    binds = (
+        [p.pools[0].binding_label if len(p.pools) == 1 else "none (separate pools)" for p in plans]
+        if plans
+        else ["" for _ in caps]
+    )
+    return [
+        [
+            label,
+            c.planner,
+            f"{c.tokens_per_block or '-'}",
+            f"{c.bytes_per_block:,}",
+            f"{c.num_groups}",
+            b,
+            f"{c.waste.waste_pct:.2f}",
+            f"{c.num_blocks:,}",
+            f"{c.blocks_per_request:,}",
+            f"{c.requests_fit:,} ({c.max_concurrency:.2f})",
+            f"{c.kv_cache_tokens:,}",
+        ]
+        for (label, c), b in zip(caps, binds)
+    ]
 
 
-CAPACITY_HEADER = ["", "planner", "tokens/block", "bytes/block", "groups", "binding group", "waste %", "blocks",
-                   "blocks/request", "requests", "KV tokens"]
+CAPACITY_HEADER = [
+    "",
+    "planner",
+    "tokens/block",
+    "bytes/block",
+    "groups",
+    "binding group",
+    "waste %",
+    "blocks",
+    "blocks/request",
+    "requests",
+    "KV tokens",
+]
 
 
 def require_shares_hold_blocks(args, planned: Plan, budget: int) -> None:
@@ -62,8 +88,10 @@ def require_shares_hold_blocks(args, planned: Plan, budget: int) -> None:
         return
     for share, p in zip(planned.split_budget(budget), planned.pools):
         if share < p.block_stride:
-            raise KvvizError(f"{_budget_option(args)}: the share of pool {p.groups[0].name!r} in {budget:,} B (split by "
-                             f"one request's need) holds none of its {p.block_stride:,} B blocks")
+            raise KvvizError(
+                f"{_budget_option(args)}: the share of pool {p.groups[0].name!r} in {budget:,} B (split by "
+                f"one request's need) holds none of its {p.block_stride:,} B blocks"
+            )
 
 
 # ---- plan ---------------------------------------------------------------------------------
@@ -86,10 +114,18 @@ def _budget_lines(args) -> list[str]:
 
 
 def _group_table(layouts) -> str:
-    rows = [[g.name, len(g.layers), f"{lay.group_total(i):,}", f"{lay.group_unused(i):,}",
-             "yes" if i == lay.binding_group else ""]
-            for lay in layouts for i, g in enumerate(lay.groups)]
+    rows = [
+        [
+            g.name,
+            len(g.layers),
+            f"{lay.group_total(i):,}",
+            f"{lay.group_unused(i):,}",
+            "yes" if i == lay.binding_group else "",
+        ]
+        for lay in layouts
+        for i, g in enumerate(lay.groups)
+    ]
     return text_table(rows, ["group", "layers", "total B", "unused B", "binds"])
 
 
-_printable = printable  # a path as stdout can take it (kvviz.inputs.printable)
+_printable = printable  # a path as stdout can take it (kvviz.base.inputs.printable)

@@ -6,23 +6,26 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..defaults import GIB
-from ..errors import KvvizError, require
-from .group import tuple_count
-from .layout import Layout
-from .spec import Scheduling
-from ..text import tidy
+from kvviz.base.defaults import GIB
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.text import tidy
+from kvviz.core.group import tuple_count
+from kvviz.core.layout import Layout
+from kvviz.core.spec import Scheduling
 
 
 def budget_bytes(*, gib: float | None = None, num_bytes: int | None = None) -> int:
     """A KV budget in bytes from GiB (1 GiB = 2^30 B, truncated like vLLM's int()) or bytes."""
     require((gib is None) != (num_bytes is None), "budget: give exactly one of GiB or bytes")
     if gib is not None:
-        require(isinstance(gib, (int, float)) and math.isfinite(gib) and gib > 0,
-                f"budget_gib={gib!r}: must be a positive number")
+        require(
+            isinstance(gib, (int, float)) and math.isfinite(gib) and gib > 0,
+            f"budget_gib={gib!r}: must be a positive number",
+        )
         require(math.isfinite(gib * GIB), f"budget_gib={gib!r}: too large to count in bytes")  # 1e308: int(inf)
         return int(gib * GIB)
-    require(isinstance(num_bytes, int) and num_bytes > 0, f"budget_bytes={num_bytes!r}: must be a positive integer")
+    if not (isinstance(num_bytes, int) and num_bytes > 0):
+        raise KvvizError(f"budget_bytes={num_bytes!r}: must be a positive integer")
     return num_bytes
 
 
@@ -91,11 +94,16 @@ class Comparison:
         token count (Qwen3-Next's 544 -> 576 tokens: +5.88% a block, 0% a token) reads differently."""
         a, b = self.before.tokens_per_block, self.after.tokens_per_block
         if a and b and a != b:
-            return (f"blocks of {a:,} and {b:,} tokens: {self.token_stride_change_pct:+.2f}% a token "
-                    f"(not comparable with a change between blocks of one size)")
+            return (
+                f"blocks of {a:,} and {b:,} tokens: {self.token_stride_change_pct:+.2f}% a token "
+                f"(not comparable with a change between blocks of one size)"
+            )
         same = f"{a:,}-token blocks on both sides" if a else "both sides"
-        return same + (", same knobs (vLLM #48993's -10.75% also moves the indexer from fp8 to mxfp4)"
-                       if self.before.planner == "bucketed" else ", same knobs")
+        return same + (
+            ", same knobs (vLLM #48993's -10.75% also moves the indexer from fp8 to mxfp4)"
+            if self.before.planner == "bucketed"
+            else ", same knobs"
+        )
 
     def to_json(self) -> dict:
         """The comparison as a JSON object: the budget, and each side's planner, stride, blocks and binding group,
@@ -103,12 +111,18 @@ class Comparison:
         return {
             "budget_bytes": self.budget,
             "budget_gib": tidy(self.budget / GIB),
-            "before": {"planner": self.before.planner, "block_stride": self.before.block_stride,
-                       "num_blocks": self.blocks_before,
-                       "binding_group": self.before.binding_label},
-            "after": {"planner": self.after.planner, "block_stride": self.after.block_stride,
-                      "num_blocks": self.blocks_after,
-                      "binding_group": self.after.binding_label},
+            "before": {
+                "planner": self.before.planner,
+                "block_stride": self.before.block_stride,
+                "num_blocks": self.blocks_before,
+                "binding_group": self.before.binding_label,
+            },
+            "after": {
+                "planner": self.after.planner,
+                "block_stride": self.after.block_stride,
+                "num_blocks": self.blocks_after,
+                "binding_group": self.after.binding_label,
+            },
             "stride_change_pct": round(self.stride_change_pct, 2),
             "blocks_change_pct": round(self.blocks_change_pct, 2),
         }
@@ -135,8 +149,10 @@ def group_blocks_for_request(layout: Layout, scheduling: Scheduling) -> list[int
     """Blocks each group's block table holds for one request (`get_max_concurrency_for_kv_cache_config`:
     cdiv(max_memory_usage_bytes, page_size_bytes) of the group's spec; a group of several layer
     specs (UniformTypeKVCacheSpecs.max_memory_usage_pages) takes the largest of its layers')."""
-    require(isinstance(scheduling.max_model_len, int) and scheduling.max_model_len > 0,
-            f"max_model_len={scheduling.max_model_len!r}: must be a positive integer")
+    require(
+        isinstance(scheduling.max_model_len, int) and scheduling.max_model_len > 0,
+        f"max_model_len={scheduling.max_model_len!r}: must be a positive integer",
+    )
     out = []
     for g in layout.groups:
         first = g.layers[0]

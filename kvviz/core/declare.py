@@ -3,7 +3,7 @@
 
 A model family turns a config into a tuple of these, at one tensor-parallel rank; an engine room
 (`kvviz.vllm`, ...) picks the block sizes, pads pages and turns each into a `CacheSpec`. Every
-byte count comes from the fields here and `kvviz.formats`, never typed in.
+byte count comes from the fields here and `kvviz.base.formats`, never typed in.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..formats import ELEMENT_BYTES
+from kvviz.base.formats import ELEMENT_BYTES
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

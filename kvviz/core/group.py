@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from ..errors import require
-from .spec import CacheSpec
+from kvviz.base.errors import require
+from kvviz.core.spec import CacheSpec
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,7 +2,7 @@
 
 `CacheKind` is the one home of a kind's label, text-map glyph, colour, JSON key, the base name of
 the groups it forms and whether it is a recurrent state (vLLM's `MambaSpec`) rather than a
-per-token page. The text map (`core.layout`), the figures and the live map (`kvviz.mapdata`) ask
+per-token page. The text map (`core.layout`), the figures and the live map (`kvviz.views.blockmap_data`) ask
 it; none keeps a table of its own.
 """
 
@@ -87,5 +87,10 @@ class CacheKind(enum.Enum):
 
 
 # A mamba_type (vLLM's MambaSpec.mamba_type, as kvviz's families name it) -> its state kind.
-STATE_KINDS = {"mamba1": CacheKind.MAMBA1_STATE, "mamba2": CacheKind.MAMBA2_STATE,
-               "short_conv": CacheKind.SHORT_CONV_STATE, "gdn": CacheKind.GDN_STATE, "kda": CacheKind.KDA_STATE}
+STATE_KINDS = {
+    "mamba1": CacheKind.MAMBA1_STATE,
+    "mamba2": CacheKind.MAMBA2_STATE,
+    "short_conv": CacheKind.SHORT_CONV_STATE,
+    "gdn": CacheKind.GDN_STATE,
+    "kda": CacheKind.KDA_STATE,
+}

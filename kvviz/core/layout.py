@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 from functools import cached_property
 
-from ..defaults import GIB
-from ..errors import require
-from .group import KVGroup
-from .kinds import CacheKind
-from .spec import CacheSpec
-from ..text import plural
+from kvviz.base.defaults import GIB
+from kvviz.base.errors import require
+from kvviz.base.text import plural
+from kvviz.core.group import KVGroup
+from kvviz.core.kinds import CacheKind
+from kvviz.core.spec import CacheSpec
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -147,8 +147,10 @@ class Layout:
     def num_blocks(self, budget_bytes: int) -> int:
         """floor(budget / stride): how many per-block slabs the budget holds (vLLM's
         `available_memory // page_size` with the block stride as the page)."""
-        require(isinstance(budget_bytes, int) and not isinstance(budget_bytes, bool) and budget_bytes > 0,
-                f"budget_bytes={budget_bytes!r}: must be a positive integer")
+        require(
+            isinstance(budget_bytes, int) and not isinstance(budget_bytes, bool) and budget_bytes > 0,
+            f"budget_bytes={budget_bytes!r}: must be a positive integer",
+        )
         return budget_bytes // self.block_stride
 
     # ---- views ---------------------------------------------------------------------------
@@ -207,8 +209,7 @@ class Layout:
                     "total_bytes": self.group_total(i),
                     "unused_bytes": self.group_unused(i),
                     "layers": [
-                        {"name": p.name, "kind": p.cache.kind.key, "offset": p.offset,
-                         "page_bytes": p.page_bytes}
+                        {"name": p.name, "kind": p.cache.kind.key, "offset": p.offset, "page_bytes": p.page_bytes}
                         for p in self.group_placements(i)
                     ],
                 }
@@ -234,7 +235,10 @@ class Layout:
             for p in self.group_placements(i):
                 content_end = p.end if p.cache.padded_page_bytes is None else p.offset + p.cache.content_bytes
                 padded = padded or content_end < p.end
-                for lo_b, hi_b, glyph in ((p.offset, content_end, p.cache.kind.glyph), (content_end, p.end, PADDING_GLYPH)):
+                for lo_b, hi_b, glyph in (
+                    (p.offset, content_end, p.cache.kind.glyph),
+                    (content_end, p.end, PADDING_GLYPH),
+                ):
                     if hi_b <= lo_b:
                         continue
                     # Cells floor(lo*w/stride) .. ceil(hi*w/stride), at least one, clipped.
@@ -243,7 +247,9 @@ class Layout:
                     if hi > lo:
                         cells[lo:hi] = glyph * (hi - lo)
             layers = "layer " if len(g.layers) == 1 else "layers"  # column width kept
-            lines.append(f"{g.name:>{name_w}} |{''.join(cells)}| {len(g.layers):>4} {layers} {self.group_total(i):>14,} B")
+            lines.append(
+                f"{g.name:>{name_w}} |{''.join(cells)}| {len(g.layers):>4} {layers} {self.group_total(i):>14,} B"
+            )
         kinds = dict.fromkeys(p.cache.kind for p in self.placements)
         legend = "  ".join(f"{k.glyph}={k.label}" for k in kinds)
         if padded:
@@ -258,8 +264,10 @@ class Layout:
         lines = list(self.derivation)
         if budget_bytes is not None:
             blocks = self.num_blocks(budget_bytes)
-            lines.append(f"{budget_bytes:,} B budget ({budget_bytes / GIB:.4f} GiB) // {self.block_stride:,} B "
-                         f"= {plural(blocks, 'block')} ({budget_bytes - blocks * self.block_stride:,} B left over)")
+            lines.append(
+                f"{budget_bytes:,} B budget ({budget_bytes / GIB:.4f} GiB) // {self.block_stride:,} B "
+                f"= {plural(blocks, 'block')} ({budget_bytes - blocks * self.block_stride:,} B left over)"
+            )
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..defaults import GIB
-from ..errors import KvvizError, require
-from .capacity import group_blocks_for_request
-from .layout import Layout, text_table
-from .spec import Scheduling
-from ..text import plural
+from kvviz.base.defaults import GIB
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.text import plural
+from kvviz.core.capacity import group_blocks_for_request
+from kvviz.core.layout import Layout, text_table
+from kvviz.core.spec import Scheduling
 
 SEPARATE = "separate"
 
@@ -44,9 +44,15 @@ class Waste:
     def to_json(self) -> dict:
         """The waste split as a JSON object: total, real and waste bytes, the percentage, and the empty-slot,
         padded-state and unused-tail bytes."""
-        return {"total_bytes": self.total_bytes, "real_bytes": self.real_bytes, "waste_bytes": self.waste_bytes,
-                "waste_pct": round(self.waste_pct, 3), "empty_slot_bytes": self.empty_slot_bytes,
-                "padded_state_bytes": self.padded_state_bytes, "unused_tail_bytes": self.unused_tail_bytes}
+        return {
+            "total_bytes": self.total_bytes,
+            "real_bytes": self.real_bytes,
+            "waste_bytes": self.waste_bytes,
+            "waste_pct": round(self.waste_pct, 3),
+            "empty_slot_bytes": self.empty_slot_bytes,
+            "padded_state_bytes": self.padded_state_bytes,
+            "unused_tail_bytes": self.unused_tail_bytes,
+        }
 
 
 def layout_waste(layout: Layout) -> Waste:
@@ -58,8 +64,9 @@ def layout_waste(layout: Layout) -> Waste:
         empty += unused // page * page
         tail += unused % page
     padded = sum(p.cache.padding_bytes for p in layout.placements if p.cache.padded_page_bytes is not None)
-    real = sum(p.cache.page_bytes if p.cache.padded_page_bytes is None else p.cache.content_bytes
-               for p in layout.placements)
+    real = sum(
+        p.cache.page_bytes if p.cache.padded_page_bytes is None else p.cache.content_bytes for p in layout.placements
+    )
     return Waste(layout.block_stride * len(layout.groups), real, empty, padded, tail)
 
 
@@ -76,8 +83,12 @@ class GroupNeed:
     def to_json(self) -> dict:
         """The group's need as a JSON object (name, layers, blocks per request, block bytes; num_blocks for a pool
         of its own)."""
-        out = {"name": self.name, "layers": self.layers, "blocks_per_request": self.blocks_per_request,
-               "block_bytes": self.block_bytes}
+        out = {
+            "name": self.name,
+            "layers": self.layers,
+            "blocks_per_request": self.blocks_per_request,
+            "block_bytes": self.block_bytes,
+        }
         if self.num_blocks is not None:
             out["num_blocks"] = self.num_blocks
         return out
@@ -86,8 +97,10 @@ class GroupNeed:
 def capacity_line(kv_tokens: int, max_model_len: int, concurrency: float) -> str:
     """The line vLLM 0.33 logs once the KV cache is sized (kv_cache_utils.update_kv_cache_capacity):
     'GPU KV cache size: {tokens:,} tokens, Maximum concurrency for {len:,} tokens per request: {c:.2f}x'."""
-    return (f"GPU KV cache size: {kv_tokens:,} tokens, Maximum concurrency for {max_model_len:,} tokens per "
-            f"request: {concurrency:.2f}x")
+    return (
+        f"GPU KV cache size: {kv_tokens:,} tokens, Maximum concurrency for {max_model_len:,} tokens per "
+        f"request: {concurrency:.2f}x"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +141,11 @@ class Capacity:
     def requests_fit(self) -> int:
         """Whole requests of max_model_len tokens the budget holds at once."""
         if self.planner == SEPARATE:
-            return min(g.num_blocks // g.blocks_per_request for g in self.groups)
+            fits = []
+            for g in self.groups:
+                assert g.num_blocks is not None  # a separate pool's GroupNeed carries its pool's blocks
+                fits.append(g.num_blocks // g.blocks_per_request)
+            return min(fits)
         return self.num_blocks // self.blocks_per_request
 
     @property
@@ -151,13 +168,22 @@ class Capacity:
         """The capacity as a JSON object: planner, block, waste, budget, blocks, per-request need, concurrency,
         tokens and the log line."""
         return {
-            "model": self.model, "planner": self.planner, "tokens_per_block": self.tokens_per_block,
-            "bytes_per_block": self.bytes_per_block, "num_groups": self.num_groups, "waste": self.waste.to_json(),
-            "context": self.max_model_len, "max_model_len": self.max_model_len, "budget_bytes": self.budget_bytes,
-            "num_blocks": self.num_blocks, "blocks_per_request": self.blocks_per_request,
+            "model": self.model,
+            "planner": self.planner,
+            "tokens_per_block": self.tokens_per_block,
+            "bytes_per_block": self.bytes_per_block,
+            "num_groups": self.num_groups,
+            "waste": self.waste.to_json(),
+            "context": self.max_model_len,
+            "max_model_len": self.max_model_len,
+            "budget_bytes": self.budget_bytes,
+            "num_blocks": self.num_blocks,
+            "blocks_per_request": self.blocks_per_request,
             "admission_bytes_per_request": self.admission_bytes_per_request,
-            "max_concurrency": round(self.max_concurrency, 4), "requests_fit": self.requests_fit,
-            "kv_cache_tokens": self.kv_cache_tokens, "capacity_line": self.line,
+            "max_concurrency": round(self.max_concurrency, 4),
+            "requests_fit": self.requests_fit,
+            "kv_cache_tokens": self.kv_cache_tokens,
+            "capacity_line": self.line,
             "kv_tokens_per_gib": round(self.kv_tokens_per_gib, 1),
             "groups": [g.to_json() for g in self.groups],
         }
@@ -188,8 +214,9 @@ class Plan:
     def layout(self) -> Layout:
         """The one pool of a shared-pool plan (a separate-pools plan has several: ask `pools`)."""
         if len(self.pools) != 1:
-            raise KvvizError(f"plan {self.model!r}: {len(self.pools)} separate pools have no single layout; "
-                             f"use plan.pools")
+            raise KvvizError(
+                f"plan {self.model!r}: {len(self.pools)} separate pools have no single layout; use plan.pools"
+            )
         return self.pools[0]
 
     @property
@@ -224,27 +251,54 @@ class Plan:
 
     def capacity(self, budget_bytes: int) -> Capacity:
         """Blocks, waste, vLLM's admission estimate and the requests `budget_bytes` serves."""
-        require(isinstance(budget_bytes, int) and not isinstance(budget_bytes, bool) and budget_bytes > 0,
-                f"budget_bytes={budget_bytes!r}: must be a positive integer")
+        require(
+            isinstance(budget_bytes, int) and not isinstance(budget_bytes, bool) and budget_bytes > 0,
+            f"budget_bytes={budget_bytes!r}: must be a positive integer",
+        )
         s = self.scheduling
         if len(self.pools) > 1 or self.separate:
             shares = self.split_budget(budget_bytes)
             per_req = [sum(group_blocks_for_request(p, s)) for p in self.pools]
-            blocks = [share // p.block_stride for share, p in zip(shares, self.pools)]
-            groups = tuple(GroupNeed(p.groups[0].name, len(p.groups[0].layers), n, p.block_stride, b)
-                           for p, n, b in zip(self.pools, per_req, blocks))
+            pool_blocks = [share // p.block_stride for share, p in zip(shares, self.pools)]
+            groups = tuple(
+                GroupNeed(p.groups[0].name, len(p.groups[0].layers), n, p.block_stride, b)
+                for p, n, b in zip(self.pools, per_req, pool_blocks)
+            )
             each = [layout_waste(p) for p in self.pools]
-            waste = Waste(self.block_stride, sum(w.real_bytes for w in each), 0,
-                          sum(w.padded_state_bytes for w in each), 0)
-            concurrency = min(b / n for b, n in zip(blocks, per_req))
-            return Capacity(self.model, self.planner, self.tokens_per_block, self.block_stride, len(self.pools),
-                            waste, s.max_model_len, budget_bytes, groups, sum(blocks), concurrency)
+            waste = Waste(
+                self.block_stride, sum(w.real_bytes for w in each), 0, sum(w.padded_state_bytes for w in each), 0
+            )
+            concurrency = min(b / n for b, n in zip(pool_blocks, per_req))
+            return Capacity(
+                self.model,
+                self.planner,
+                self.tokens_per_block,
+                self.block_stride,
+                len(self.pools),
+                waste,
+                s.max_model_len,
+                budget_bytes,
+                groups,
+                sum(pool_blocks),
+                concurrency,
+            )
         layout = self.layout
         per_req = group_blocks_for_request(layout, s)
         blocks = layout.num_blocks(budget_bytes)
         groups = tuple(GroupNeed(g.name, len(g.layers), n, layout.block_stride) for g, n in zip(layout.groups, per_req))
-        return Capacity(self.model, self.planner, self.tokens_per_block, layout.block_stride, len(layout.groups),
-                        layout_waste(layout), s.max_model_len, budget_bytes, groups, blocks, blocks / sum(per_req))
+        return Capacity(
+            self.model,
+            self.planner,
+            self.tokens_per_block,
+            layout.block_stride,
+            len(layout.groups),
+            layout_waste(layout),
+            s.max_model_len,
+            budget_bytes,
+            groups,
+            blocks,
+            blocks / sum(per_req),
+        )
 
     def explain(self, budget_bytes: int | None = None) -> str:
         """How the plan was derived, one step a line (pages, groups, each pool's layout); with `budget_bytes`, the
@@ -256,8 +310,10 @@ class Plan:
             lines.extend(("  " if len(self.pools) > 1 else "") + line for line in p.derivation)
         if budget_bytes is not None and len(self.pools) == 1:
             blocks = self.layout.num_blocks(budget_bytes)
-            lines.append(f"{budget_bytes:,} B budget ({budget_bytes / GIB:.4f} GiB) // {self.block_stride:,} B "
-                         f"= {plural(blocks, 'block')} ({budget_bytes - blocks * self.block_stride:,} B left over)")
+            lines.append(
+                f"{budget_bytes:,} B budget ({budget_bytes / GIB:.4f} GiB) // {self.block_stride:,} B "
+                f"= {plural(blocks, 'block')} ({budget_bytes - blocks * self.block_stride:,} B left over)"
+            )
         return "\n".join(lines)
 
     def text_map(self, width: int = 72) -> str:
@@ -266,9 +322,17 @@ class Plan:
 
     def group_table(self) -> str:
         """One row per group of each pool, as text."""
-        rows = [[g.name, len(g.layers), f"{lay.group_total(i):,}", f"{lay.group_unused(i):,}",
-                 "yes" if i == lay.binding_group else ""]
-                for lay in self.pools for i, g in enumerate(lay.groups)]
+        rows = [
+            [
+                g.name,
+                len(g.layers),
+                f"{lay.group_total(i):,}",
+                f"{lay.group_unused(i):,}",
+                "yes" if i == lay.binding_group else "",
+            ]
+            for lay in self.pools
+            for i, g in enumerate(lay.groups)
+        ]
         return text_table(rows, ["group", "layers", "total B", "unused B", "binds"])
 
     def to_json(self, *, budget_bytes: int | None = None) -> dict:
@@ -280,14 +344,25 @@ class Plan:
         if len(self.pools) == 1 and not self.separate:
             out = self.layout.to_json(num_blocks=None if cap is None else cap.num_blocks)
         else:
-            out = {"planner": self.planner, "block_stride": self.block_stride,
-                   "num_blocks": None if cap is None else cap.num_blocks,
-                   "groups": [{"name": p.groups[0].name, "total_bytes": p.block_stride, "unused_bytes": 0,
-                               "block_stride": p.block_stride,
-                               "num_blocks": None if cap is None else cap.groups[i].num_blocks,
-                               "layers": [{"name": q.name, "kind": q.cache.kind.key, "offset": q.offset,
-                                           "page_bytes": q.page_bytes} for q in p.placements]}
-                              for i, p in enumerate(self.pools)]}
+            out = {
+                "planner": self.planner,
+                "block_stride": self.block_stride,
+                "num_blocks": None if cap is None else cap.num_blocks,
+                "groups": [
+                    {
+                        "name": p.groups[0].name,
+                        "total_bytes": p.block_stride,
+                        "unused_bytes": 0,
+                        "block_stride": p.block_stride,
+                        "num_blocks": None if cap is None else cap.groups[i].num_blocks,
+                        "layers": [
+                            {"name": q.name, "kind": q.cache.kind.key, "offset": q.offset, "page_bytes": q.page_bytes}
+                            for q in p.placements
+                        ],
+                    }
+                    for i, p in enumerate(self.pools)
+                ],
+            }
         out["planner"] = self.planner
         out["derivation"] = list(self.derivation) + [line for p in self.pools for line in p.derivation]
         out["model"] = self.model
@@ -295,8 +370,12 @@ class Plan:
         out["tokens_per_block"] = self.tokens_per_block
         out["max_model_len"] = self.max_model_len
         s = self.scheduling  # what a request's blocks were counted with (VllmConfig as the specs read it)
-        out["scheduling"] = {"max_model_len": s.max_model_len, "max_in_flight_tokens": s.max_in_flight_tokens,
-                             "mamba_cache_mode": s.mamba_cache_mode, "decode_context_parallel_size": s.dcp}
+        out["scheduling"] = {
+            "max_model_len": s.max_model_len,
+            "max_in_flight_tokens": s.max_in_flight_tokens,
+            "mamba_cache_mode": s.mamba_cache_mode,
+            "decode_context_parallel_size": s.dcp,
+        }
         out["budget_bytes"] = budget_bytes
         if cap is not None:
             out["summary"] = cap.to_json()

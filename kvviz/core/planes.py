@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import require
-from .layout import Layout
+from kvviz.base.errors import require
+from kvviz.core.layout import Layout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +46,8 @@ def layer_planes(layout: Layout, num_blocks: int) -> tuple[TensorPlanes, ...]:
     layers end)."""
     require(isinstance(num_blocks, int) and num_blocks > 0, f"num_blocks={num_blocks!r}: must be a positive integer")
     size = layout.block_stride * num_blocks
-    out, group_cursor = [], {}
+    out: list[tuple[int, TensorPlanes]] = []
+    group_cursor: dict[int, int] = {}
     for t in layout.tensors:
         first = layout.placement(t.layers[0])
         page = first.page_bytes
@@ -54,7 +55,9 @@ def layer_planes(layout: Layout, num_blocks: int) -> tuple[TensorPlanes, ...]:
         stride = num_blocks * page
         planes = tuple(Plane(name, start + k * stride, start + (k + 1) * stride) for k, name in enumerate(t.layers))
         group_cursor[first.group] = start + len(t.layers) * stride
-        out.append((first.group, TensorPlanes(layout.groups[first.group].name, start, page, stride, page, size, planes)))
+        out.append(
+            (first.group, TensorPlanes(layout.groups[first.group].name, start, page, stride, page, size, planes))
+        )
     result = []
     for gi, tp in out:
         end = group_cursor[gi]

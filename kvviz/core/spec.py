@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import KvvizError
-from ..formats import RowFormat, opaque_row, round_up
-from .kinds import CacheKind
+from kvviz.base.errors import KvvizError
+from kvviz.base.formats import RowFormat, opaque_row
+from kvviz.base.regions import round_up
+from kvviz.core.kinds import CacheKind
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -71,8 +72,11 @@ class CacheSpec:
         if page is None:
             page = round_up(self.rows * row_bytes, self.alignment)
         object.__setattr__(self, "page_bytes", page)  # frozen: the derived size is written once, here
-        object.__setattr__(self, "is_full_attention", self.sliding_window is None and self.attention_chunk_size is None
-                           and not self.kind.is_state)
+        object.__setattr__(
+            self,
+            "is_full_attention",
+            self.sliding_window is None and self.attention_chunk_size is None and not self.kind.is_state,
+        )
 
     @property
     def row_bytes(self) -> int:
@@ -109,8 +113,13 @@ class CacheSpec:
         """The vLLM 0.33 class this cache's spec is (kv_cache_interface.py)."""
         if self.kind.is_state:
             return "MambaSpec"
-        mla = self.kind in (CacheKind.MLA, CacheKind.MAIN_C4, CacheKind.MAIN_C128, CacheKind.INDEXER_K,
-                            CacheKind.SWA_KV)
+        mla = self.kind in (
+            CacheKind.MLA,
+            CacheKind.MAIN_C4,
+            CacheKind.MAIN_C128,
+            CacheKind.INDEXER_K,
+            CacheKind.SWA_KV,
+        )
         if self.attention_chunk_size is not None:
             return "ChunkedLocalAttentionSpec"
         if self.sliding_window is not None:
@@ -125,8 +134,17 @@ class CacheSpec:
     @property
     def spec_key(self) -> tuple:
         """Everything but the layer name: equal keys = one vLLM KVCacheSpec."""
-        return (self.kind, self.row_format, self.rows, self.tokens_per_block, self.sliding_window,
-                self.attention_chunk_size, self.alignment, self.page_bytes, self.checkpoint_blocks)
+        return (
+            self.kind,
+            self.row_format,
+            self.rows,
+            self.tokens_per_block,
+            self.sliding_window,
+            self.attention_chunk_size,
+            self.alignment,
+            self.page_bytes,
+            self.checkpoint_blocks,
+        )
 
     def with_page_bytes(self, page_bytes: int) -> "CacheSpec":
         """The same cache with its page grown to `page_bytes` (page_size_padded)."""
@@ -164,10 +182,23 @@ class CacheSpec:
         return -(-tokens // self.tokens_per_block)
 
 
-def custom_cache(name: str, page_bytes: int, *, kind: CacheKind = CacheKind.CUSTOM, tokens_per_block: int,
-                 sliding_window: int | None = None) -> CacheSpec:
+def custom_cache(
+    name: str,
+    page_bytes: int,
+    *,
+    kind: CacheKind = CacheKind.CUSTOM,
+    tokens_per_block: int,
+    sliding_window: int | None = None,
+) -> CacheSpec:
     """A cache known only by its page size (groups given as JSON)."""
     if not (isinstance(page_bytes, int) and page_bytes > 0):  # the message only when it fails
         raise KvvizError(f"{name}: page_bytes={page_bytes!r} must be a positive integer")
-    return CacheSpec(name=name, kind=kind, layer=None, row_format=opaque_row(page_bytes), rows=1,
-                     tokens_per_block=tokens_per_block, sliding_window=sliding_window)
+    return CacheSpec(
+        name=name,
+        kind=kind,
+        layer=None,
+        row_format=opaque_row(page_bytes),
+        rows=1,
+        tokens_per_block=tokens_per_block,
+        sliding_window=sliding_window,
+    )

@@ -1,10 +1,10 @@
-"""Each engine's own KV budget on the --gpu path, from the device and weights kvviz.deploy reads.
+"""Each engine's own KV budget on the --gpu path, from the device and weights kvviz.deploy.budget reads.
 
 A budget given as bytes (`--kv-cache-memory-bytes`, `--budget-gib`) means the same for every
 engine: the memory its KV pools get once weights and activations are taken. Only on the --gpu
 path do the engines' own fractions and reserves apply, each its own way:
 
-* vLLM 0.33 (kvviz.deploy.kv_budget): ceil(total x gpu_memory_utilization 0.92) - weights -
+* vLLM 0.33 (kvviz.deploy.budget.kv_budget): ceil(total x gpu_memory_utilization 0.92) - weights -
   activation allowance.
 * SGLang 0.5.23: mem_cache/kv_cache_configurator.py _profile_available_bytes: rest = free after
   loading - pre_model_load x (1 - mem_fraction_static), i.e. total x mem_fraction_static -
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..defaults import GIB
-from ..errors import require
-from .sglang import CHUNKED_PREFILL_SIZE
+from kvviz.base.defaults import GIB
+from kvviz.base.errors import require
+from kvviz.engines.sglang.constants import CHUNKED_PREFILL_SIZE
 
 MIB = 1 << 20
 SGLANG_CHUNKED_PREFILL = CHUNKED_PREFILL_SIZE  # memory_hook.py: 8k on an H20 / H200 class device (< 160 GiB)
@@ -43,8 +43,14 @@ class EngineBudget:
 
 def prefill_capture_sizes(max_bs: int) -> list[int]:
     """arg_groups/cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes."""
-    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
-             + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_bs + 1, 512)))
+    sizes = (
+        list(range(4, 33, 4))
+        + list(range(48, 257, 16))
+        + list(range(288, 513, 32))
+        + list(range(576, 1025, 64))
+        + list(range(1280, 4097, 256))
+        + list(range(4608, max_bs + 1, 512))
+    )
     return [s for s in sizes if s <= max_bs]
 
 
@@ -62,37 +68,52 @@ def sglang_mem_fraction_static(total_bytes: int, *, tp: int = 1, mla: bool = Fal
 
 
 def engine_budgets(model, vllm_budget, engines) -> dict[str, EngineBudget]:
-    """Each engine's budget from the terms of kvviz.deploy's KVBudget (total, weights, allowance)."""
+    """Each engine's budget from the terms of kvviz.deploy.budget's KVBudget (total, weights, allowance)."""
     total, weights, act = vllm_budget.total_memory, vllm_budget.weights_bytes, vllm_budget.activation_bytes
     require(total is not None and weights is not None, "engines: a --gpu budget needs the device and the weights")
     est = vllm_budget.estimate
     out = {}
     for e in engines:
         if e == "vllm":
-            out[e] = EngineBudget(e, vllm_budget.available_bytes, (
-                f"vllm: ceil(total x {vllm_budget.gpu_memory_utilization}) - weights - allowance = "
-                f"{vllm_budget.available_bytes:,} B",), est)
+            out[e] = EngineBudget(
+                e,
+                vllm_budget.available_bytes,
+                (
+                    f"vllm: ceil(total x {vllm_budget.gpu_memory_utilization}) - weights - allowance = "
+                    f"{vllm_budget.available_bytes:,} B",
+                ),
+                est,
+            )
         elif e == "sglang":
             mla = any(type(c).__name__ == "MLACache" for c in model.reader.caches(model, _opts()))
             mfs, reserved = sglang_mem_fraction_static(total, tp=vllm_budget.tensor_parallel_size, mla=mla)
             rest = total / GIB - (total / GIB) * (1 - mfs) - weights / GIB
-            require(rest > 0, f"SGLang: Loaded weights leave no GPU memory for the KV cache under "
-                              f"--mem-fraction-static={mfs}")
+            require(
+                rest > 0,
+                f"SGLang: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}",
+            )
             b = int(rest * GIB)
-            out[e] = EngineBudget(e, b, (
-                f"sglang: mem_fraction_static = round(({total / MIB:.0f} - {reserved:,} MiB reserved) / "
-                f"{total / MIB:.0f}, 3) = {mfs}; rest_memory = total x {mfs} - weights = {b:,} B "
-                f"(multimodal adjustment and CUDA context not modelled)",), True)
+            out[e] = EngineBudget(
+                e,
+                b,
+                (
+                    f"sglang: mem_fraction_static = round(({total / MIB:.0f} - {reserved:,} MiB reserved) / "
+                    f"{total / MIB:.0f}, 3) = {mfs}; rest_memory = total x {mfs} - weights = {b:,} B "
+                    f"(multimodal adjustment and CUDA context not modelled)",
+                ),
+                True,
+            )
         elif e == "trtllm":
             b = int((total - weights - act) * 0.9)
             require(b > 0, "TensorRT-LLM: no memory left for the KV cache after weights and activations")
-            out[e] = EngineBudget(e, b, (
-                f"trtllm: (total - weights - allowance) x free_gpu_memory_fraction 0.9 = {b:,} B",), est)
+            out[e] = EngineBudget(
+                e, b, (f"trtllm: (total - weights - allowance) x free_gpu_memory_fraction 0.9 = {b:,} B",), est
+            )
     return out
 
 
 def _opts():
-    from ..options import Options
+    from kvviz.options import Options
 
     return Options()
 

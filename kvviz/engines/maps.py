@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import EnginePlan, EnginePool
+from kvviz.engines.common import EnginePlan, EnginePool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,20 +65,32 @@ def _layer_buffers(p: EnginePool) -> list[Buffer]:
     """SGLang: `layers` buffers of (reserved + units) rows, the padding rows first."""
     row = p.bytes_per_unit // max(p.layers, 1)
     kind = {"state": "ssm" if "ssm" in p.name or "temporal" in p.name else "conv", "latent": "latent"}.get(
-        p.kind, "v" if "v_buffer" in p.name else "k")
+        p.kind, "v" if "v_buffer" in p.name else "k"
+    )
     out = []
     for layer in range(max(p.layers, 1)):
         pad = p.reserved_units * row
         regions = ((Region("padding slot", 0, pad, "pad"),) if pad else ()) + (
-            Region(f"{p.units:,} {p.unit}s", pad, p.units * row, kind),)
+            Region(f"{p.units:,} {p.unit}s", pad, p.units * row, kind),
+        )
         out.append(Buffer(f"{p.name}[{layer}]", pad + p.units * row, regions))
     return out
 
 
 def _block_buffers(p: EnginePool) -> list[Buffer]:
     """TRT-LLM / vLLM: one pool of blocks, and the inside of one block (per layer K then V)."""
-    pool = Buffer(p.name, p.total_bytes, (Region(f"{p.units:,} {p.unit}s", 0, p.units * p.bytes_per_unit,
-                                                 p.kind if p.kind in ("latent", "state") else "kv"),))
+    pool = Buffer(
+        p.name,
+        p.total_bytes,
+        (
+            Region(
+                f"{p.units:,} {p.unit}s",
+                0,
+                p.units * p.bytes_per_unit,
+                p.kind if p.kind in ("latent", "state") else "kv",
+            ),
+        ),
+    )
     per_layer = p.bytes_per_unit // max(p.layers, 1)
     regions, off = [], 0
     for layer in range(max(p.layers, 1)):
@@ -95,8 +107,10 @@ def _unified_buffer(pools: list[EnginePool]) -> list[Buffer]:
     """UnifiedKVPool: the grow-up sub-pool from byte 0, the grow-down one from the top."""
     up, down = pools
     total = up.total_bytes + down.total_bytes
-    regions = (Region(f"{up.name}: {up.units:,} entries", 0, up.total_bytes, "swa"),
-               Region(f"{down.name}: {down.units:,} entries", total - down.total_bytes, down.total_bytes, "full"))
+    regions = (
+        Region(f"{up.name}: {up.units:,} entries", 0, up.total_bytes, "swa"),
+        Region(f"{down.name}: {down.units:,} entries", total - down.total_bytes, down.total_bytes, "full"),
+    )
     return [Buffer("unified buffer", total, regions)]
 
 

@@ -25,12 +25,12 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from ..core.declare import AttentionCache
-from ..errors import require
-from ..inputs import MAX_DIM, bounded_int
-from ..options import Options
-from . import Family, Model, register
-from .hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
+from kvviz.base.errors import require
+from kvviz.base.inputs import MAX_DIM, bounded_int
+from kvviz.core.declare import AttentionCache
+from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
+from kvviz.families.registry import Family, Model, model_method, register
+from kvviz.options import Options
 
 FULL, SLIDING, CHUNKED, SHARED = "full_attention", "sliding_attention", "chunked_attention", "shared_kv"
 LAYER_KINDS = (FULL, SLIDING, CHUNKED)
@@ -66,24 +66,35 @@ class DecoderConfig:
 def _kinds(text, model_type: str, n: int, *, name: str) -> tuple[list[str], str]:
     window = getattr(text, "sliding_window", None)
     if model_type == "gpt_oss":
-        return [SLIDING if i % 2 == 0 and window else FULL for i in range(n)], \
-            "layer index % 2 == 0 is sliding (vLLM gpt_oss.py OAIAttention)"
+        return [
+            SLIDING if i % 2 == 0 and window else FULL for i in range(n)
+        ], "layer index % 2 == 0 is sliding (vLLM gpt_oss.py OAIAttention)"
     if model_type == "llama4_text":
         nope = getattr(text, "no_rope_layers", None)
-        require(isinstance(nope, (list, tuple)) and len(nope) == n, f"{name}: no_rope_layers must list one entry per layer ({n})")
+        require(
+            isinstance(nope, (list, tuple)) and len(nope) == n,
+            f"{name}: no_rope_layers must list one entry per layer ({n})",
+        )
         chunked = bool(getattr(text, "attention_chunk_size", None))
-        return [CHUNKED if (flag != 0 and chunked) else FULL for flag in nope], \
-            "no_rope_layers: RoPE layers are chunked local, NoPE layers full (vLLM llama4.py)"
+        return [
+            CHUNKED if (flag != 0 and chunked) else FULL for flag in nope
+        ], "no_rope_layers: RoPE layers are chunked local, NoPE layers full (vLLM llama4.py)"
     layer_types = getattr(text, "layer_types", None)
     if layer_types is None or all(k == SLIDING for k in layer_types):
         kind = SLIDING if window else FULL
-        return [kind] * n, "config-wide sliding_window (vLLM EngineArgs: no layer_types)" if window else "no sliding_window"
-    require(isinstance(layer_types, (list, tuple)) and len(layer_types) == n,
-            f"{name}: layer_types has {len(layer_types) if isinstance(layer_types, (list, tuple)) else '?'} entries, "
-            f"num_hidden_layers is {n}")
+        return [
+            kind
+        ] * n, "config-wide sliding_window (vLLM EngineArgs: no layer_types)" if window else "no sliding_window"
+    require(
+        isinstance(layer_types, (list, tuple)) and len(layer_types) == n,
+        f"{name}: layer_types has {len(layer_types) if isinstance(layer_types, (list, tuple)) else '?'} entries, "
+        f"num_hidden_layers is {n}",
+    )
     for i, k in enumerate(layer_types):
-        require(k in (FULL, SLIDING), f"{name}: layer_types[{i}]={k!r}: unknown layer kind for {model_type}; "
-                                      f"kvviz knows {FULL}, {SLIDING}")
+        require(
+            k in (FULL, SLIDING),
+            f"{name}: layer_types[{i}]={k!r}: unknown layer kind for {model_type}; kvviz knows {FULL}, {SLIDING}",
+        )
     kinds = [SLIDING if k == SLIDING and window else FULL for k in layer_types]
     return kinds, SOURCE_LAYER_TYPES + ("" if window else " (no sliding_window: sliding layers are full attention)")
 
@@ -91,10 +102,18 @@ def _kinds(text, model_type: str, n: int, *, name: str) -> tuple[list[str], str]
 class DecoderFamily(Family):
     """Attention-only decoders (Llama, Mistral, Phi-3, Qwen2/3, Gemma 2/3/3n, Cohere2, OLMo 3, gpt-oss, Llama 4):
     one K|V page per layer as vLLM 0.33's model files register it (docs/model-core.md#attention-decoders)."""
+
     key = "decoder"
     title = "attention-only decoder"
-    knobs = ("kv_dtype", "block_size", "sliding_window", "max_model_len", "max_num_batched_tokens",
-             "async_scheduling", "tensor_parallel_size")
+    knobs = (
+        "kv_dtype",
+        "block_size",
+        "sliding_window",
+        "max_model_len",
+        "max_num_batched_tokens",
+        "async_scheduling",
+        "tensor_parallel_size",
+    )
 
     def read(self, raw: dict, *, name: str) -> Model:
         top, text = read_config(raw, name=name, known_kinds=LAYER_KINDS)
@@ -131,21 +150,36 @@ class DecoderFamily(Family):
         archs = raw.get("architectures") or [model_type]
         wrapper = str(archs[0]).endswith("ForConditionalGeneration")
         config = DecoderConfig(
-            num_hidden_layers=n, num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,
-            layer_kinds=tuple(kinds), sliding_window=window,
+            num_hidden_layers=n,
+            num_attention_heads=heads,
+            num_key_value_heads=kv,
+            head_dim=head_dim,
+            layer_kinds=tuple(kinds),
+            sliding_window=window,
             attention_chunk_size=getattr(text, "attention_chunk_size", None) if CHUNKED in kinds else None,
             layer_prefix=("language_model." if wrapper else "") + "model.layers",
-            attn_suffix="attn.attn" if model_type == "gpt_oss" else "self_attn.attn", kind_source=source,
-            shared_targets=shared)
+            attn_suffix="attn.attn" if model_type == "gpt_oss" else "self_attn.attn",
+            kind_source=source,
+            shared_targets=shared,
+        )
         length, key = derive_max_model_len(text)
-        return Model(name=name, family=self.key, architecture=str(archs[0]), model_type=str(model_type),
-                     dtype=resolve_dtype(top, text, raw, name=name), max_model_len=length, config=config,
-                     max_model_len_source=key)
+        return Model(
+            name=name,
+            family=self.key,
+            architecture=str(archs[0]),
+            model_type=str(model_type),
+            dtype=resolve_dtype(top, text, raw, name=name),
+            max_model_len=length,
+            config=config,
+            max_model_len_source=key,
+        )
 
+    @model_method
     def knobs_for(self, model: Model) -> tuple[str, ...]:
         has_sliding = SLIDING in model.config.layer_kinds
         return tuple(k for k in self.knobs if k != "sliding_window" or has_sliding)
 
+    @model_method
     def caches(self, model: Model, options: Options) -> tuple[AttentionCache, ...]:
         c: DecoderConfig = model.config
         tp = options.tensor_parallel_size or 1
@@ -157,15 +191,26 @@ class DecoderFamily(Family):
         for i, kind in enumerate(c.layer_kinds):
             if kind == SHARED:
                 continue
-            out.append(AttentionCache(
-                name=f"{c.layer_prefix}.{i}.{c.attn_suffix}", layer=i, num_kv_heads=kv, head_size=c.head_dim,
-                head_size_v=c.head_dim, kv_dtype=dtype, sliding_window=window if kind == SLIDING else None,
-                attention_chunk_size=c.attention_chunk_size if kind == CHUNKED else None))
+            out.append(
+                AttentionCache(
+                    name=f"{c.layer_prefix}.{i}.{c.attn_suffix}",
+                    layer=i,
+                    num_kv_heads=kv,
+                    head_size=c.head_dim,
+                    head_size_v=c.head_dim,
+                    kv_dtype=dtype,
+                    sliding_window=window if kind == SLIDING else None,
+                    attention_chunk_size=c.attention_chunk_size if kind == CHUNKED else None,
+                )
+            )
         return tuple(out)
 
+    @model_method
     def describe(self, model: Model) -> str:
         c: DecoderConfig = model.config
-        mix = ", ".join(f"{n} {k.replace('_attention', '').replace('_kv', ' (no cache)')}" for k, n in c.kind_counts.items())
+        mix = ", ".join(
+            f"{n} {k.replace('_attention', '').replace('_kv', ' (no cache)')}" for k, n in c.kind_counts.items()
+        )
         text = f"{c.num_hidden_layers} layers ({mix}); {c.num_key_value_heads} KV heads x head_dim {c.head_dim}"
         if c.sliding_window:
             text += f", sliding_window {c.sliding_window}"
@@ -173,18 +218,22 @@ class DecoderFamily(Family):
             text += f", attention_chunk_size {c.attention_chunk_size}"
         return f"{model.name} ({model.architecture}): {text}; {model.dtype}; max_model_len {model.max_model_len:,}"
 
+    @model_method
     def mixes_full_layers(self, model: Model) -> bool:
         """True: any layer of a decoder can be made full or sliding (the full_layers knob applies)."""
         return True
 
+    @model_method
     def full_layer_count(self, model: Model) -> int:
         """How many layers are full attention (the explorer's full_layers knob)."""
         return model.config.layer_kinds.count(FULL)
 
+    @model_method
     def kind_counts(self, model: Model) -> dict[str, int]:
         """Layers of each kind ('full', 'sliding', 'chunked', 'shared'), first-seen order."""
         return {k.replace("_attention", "").replace("_kv", ""): n for k, n in model.config.kind_counts.items()}
 
+    @model_method
     def with_full_layers(self, model: Model, full: int) -> Model:
         """The model with `full` full-attention layers spread evenly (the explorer's layer mix);
         the other layers keep the model's other kinds in their order."""
@@ -204,12 +253,17 @@ def full_layer_positions(num_layers: int, full: int) -> tuple[int, ...]:
 
 def _spread_full(kinds: tuple[str, ...], full: int, *, name: str) -> tuple[str, ...]:
     n = len(kinds)
-    require(isinstance(full, int) and not isinstance(full, bool) and 0 <= full <= n,
-            f"full_layers={full!r}: must be an integer from 0 to {n} (the model's layers)")
+    require(
+        isinstance(full, int) and not isinstance(full, bool) and 0 <= full <= n,
+        f"full_layers={full!r}: must be an integer from 0 to {n} (the model's layers)",
+    )
     if full == kinds.count(FULL):
         return kinds
     others = [k for k in kinds if k != FULL]
-    require(others or full == n, f"full_layers={full}: {name} has only full-attention layers; no other kind to give the rest")
+    require(
+        others or full == n,
+        f"full_layers={full}: {name} has only full-attention layers; no other kind to give the rest",
+    )
     is_full = set(full_layer_positions(n, full)) if full else set()
     rest, out, j = n - full, [], 0
     for i in range(n):
@@ -221,10 +275,44 @@ def _spread_full(kinds: tuple[str, ...], full: int, *, name: str) -> tuple[str, 
     return tuple(out)
 
 
-DECODER = register(DecoderFamily(), (
-    "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
-    "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
-    "Gemma3ForConditionalGeneration", "Cohere2ForCausalLM", "Olmo3ForCausalLM", "GptOssForCausalLM",
-    "Llama4ForCausalLM", "Llama4ForConditionalGeneration", "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration",
-    "llama", "mistral", "mixtral", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2", "gemma3",
-    "gemma3_text", "cohere2", "olmo3", "gpt_oss", "llama4", "llama4_text", "gemma3n", "gemma3n_text"))
+DECODER = register(
+    DecoderFamily(),
+    (
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+        "MixtralForCausalLM",
+        "Phi3ForCausalLM",
+        "Qwen2ForCausalLM",
+        "Qwen2MoeForCausalLM",
+        "Qwen3ForCausalLM",
+        "Qwen3MoeForCausalLM",
+        "Gemma2ForCausalLM",
+        "Gemma3ForCausalLM",
+        "Gemma3ForConditionalGeneration",
+        "Cohere2ForCausalLM",
+        "Olmo3ForCausalLM",
+        "GptOssForCausalLM",
+        "Llama4ForCausalLM",
+        "Llama4ForConditionalGeneration",
+        "Gemma3nForCausalLM",
+        "Gemma3nForConditionalGeneration",
+        "llama",
+        "mistral",
+        "mixtral",
+        "phi3",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "gemma2",
+        "gemma3",
+        "gemma3_text",
+        "cohere2",
+        "olmo3",
+        "gpt_oss",
+        "llama4",
+        "llama4_text",
+        "gemma3n",
+        "gemma3n_text",
+    ),
+)

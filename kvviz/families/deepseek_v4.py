@@ -12,15 +12,16 @@ from __future__ import annotations
 import dataclasses
 import types
 
-from .. import formats
-from ..core.kinds import CacheKind
-from ..core.spec import CacheSpec
-from ..defaults import BLOCK_SIZE
-from ..errors import KvvizError, require
-from ..inputs import MAX_DIM, MAX_LAYERS, MAX_TOKENS_PER_BLOCK, bounded_int
-from ..options import Options
-from . import Family, Model, register
-from .hf import derive_max_model_len
+from kvviz.base import formats
+from kvviz.base.defaults import BLOCK_SIZE
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import MAX_TOKENS_PER_BLOCK, bounded_int
+from kvviz.core.kinds import CacheKind
+from kvviz.core.spec import CacheSpec
+from kvviz.families.deepseek_v4_config import DEEPSEEK_V4_MODEL_TYPE, ModelConfig, config_from_dict, with_layer_mix
+from kvviz.families.hf import derive_max_model_len
+from kvviz.families.registry import Family, Model, model_method, register
+from kvviz.options import Options
 
 
 # Backend page alignment (a kernel requirement, docs/caches.md#backend-alignment): FlashMLA sparse wants
@@ -30,14 +31,24 @@ from .hf import derive_max_model_len
 class Backend:
     """An attention backend's page rule for DeepSeek V4: its name, the alignment its kernels want of the pages of
     `aligned_kinds`, and its default main-cache format (docs/caches.md#backend-alignment)."""
+
     name: str
     alignment: int
     aligned_kinds: frozenset[CacheKind]
     default_main_format: str
 
 
-_ALL_DSV4 = frozenset({CacheKind.MAIN_C4, CacheKind.MAIN_C128, CacheKind.INDEXER_K, CacheKind.SWA_KV,
-                       CacheKind.STATE_C4, CacheKind.STATE_C128, CacheKind.INDEXER_STATE})
+_ALL_DSV4 = frozenset(
+    {
+        CacheKind.MAIN_C4,
+        CacheKind.MAIN_C128,
+        CacheKind.INDEXER_K,
+        CacheKind.SWA_KV,
+        CacheKind.STATE_C4,
+        CacheKind.STATE_C128,
+        CacheKind.INDEXER_STATE,
+    }
+)
 BACKENDS = {
     "flashmla": Backend(name="flashmla", alignment=576, aligned_kinds=_ALL_DSV4, default_main_format="fp8_ds_mla"),
     "flashinfer": Backend(
@@ -102,33 +113,49 @@ def _layer_templates(config: ModelConfig, layer: int, options: CacheOptions) -> 
     def template(suffix, kind, row, rows, tokens, window):
         return (suffix, kind, row, rows, tokens, window, _aligned(kind, backend))
 
-    out = [template(".swa_cache", CacheKind.SWA_KV, main, SWA_TOKENS_PER_BLOCK, SWA_TOKENS_PER_BLOCK,
-                    config.sliding_window)]
+    out = [
+        template(
+            ".swa_cache", CacheKind.SWA_KV, main, SWA_TOKENS_PER_BLOCK, SWA_TOKENS_PER_BLOCK, config.sliding_window
+        )
+    ]
     if ratio in (0, 1):
         return tuple(out)
     if ratio not in COMPRESSOR:
-        raise KvvizError(f"compress_ratios[{layer}]={ratio}: kvviz knows ratios 0, 1, {', '.join(map(str, COMPRESSOR))}")
+        raise KvvizError(
+            f"compress_ratios[{layer}]={ratio}: kvviz knows ratios 0, 1, {', '.join(map(str, COMPRESSOR))}"
+        )
     if options.block_size % ratio:
-        raise KvvizError(f"block_size={options.block_size}: must be a multiple of every compress ratio "
-                         f"(layer {layer} has {ratio})")
+        raise KvvizError(
+            f"block_size={options.block_size}: must be a multiple of every compress ratio (layer {layer} has {ratio})"
+        )
     geo = COMPRESSOR[ratio]
     state_window = geo["coff"] * ratio
     state_tokens = geo["state_tokens"]
     if ratio == 4:
         index = formats.indexer_row(options.indexer_format, config.index_head_dim)
-        out.append(template(".indexer.k_cache", CacheKind.INDEXER_K, index, options.block_size // ratio,
-                            options.block_size, None))
+        out.append(
+            template(
+                ".indexer.k_cache", CacheKind.INDEXER_K, index, options.block_size // ratio, options.block_size, None
+            )
+        )
     main_kind = CacheKind.MAIN_C4 if ratio == 4 else CacheKind.MAIN_C128
     out.append(template("", main_kind, main, options.block_size // ratio, options.block_size, None))
     if ratio == 4:
         # K and V halves of the overlapping windows of the indexer's own compressor.
         index_state = formats.state_row(2 * geo["coff"] * config.index_head_dim)
-        out.append(template(".indexer.compressor.state_cache", CacheKind.INDEXER_STATE, index_state,
-                            state_tokens, state_tokens, state_window))
+        out.append(
+            template(
+                ".indexer.compressor.state_cache",
+                CacheKind.INDEXER_STATE,
+                index_state,
+                state_tokens,
+                state_tokens,
+                state_window,
+            )
+        )
     state_kind = CacheKind.STATE_C4 if ratio == 4 else CacheKind.STATE_C128
     main_state = formats.state_row(2 * geo["coff"] * config.head_dim)
-    out.append(template(".compressor.state_cache", state_kind, main_state, state_tokens, state_tokens,
-                        state_window))
+    out.append(template(".compressor.state_cache", state_kind, main_state, state_tokens, state_tokens, state_window))
     return tuple(out)
 
 
@@ -136,8 +163,18 @@ def _named_caches(layer: int, templates: tuple[tuple, ...], out: list) -> None:
     """Append one CacheSpec per template to `out`, named model.layers.{layer}.attn{suffix}."""
     prefix = f"model.layers.{layer}.attn"
     for suffix, kind, row, rows, tokens, window, alignment in templates:
-        out.append(CacheSpec(name=prefix + suffix, kind=kind, layer=layer, row_format=row, rows=rows,
-                             tokens_per_block=tokens, sliding_window=window, alignment=alignment))
+        out.append(
+            CacheSpec(
+                name=prefix + suffix,
+                kind=kind,
+                layer=layer,
+                row_format=row,
+                rows=rows,
+                tokens_per_block=tokens,
+                sliding_window=window,
+                alignment=alignment,
+            )
+        )
 
 
 def layer_caches(config: ModelConfig, layer: int, options: CacheOptions) -> list[CacheSpec]:
@@ -164,138 +201,6 @@ def model_caches(config: ModelConfig, options: CacheOptions = CacheOptions()) ->
     return tuple(out)
 
 
-# Fields read from config.json; every one is required.
-REQUIRED_FIELDS = (
-    "num_hidden_layers",
-    "num_nextn_predict_layers",
-    "head_dim",
-    "qk_rope_head_dim",
-    "sliding_window",
-    "index_head_dim",
-    "compress_ratios",
-)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ModelConfig:
-    """The cache-relevant part of a DeepSeek-V4-style HF config."""
-
-    name: str
-    num_hidden_layers: int
-    num_nextn_predict_layers: int
-    head_dim: int  # one shared K=V latent; its last qk_rope_head_dim dims are RoPE
-    qk_rope_head_dim: int
-    sliding_window: int
-    index_head_dim: int
-    compress_ratios: tuple[int, ...]  # one per layer, then the MTP slot(s)
-    index_n_heads: int | None = None
-    index_topk: int | None = None
-    num_attention_heads: int | None = None  # query heads: TP must divide them (None: not in the config)
-
-    def __post_init__(self) -> None:
-        require(isinstance(self.name, str), f"name={self.name!r}: must be a string")
-        for field in ("num_hidden_layers", "head_dim", "qk_rope_head_dim", "sliding_window", "index_head_dim"):
-            value = getattr(self, field)
-            # type() is int: JSON's true/false are bools, and bool is a subclass of int.
-            require(type(value) is int and value > 0, f"{field}={value!r}: must be a positive integer")
-        require(
-            type(self.num_nextn_predict_layers) is int and self.num_nextn_predict_layers >= 0,
-            f"num_nextn_predict_layers={self.num_nextn_predict_layers!r}: must be a non-negative integer",
-        )
-        # Bounds on what sizes work (kvviz.inputs): a billion MTP layers would never finish.
-        require(self.num_layers_with_mtp <= MAX_LAYERS,
-                f"num_hidden_layers + num_nextn_predict_layers = {self.num_layers_with_mtp:,}: at most {MAX_LAYERS:,}")
-        for field in ("head_dim", "qk_rope_head_dim", "index_head_dim"):
-            require(getattr(self, field) <= MAX_DIM, f"{field}={getattr(self, field):,}: at most {MAX_DIM:,}")
-        require(
-            self.qk_rope_head_dim < self.head_dim,
-            f"qk_rope_head_dim={self.qk_rope_head_dim}: must be smaller than head_dim={self.head_dim}",
-        )
-        require(
-            len(self.compress_ratios) >= self.num_hidden_layers,
-            f"compress_ratios: has {len(self.compress_ratios)} entries, needs at least num_hidden_layers={self.num_hidden_layers}",
-        )
-        for i, r in enumerate(self.compress_ratios):
-            require(type(r) is int and r >= 0, f"compress_ratios[{i}]={r!r}: must be a non-negative integer")
-        h = self.num_attention_heads
-        require(h is None or (type(h) is int and 0 < h <= MAX_DIM),
-                f"num_attention_heads={h!r}: must be a positive integer (at most {MAX_DIM:,})")
-
-    @property
-    def num_layers_with_mtp(self) -> int:
-        """The hidden layers plus the MTP layers (each MTP slot registers a sliding-window cache)."""
-        return self.num_hidden_layers + self.num_nextn_predict_layers
-
-    @property
-    def layer_mix(self) -> dict[str, int]:
-        """How many c4, c128 and sliding-window-only layers (MTP slots not counted)."""
-        ratios = [self.ratio(i) for i in range(self.num_hidden_layers)]
-        return {"c4": ratios.count(4), "c128": ratios.count(128), "swa": sum(r in (0, 1) for r in ratios)}
-
-    def ratio(self, layer: int) -> int:
-        """Compression ratio of a layer; MTP layers (index >= num_hidden_layers) count as 1 (SWA only)."""
-        if layer >= self.num_hidden_layers:
-            return 1
-        return self.compress_ratios[layer]
-
-    def with_overrides(self, **changes) -> "ModelConfig":
-        """A copy with some fields replaced (None values are ignored)."""
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
-
-
-def config_from_dict(raw: dict, *, name: str) -> ModelConfig:
-    """Build a ModelConfig from a parsed config.json, naming any missing or malformed field."""
-    require(isinstance(raw, dict), f"{name}: config must be a JSON object")
-    for field in REQUIRED_FIELDS:
-        require(field in raw, f"{name}: config is missing field {field!r}")
-    ratios = raw["compress_ratios"]
-    require(isinstance(ratios, list), f"{name}: compress_ratios must be a list of integers")
-    return ModelConfig(
-        name=raw.get("name", name),
-        num_hidden_layers=raw["num_hidden_layers"],
-        num_nextn_predict_layers=raw["num_nextn_predict_layers"],
-        head_dim=raw["head_dim"],
-        qk_rope_head_dim=raw["qk_rope_head_dim"],
-        sliding_window=raw["sliding_window"],
-        index_head_dim=raw["index_head_dim"],
-        compress_ratios=tuple(ratios),
-        index_n_heads=raw.get("index_n_heads"),
-        index_topk=raw.get("index_topk"),
-        num_attention_heads=raw.get("num_attention_heads"),
-    )
-
-
-def with_layer_mix(config: ModelConfig, *, c4: int, c128: int, swa: int) -> ModelConfig:
-    """A config with a different group mix: `swa` sliding-window-only layers first, then `c4` and
-    `c128` compressed layers interleaved as evenly as possible (the preset's own order is kept
-    when the mix is unchanged). The MTP slot(s) stay as they are."""
-    for field, n in (("c4", c4), ("c128", c128), ("swa", swa)):
-        require(isinstance(n, int) and n >= 0, f"{field}={n!r}: must be a non-negative integer")
-    require(c4 + c128 + swa > 0, "layer mix: needs at least one layer")
-    require(c4 + c128 + swa + config.num_nextn_predict_layers <= MAX_LAYERS,
-            f"layer mix: c4 + c128 + swa = {c4 + c128 + swa:,} layers: at most {MAX_LAYERS:,} with the MTP layers")
-    if config.layer_mix == {"c4": c4, "c128": c128, "swa": swa}:
-        return config
-    mixed, placed4 = [], 0
-    total = c4 + c128
-    for k in range(total):
-        # Bresenham: the (k+1)-th compressed layer is c4 when the c4 share falls behind.
-        if placed4 * total < (k + 1) * c4 - (total - 1) // 2 or (total - k) == (c4 - placed4):
-            mixed.append(4)
-            placed4 += 1
-        else:
-            mixed.append(128)
-    mtp = list(config.compress_ratios[config.num_hidden_layers:])
-    return dataclasses.replace(
-        config,
-        name=f"{config.name} (c4={c4}, c128={c128}, swa={swa})",
-        num_hidden_layers=c4 + c128 + swa,
-        compress_ratios=tuple([0] * swa + mixed + mtp),
-    )
-
-
-# ---- the family ----------------------------------------------------------------------------------
-DEEPSEEK_V4_MODEL_TYPE = "deepseek_v4"
 # The planners of vLLM #48993's before/after and vLLM 0.33 (docs/planners.md): `vllm` is what
 # vLLM 0.33 does for this model (overlay-by-spec on its packed groups).
 PLANNERS = ("vllm", "overlay", "bucketed", "separate")
@@ -304,40 +209,63 @@ PLANNER_ALIASES = {"overlay-by-spec": "vllm", "packed": "overlay"}
 
 def cache_options(options: Options) -> CacheOptions:
     """The DeepSeek V4 knobs of `options` (None keeps CacheOptions' default)."""
-    values = dict(backend=options.backend, main_format=options.main_format, indexer_format=options.indexer_format,
-                  block_size=options.block_size, mtp=options.mtp)
+    values = dict(
+        backend=options.backend,
+        main_format=options.main_format,
+        indexer_format=options.indexer_format,
+        block_size=options.block_size,
+        mtp=options.mtp,
+    )
     return CacheOptions(**{k: v for k, v in values.items() if v is not None})
-
-
-def is_deepseek_v4(raw: dict) -> bool:
-    """Whether a parsed config.json is of the DeepSeek V4 shape."""
-    return isinstance(raw, dict) and raw.get("model_type") == DEEPSEEK_V4_MODEL_TYPE
 
 
 class DeepSeekV4Family(Family):
     """DeepSeek V4's compressed caches (sliding-window KV, indexer K, main c4 / c128 KV, compressor states) and
     #48993's planners (docs/caches.md#the-caches-a-layer-registers)."""
+
     key = "deepseek_v4"
     title = "DeepSeek V4 (compressed MLA + indexer)"
-    knobs = ("backend", "main_format", "indexer_format", "mtp", "block_size", "head_dim", "rope_dim",
-             "index_head_dim", "max_model_len", "max_num_batched_tokens", "async_scheduling", "tensor_parallel_size")
+    knobs = (
+        "backend",
+        "main_format",
+        "indexer_format",
+        "mtp",
+        "block_size",
+        "head_dim",
+        "rope_dim",
+        "index_head_dim",
+        "max_model_len",
+        "max_num_batched_tokens",
+        "async_scheduling",
+        "tensor_parallel_size",
+    )
     planners = PLANNERS
     block_outermost = True  # DeepSeek V4's backends declare block-outermost layouts (BLHNC)
 
     def read(self, raw: dict, *, name: str) -> Model:
         config = config_from_dict(raw, name=name)
-        length, key = derive_max_model_len(types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str)
-                                                                    and k.isidentifier()}))
-        return Model(name=config.name, family=self.key, architecture=str((raw.get("architectures") or
-                                                                           ["DeepseekV4ForCausalLM"])[0]),
-                     model_type=DEEPSEEK_V4_MODEL_TYPE, dtype="bf16", max_model_len=length, config=config,
-                     max_model_len_source=key)
+        length, key = derive_max_model_len(
+            types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str) and k.isidentifier()})
+        )
+        return Model(
+            name=config.name,
+            family=self.key,
+            architecture=str((raw.get("architectures") or ["DeepseekV4ForCausalLM"])[0]),
+            model_type=DEEPSEEK_V4_MODEL_TYPE,
+            dtype="bf16",
+            max_model_len=length,
+            config=config,
+            max_model_len_source=key,
+        )
 
+    @model_method
     def config_for(self, model: Model, options: Options) -> ModelConfig:
         """The model's config with the head_dim / rope_dim / index_head_dim overrides of `options` applied."""
-        return model.config.with_overrides(head_dim=options.head_dim, qk_rope_head_dim=options.rope_dim,
-                                           index_head_dim=options.index_head_dim)
+        return model.config.with_overrides(
+            head_dim=options.head_dim, qk_rope_head_dim=options.rope_dim, index_head_dim=options.index_head_dim
+        )
 
+    @model_method
     def caches(self, model: Model, options: Options) -> tuple[CacheSpec, ...]:
         """One rank's caches. TP shards none of them in vLLM 0.33: every DeepSeek V4 spec is
         num_kv_heads=1, max_tp_shards=1 (models/deepseek_v4/attention.py DeepseekV4MLAAttention and
@@ -348,58 +276,81 @@ class DeepSeekV4Family(Family):
         does), refused here when the config gives num_attention_heads."""
         tp = options.tensor_parallel_size or 1
         heads = model.config.num_attention_heads
-        require(heads is None or heads % tp == 0,
-                f"tensor_parallel_size={tp}: {model.name}'s {heads} attention heads are not divisible by it (vLLM 0.33: "
-                f"'Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).')")
+        require(
+            heads is None or heads % tp == 0,
+            f"tensor_parallel_size={tp}: {model.name}'s {heads} attention heads are not divisible by it (vLLM 0.33: "
+            f"'Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).')",
+        )
         return model_caches(self.config_for(model, options), cache_options(options))
 
+    @model_method
     def describe(self, model: Model) -> str:
         c = model.config
         mix = c.layer_mix
-        return (f"{model.name}: {c.num_hidden_layers} layers (+{c.num_nextn_predict_layers} MTP): "
-                f"{mix['c4']} c4, {mix['c128']} c128, {mix['swa']} SWA-only; head_dim {c.head_dim}, "
-                f"index_head_dim {c.index_head_dim}"
-                + ("" if c.num_attention_heads else "; no num_attention_heads in the config, so a tensor-parallel "
-                                                   "size that does not divide it is not refused"))
+        return (
+            f"{model.name}: {c.num_hidden_layers} layers (+{c.num_nextn_predict_layers} MTP): "
+            f"{mix['c4']} c4, {mix['c128']} c128, {mix['swa']} SWA-only; head_dim {c.head_dim}, "
+            f"index_head_dim {c.index_head_dim}"
+            + (
+                ""
+                if c.num_attention_heads
+                else "; no num_attention_heads in the config, so a tensor-parallel "
+                "size that does not divide it is not refused"
+            )
+        )
 
+    @model_method
     def comparisons(self, model: Model, options: Options) -> tuple[tuple[str, str, Options], ...]:
         """vLLM #48993's before/after for the chosen backend: bucketed + padding + FP8 (132 B)
         indexer rows vs overlay + MXFP4 (68 B) rows (docs/published-numbers.md)."""
-        return (("before", "bucketed", dataclasses.replace(options, indexer_format="fp8")),
-                ("after", "overlay", dataclasses.replace(options, indexer_format="mxfp4")))
+        return (
+            ("before", "bucketed", dataclasses.replace(options, indexer_format="fp8")),
+            ("after", "overlay", dataclasses.replace(options, indexer_format="mxfp4")),
+        )
 
+    @model_method
     def compare_notes(self, model: Model, options: Options, plans, budget: int) -> dict:
         """The stride and block change, vLLM's admission estimate after the change, and vLLM
         #48993's published counts with the budgets that give exactly them
         (docs/published-numbers.md#budget-rounding)."""
-        from ..core import capacity
-        from ..published import published_row
+        from kvviz.base.published import published_row
+        from kvviz.core import capacity
 
         before, after = plans[0][1].layout, plans[1][1].layout
         cmp = capacity.Comparison(before, after, budget)
         estimate = capacity.admission_estimate_per_block(after)
-        lines = [f"stride {cmp.stride_change_pct:+.2f}%, blocks {cmp.blocks_change_pct:+.2f}%",
-                 f"vLLM's admission estimate after the change: {estimate:,} B per block (real stride "
-                 f"{after.block_stride:,})"]
+        lines = [
+            f"stride {cmp.stride_change_pct:+.2f}%, blocks {cmp.blocks_change_pct:+.2f}%",
+            f"vLLM's admission estimate after the change: {estimate:,} B per block (real stride "
+            f"{after.block_stride:,})",
+        ]
         backend = cache_options(options).backend
         row = published_row(model.name, backend)
         published = None
         if row is not None and cache_options(options).mtp:  # the table counts the MTP layer
-            common = capacity.common_budget_range([(before.block_stride, row.blocks_before),
-                                                   (after.block_stride, row.blocks_after)])
-            published = {"budget_gib": row.budget_gib, "blocks_before": row.blocks_before,
-                         "blocks_after": row.blocks_after, "budget_range_bytes": list(common) if common else None,
-                         "source": "docs/published-numbers.md#the-published-table"}
+            common = capacity.common_budget_range(
+                [(before.block_stride, row.blocks_before), (after.block_stride, row.blocks_after)]
+            )
+            published = {
+                "budget_gib": row.budget_gib,
+                "blocks_before": row.blocks_before,
+                "blocks_after": row.blocks_after,
+                "budget_range_bytes": list(common) if common else None,
+                "source": "docs/published-numbers.md#the-published-table",
+            }
             counts = f"{row.blocks_before:,} -> {row.blocks_after:,} blocks"
             if common is None:
                 lines.append(f"Published (vLLM #48993): {counts} at {row.budget_gib} GiB; no single budget gives both.")
             else:
-                lines.append(f"Published (vLLM #48993): {counts} at {row.budget_gib} GiB, a budget rounded to "
-                             f"0.01 GiB; exactly those counts come from budgets {common[0]:,}..{common[1]:,} B.")
+                lines.append(
+                    f"Published (vLLM #48993): {counts} at {row.budget_gib} GiB, a budget rounded to "
+                    f"0.01 GiB; exactly those counts come from budgets {common[0]:,}..{common[1]:,} B."
+                )
         out = cmp.to_json()
         out.update(backend=backend, admission_estimate_per_block=estimate, published=published)
         return {"lines": tuple(lines), "json": out}
 
+    @model_method
     def with_layer_mix(self, model: Model, *, c4: int, c128: int, swa: int) -> Model:
         """The model with `c4` c4, `c128` c128 and `swa` SWA-only layers (the explorer's layer mix); the model
         itself when the mix is its own."""

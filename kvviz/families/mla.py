@@ -21,18 +21,19 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..core.declare import MLACache
-from ..errors import require
-from ..inputs import short_repr
-from ..options import Options
-from . import Family, Model, register
-from .hf import check_tp_heads, derive_max_model_len, field, read_config, resolve_dtype
+from kvviz.base.errors import require
+from kvviz.base.inputs import short_repr
+from kvviz.core.declare import MLACache
+from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, read_config, resolve_dtype
+from kvviz.families.registry import Family, Model, model_method, register
+from kvviz.options import Options
 
 
 @dataclasses.dataclass(frozen=True)
 class MLAConfig:
     """The cache-relevant part of an MLA decoder's config (DeepSeek V2/V3, Kimi-K2): layers, attention heads,
     kv_lora_rank, qk_rope_head_dim and the layer-name prefix."""
+
     num_hidden_layers: int
     num_attention_heads: int
     kv_lora_rank: int
@@ -55,8 +56,10 @@ def _raw_int(raw: dict, text, key: str, *, name: str) -> int:
     if value is None:
         value = getattr(text, key, None)
     require(value is not None, f"{name}: config is missing field {key!r}")
-    require(isinstance(value, int) and not isinstance(value, bool) and value > 0,
-            f"{name}: {key}={short_repr(value)}: must be a positive integer")
+    require(
+        isinstance(value, int) and not isinstance(value, bool) and value > 0,
+        f"{name}: {key}={short_repr(value)}: must be a positive integer",
+    )
     return value
 
 
@@ -68,10 +71,17 @@ def mla_dims(raw: dict, text, *, name: str) -> tuple[int, int]:
 class MLAFamily(Family):
     """MLA decoders: one latent page per layer, not sharded by TP (vLLM 0.33 MLAAttentionSpec, docs/model-
     core.md#families)."""
+
     key = "mla"
     title = "MLA decoder"
-    knobs = ("kv_dtype", "block_size", "max_model_len", "max_num_batched_tokens", "async_scheduling",
-             "tensor_parallel_size")
+    knobs = (
+        "kv_dtype",
+        "block_size",
+        "max_model_len",
+        "max_num_batched_tokens",
+        "async_scheduling",
+        "tensor_parallel_size",
+    )
 
     def read(self, raw: dict, *, name: str) -> Model:
         top, text = read_config(raw, name=name)
@@ -83,25 +93,42 @@ class MLAFamily(Family):
         archs = raw.get("architectures") or [model_type]
         length, key = derive_max_model_len(text)
         config = MLAConfig(num_hidden_layers=n, num_attention_heads=heads, kv_lora_rank=rank, qk_rope_head_dim=rope)
-        return Model(name=name, family=self.key, architecture=str(archs[0]), model_type=str(model_type),
-                     dtype=resolve_dtype(top, text, raw, name=name), max_model_len=length, config=config,
-                     max_model_len_source=key)
+        return Model(
+            name=name,
+            family=self.key,
+            architecture=str(archs[0]),
+            model_type=str(model_type),
+            dtype=resolve_dtype(top, text, raw, name=name),
+            max_model_len=length,
+            config=config,
+            max_model_len_source=key,
+        )
 
+    @model_method
     def caches(self, model: Model, options: Options) -> tuple[MLACache, ...]:
         c: MLAConfig = model.config
         tp = options.tensor_parallel_size or 1
         check_tp_heads(c.num_attention_heads, tp, model=model.name)
         dtype = options.kv_dtype or model.dtype
-        return tuple(MLACache(name=f"{c.layer_prefix}.{i}.self_attn.attn", layer=i, kv_lora_rank=c.kv_lora_rank,
-                              qk_rope_head_dim=c.qk_rope_head_dim, kv_dtype=dtype)
-                     for i in range(c.num_hidden_layers))
+        return tuple(
+            MLACache(
+                name=f"{c.layer_prefix}.{i}.self_attn.attn",
+                layer=i,
+                kv_lora_rank=c.kv_lora_rank,
+                qk_rope_head_dim=c.qk_rope_head_dim,
+                kv_dtype=dtype,
+            )
+            for i in range(c.num_hidden_layers)
+        )
 
+    @model_method
     def describe(self, model: Model) -> str:
         c: MLAConfig = model.config
-        return (f"{model.name} ({model.architecture}): {c.num_hidden_layers} MLA layers, one latent head of "
-                f"kv_lora_rank {c.kv_lora_rank} + qk_rope_head_dim {c.qk_rope_head_dim} = {c.latent} a token "
-                f"(not TP-sharded); {model.dtype}; max_model_len {model.max_model_len:,}")
+        return (
+            f"{model.name} ({model.architecture}): {c.num_hidden_layers} MLA layers, one latent head of "
+            f"kv_lora_rank {c.kv_lora_rank} + qk_rope_head_dim {c.qk_rope_head_dim} = {c.latent} a token "
+            f"(not TP-sharded); {model.dtype}; max_model_len {model.max_model_len:,}"
+        )
 
 
-MLA = register(MLAFamily(), ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "deepseek_v2", "deepseek_v3",
-                             "kimi_k2"))
+MLA = register(MLAFamily(), ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "deepseek_v2", "deepseek_v3", "kimi_k2"))

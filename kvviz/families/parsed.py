@@ -9,7 +9,7 @@ written as JSON: every dataclass as {"__dc__": "kvviz.module:Class", ...fields},
   per (config file's bytes, transformers version, kvviz version, the readers' code), written to a temporary name and
   renamed into place (safe against concurrent runs); an entry that does not read back is a miss;
   an entry of another version is never looked at (the versions are in its key);
-* shipped presets: `kvviz/presets/parsed/<name>.json`, made by `python -m kvviz.families.parsed`
+* shipped presets: `kvviz/presets/parsed/<name>.json`, made by `python -m kvviz.tools.remake_parsed`
   and checked by tests/test_parsed.py against what transformers gives today; used when the
   preset's bytes and the readers' code hash to what the parsed form records.
 """
@@ -21,7 +21,6 @@ import hashlib
 import importlib
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -77,7 +76,7 @@ def versions() -> str:
     and the schema."""
     from importlib import metadata  # ~50 ms: only on the way to the user cache, never for a preset
 
-    from .. import __version__
+    from kvviz import __version__
 
     try:
         tf = metadata.version("transformers")
@@ -98,8 +97,9 @@ def cache_dir() -> Path:
 
 def key(data: bytes, name: str) -> str:
     """The cache key of a config file: sha256 of `versions()`, the name and the file's bytes."""
-    return hashlib.sha256(versions().encode() + b"\0" + name.encode("utf-8", "surrogateescape") + b"\0" + data
-                          ).hexdigest()
+    return hashlib.sha256(
+        versions().encode() + b"\0" + name.encode("utf-8", "surrogateescape") + b"\0" + data
+    ).hexdigest()
 
 
 def lookup(data: bytes, name: str):
@@ -138,8 +138,11 @@ def shipped(preset: str, data: bytes):
         doc = json.loads(shipped_path(preset).read_text())
     except (OSError, ValueError):
         return None
-    if (doc.get("sha256") != hashlib.sha256(data).hexdigest() or doc.get("schema") != SCHEMA
-            or doc.get("readers") != readers_hash()):
+    if (
+        doc.get("sha256") != hashlib.sha256(data).hexdigest()
+        or doc.get("schema") != SCHEMA
+        or doc.get("readers") != readers_hash()
+    ):
         return None
     try:
         return decode(doc["model"])
@@ -152,20 +155,17 @@ def write_shipped(preset: str, data: bytes, model) -> Path:
     path."""
     path = shipped_path(preset)
     path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps({"sha256": hashlib.sha256(data).hexdigest(), "schema": SCHEMA, "readers": readers_hash(),
-                                "parsed_with": versions(), "model": encode(model)}, indent=1) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "schema": SCHEMA,
+                "readers": readers_hash(),
+                "parsed_with": versions(),
+                "model": encode(model),
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     return path
-
-
-def main() -> int:
-    """Re-make the shipped parsed form of every preset (run after changing a preset or a reader)."""
-    from . import PRESETS_DIR, model_from_dict, preset_names
-
-    for name in preset_names():
-        data = (PRESETS_DIR / f"{name}.json").read_bytes()
-        print(write_shipped(name, data, model_from_dict(json.loads(data), name=name)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -14,11 +14,34 @@ Rooms: `devices` (device names, free memory and the limits that apply), `views` 
 views), `blocks` (BlockPool: block ownership).
 """
 
-from .blocks import ASSIGNMENTS, FREE, BlockPool, ranges_of
-from .devices import (CGROUP_ROOT, HUGE_PAGE, allocation_failed, check_fits, free_bytes, host_memory,
-                      host_zeros, resolve_device)
-from .views import VIEW_DTYPES, Pool, TensorView, check_views
+from kvviz.pool.blocks import ASSIGNMENTS, FREE, BlockPool, ranges_of
+from kvviz.pool.devices import (
+    CGROUP_ROOT,
+    HUGE_PAGE,
+    allocation_failed,
+    check_fits,
+    free_bytes,
+    host_memory,
+    host_zeros,
+    resolve_device,
+)
+from kvviz.pool.views import VIEW_DTYPES, Pool, TensorView, check_views
 
-__all__ = ["ASSIGNMENTS", "FREE", "BlockPool", "ranges_of", "CGROUP_ROOT", "allocation_failed", "check_fits",
-           "free_bytes", "host_memory", "HUGE_PAGE", "host_zeros", "resolve_device", "VIEW_DTYPES", "Pool",
-           "TensorView", "check_views"]
+__all__ = [
+    "ASSIGNMENTS",
+    "FREE",
+    "BlockPool",
+    "ranges_of",
+    "CGROUP_ROOT",
+    "allocation_failed",
+    "check_fits",
+    "free_bytes",
+    "host_memory",
+    "HUGE_PAGE",
+    "host_zeros",
+    "resolve_device",
+    "VIEW_DTYPES",
+    "Pool",
+    "TensorView",
+    "check_views",
+]

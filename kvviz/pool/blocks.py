@@ -7,8 +7,7 @@ from typing import Hashable
 
 import torch
 
-from ..errors import KvvizError, require
-
+from kvviz.base.errors import KvvizError, require
 
 FREE = -1  # owner id of a free block
 ASSIGNMENTS = ("round-robin", "contiguous")  # BlockPool.assigned
@@ -33,10 +32,14 @@ class BlockPool:
     """
 
     def __init__(self, num_blocks: int, *, max_groups: int = 2**15 - 2) -> None:
-        require(isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks > 0,
-                f"num_blocks={num_blocks!r}: must be a positive integer")
-        require(isinstance(max_groups, int) and 0 < max_groups < 2**31 - 1,
-                f"max_groups={max_groups!r}: must be a positive integer below 2^31 - 1")
+        require(
+            isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks > 0,
+            f"num_blocks={num_blocks!r}: must be a positive integer",
+        )
+        require(
+            isinstance(max_groups, int) and 0 < max_groups < 2**31 - 1,
+            f"max_groups={max_groups!r}: must be a positive integer below 2^31 - 1",
+        )
         self.num_blocks = num_blocks
         self.max_groups = max_groups
         self.owner_ids = torch.full((num_blocks,), FREE, dtype=_owner_dtype(max_groups))
@@ -55,15 +58,19 @@ class BlockPool:
     def _id(self, group: Hashable) -> int:
         i = self._ids.get(group)
         if i is None:
-            require(len(self.groups) < self.max_groups,
-                    f"group={group!r}: this BlockPool holds at most max_groups={self.max_groups} groups")
+            require(
+                len(self.groups) < self.max_groups,
+                f"group={group!r}: this BlockPool holds at most max_groups={self.max_groups} groups",
+            )
             i = self._ids[group] = len(self.groups)
             self.groups.append(group)
         return i
 
     def _check_block(self, block: int) -> None:
-        require(isinstance(block, int) and not isinstance(block, bool) and 0 <= block < self.num_blocks,
-                f"block={block!r}: outside 0..{self.num_blocks - 1}")
+        require(
+            isinstance(block, int) and not isinstance(block, bool) and 0 <= block < self.num_blocks,
+            f"block={block!r}: outside 0..{self.num_blocks - 1}",
+        )
 
     @property
     def num_free(self) -> int:
@@ -81,7 +88,7 @@ class BlockPool:
             # n <= the free count, so the scan finds them before the end (a guard, never an endless loop)
             require(lo < self.num_blocks, "BlockPool: the free count and owner_ids disagree")
             hi = min(self.num_blocks, lo + max(_SCAN, 2 * (n - len(out))))
-            free = (self.owner_ids[lo:hi] == FREE).nonzero().flatten()[:n - len(out)] + lo
+            free = (self.owner_ids[lo:hi] == FREE).nonzero().flatten()[: n - len(out)] + lo
             self.owner_ids[free] = gid
             out.extend(free.tolist())
             lo = hi
@@ -107,8 +114,10 @@ class BlockPool:
         if group in owners:
             raise KvvizError(f"block {block}: group {group!r} already owns it")
         if owners and not hazard:
-            raise KvvizError(f"block {block}: group {group!r} claims it but group {owners[0]!r} owns it "
-                             f"(one owner per block id, or the overlaid groups corrupt each other)")
+            raise KvvizError(
+                f"block {block}: group {group!r} claims it but group {owners[0]!r} owns it "
+                f"(one owner per block id, or the overlaid groups corrupt each other)"
+            )
         if owners:
             self._id(group)
             self._extra.setdefault(block, []).append(group)
@@ -124,8 +133,9 @@ class BlockPool:
             self._check_block(b)
             o = self.owners(b)
             if group not in o:
-                raise KvvizError(f"block {b}: group {group!r} frees it but "
-                                 + (f"group {o[0]!r} owns it" if o else "nobody owns it"))
+                raise KvvizError(
+                    f"block {b}: group {group!r} frees it but " + (f"group {o[0]!r} owns it" if o else "nobody owns it")
+                )
         require(len(set(ids)) == len(ids), f"ids: a block appears twice in one free() ({ids})")
         for b in ids:
             rest = [g for g in self.owners(b) if g != group]
@@ -171,7 +181,9 @@ class BlockPool:
         group b % num_groups (neighbouring blocks belong to different groups, as in a busy vLLM
         server); "contiguous" gives group g one run of ids, in group order. Filled in one tensor
         operation."""
-        require(assignment in ASSIGNMENTS, f"assignment={assignment!r}: unknown; choose one of {', '.join(ASSIGNMENTS)}")
+        require(
+            assignment in ASSIGNMENTS, f"assignment={assignment!r}: unknown; choose one of {', '.join(ASSIGNMENTS)}"
+        )
         bp = cls(num_blocks, max_groups=num_groups)
         owner = torch.full((num_blocks,), FREE, dtype=bp.owner_ids.dtype)
         start = 0
@@ -180,7 +192,7 @@ class BlockPool:
                 owner[g::num_groups] = g
             else:
                 n = num_blocks // num_groups + (g < num_blocks % num_groups)
-                owner[start:start + n] = g
+                owner[start : start + n] = g
                 start += n
         bp.assign(owner, range(num_groups))
         return bp

@@ -11,14 +11,14 @@ import warnings
 
 import torch
 
-from ..errors import KvvizError, require
-from ..text import bytes_label
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.text import bytes_label
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
 
 
 def resolve_device(name: str | torch.device | None = "auto", what: str = "device") -> torch.device:
-    """"auto" (CUDA when available, else CPU), "cpu", "cuda" or "cuda:N" -> torch.device.
+    """ "auto" (CUDA when available, else CPU), "cpu", "cuda" or "cuda:N" -> torch.device.
 
     Unknown strings, and CUDA when this torch sees no GPU (or not that index), raise KvvizError
     naming `what`: the Python argument by default; a command-line tool passes its flag ("--device").
@@ -40,7 +40,10 @@ def resolve_device(name: str | torch.device | None = "auto", what: str = "device
         raise KvvizError(f"{what}={name!r}: this torch ({torch.__version__}) sees no CUDA device; use cpu or auto")
     count = torch.cuda.device_count()
     i = torch.cuda.current_device() if index is None else int(index)
-    require(i < count, f"{what}={name!r}: there {'is' if count == 1 else 'are'} only {count} CUDA device(s) (0..{count - 1})")
+    require(
+        i < count,
+        f"{what}={name!r}: there {'is' if count == 1 else 'are'} only {count} CUDA device(s) (0..{count - 1})",
+    )
     return torch.device("cuda", i)
 
 
@@ -116,8 +119,11 @@ def _address_space_headroom() -> int | None:
 def host_memory() -> dict[str, int]:
     """What this process may still allocate on the host, by each limit that applies: MemAvailable,
     RLIMIT_AS (address space left) and the cgroup's memory.max (left), bytes; absent ones left out."""
-    out = {"MemAvailable": _meminfo_available(), "RLIMIT_AS": _address_space_headroom(),
-           "cgroup memory.max": _cgroup_headroom()}
+    out = {
+        "MemAvailable": _meminfo_available(),
+        "RLIMIT_AS": _address_space_headroom(),
+        "cgroup memory.max": _cgroup_headroom(),
+    }
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -154,9 +160,16 @@ def allocation_failed(e: BaseException) -> bool:
     if isinstance(e, (MemoryError, torch.OutOfMemoryError)):
         return True
     text = str(e).lower()
-    return isinstance(e, RuntimeError) and any(s in text for s in (
-        "can't allocate memory", "cannot allocate memory", "out of memory", "not enough memory",
-        "failed to allocate"))
+    return isinstance(e, RuntimeError) and any(
+        s in text
+        for s in (
+            "can't allocate memory",
+            "cannot allocate memory",
+            "out of memory",
+            "not enough memory",
+            "failed to allocate",
+        )
+    )
 
 
 HUGE_PAGE = 2**21  # bytes of one transparent huge page (x86-64 and arm64 with 4 KiB base pages)

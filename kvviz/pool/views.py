@@ -7,11 +7,11 @@ import dataclasses
 
 import torch
 
-from .. import formats
-from ..core.layout import Layout, Placement, SharedTensor
-from ..errors import KvvizError, require
-from ..text import bytes_label
-from .devices import allocation_failed, check_fits, host_zeros, resolve_device
+from kvviz.base import regions
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.text import bytes_label
+from kvviz.core.layout import Layout, Placement, SharedTensor
+from kvviz.pool.devices import allocation_failed, check_fits, host_zeros, resolve_device
 
 VIEW_DTYPES = {"uint8": torch.uint8, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -24,14 +24,22 @@ def check_views(layout: Layout) -> None:
         dtype = p.cache.row_format.view_dtype
         where = f"layer {p.name!r} (group {layout.groups[p.group].name!r})"
         require(p.page_bytes > 0, f"{where}: page_bytes=0, a zero-size page has no view")
-        require(p.offset >= 0 and p.end <= stride,
-                f"{where}: offset {p.offset} + page {p.page_bytes} lies outside the block stride {stride}")
-        require(p.offset % size == 0,
-                f"{where}: offset={p.offset} is not divisible by the {dtype} size {size}; its view is impossible")
-        require(stride % size == 0,
-                f"{where}: block_stride={stride} is not divisible by the {dtype} size {size}; its view is impossible")
-        require(p.page_bytes % size == 0,
-                f"{where}: page_bytes={p.page_bytes} is not divisible by the {dtype} size {size}; its view is impossible")
+        require(
+            p.offset >= 0 and p.end <= stride,
+            f"{where}: offset {p.offset} + page {p.page_bytes} lies outside the block stride {stride}",
+        )
+        require(
+            p.offset % size == 0,
+            f"{where}: offset={p.offset} is not divisible by the {dtype} size {size}; its view is impossible",
+        )
+        require(
+            stride % size == 0,
+            f"{where}: block_stride={stride} is not divisible by the {dtype} size {size}; its view is impossible",
+        )
+        require(
+            p.page_bytes % size == 0,
+            f"{where}: page_bytes={p.page_bytes} is not divisible by the {dtype} size {size}; its view is impossible",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,16 +58,19 @@ class TensorView:
 class Pool:
     """ONE uint8 backing of num_blocks * block_stride bytes and zero-copy views of every layer."""
 
-    def __init__(self, layout: Layout, num_blocks: int, device: str | torch.device = "auto", *,
-                 zero: bool = True) -> None:
+    def __init__(
+        self, layout: Layout, num_blocks: int, device: str | torch.device = "auto", *, zero: bool = True
+    ) -> None:
         """Allocate the backing (zeroed, as vLLM's worker does with torch.zeros; zero=False leaves
         the bytes as the allocator gives them, for a caller that writes every byte it reads, as
         kvviz.verify does) and check that every layer has a view. On the CPU the backing is
         host_zeros (transparent huge pages, zero from the kernel: `zeroed` is then True whatever
         `zero` says); CUDA backings are torch's."""
         require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
-        require(isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks > 0,
-                f"num_blocks={num_blocks!r}: must be a positive integer")
+        require(
+            isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks > 0,
+            f"num_blocks={num_blocks!r}: must be a positive integer",
+        )
         self.layout = layout
         self.num_blocks = num_blocks
         self.block_stride = layout.block_stride
@@ -76,8 +87,10 @@ class Pool:
         except (MemoryError, RuntimeError) as e:  # the free-memory check raced or lied
             if not allocation_failed(e):
                 raise
-            raise KvvizError(f"num_blocks={num_blocks}: allocating {bytes_label(self.nbytes)} on {self.device} failed "
-                             f"({str(e).splitlines()[0]})") from None
+            raise KvvizError(
+                f"num_blocks={num_blocks}: allocating {bytes_label(self.nbytes)} on {self.device} failed "
+                f"({str(e).splitlines()[0]})"
+            ) from None
         self.zeroed = zero or self.device.type == "cpu"  # every byte starts at 0
         self.blocks = self.backing.view(num_blocks, layout.block_stride)
 
@@ -85,8 +98,11 @@ class Pool:
     def from_budget(cls, layout: Layout, budget_bytes: int, device: str | torch.device = "auto") -> "Pool":
         """floor(budget / stride) blocks (Layout.num_blocks)."""
         n = layout.num_blocks(budget_bytes)
-        require(n > 0, f"budget_bytes={budget_bytes}: smaller than one block stride ({layout.block_stride:,} B); "
-                       f"num_blocks would be 0")
+        require(
+            n > 0,
+            f"budget_bytes={budget_bytes}: smaller than one block stride ({layout.block_stride:,} B); "
+            f"num_blocks would be 0",
+        )
         return cls(layout, n, device)
 
     # ---- lookups -------------------------------------------------------------------------------
@@ -111,7 +127,7 @@ class Pool:
     def page_view(self, name: str) -> torch.Tensor:
         """(num_blocks, page_bytes) uint8: the backing as (num_blocks, stride), columns [offset, offset+page)."""
         p = self.placement(name)
-        return self.blocks[:, p.offset:p.end]
+        return self.blocks[:, p.offset : p.end]
 
     def typed_view(self, name: str) -> torch.Tensor:
         """(num_blocks, page_bytes / dtype_size) in the layer's view dtype (uint8, bfloat16, float32)."""
@@ -133,14 +149,14 @@ class Pool:
                 f"so a row is not contiguous; use payload_view/footer_view"
             )
         content = p.cache.rows * fmt.row_bytes
-        typed = self.blocks[:, p.offset:p.offset + content].view(VIEW_DTYPES[fmt.view_dtype])
+        typed = self.blocks[:, p.offset : p.offset + content].view(VIEW_DTYPES[fmt.view_dtype])
         return typed.unflatten(1, (p.cache.rows, fmt.row_bytes // fmt.dtype_size))
 
     def _region(self, name: str, region: str) -> tuple[int, int]:
         """[start, end) inside the block of one region ("payload", "footer") of layer `name`'s page,
-        as kvviz.formats lays a page out (docs/row-formats.md#page-anatomy)."""
+        as kvviz.base.formats lays a page out (docs/row-formats.md#page-anatomy)."""
         p = self.placement(name)
-        for r in formats.page_regions(p.cache.row_format, p.cache.rows, p.page_bytes):
+        for r in regions.page_regions(p.cache.row_format, p.cache.rows, p.page_bytes):
             if r.name == region:
                 return p.offset + r.start, p.offset + r.end
         return p.offset, p.offset  # the format has no such region (a format without footer)
@@ -170,12 +186,18 @@ class Pool:
         page = ps[0].page_bytes
         require(all(p.page_bytes == page for p in ps), f"names: pages of {names!r} differ in size")
         step = ps[1].offset - ps[0].offset if len(ps) > 1 else page
-        require(step > 0 and all(b.offset - a.offset == step for a, b in zip(ps, ps[1:])),
-                f"names: offsets of {names!r} are not equally spaced")
+        require(
+            step > 0 and all(b.offset - a.offset == step for a, b in zip(ps, ps[1:])),
+            f"names: offsets of {names!r} are not equally spaced",
+        )
         start, stop, bstep = blocks.indices(self.num_blocks)
         n = len(range(start, stop, bstep))
-        return torch.as_strided(self.backing, (n, len(ps), page), (bstep * self.block_stride, step, 1),
-                                start * self.block_stride + ps[0].offset)
+        return torch.as_strided(
+            self.backing,
+            (n, len(ps), page),
+            (bstep * self.block_stride, step, 1),
+            start * self.block_stride + ps[0].offset,
+        )
 
     def group_view(self, group: int, blocks: slice = slice(None)) -> torch.Tensor:
         """(blocks, span) uint8: the columns from the group's first page offset to its last page end,
@@ -191,13 +213,15 @@ class Pool:
         for t in self.layout.tensors:
             if t.layer_stride is None:
                 extent = max(self.layout.by_name[n].page_bytes for n in t.layers)
-                out.append(TensorView(t, self.blocks[:, t.offset:t.offset + extent]))
+                out.append(TensorView(t, self.blocks[:, t.offset : t.offset + extent]))
             else:
                 n = len(t.layers)
-                v = self.blocks[:, t.offset:t.offset + n * t.layer_stride].unflatten(1, (n, t.layer_stride))
+                v = self.blocks[:, t.offset : t.offset + n * t.layer_stride].unflatten(1, (n, t.layer_stride))
                 out.append(TensorView(t, v))
         return tuple(out)
 
     def __repr__(self) -> str:
-        return (f"Pool({self.layout.planner}, num_blocks={self.num_blocks}, block_stride={self.block_stride}, "
-                f"{bytes_label(self.nbytes)} on {self.device})")
+        return (
+            f"Pool({self.layout.planner}, num_blocks={self.num_blocks}, block_stride={self.block_stride}, "
+            f"{bytes_label(self.nbytes)} on {self.device})"
+        )

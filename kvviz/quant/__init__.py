@@ -14,10 +14,10 @@ Rooms, each importing only those above it:
   `parts`: the hybrid models' part-by-part rows (K | V, latent | RoPE, conv | SSM).
 * `registry`: `Codec` (encode, decode, row anatomy and error bound of one row format),
   `CODECS`, `get_codec`, `error_bound`.
-* `pages`: payloads first, then footers, then zero padding, as `formats.PageAnatomy` says.
+* `pages`: payloads first, then footers, then zero padding, as `regions.PageAnatomy` says.
 
 Row and page anatomy (values per scale, footer alignment, element widths, where payloads and
-footers sit in a page) is `kvviz.formats`'s: the codecs size their rows from its `RowFormat`s
+footers sit in a page) is `kvviz.base.formats`'s: the codecs size their rows from its `RowFormat`s
 and place them with its `PageAnatomy`.
 
 Scale rules
@@ -58,15 +58,41 @@ exactly this):
 
 from __future__ import annotations
 
-from .elements import (E2M1_MAX, E2M1_VALUES, E4M3_MAX, bf16_decode, bf16_encode, bf16_half_ulp,
-                       e2m1_decode, e2m1_encode, e4m3_decode, e4m3_encode, e4m3_half_ulp, fp32_decode,
-                       fp32_encode, pack_nibbles, ue8m0_decode, ue8m0_from_amax, unpack_nibbles)
-from .pages import pack_page, read_interleaved, unpack_page, write_page
-from .parts import parts_of
-from .registry import CODECS, Codec, Encoded, error_bound, get_codec
-from .rows import (FP8_AMAX_FLOOR, MXFP4_AMAX_FLOOR, ds_mla_decode, ds_mla_encode, ds_mla_row_bytes,
-                   fp8_indexer_decode, fp8_indexer_encode, fp8_tensor_decode, fp8_tensor_encode, mxfp4_decode,
-                   mxfp4_encode)
+from kvviz.quant.elements import (
+    E2M1_MAX,
+    E2M1_VALUES,
+    E4M3_MAX,
+    bf16_decode,
+    bf16_encode,
+    bf16_half_ulp,
+    e2m1_decode,
+    e2m1_encode,
+    e4m3_decode,
+    e4m3_encode,
+    e4m3_half_ulp,
+    fp32_decode,
+    fp32_encode,
+    pack_nibbles,
+    ue8m0_decode,
+    ue8m0_from_amax,
+    unpack_nibbles,
+)
+from kvviz.quant.pages import pack_page, read_interleaved, unpack_page, write_page
+from kvviz.quant.parts import parts_of
+from kvviz.quant.registry import CODECS, Codec, Encoded, error_bound, get_codec
+from kvviz.quant.rows import (
+    FP8_AMAX_FLOOR,
+    MXFP4_AMAX_FLOOR,
+    ds_mla_decode,
+    ds_mla_encode,
+    ds_mla_row_bytes,
+    fp8_indexer_decode,
+    fp8_indexer_encode,
+    fp8_tensor_decode,
+    fp8_tensor_encode,
+    mxfp4_decode,
+    mxfp4_encode,
+)
 
 __all__ = [
     "E2M1_VALUES",

@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from ..errors import require
+from kvviz.base.errors import require
 
 LITTLE_ENDIAN = sys.byteorder == "little"
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import require
-from . import bits
+from kvviz.base.errors import require
+from kvviz.quant import bits
 
 #: The 16 E2M1 code values (index = code); code 8 is -0.0.
 E2M1_VALUES = torch.tensor(
@@ -90,9 +90,11 @@ def e2m1_decode(codes: torch.Tensor) -> torch.Tensor:
 
 def e2m1_pair_table(device: torch.device) -> torch.Tensor:
     """int64[256]: for each packed byte, its two decoded fp32 values (low nibble first) as 8 bytes."""
+
     def build() -> torch.Tensor:
         pairs = torch.stack((E2M1_VALUES.repeat(16), E2M1_VALUES.repeat_interleave(16)), dim=-1)
         return pairs.contiguous().view(torch.int64).reshape(256)
+
     return bits.cached_table("e2m1_pairs", device, build)
 
 

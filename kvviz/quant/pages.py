@@ -1,6 +1,6 @@
 """Pages of encoded rows: payloads first, then footers, then zero padding.
 
-The layout rule is `kvviz.formats.PageAnatomy`'s (docs/row-formats.md#page-anatomy); these
+The layout rule is `kvviz.base.regions.PageAnatomy`'s (docs/row-formats.md#page-anatomy); these
 functions check the tensors (uint8, matching shapes, a page large enough) and ask the anatomy
 to place or cut the bytes. It mirrors vLLM 0.33's packed DeepSeek V4 pages: the fp8_ds_mla
 writer (``quantize_and_insert_k_cache``: "First 64 * 576 = 36864 bytes: Token data ... Next
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import require
-from ..formats import PageAnatomy
-from . import bits
+from kvviz.base.errors import require
+from kvviz.base.regions import PageAnatomy
+from kvviz.quant import bits
 
 
 def _check_rows(payload: torch.Tensor, footer: torch.Tensor) -> tuple[int, int, int]:

@@ -14,10 +14,10 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from .. import formats
-from ..errors import KvvizError, require
-from . import bits, parts, rows
-from .elements import bf16_decode, bf16_encode, bf16_half_ulp, fp32_bound, fp32_decode, fp32_encode
+from kvviz.base import formats
+from kvviz.base.errors import KvvizError, require
+from kvviz.quant import bits, parts, rows
+from kvviz.quant.elements import bf16_decode, bf16_encode, bf16_half_ulp, fp32_bound, fp32_decode, fp32_encode
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -44,7 +44,7 @@ class Codec:
     bound their error.
 
     ``encode(x, **opts)`` takes x [..., D]; ``row_format(head_dim, **opts)`` is the row's anatomy
-    (a `kvviz.formats.RowFormat`, the one source of its sizes) and ``row_bytes(head_dim, **opts)``
+    (a `kvviz.base.formats.RowFormat`, the one source of its sizes) and ``row_bytes(head_dim, **opts)``
     its (payload_bytes, footer_bytes); ``error_bound(x, **opts)`` gives the per-element absolute
     bound on |decode(encode(x)) - x| for finite x. `mirrors` names the vLLM 0.33 function that
     writes the row. An unknown option raises KvvizError naming it.
@@ -85,7 +85,7 @@ class Codec:
         return self._decode(enc, **dict(enc.opts))
 
     def row_format(self, head_dim: int, **opts: Any) -> formats.RowFormat:
-        """The kvviz.formats row this codec writes for `head_dim` values with these options."""
+        """The kvviz.base.formats row this codec writes for `head_dim` values with these options."""
         self._check_opts(opts)
         require(isinstance(head_dim, int) and head_dim > 0, f"head_dim={head_dim!r}: must be a positive integer")
         return self._row(head_dim, **opts)

@@ -2,7 +2,7 @@
 
 Each row format has its encoder, decoder, error bound and row anatomy here, and nothing else:
 the MXFP4 indexer K row, the FP8 indexer K row, the ``fp8_ds_mla`` main KV row, and the
-FlashInfer FP8 row (one per-tensor scale). Their sizes come from `kvviz.formats` (the one home
+FlashInfer FP8 row (one per-tensor scale). Their sizes come from `kvviz.base.formats` (the one home
 of the sizes the kernels fix); `kvviz.quant.registry` names them as codecs. Every function
 takes rows [..., D] and is vectorised over the leading dims.
 
@@ -16,13 +16,24 @@ from __future__ import annotations
 
 import torch
 
-from .. import formats
-from ..errors import require
-from ..formats import DS_MLA_ROPE_DIMS, DS_MLA_SCALE_BLOCK, INDEXER_FP8_BLOCK, MXFP4_BLOCK
-from . import bits
-from .elements import (E2M1_MAX, E4M3_MAX, bf16_decode, bf16_encode, bf16_half_ulp, e2m1_encode,
-                       e2m1_pair_table, e4m3_decode, e4m3_encode, e4m3_scaled_bound, ue8m0_decode,
-                       ue8m0_from_amax)
+from kvviz.base import formats
+from kvviz.base.errors import require
+from kvviz.base.formats import DS_MLA_ROPE_DIMS, DS_MLA_SCALE_BLOCK, INDEXER_FP8_BLOCK, MXFP4_BLOCK
+from kvviz.quant import bits
+from kvviz.quant.elements import (
+    E2M1_MAX,
+    E4M3_MAX,
+    bf16_decode,
+    bf16_encode,
+    bf16_half_ulp,
+    e2m1_encode,
+    e2m1_pair_table,
+    e4m3_decode,
+    e4m3_encode,
+    e4m3_scaled_bound,
+    ue8m0_decode,
+    ue8m0_from_amax,
+)
 
 #: vLLM 0.33's MXFP4 indexer writer floors amax at 6 * 2^-126 (``tl.maximum(amax, 6.0 * (2**-126))``
 #: in ``_fused_kv_compress_norm_rope_insert_indexer_mxfp4_attn``): an all-zero 32-group gets scale byte 1.
@@ -172,14 +183,22 @@ def fp8_indexer_row_format(head_dim: int, *, block: int = INDEXER_FP8_BLOCK, **_
 # ---------------------------------------------------- DeepSeek V4 fp8_ds_mla (584 B rows at 512)
 
 
-def ds_mla_row_format(head_dim: int, *, rope_dims: int = DS_MLA_ROPE_DIMS, scale_block: int = DS_MLA_SCALE_BLOCK,
-                      arg: str = "", **_: object) -> formats.RowFormat:
+def ds_mla_row_format(
+    head_dim: int,
+    *,
+    rope_dims: int = DS_MLA_ROPE_DIMS,
+    scale_block: int = DS_MLA_SCALE_BLOCK,
+    arg: str = "",
+    **_: object,
+) -> formats.RowFormat:
     """formats.ds_mla_row after checking the arguments under kvviz.quant's names (head_dim,
     after the argument `arg` it comes from, "x: "; rope_dims; scale_block)."""
     require(isinstance(head_dim, int) and head_dim > 0, f"{arg}head_dim={head_dim!r}: must be a positive integer")
     require(isinstance(rope_dims, int) and rope_dims >= 0, f"rope_dims={rope_dims!r}: must be a non-negative integer")
     require(rope_dims < head_dim, f"rope_dims={rope_dims}: must be smaller than head_dim={head_dim}")
-    require(isinstance(scale_block, int) and scale_block > 0, f"scale_block={scale_block!r}: must be a positive integer")
+    require(
+        isinstance(scale_block, int) and scale_block > 0, f"scale_block={scale_block!r}: must be a positive integer"
+    )
     nope = head_dim - rope_dims
     require(
         nope % scale_block == 0,
@@ -245,8 +264,11 @@ def ds_mla_decode(
     rope_bytes = formats.Field(name="RoPE", element=formats.Element.BF16, count=rope_dims).num_bytes
     nope = p - rope_bytes  # E4M3: one byte per NoPE dim
     require(nope > 0, f"rope_dims={rope_dims}: payload of {p} bytes leaves no NoPE dims")
-    n_scales = ds_mla_row_format(nope + rope_dims, rope_dims=rope_dims, scale_block=scale_block,
-                                 arg="payload: ").field("scale").count
+    n_scales = (
+        ds_mla_row_format(nope + rope_dims, rope_dims=rope_dims, scale_block=scale_block, arg="payload: ")
+        .field("scale")
+        .count
+    )
     require(
         footer.shape[-1] >= n_scales and tuple(footer.shape[:-1]) == tuple(payload.shape[:-1]),
         f"footer: shape {tuple(footer.shape)} cannot hold {n_scales} scales for payload {tuple(payload.shape)}",
@@ -265,8 +287,11 @@ def ds_mla_bound(
 ) -> torch.Tensor:
     """Per-element bound on the fp8_ds_mla round trip: the exact-scale E4M3 bound on the NoPE
     dims (power-of-two scales), half a bf16 ulp on the RoPE dims."""
-    nope = ds_mla_row_format(bits.last_dim(x, "x"), rope_dims=rope_dims, scale_block=scale_block,
-                             arg="x: ").field("NoPE").count
+    nope = (
+        ds_mla_row_format(bits.last_dim(x, "x"), rope_dims=rope_dims, scale_block=scale_block, arg="x: ")
+        .field("NoPE")
+        .count
+    )
     g = bits.groups(x[..., :nope], scale_block)
     sb = ue8m0_from_amax(bits.absmax(g), max_elem=E4M3_MAX, rule="ceil", amax_floor=amax_floor)
     b = e4m3_scaled_bound(g, ue8m0_decode(sb).unsqueeze(-1), exact_scale=True)

@@ -1,4 +1,4 @@
-// kvviz live block map: draws BlockMapData.to_dict() (kvviz/mapdata.py) as an SVG.
+// kvviz live block map: draws BlockMapData.to_dict() (kvviz/views/blockmap_data.py) as an SVG.
 // Every number comes from Python; this module only places it. No network, no dependencies.
 
 const W = 960;          // viewBox width (px); the SVG scales to its container
@@ -20,7 +20,7 @@ function fmt(n) {
   return Number(n).toLocaleString("en-US");
 }
 
-// The same lines as MapRange.tooltip() in kvviz/mapdata.py.
+// The same lines as MapRange.tooltip() in kvviz/views/blockmap_data.py.
 function rangeTip(r, d) {
   const k = d.kinds.find((q) => q.kind === r.kind);
   return `${r.layer}\ngroup ${r.group} \u00b7 ${k.label}\n` +

@@ -26,12 +26,14 @@ from typing import Any
 
 import torch
 
-from .. import formats, quant
-from ..errors import KvvizError, require
-from ..families import preset_names, preset_raw
-from ..families.deepseek_v4 import BACKENDS, CacheOptions, config_from_dict, is_deepseek_v4, model_caches
-from ..options import KV_DTYPES
-from ..pool import resolve_device
+from kvviz import quant
+from kvviz.base import formats
+from kvviz.base.errors import KvvizError, require
+from kvviz.families import preset_names, preset_raw
+from kvviz.families.deepseek_v4 import BACKENDS, CacheOptions, model_caches
+from kvviz.families.deepseek_v4_config import config_from_dict, is_deepseek_v4
+from kvviz.options import KV_DTYPES
+from kvviz.pool import resolve_device
 
 #: The model whose row formats are checked (its preset gives every head dim).
 PARITY_MODEL = "deepseek-v4-pro"
@@ -85,17 +87,33 @@ class ParityResult:
 
     def line(self) -> str:
         """One line: the case, rows, bytes compared and the verdict (what differed first, if anything)."""
-        verdict = "same bytes" if self.equal else "DIFFERENT: " + ", ".join(
-            f"{n} {part}" for part, n in self.mismatched.items() if n) + f" (first: {self.first_mismatch})"
-        return (f"{self.case.label:<44} {self.rows:>7,} rows  {self.bytes_compared:>13,} B  cpu vs {self.device}: "
-                f"{verdict}  ({self.seconds:.2f} s)")
+        verdict = (
+            "same bytes"
+            if self.equal
+            else "DIFFERENT: "
+            + ", ".join(f"{n} {part}" for part, n in self.mismatched.items() if n)
+            + f" (first: {self.first_mismatch})"
+        )
+        return (
+            f"{self.case.label:<44} {self.rows:>7,} rows  {self.bytes_compared:>13,} B  cpu vs {self.device}: "
+            f"{verdict}  ({self.seconds:.2f} s)"
+        )
 
     def to_json(self) -> dict:
         """The result as a JSON-ready dict (the --json output's per-case entry)."""
-        return {"case": self.case.label, "codec": self.case.codec, "dims": self.case.dims,
-                "opts": dict(self.case.opts), "device": self.device, "rows": self.rows,
-                "bytes_compared": self.bytes_compared, "mismatched": self.mismatched,
-                "first_mismatch": self.first_mismatch, "equal": self.equal, "seconds": round(self.seconds, 3)}
+        return {
+            "case": self.case.label,
+            "codec": self.case.codec,
+            "dims": self.case.dims,
+            "opts": dict(self.case.opts),
+            "device": self.device,
+            "rows": self.rows,
+            "bytes_compared": self.bytes_compared,
+            "mismatched": self.mismatched,
+            "first_mismatch": self.first_mismatch,
+            "equal": self.equal,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 def parity_cases(model: str = PARITY_MODEL) -> tuple[ParityCase, ...]:
@@ -118,15 +136,20 @@ def parity_cases(model: str = PARITY_MODEL) -> tuple[ParityCase, ...]:
     raw = preset_raw(PARITY_HYBRID_MODEL)
     raw = raw.get("text_config") or raw
     # every two-part row kind: K|V rows, MLA latent|rope rows, recurrent conv|SSM states, each dtype
-    kv_rows = [formats.kv_row(raw["num_key_value_heads"], raw["head_dim"], raw["head_dim"], dtype) for dtype in KV_DTYPES]
+    kv_rows = [
+        formats.kv_row(raw["num_key_value_heads"], raw["head_dim"], raw["head_dim"], dtype) for dtype in KV_DTYPES
+    ]
     mla = preset_raw(PARITY_MLA_MODEL)
     kv_rows += [formats.mla_row(mla["kv_lora_rank"], mla["qk_rope_head_dim"], dtype) for dtype in KV_DTYPES]
     gdn = preset_raw(PARITY_STATE_MODEL)  # a gated delta net state (conv, SSM) in bf16 and fp32
-    conv = (gdn["linear_conv_kernel_dim"] - 1) * (2 * gdn["linear_num_key_heads"] * gdn["linear_key_head_dim"]
-                                                  + gdn["linear_num_value_heads"] * gdn["linear_value_head_dim"])
+    conv = (gdn["linear_conv_kernel_dim"] - 1) * (
+        2 * gdn["linear_num_key_heads"] * gdn["linear_key_head_dim"]
+        + gdn["linear_num_value_heads"] * gdn["linear_value_head_dim"]
+    )
     ssm = gdn["linear_num_value_heads"] * gdn["linear_value_head_dim"] * gdn["linear_key_head_dim"]
-    kv_rows += [formats.recurrent_state_row("gdn", (("conv", conv, "bf16"), ("ssm", ssm, dtype)))
-                for dtype in ("bf16", "fp32")]
+    kv_rows += [
+        formats.recurrent_state_row("gdn", (("conv", conv, "bf16"), ("ssm", ssm, dtype))) for dtype in ("bf16", "fp32")
+    ]
     rows["parts"] = kv_rows[0]
     missing = set(quant.CODECS) - set(rows)
     require(not missing, f"model={model!r}: no cache uses codec(s) {', '.join(sorted(missing))}")
@@ -217,17 +240,21 @@ def check_case(case: ParityCase, device: str | torch.device, *, rows: int = PARI
         _compare("bound", codec.error_bound(part, **opts), codec.error_bound(on_dev, **opts), mismatched, first)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return ParityResult(case, str(device), rows, compared, mismatched, first[0] if first else "",
-                        time.perf_counter() - t0)
+    return ParityResult(
+        case, str(device), rows, compared, mismatched, first[0] if first else "", time.perf_counter() - t0
+    )
 
 
-def run(device: str | torch.device, *, rows: int = PARITY_ROWS, seed: int = 0,
-        model: str = PARITY_MODEL) -> list[ParityResult]:
+def run(
+    device: str | torch.device, *, rows: int = PARITY_ROWS, seed: int = 0, model: str = PARITY_MODEL
+) -> list[ParityResult]:
     """`check_case` for every case of `parity_cases(model)`; a wide row (a recurrent state holds
     hundreds of thousands of values) gets as many rows as PARITY_MAX_VALUES values allow, and at
     least PARITY_MIN_ROWS."""
-    return [check_case(c, device, rows=min(rows, max(PARITY_MIN_ROWS, PARITY_MAX_VALUES // c.dims)), seed=seed)
-            for c in parity_cases(model)]
+    return [
+        check_case(c, device, rows=min(rows, max(PARITY_MIN_ROWS, PARITY_MAX_VALUES // c.dims)), seed=seed)
+        for c in parity_cases(model)
+    ]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -243,9 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda", help="device compared with the CPU (default cuda)")
     ap.add_argument("--rows", type=int, default=PARITY_ROWS, help=f"rows per case (default {PARITY_ROWS:,})")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--model", default=PARITY_MODEL, choices=[n for n in preset_names() if is_deepseek_v4(preset_raw(n))],
-                    help="DeepSeek V4 preset whose row formats are checked (hybrid K|V rows join from "
-                         f"{PARITY_HYBRID_MODEL})")
+    ap.add_argument(
+        "--model",
+        default=PARITY_MODEL,
+        choices=[n for n in preset_names() if is_deepseek_v4(preset_raw(n))],
+        help=f"DeepSeek V4 preset whose row formats are checked (hybrid K|V rows join from {PARITY_HYBRID_MODEL})",
+    )
     ap.add_argument("--json", action="store_true", help="one JSON object instead of lines")
     try:
         args = ap.parse_args(argv)
@@ -257,13 +287,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ok = all(r.equal for r in results)
     if args.json:
-        print(json.dumps({"device": str(device), "torch": torch.__version__, "rows": args.rows, "equal": ok,
-                          "cases": [r.to_json() for r in results]}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "device": str(device),
+                    "torch": torch.__version__,
+                    "rows": args.rows,
+                    "equal": ok,
+                    "cases": [r.to_json() for r in results],
+                },
+                indent=1,
+            )
+        )
     else:
         for r in results:
             print(r.line())
-        print(f"{'all codecs: same bytes' if ok else 'SOME CODECS DIFFER'} on cpu and {device} "
-              f"({len(results)} cases, torch {torch.__version__})")
+        print(
+            f"{'all codecs: same bytes' if ok else 'SOME CODECS DIFFER'} on cpu and {device} "
+            f"({len(results)} cases, torch {torch.__version__})"
+        )
     return 0 if ok else 1
 
 

@@ -16,15 +16,42 @@
 
 from __future__ import annotations
 
-from .batches import Batch, WorkItem, layer_batches
-from .guards import cpu_threads, working_bytes
-from .hazards import HAZARDS
-from .report import Corruption, FormatError, GroupBlocks, HazardReport, Misread, MisreadRow, VerifyReport, unused_label
-from .run import blocks_for_budget, verify
-from .samples import SAMPLE_ROWS
-from .source import source_values
-from ..pool import ASSIGNMENTS
+from kvviz.pool import ASSIGNMENTS
+from kvviz.verify.batches import Batch, WorkItem, layer_batches
+from kvviz.verify.guards import cpu_threads, working_bytes
+from kvviz.verify.hazards import HAZARDS
+from kvviz.verify.report import (
+    Corruption,
+    FormatError,
+    GroupBlocks,
+    HazardReport,
+    Misread,
+    MisreadRow,
+    VerifyReport,
+    unused_label,
+)
+from kvviz.verify.run import blocks_for_budget, verify
+from kvviz.verify.samples import SAMPLE_ROWS
+from kvviz.verify.source import source_values
 
-__all__ = ["verify", "VerifyReport", "Corruption", "FormatError", "GroupBlocks", "HazardReport", "Misread",
-           "MisreadRow", "HAZARDS", "ASSIGNMENTS", "blocks_for_budget", "layer_batches", "Batch", "WorkItem",
-           "working_bytes", "cpu_threads", "source_values", "unused_label", "SAMPLE_ROWS"]
+__all__ = [
+    "verify",
+    "VerifyReport",
+    "Corruption",
+    "FormatError",
+    "GroupBlocks",
+    "HazardReport",
+    "Misread",
+    "MisreadRow",
+    "HAZARDS",
+    "ASSIGNMENTS",
+    "blocks_for_budget",
+    "layer_batches",
+    "Batch",
+    "WorkItem",
+    "working_bytes",
+    "cpu_threads",
+    "source_values",
+    "unused_label",
+    "SAMPLE_ROWS",
+]

@@ -16,9 +16,10 @@ from typing import Any, Iterator
 
 import torch
 
-from .. import formats, quant
-from ..core.layout import Layout, Placement
-from ..errors import require
+from kvviz import quant
+from kvviz.base import formats
+from kvviz.base.errors import require
+from kvviz.core.layout import Layout, Placement
 
 # Bytes of pages one work item holds (at least one block of its batch): small enough that its
 # expected pages stay in the CPU's caches between being generated and compared; a GPU wants
@@ -79,15 +80,16 @@ def codec_opts(p: Placement) -> dict:
         opts["parts"] = quant.parts_of(fmt)
     codec = quant.get_codec(fmt.codec_name)
     got = codec.row_bytes(fmt.dims, **opts)
-    require(got == (fmt.payload_bytes, fmt.footer_bytes),
-            f"layer {p.name!r}: codec {fmt.name} makes rows of {got[0]} + {got[1]} B but the layout says "
-            f"{fmt.payload_bytes} + {fmt.footer_bytes} B")
+    require(
+        got == (fmt.payload_bytes, fmt.footer_bytes),
+        f"layer {p.name!r}: codec {fmt.name} makes rows of {got[0]} + {got[1]} B but the layout says "
+        f"{fmt.payload_bytes} + {fmt.footer_bytes} B",
+    )
     return opts
 
 
 def _same_kind(a: Placement, b: Placement) -> bool:
-    return (a.cache.row_format == b.cache.row_format and a.page_bytes == b.page_bytes
-            and a.cache.rows == b.cache.rows)
+    return a.cache.row_format == b.cache.row_format and a.page_bytes == b.page_bytes and a.cache.rows == b.cache.rows
 
 
 def _word_bytes(stride: int, run: list[Placement]) -> int:
@@ -114,15 +116,20 @@ def layer_batches(layout: Layout, max_bytes: int = CPU_ITEM_BYTES) -> tuple[Batc
             opts = None if opaque else codec_opts(run[0])
             per = max(1, max_bytes // run[0].page_bytes)
             for i in range(0, len(run), per):
-                part = run[i:i + per]
-                out.append(Batch(g, tuple(part), tuple(index[p.name] for p in part), opts,
-                                 _word_bytes(layout.block_stride, part)))
+                part = run[i : i + per]
+                out.append(
+                    Batch(
+                        g, tuple(part), tuple(index[p.name] for p in part), opts, _word_bytes(layout.block_stride, part)
+                    )
+                )
             run.clear()
 
         for p in layout.group_placements(g):
-            if run and not (_same_kind(run[0], p) and (len(run) < 2 or p.offset - run[-1].offset
-                                                       == run[1].offset - run[0].offset)
-                            and p.offset > run[-1].offset):
+            if run and not (
+                _same_kind(run[0], p)
+                and (len(run) < 2 or p.offset - run[-1].offset == run[1].offset - run[0].offset)
+                and p.offset > run[-1].offset
+            ):
                 flush()
             run.append(p)
         flush()

@@ -17,11 +17,11 @@ from typing import Callable, Iterator
 
 import torch
 
-from ..core.layout import Layout
-from ..pool import BlockPool, Pool
-from .batches import Batch, WorkItem, position, work_items
-from .report import Corruption, unused_label
-from .source import WORD_DTYPES, block_keys, fill_pattern, layer_keys, ramp
+from kvviz.core.layout import Layout
+from kvviz.pool import BlockPool, Pool
+from kvviz.verify.batches import Batch, WorkItem, position, work_items
+from kvviz.verify.report import Corruption, unused_label
+from kvviz.verify.source import WORD_DTYPES, block_keys, fill_pattern, layer_keys, ramp
 
 UNUSED_CHUNK_BYTES = 2**24  # bytes of the pool one step of the unused-bytes check reads at a time
 
@@ -58,8 +58,14 @@ def same_pages(got: torch.Tensor, want: torch.Tensor) -> bool:
     machine's read bandwidth. Elsewhere (CUDA, gaps between the layers): torch.equal."""
     n, L, W = got.shape
     dense = got.stride()[1:] == (W, 1) or L == 1 and got.stride(2) == 1
-    if (_MEMCMP is None or got.device.type != "cpu" or not dense or not want.is_contiguous()
-            or got.dtype != want.dtype or got.shape != want.shape):
+    if (
+        _MEMCMP is None
+        or got.device.type != "cpu"
+        or not dense
+        or not want.is_contiguous()
+        or got.dtype != want.dtype
+        or got.shape != want.shape
+    ):
         return torch.equal(got, want)
     size = got.element_size()
     span = L * W * size
@@ -74,8 +80,9 @@ class Engine:
     """Writes and reads back one pool. The blocks each group writes are asked of `blocks` once,
     when the engine is made (after any hazard's claims), as runs of equally spaced ids."""
 
-    def __init__(self, layout: Layout, pool: Pool, blocks: BlockPool, seed: int, batches: tuple[Batch, ...],
-                 max_item_bytes: int) -> None:
+    def __init__(
+        self, layout: Layout, pool: Pool, blocks: BlockPool, seed: int, batches: tuple[Batch, ...], max_item_bytes: int
+    ) -> None:
         self.layout, self.pool, self.blocks, self.seed = layout, pool, blocks, seed
         self.batches = batches
         self.max_item_bytes = max_item_bytes
@@ -104,7 +111,7 @@ class Engine:
         for runs in self.runs:
             ids: list[int] = []
             for r in runs:
-                ids.extend(r[:n - len(ids)])
+                ids.extend(r[: n - len(ids)])
                 if len(ids) >= n:
                     break
             out.append(tuple(ids))
@@ -136,11 +143,11 @@ class Engine:
         whole, _ = self._batch_view(item.batch)
         for piece in item.pieces:
             b = a + len(piece)
-            yield a, b, piece, whole[piece.start:piece.stop:piece.step]
+            yield a, b, piece, whole[piece.start : piece.stop : piece.step]
             a = b
 
     def _keys(self, item: WorkItem, piece: range) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._bkeys[piece.start:piece.stop:piece.step], self._batch_view(item.batch)[1]
+        return self._bkeys[piece.start : piece.stop : piece.step], self._batch_view(item.batch)[1]
 
     # ---- write ---------------------------------------------------------------------------------
     def write(self, progress: Callable[[int], None], fixed: dict | None = None) -> int:
@@ -170,18 +177,18 @@ class Engine:
         for name, block, runs in entries:
             page = self.pool.page_view(name)[block]
             for lo, data in runs:
-                page[lo:lo + data.numel()].copy_(data)
+                page[lo : lo + data.numel()].copy_(data)
 
     # ---- read back -----------------------------------------------------------------------------
-    def _expected(self, item: WorkItem, a: int, b: int, piece: range, fixed: dict,
-                  zeroed: frozenset) -> torch.Tensor:
+    def _expected(self, item: WorkItem, a: int, b: int, piece: range, fixed: dict, zeroed: frozenset) -> torch.Tensor:
         """The pages of one piece as they are meant to be: (blocks, layers, words), in a buffer."""
         batch = item.batch
         nbytes = (b - a) * batch.block_bytes
         if self._buffer is None or self._buffer.numel() < nbytes:
             self._buffer = torch.empty(max(nbytes, self.max_item_bytes), dtype=torch.uint8, device=self.device)
-        words = self._buffer[:nbytes].view(WORD_DTYPES[batch.word_bytes]).view(b - a, len(batch.placements),
-                                                                               batch.words)
+        words = (
+            self._buffer[:nbytes].view(WORD_DTYPES[batch.word_bytes]).view(b - a, len(batch.placements), batch.words)
+        )
         fill_pattern(words, *self._keys(item, piece), self._ramp(batch))
         if fixed or zeroed:
             pages = words.view(torch.uint8).view(b - a, len(batch.placements), batch.page_bytes)
@@ -190,14 +197,20 @@ class Engine:
                     if block in piece:
                         k = piece.index(block)
                         for lo, data in runs:
-                            pages[k, j, lo:lo + data.numel()] = data
+                            pages[k, j, lo : lo + data.numel()] = data
                 for block in zeroed.get(name, ()):
                     if block in piece:
                         pages[piece.index(block), j].zero_()
         return words
 
-    def read_back(self, progress: Callable[[int], None], *, fixed: dict | None = None,
-                  zeroed: frozenset = frozenset(), notes: dict | None = None) -> tuple[list[Corruption], int]:
+    def read_back(
+        self,
+        progress: Callable[[int], None],
+        *,
+        fixed: dict | None = None,
+        zeroed: frozenset = frozenset(),
+        notes: dict | None = None,
+    ) -> tuple[list[Corruption], int]:
         """Compare every page with what it is meant to hold (the pattern; `fixed` (layer, block) ->
         [(offset in page, bytes)] runs over it; `zeroed` (layer, block) pages all zero). Every
         changed page is reported (`notes`: block -> how a hazard touched it). Corruptions, bytes read."""
@@ -222,8 +235,17 @@ class Engine:
                 for r, f, l, c in zip(rows, first, last, count):
                     k, j = divmod(r, L)
                     p = batch.placements[j]
-                    corrupted.append(Corruption(p.name, self.group_name(p.group), piece[k], p.offset + f,
-                                                p.offset + l + 1, c, notes.get(piece[k], "")))
+                    corrupted.append(
+                        Corruption(
+                            p.name,
+                            self.group_name(p.group),
+                            piece[k],
+                            p.offset + f,
+                            p.offset + l + 1,
+                            c,
+                            notes.get(piece[k], ""),
+                        )
+                    )
             read += item.bytes
             progress(item.bytes)
         return corrupted, read
@@ -236,8 +258,8 @@ class Engine:
             ranges = self.layout.unused_ranges(g)
             for r in runs if ranges else ():
                 for i in range(0, len(r), step):
-                    piece = r[i:i + step]
-                    blocks = self.pool.blocks[piece.start:piece.stop:piece.step]
+                    piece = r[i : i + step]
+                    blocks = self.pool.blocks[piece.start : piece.stop : piece.step]
                     for lo, hi in ranges:
                         yield g, piece, lo, hi, blocks[:, lo:hi]
 
@@ -262,8 +284,17 @@ class Engine:
                 continue
             rows, first, last, count = changed_ranges(region != 0)
             for k, f, l, c in zip(rows, first, last, count):
-                corrupted.append(Corruption(unused_label(self.group_name(g)), self.group_name(g),
-                                            piece[k], lo + f, lo + l + 1, c, notes.get(piece[k], "")))
+                corrupted.append(
+                    Corruption(
+                        unused_label(self.group_name(g)),
+                        self.group_name(g),
+                        piece[k],
+                        lo + f,
+                        lo + l + 1,
+                        c,
+                        notes.get(piece[k], ""),
+                    )
+                )
         return corrupted, checked
 
 

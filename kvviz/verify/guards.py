@@ -6,7 +6,8 @@ pool's size: the work item buffer the read-back regenerates pages into (at most 
 diff of a changed item (a few times one item, only when a page changed), the sampled real rows
 (`samples.SAMPLE_BYTES_PER_VALUE` per value, measured) and the block ownership tensors (the
 BlockPool's one byte per block, the ascending id lists it hands out, 8 B per block of one group
-at a time, and each block's 8-byte pattern key). benchmarks/bench_verify_memory.py measures the peak beyond the pool per kind.
+at a time, and each block's 8-byte pattern key). benchmarks/bench_verify_memory.py measures the
+peak beyond the pool per kind.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ import sys
 
 import torch
 
-from ..core.layout import Layout
-from ..errors import KvvizError
-from ..pool import BlockPool, allocation_failed, check_fits
-from ..text import bytes_label
-from .batches import Batch, blocks_per_item
-from .samples import SAMPLE_BYTES_PER_VALUE
+from kvviz.base.errors import KvvizError
+from kvviz.base.text import bytes_label
+from kvviz.core.layout import Layout
+from kvviz.pool import BlockPool, allocation_failed, check_fits
+from kvviz.verify.batches import Batch, blocks_per_item
+from kvviz.verify.samples import SAMPLE_BYTES_PER_VALUE
 
 # What a run holds beyond its tensors, measured by benchmarks/bench_verify_memory.py (the peak
 # beyond the counted buffers for small layouts: allocator slack, codec tables, Python objects).
@@ -30,8 +31,9 @@ DIFF_COPIES = 5  # a changed item's bool diff, its changed rows, their uint8 and
 PROGRESS_DELAY_S = 2.0  # a progress bar appears for runs that last longer than this (seconds)
 
 
-def working_bytes(layout: Layout, num_blocks: int, batches: tuple[Batch, ...], max_item_bytes: int,
-                  sample_values: int) -> int:
+def working_bytes(
+    layout: Layout, num_blocks: int, batches: tuple[Batch, ...], max_item_bytes: int, sample_values: int
+) -> int:
     """Bytes verify holds besides the pool (see the module docstring)."""
     G = len(layout.groups)
     per_group = -(-num_blocks // G) + 1  # a hazard may give a group one more block
@@ -45,8 +47,12 @@ def working_bytes(layout: Layout, num_blocks: int, batches: tuple[Batch, ...], m
 def check_fit(num_blocks: int, pool_bytes: int, work: int, device: torch.device) -> None:
     """Refuse, before allocating anything, a pool plus verify's working copies that would not fit
     (free memory, RLIMIT_AS, the cgroup's memory.max: kvviz.pool.free_bytes)."""
-    check_fits(pool_bytes + work, device, what=f"num_blocks={num_blocks}: pool {pool_bytes:,} B + verify's working "
-                                                f"copies and block bookkeeping {work:,} B")
+    check_fits(
+        pool_bytes + work,
+        device,
+        what=f"num_blocks={num_blocks}: pool {pool_bytes:,} B + verify's working "
+        f"copies and block bookkeeping {work:,} B",
+    )
 
 
 @contextlib.contextmanager
@@ -59,8 +65,10 @@ def allocation_guard(num_blocks: int, pool_bytes: int, device: torch.device):
         if isinstance(e, KvvizError) or not allocation_failed(e):
             raise
         first = (str(e).splitlines() or [type(e).__name__])[0][:200]
-        raise KvvizError(f"num_blocks={num_blocks}: a pool of {bytes_label(pool_bytes)} and verify's working copies "
-                         f"did not fit on {device} ({type(e).__name__}: {first})") from None
+        raise KvvizError(
+            f"num_blocks={num_blocks}: a pool of {bytes_label(pool_bytes)} and verify's working copies "
+            f"did not fit on {device} ({type(e).__name__}: {first})"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -94,8 +102,17 @@ def progress_bar(enabled, total: int):
         except ImportError:
             tqdm = None
         if tqdm is not None:
-            bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1000, desc="verify", file=sys.stderr,
-                       delay=PROGRESS_DELAY_S, leave=False, dynamic_ncols=True)
+            bar = tqdm(
+                total=total,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1000,
+                desc="verify",
+                file=sys.stderr,
+                delay=PROGRESS_DELAY_S,
+                leave=False,
+                dynamic_ncols=True,
+            )
     try:
         yield (lambda n: None) if bar is None else bar.update
     finally:

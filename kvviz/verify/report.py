@@ -14,8 +14,8 @@ import math
 
 import torch
 
-from ..pool import FREE, Pool
-from ..text import binary_size, bytes_label
+from kvviz.base.text import binary_size, bytes_label
+from kvviz.pool import FREE, Pool
 
 JSON_BLOCKS = 64  # block ids listed per group in to_json()
 
@@ -70,9 +70,14 @@ class FormatError:
 
     def to_json(self) -> dict:
         """The record as JSON-safe values."""
-        return {"format": self.format, "layers": self.layers, "values": self.values,
-                "max_abs_error": _num(self.max_abs_error),
-                "max_error_over_bound": _num(self.max_error_over_bound), "within_bound": self.within_bound}
+        return {
+            "format": self.format,
+            "layers": self.layers,
+            "values": self.values,
+            "max_abs_error": _num(self.max_abs_error),
+            "max_error_over_bound": _num(self.max_error_over_bound),
+            "within_bound": self.within_bound,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,8 +120,10 @@ class Misread:
 
     def to_json(self) -> dict:
         """The record as JSON-safe values."""
-        d = {k: getattr(self, k) for k in ("layer", "group", "block", "format", "rows", "payload_bytes",
-                                           "footer_bytes", "rows_wrong")}
+        d = {
+            k: getattr(self, k)
+            for k in ("layer", "group", "block", "format", "rows", "payload_bytes", "footer_bytes", "rows_wrong")
+        }
         d["wrong_rows"] = list(self.wrong_rows)
         d["max_abs_error"] = _num(self.max_abs_error)
         d["truth_max_abs_error"] = _num(self.truth_max_abs_error)
@@ -136,8 +143,13 @@ class HazardReport:
 
     def to_json(self) -> dict:
         """The record as JSON-safe values."""
-        return {"name": self.name, "description": self.description, "facts": self.facts,
-                "misread": None if self.misread is None else self.misread.to_json(), "showed": self.showed}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "facts": self.facts,
+            "misread": None if self.misread is None else self.misread.to_json(),
+            "showed": self.showed,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,8 +163,13 @@ class GroupBlocks:
 
     def to_json(self) -> dict:
         """The record as JSON-safe values."""
-        return {"name": self.name, "layers": self.layers, "num_blocks": self.num_blocks,
-                "blocks": list(self.first_blocks), "blocks_truncated": len(self.first_blocks) < self.num_blocks}
+        return {
+            "name": self.name,
+            "layers": self.layers,
+            "num_blocks": self.num_blocks,
+            "blocks": list(self.first_blocks),
+            "blocks_truncated": len(self.first_blocks) < self.num_blocks,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,7 +196,7 @@ class VerifyReport:
     timings: tuple[tuple[str, float], ...] = ()
     # Index into `groups` of the group holding each block (the first holder under a shared-block
     # hazard; FREE = -1), and, with verify(..., keep_pool=True), the pool itself as the run left
-    # it (for kvviz.plot.live_bytes).
+    # it (for kvviz.views.live_bytes).
     owner_ids: torch.Tensor | None = dataclasses.field(default=None, repr=False, compare=False)
     pool: Pool | None = dataclasses.field(default=None, repr=False, compare=False)
 
@@ -231,69 +248,106 @@ class VerifyReport:
     def to_json(self) -> dict:
         """The record as JSON-safe values."""
         return {
-            "planner": self.planner, "block_stride": self.block_stride, "num_blocks": self.num_blocks,
-            "pool_bytes": self.num_blocks * self.block_stride, "device": self.device, "seed": self.seed,
-            "assignment": self.assignment, "groups": [g.to_json() for g in self.groups],
-            "layers": self.layers, "pages": self.pages, "blocks": self.blocks,
-            "bytes_written": self.bytes_written, "gb_written": round(self.gb_written, 6),
-            "bytes_read": self.bytes_read, "unused_bytes": self.unused_bytes,
+            "planner": self.planner,
+            "block_stride": self.block_stride,
+            "num_blocks": self.num_blocks,
+            "pool_bytes": self.num_blocks * self.block_stride,
+            "device": self.device,
+            "seed": self.seed,
+            "assignment": self.assignment,
+            "groups": [g.to_json() for g in self.groups],
+            "layers": self.layers,
+            "pages": self.pages,
+            "blocks": self.blocks,
+            "bytes_written": self.bytes_written,
+            "gb_written": round(self.gb_written, 6),
+            "bytes_read": self.bytes_read,
+            "unused_bytes": self.unused_bytes,
             "formats": [f.to_json() for f in self.formats],
             "corrupted": [c.to_json() for c in self.corrupted],
-            "clean": self.clean, "within_bounds": self.within_bounds, "hazard_showed": self.hazard_showed,
-            "passed": self.passed, "ok": self.passed,
+            "clean": self.clean,
+            "within_bounds": self.within_bounds,
+            "hazard_showed": self.hazard_showed,
+            "passed": self.passed,
+            "ok": self.passed,
             "hazard": None if self.hazard is None else self.hazard.to_json(),
-            "seconds": round(self.seconds, 4), "gb_per_s": _num(round(self.gb_per_s, 4)),
+            "seconds": round(self.seconds, 4),
+            "gb_per_s": _num(round(self.gb_per_s, 4)),
             "timings": {k: round(v, 4) for k, v in self.timings},
         }
 
     def text(self, *, max_victims: int = 40) -> str:
         """The report for a terminal: pool, blocks, what was checked, decode errors, victims, verdict."""
         pool = self.num_blocks * self.block_stride
-        out = [f"verify: {self.planner} layout, block stride {self.block_stride:,} B x {self.num_blocks:,} blocks "
-               f"= {bytes_label(pool)} on {self.device}, seed {self.seed}"]
-        out.append(f"blocks ({self.assignment}): " + ", ".join(
-            f"{g.name} {g.num_blocks:,}" + (f" [{', '.join(map(str, g.first_blocks[:4]))}"
-                                            f"{', ...' if g.num_blocks > 4 else ''}]" if g.num_blocks else "")
-            for g in self.groups))
-        out.append(f"checked {self.layers:,} layers in {self.pages:,} pages of {self.blocks:,} blocks, and "
-                   f"{self.unused_bytes:,} B no page covers; wrote {bytes_label(self.bytes_written)}, "
-                   f"read back {self.bytes_read:,} B in {self.seconds:.2f} s = "
-                   f"{binary_size(round(self.bytes_written / self.seconds)) if self.seconds > 0 else '-'}/s")
+        out = [
+            f"verify: {self.planner} layout, block stride {self.block_stride:,} B x {self.num_blocks:,} blocks "
+            f"= {bytes_label(pool)} on {self.device}, seed {self.seed}"
+        ]
+        out.append(
+            f"blocks ({self.assignment}): "
+            + ", ".join(
+                f"{g.name} {g.num_blocks:,}"
+                + (
+                    f" [{', '.join(map(str, g.first_blocks[:4]))}{', ...' if g.num_blocks > 4 else ''}]"
+                    if g.num_blocks
+                    else ""
+                )
+                for g in self.groups
+            )
+        )
+        out.append(
+            f"checked {self.layers:,} layers in {self.pages:,} pages of {self.blocks:,} blocks, and "
+            f"{self.unused_bytes:,} B no page covers; wrote {bytes_label(self.bytes_written)}, "
+            f"read back {self.bytes_read:,} B in {self.seconds:.2f} s = "
+            f"{binary_size(round(self.bytes_written / self.seconds)) if self.seconds > 0 else '-'}/s"
+        )
         if self.formats:
-            out.append("decode error vs the fp32 source (read-back bytes decoded: the sample of real "
-                       "rows in each group's first block):")
+            out.append(
+                "decode error vs the fp32 source (read-back bytes decoded: the sample of real "
+                "rows in each group's first block):"
+            )
             damaged = " (includes the corrupted pages)" if self.corrupted else ""
             w = max(len(f.format) for f in self.formats)
             for f in self.formats:
-                out.append(f"  {f.format:<{w}}  {f.layers:>4} layers  {f.values:>12,} values  "
-                           f"max abs {f.max_abs_error:.3g}  max err/bound {f.max_error_over_bound:.3g}"
-                           f"{'' if f.within_bound else '  OUT OF BOUND' + damaged}")
+                out.append(
+                    f"  {f.format:<{w}}  {f.layers:>4} layers  {f.values:>12,} values  "
+                    f"max abs {f.max_abs_error:.3g}  max err/bound {f.max_error_over_bound:.3g}"
+                    f"{'' if f.within_bound else '  OUT OF BOUND' + damaged}"
+                )
         if self.hazard is not None:
             out.append(f"hazard {self.hazard.name}: {self.hazard.description}")
         if self.corrupted:
             out.append(f"corrupted layers: {len(self.corrupted)}")
             for c in self.corrupted[:max_victims]:
-                out.append(f"  block {c.block:>5}  {c.group:<10}  {c.layer}  bytes [{c.start:,}, {c.end:,}) "
-                           f"{c.bytes_changed:,} changed{'  (' + c.note + ')' if c.note else ''}")
+                out.append(
+                    f"  block {c.block:>5}  {c.group:<10}  {c.layer}  bytes [{c.start:,}, {c.end:,}) "
+                    f"{c.bytes_changed:,} changed{'  (' + c.note + ')' if c.note else ''}"
+                )
             if len(self.corrupted) > max_victims:
                 out.append(f"  ... and {len(self.corrupted) - max_victims} more (--json lists all)")
         else:
             out.append("corrupted layers: none")
         m = self.hazard.misread if self.hazard is not None else None
         if m is not None:
-            out.append(f"misread {m.layer} ({m.format}, block {m.block}): {m.rows_wrong} of {m.rows} rows wrong, "
-                       f"max |misread - truth| {m.max_abs_error:.3g} (quantization error alone "
-                       f"{m.truth_max_abs_error:.3g})")
+            out.append(
+                f"misread {m.layer} ({m.format}, block {m.block}): {m.rows_wrong} of {m.rows} rows wrong, "
+                f"max |misread - truth| {m.max_abs_error:.3g} (quantization error alone "
+                f"{m.truth_max_abs_error:.3g})"
+            )
             for r in m.sample:
-                out.append(f"  row {r.row}: payload [{r.payload[0]:,}, {r.payload[1]:,}) scales "
-                           f"[{r.footer[0]:,}, {r.footer[1]:,}); interleaved reader took [{r.read_payload[0]:,}, "
-                           f"{r.read_payload[1]:,}) and [{r.read_footer[0]:,}, {r.read_footer[1]:,})")
+                out.append(
+                    f"  row {r.row}: payload [{r.payload[0]:,}, {r.payload[1]:,}) scales "
+                    f"[{r.footer[0]:,}, {r.footer[1]:,}); interleaved reader took [{r.read_payload[0]:,}, "
+                    f"{r.read_payload[1]:,}) and [{r.read_footer[0]:,}, {r.read_footer[1]:,})"
+                )
                 out.append("    source  " + " ".join(f"{v:9.4g}" for v in r.source))
                 out.append("    truth   " + " ".join(f"{v:9.4g}" for v in r.truth))
                 out.append("    misread " + " ".join(f"{v:9.4g}" for v in r.misread))
         verdict = ("OK" if self.passed else "FAILED") + (
-            "" if self.hazard is None else (" (the hazard's damage showed)" if self.hazard_showed
-                                            else " (no damage showed)"))
+            ""
+            if self.hazard is None
+            else (" (the hazard's damage showed)" if self.hazard_showed else " (no damage showed)")
+        )
         out.append(verdict)
         return "\n".join(out)
 

@@ -17,16 +17,16 @@ from typing import Callable
 
 import torch
 
-from ..core.layout import Layout
-from ..defaults import SEED, VERIFY_BLOCKS
-from ..errors import require
-from ..pool import ASSIGNMENTS, FREE, BlockPool, Pool, check_views, resolve_device
-from .batches import item_bytes, layer_batches
-from .engine import Engine
-from .guards import allocation_guard, check_fit, cpu_threads, progress_bar, sync, working_bytes
-from .hazards import HAZARDS, hazard_class
-from .report import JSON_BLOCKS, FormatError, GroupBlocks, VerifyReport
-from .samples import choose_samples, decode_errors, encode_samples, page_bytes, sample_values
+from kvviz.base.defaults import SEED, VERIFY_BLOCKS
+from kvviz.base.errors import require
+from kvviz.core.layout import Layout
+from kvviz.pool import ASSIGNMENTS, FREE, BlockPool, Pool, check_views, resolve_device
+from kvviz.verify.batches import item_bytes, layer_batches
+from kvviz.verify.engine import Engine
+from kvviz.verify.guards import allocation_guard, check_fit, cpu_threads, progress_bar, sync, working_bytes
+from kvviz.verify.hazards import HAZARDS, hazard_class
+from kvviz.verify.report import JSON_BLOCKS, FormatError, GroupBlocks, VerifyReport
+from kvviz.verify.samples import choose_samples, decode_errors, encode_samples, page_bytes, sample_values
 
 
 def blocks_for_budget(layout: Layout, budget_bytes: int) -> int:
@@ -39,22 +39,38 @@ def blocks_for_budget(layout: Layout, budget_bytes: int) -> int:
 def _check_args(layout, num_blocks, seed, hazard, assignment) -> None:
     require(hazard is None or hazard in HAZARDS, f"hazard={hazard!r}: unknown; choose one of {', '.join(HAZARDS)}")
     require(assignment in ASSIGNMENTS, f"assignment={assignment!r}: unknown; choose one of {', '.join(ASSIGNMENTS)}")
-    require(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0,
-            f"seed={seed!r}: must be a non-negative integer")
+    require(
+        isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0,
+        f"seed={seed!r}: must be a non-negative integer",
+    )
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
     G = len(layout.groups)
-    require(isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks > 0,
-            f"num_blocks={num_blocks!r}: must be a positive integer")
-    require(num_blocks >= G, f"num_blocks={num_blocks}: verify gives every group its own blocks, so it needs "
-                             f"at least {G} (one per group)")
+    require(
+        isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks > 0,
+        f"num_blocks={num_blocks!r}: must be a positive integer",
+    )
+    require(
+        num_blocks >= G,
+        f"num_blocks={num_blocks}: verify gives every group its own blocks, so it needs at least {G} (one per group)",
+    )
     if hazard is not None:
         hazard_class(hazard).refuse(layout, num_blocks)
 
 
-def verify(layout: Layout, num_blocks: int = VERIFY_BLOCKS, *, device: str | torch.device = "auto", seed: int = SEED,
-           hazard: str | None = None, assignment: str = "round-robin", hazard_layer: str | None = None,
-           keep_pool: bool = False, corrupt: Callable[[Pool], None] | None = None,
-           progress: bool | Callable[[int], None] = False, threads: int | None = 1) -> VerifyReport:
+def verify(
+    layout: Layout,
+    num_blocks: int = VERIFY_BLOCKS,
+    *,
+    device: str | torch.device = "auto",
+    seed: int = SEED,
+    hazard: str | None = None,
+    assignment: str = "round-robin",
+    hazard_layer: str | None = None,
+    keep_pool: bool = False,
+    corrupt: Callable[[Pool], None] | None = None,
+    progress: bool | Callable[[int], None] = False,
+    threads: int | None = 1,
+) -> VerifyReport:
     """Write into every layer of every owned block of a real pool, read it back, and return a
     VerifyReport of every changed byte and the decode errors (see the module docstring).
 
@@ -79,8 +95,9 @@ def verify(layout: Layout, num_blocks: int = VERIFY_BLOCKS, *, device: str | tor
     check_fit(num_blocks, pool_bytes, working_bytes(layout, num_blocks, batches, max_item, 0), dev)
     blocks = BlockPool.assigned(num_blocks, len(layout.groups), assignment)
     acted = None if hazard is None else hazard_class(hazard)(layout, blocks, hazard_layer)
-    firsts = tuple(int(ids[0]) if ids.numel() else None for ids in (blocks.block_ids(g)
-                                                                     for g in range(len(layout.groups))))
+    firsts = tuple(
+        int(ids[0]) if ids.numel() else None for ids in (blocks.block_ids(g) for g in range(len(layout.groups)))
+    )
     kinds = choose_samples(layout, batches, firsts, () if acted is None else acted.whole_pages)
     work = working_bytes(layout, num_blocks, batches, max_item, sample_values(kinds))
     check_fit(num_blocks, pool_bytes, work, dev)
@@ -118,20 +135,32 @@ def verify(layout: Layout, num_blocks: int = VERIFY_BLOCKS, *, device: str | tor
             t_check = time.perf_counter() - t0
     counts = [engine.count(g) for g in range(len(layout.groups))]
     return VerifyReport(
-        planner=layout.planner, block_stride=layout.block_stride, num_blocks=num_blocks, device=str(dev), seed=seed,
+        planner=layout.planner,
+        block_stride=layout.block_stride,
+        num_blocks=num_blocks,
+        device=str(dev),
+        seed=seed,
         assignment=assignment,
-        groups=tuple(GroupBlocks(g.name, len(g.layers), counts[i], engine.first_blocks(JSON_BLOCKS)[i])
-                     for i, g in enumerate(layout.groups)),
+        groups=tuple(
+            GroupBlocks(g.name, len(g.layers), counts[i], engine.first_blocks(JSON_BLOCKS)[i])
+            for i, g in enumerate(layout.groups)
+        ),
         layers=len(layout.placements),
         pages=sum(len(g.layers) * counts[i] for i, g in enumerate(layout.groups)),
         blocks=num_blocks - int((blocks.owner_ids == FREE).sum()),
-        bytes_written=written, bytes_read=read, unused_bytes=unused,
-        formats=tuple(FormatError(name, len(s.layers), s.values, s.max_abs_error, s.max_error_over_bound)
-                      for name, s in errors.items()),
+        bytes_written=written,
+        bytes_read=read,
+        unused_bytes=unused,
+        formats=tuple(
+            FormatError(name, len(s.layers), s.values, s.max_abs_error, s.max_error_over_bound)
+            for name, s in errors.items()
+        ),
         corrupted=tuple(sorted(corrupted, key=lambda c: (c.block, c.start))),
         hazard=hazard_report,
-        seconds=time.perf_counter() - t_start, timings=(("write", t_write), ("check", t_check)),
-        owner_ids=blocks.owner_ids, pool=pool if keep_pool else None,
+        seconds=time.perf_counter() - t_start,
+        timings=(("write", t_write), ("check", t_check)),
+        owner_ids=blocks.owner_ids,
+        pool=pool if keep_pool else None,
     )
 
 

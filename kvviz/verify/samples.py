@@ -23,11 +23,12 @@ import math
 
 import torch
 
-from .. import formats, quant
-from ..core.layout import Layout, Placement
-from ..pool import Pool
-from .batches import Batch
-from .source import sample_source
+from kvviz import quant
+from kvviz.base import formats, regions
+from kvviz.core.layout import Layout, Placement
+from kvviz.pool import Pool
+from kvviz.verify.batches import Batch
+from kvviz.verify.source import sample_source
 
 SAMPLE_ROWS = 16  # rows of each sampled page that hold real encoded rows
 SAMPLE_KIND_VALUES = 2**15  # source values one kind's sample holds at most (one page at least)
@@ -109,8 +110,12 @@ def row_slice(fmt: formats.RowFormat, opts: dict) -> tuple[int, dict]:
     return k1 + k2, {**opts, "parts": ((e1, k1), (e2, k2))}
 
 
-def choose_samples(layout: Layout, batches: tuple[Batch, ...], first_blocks: tuple[int | None, ...],
-                   whole_pages: tuple[tuple[Placement, int], ...] = ()) -> tuple[SampleKind, ...]:
+def choose_samples(
+    layout: Layout,
+    batches: tuple[Batch, ...],
+    first_blocks: tuple[int | None, ...],
+    whole_pages: tuple[tuple[Placement, int], ...] = (),
+) -> tuple[SampleKind, ...]:
     """The pages that hold real rows: every codec layer's page in its group's first block
     (`first_blocks[g]`), SAMPLE_ROWS rows, grouped by kind and capped; then `whole_pages`
     (placement, block), every row, each a kind of its own."""
@@ -137,8 +142,11 @@ def choose_samples(layout: Layout, batches: tuple[Batch, ...], first_blocks: tup
         out.append(SampleKind(fmt, opts, rows, tuple(_spread(pages, m)), dims))
     for p, block in whole_pages:
         batch = next(b for b in batches if p.name in b.names)
-        out.append(SampleKind(p.cache.row_format, batch.opts, p.cache.rows,
-                              (SampledPage(p, index[p.name], block, p.cache.rows),)))
+        out.append(
+            SampleKind(
+                p.cache.row_format, batch.opts, p.cache.rows, (SampledPage(p, index[p.name], block, p.cache.rows),)
+            )
+        )
     return tuple(out)
 
 
@@ -151,14 +159,15 @@ def encode_samples(kinds: tuple[SampleKind, ...], seed: int, device: torch.devic
     """Each kind's source (one generator per page, from seed, layer and block) through its codec."""
     out = []
     for kind in kinds:
-        x = torch.stack([sample_source(kind.fmt.name, p.layer, p.block, kind.rows, kind.row_dims, seed, device)
-                         for p in kind.pages])
+        x = torch.stack(
+            [sample_source(kind.fmt.name, p.layer, p.block, kind.rows, kind.row_dims, seed, device) for p in kind.pages]
+        )
         out.append(Sample(kind, x, quant.get_codec(kind.fmt.codec_name).encode(x, **kind.opts)))
     return tuple(out)
 
 
-def _regions(p: Placement) -> dict[str, formats.Region]:
-    return {r.name: r for r in formats.page_regions(p.cache.row_format, p.cache.rows, p.page_bytes)}
+def _regions(p: Placement) -> dict[str, regions.Region]:
+    return {r.name: r for r in regions.page_regions(p.cache.row_format, p.cache.rows, p.page_bytes)}
 
 
 def page_bytes(samples: tuple[Sample, ...]) -> dict[tuple[str, int], tuple[tuple[int, torch.Tensor], ...]]:
@@ -195,13 +204,17 @@ class ErrorSum:
 
     def merge(self, other: "ErrorSum") -> "ErrorSum":
         """Both sums as one."""
-        return ErrorSum(self.layers | other.layers, self.values + other.values,
-                        max(self.max_abs_error, other.max_abs_error),
-                        max(self.max_error_over_bound, other.max_error_over_bound))
+        return ErrorSum(
+            self.layers | other.layers,
+            self.values + other.values,
+            max(self.max_abs_error, other.max_abs_error),
+            max(self.max_error_over_bound, other.max_error_over_bound),
+        )
 
 
-def decode_errors(pool: Pool, samples: tuple[Sample, ...],
-                  skip: frozenset[tuple[str, int]] = frozenset()) -> dict[str, ErrorSum]:
+def decode_errors(
+    pool: Pool, samples: tuple[Sample, ...], skip: frozenset[tuple[str, int]] = frozenset()
+) -> dict[str, ErrorSum]:
     """Decode every sample from the bytes the pool holds now and compare with its fp32 source,
     per format. Pages in `skip` (layer, block) are left out (a page a hazard meant to clear)."""
     out: dict[str, ErrorSum] = {}
@@ -215,9 +228,12 @@ def decode_errors(pool: Pool, samples: tuple[Sample, ...],
         pays, foots = [], []
         for i in keep:
             sp = kind.pages[i]
-            pays.append(pool.payload_view(sp.placement.name)[sp.block, :kind.rows, :P])
-            foots.append(pool.footer_view(sp.placement.name)[sp.block, :kind.rows, :F] if F else
-                         torch.empty(kind.rows, 0, dtype=torch.uint8, device=pool.device))
+            pays.append(pool.payload_view(sp.placement.name)[sp.block, : kind.rows, :P])
+            foots.append(
+                pool.footer_view(sp.placement.name)[sp.block, : kind.rows, :F]
+                if F
+                else torch.empty(kind.rows, 0, dtype=torch.uint8, device=pool.device)
+            )
         idx = torch.tensor(keep, device=s.source.device)
         side = s.encoded.side
         dec = codec.decode(quant.Encoded(torch.stack(pays), torch.stack(foots), side, codec.name, s.encoded.opts))

@@ -50,8 +50,10 @@ def _signed(x: int) -> int:
 
 def _mix_tensor(x: torch.Tensor) -> torch.Tensor:
     """splitmix64's finalizer on an int64 tensor (products wrap modulo 2^64; shifts made logical)."""
+
     def shr(t, k):
         return (t >> k) & ((1 << (64 - k)) - 1)
+
     x = (x ^ shr(x, 30)) * _signed(0xBF58476D1CE4E5B9)
     x = (x ^ shr(x, 27)) * _signed(0x94D049BB133111EB)
     return x ^ shr(x, 31)
@@ -66,8 +68,7 @@ def block_keys(seed: int, num_blocks: int, device: torch.device) -> torch.Tensor
 
 def layer_keys(seed: int, layers: tuple[int, ...], device: torch.device) -> torch.Tensor:
     """(len(layers),) int64: each layer's part of the pattern key, from (seed, layer index)."""
-    return torch.tensor([_signed(unit_seed(seed, layer, 0) << 1) for layer in layers], dtype=torch.int64,
-                        device=device)
+    return torch.tensor([_signed(unit_seed(seed, layer, 0) << 1) for layer in layers], dtype=torch.int64, device=device)
 
 
 def ramp(words: int, word_bytes: int, device: torch.device) -> torch.Tensor:
@@ -76,7 +77,9 @@ def ramp(words: int, word_bytes: int, device: torch.device) -> torch.Tensor:
     return r if word_bytes == 8 else r.to(WORD_DTYPES[word_bytes])
 
 
-def fill_pattern(out: torch.Tensor, blocks: torch.Tensor, layers: torch.Tensor, page_ramp: torch.Tensor) -> torch.Tensor:
+def fill_pattern(
+    out: torch.Tensor, blocks: torch.Tensor, layers: torch.Tensor, page_ramp: torch.Tensor
+) -> torch.Tensor:
     """Write the pattern of pages (blocks, layers, words) into `out` (any strides, e.g. the pool's
     own strided word view) in one pass: out[b, l, i] = blocks[b] + layers[l] + ramp[i] (wrapping;
     `blocks` and `layers` are block_keys and layer_keys entries)."""
@@ -99,8 +102,9 @@ def source_values(fmt: str, shape: tuple[int, ...], generator: torch.Generator, 
     return (x.unflatten(-1, (dims // chunk, chunk)) * scale).flatten(-2)
 
 
-def sample_source(fmt: str, layer: int, block: int, rows: int, dims: int, seed: int,
-                  device: torch.device) -> torch.Tensor:
+def sample_source(
+    fmt: str, layer: int, block: int, rows: int, dims: int, seed: int, device: torch.device
+) -> torch.Tensor:
     """The fp32 rows [rows, dims] of one layer's sampled page (its own generator, from seed,
     layer and block): the same values however the sample is grouped."""
     gen = torch.Generator(device=device).manual_seed(unit_seed(seed, layer, block + 1))

@@ -17,31 +17,66 @@ Drawing (matplotlib, no pyplot; each returns a `KvvizFigure`):
     query     find_patches, patch_ranges, figure_texts, legend_labels, save_figure, to_png_bytes
     legend    the key and the sliver note;   canvas  the shared drawing primitives
 
-The browser's live map (`kvviz.livemap`) draws `BlockMapData.to_dict()`, the PNG block map draws
-the same `BlockMapData`. `kvviz.plot` re-exports the figure functions under their old names.
+The browser's live map (`kvviz.views.livemap`) draws `BlockMapData.to_dict()`, the PNG block map draws
+the same `BlockMapData`. `kvviz.views` re-exports the figure functions under their old names.
 The figure names below load matplotlib only when touched.
 """
 
 from __future__ import annotations
 
-import importlib
+from kvviz.base.lazy import lazy_exports
 
-from .anatomy_data import PageAnatomyData, page_anatomy_data
-from .blockmap_data import BlockMapData, block_map_data, separate_pools_data
-from .compare_data import BeforeAfterData, before_after_data
-from .live_data import LiveBytesData, live_bytes_data
-from .planes_data import PoolPlanesData, pool_planes_data
-
-_FIGURES = {"block_map": ".blockmap", "before_after": ".compare", "pool_planes": ".planes",
-            "live_bytes": ".live", "page_anatomy": ".anatomy"}
-
-__all__ = ["BlockMapData", "block_map_data", "separate_pools_data", "BeforeAfterData", "before_after_data",
-           "PoolPlanesData", "pool_planes_data", "LiveBytesData", "live_bytes_data", "PageAnatomyData",
-           "page_anatomy_data", *_FIGURES]
-
-
-def __getattr__(name: str):
-    """The figure functions (`block_map`, ...), imported on first use (they need matplotlib)."""
-    if name in _FIGURES:
-        return getattr(importlib.import_module(_FIGURES[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# name -> the module of kvviz.views that defines it
+_NAMES = {
+    "page_anatomy": "anatomy",
+    "PageAnatomyData": "anatomy_data",
+    "page_anatomy_data": "anatomy_data",
+    "block_map": "blockmap",
+    "block_map_title": "blockmap",
+    "BlockMapData": "blockmap_data",
+    "block_map_data": "blockmap_data",
+    "separate_pools_data": "blockmap_data",
+    "as_block_map_data": "blockmap_data",
+    "MapRange": "blockmap_data",
+    "Lane": "blockmap_data",
+    "KvvizFigure": "canvas",
+    "before_after": "compare",
+    "BeforeAfterData": "compare_data",
+    "before_after_data": "compare_data",
+    "KeyEntry": "legend",
+    "Visibility": "legend",
+    "MIN_VISIBLE_PX": "legend",
+    "MIN_VISIBLE_IN": "legend",
+    "live_bytes": "live",
+    "LiveBytesData": "live_data",
+    "live_bytes_data": "live_data",
+    "binned_bytes": "live_data",
+    "LiveBlockMap": "livemap",
+    "pool_planes": "planes",
+    "PoolPlanesData": "planes_data",
+    "pool_planes_data": "planes_data",
+    "PLANE_PAGES_MAX_BLOCKS": "planes_data",
+    "find_patches": "query",
+    "patch_ranges": "query",
+    "figure_texts": "query",
+    "legend_labels": "query",
+    "save_figure": "query",
+    "to_png_bytes": "query",
+    "PatchRange": "query",
+    "RangePatch": "query",
+    "DEFAULT_DPI": "query",
+    "render_report": "report",
+    "KIND_COLORS": "style",
+    "PAD_COLOR": "style",
+    "UNUSED_COLOR": "style",
+    "REGION_COLORS": "style",
+    "HOLE_COLOR": "style",
+    "SAVED_COLOR": "style",
+    "VICTIM_COLOR": "style",
+    "ELEMENT_COLORS": "style",
+    "short_layer_name": "style",
+    "format_bytes": "style",
+    "byte_ticks": "style",
+}
+__all__ = list(_NAMES)
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle  # the nibble boxes
 
-from .anatomy_data import BarPart, PageAnatomyData, page_anatomy_data
-from .canvas import draw_ranges, new_figure, spread
-from .query import PatchRange
+from kvviz.views.anatomy_data import BarPart, PageAnatomyData, page_anatomy_data
+from kvviz.views.canvas import draw_ranges, new_figure, spread
+from kvviz.views.query import PatchRange
 
 __all__ = ["page_anatomy"]
 
@@ -21,16 +21,30 @@ def _labelled_bar(ax, parts: tuple[BarPart, ...], total: int, role: str, owner: 
     ax.set_xlim(0, total)
     ax.set_ylim(0, 1)
     ax.set_axis_off()
-    draw_ranges(ax, [PatchRange(role, p.start, p.end, group=owner, layer=p.name) for p in parts], 0, 1,
-                facecolors=[p.color for p in parts], edgecolors="white", linewidths=0.8)
+    draw_ranges(
+        ax,
+        [PatchRange(role, p.start, p.end, group=owner, layer=p.name) for p in parts],
+        0,
+        1,
+        facecolors=[p.color for p in parts],
+        edgecolors="white",
+        linewidths=0.8,
+    )
     axes_w = ax.get_position().width * ax.figure.get_figwidth()
     widths = [min(1.0, _ANATOMY_CHAR_W * max(map(len, p.text.splitlines())) / axes_w) for p in parts]
     centers = [(p.start + p.size / 2) / total for p in parts]
     for p, x in zip(parts, spread(centers, widths)):
-        ax.annotate(p.text, xy=(p.start + p.size / 2, 0), xycoords="data", xytext=(x, -0.45),
-                    textcoords="axes fraction", ha="center", va="top", fontsize=7.5,
-                    arrowprops=dict(arrowstyle="-", color="#666666", linewidth=0.6, shrinkA=1, shrinkB=0,
-                                    relpos=(0.5, 1.0)))
+        ax.annotate(
+            p.text,
+            xy=(p.start + p.size / 2, 0),
+            xycoords="data",
+            xytext=(x, -0.45),
+            textcoords="axes fraction",
+            ha="center",
+            va="top",
+            fontsize=7.5,
+            arrowprops=dict(arrowstyle="-", color="#666666", linewidth=0.6, shrinkA=1, shrinkB=0, relpos=(0.5, 1.0)),
+        )
 
 
 def _nibbles(ax, text: str) -> None:

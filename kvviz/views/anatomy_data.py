@@ -1,15 +1,16 @@
 """What the page-anatomy figure shows, as plain data: one layer's page split into its payload,
-footer and padding regions (`kvviz.formats.PageAnatomy`, docs/row-formats.md#page-anatomy: all
+footer and padding regions (`kvviz.base.regions.PageAnatomy`, docs/row-formats.md#page-anatomy: all
 rows' payloads, then all footers, then padding), and one row field by field. No matplotlib."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from ..core.spec import CacheSpec
-from ..errors import require
-from ..formats import Field, Region, page_regions
-from .style import ELEMENT_COLORS, OTHER_ELEMENT_COLOR, REGION_COLORS
+from kvviz.base.errors import require
+from kvviz.base.formats import Field
+from kvviz.base.regions import Region, page_regions
+from kvviz.core.spec import CacheSpec
+from kvviz.views.style import ELEMENT_COLORS, OTHER_ELEMENT_COLOR, REGION_COLORS
 
 __all__ = ["BarPart", "PageAnatomyData", "page_anatomy_data"]
 
@@ -35,8 +36,15 @@ def _field_parts(fields: tuple[Field, ...]) -> tuple[BarPart, ...]:
     parts, start = [], 0
     for f in fields:
         detail = f"{f.num_bytes:,} B" + (" packed, 2 per byte" if f.element.bits < 8 else "")
-        parts.append(BarPart(f.name, start, f.num_bytes, ELEMENT_COLORS.get(f.element.label, OTHER_ELEMENT_COLOR),
-                             f"{f.describe()}\n{detail}, [{start:,}, {start + f.num_bytes:,})"))
+        parts.append(
+            BarPart(
+                f.name,
+                start,
+                f.num_bytes,
+                ELEMENT_COLORS.get(f.element.label, OTHER_ELEMENT_COLOR),
+                f"{f.describe()}\n{detail}, [{start:,}, {start + f.num_bytes:,})",
+            )
+        )
         start += f.num_bytes
     return tuple(parts)
 
@@ -78,8 +86,7 @@ class PageAnatomyData:
     @property
     def payload_line(self) -> str:
         """The caption over the row's first part."""
-        return (f"row t, {self.part_names[0]} part (at t x {self.payload_bytes:,} in the page): "
-                f"{self.payload_bytes:,} B")
+        return f"row t, {self.part_names[0]} part (at t x {self.payload_bytes:,} in the page): {self.payload_bytes:,} B"
 
     @property
     def footer_line(self) -> str:
@@ -91,8 +98,7 @@ class PageAnatomyData:
         """How a packed 4-bit field's two elements share a byte (empty when none is packed)."""
         if self.packed is None:
             return ""
-        return (f"{self.packed} packing: elem 2i low nibble, 2i+1 high "
-                f"(bits 0-3 = elem 2i, bits 4-7 = elem 2i+1)")
+        return f"{self.packed} packing: elem 2i low nibble, 2i+1 high (bits 0-3 = elem 2i, bits 4-7 = elem 2i+1)"
 
 
 def page_anatomy_data(cache) -> PageAnatomyData:
@@ -105,20 +111,38 @@ def page_anatomy_data(cache) -> PageAnatomyData:
     region_text = {
         "payload": f"{first}: {rows} rows x {row.payload_bytes:,} B = {rows * row.payload_bytes:,} B",
         "footer": f"{second}: {rows} rows x {row.footer_bytes:,} B = {rows * row.footer_bytes:,} B",
-        "padding": (f"padding: {cache.padding_bytes:,} B\n"
-                    + (f"(page grown to {cache.page_bytes:,} B)" if cache.padded_page_bytes is not None
-                       else f"(to a multiple of {cache.alignment} B)")),
+        "padding": (
+            f"padding: {cache.padding_bytes:,} B\n"
+            + (
+                f"(page grown to {cache.page_bytes:,} B)"
+                if cache.padded_page_bytes is not None
+                else f"(to a multiple of {cache.alignment} B)"
+            )
+        ),
     }
-    page = tuple(BarPart(r.name, r.start, r.size, REGION_COLORS[r.name], f"{region_text[r.name]}\n[{r.start:,}, {r.end:,})")
-                 for r in regions)
+    page = tuple(
+        BarPart(r.name, r.start, r.size, REGION_COLORS[r.name], f"{region_text[r.name]}\n[{r.start:,}, {r.end:,})")
+        for r in regions
+    )
     packed = [f for f in row.payload + row.footer if f.element.bits < 8]
     split = f" = {first} {row.payload_bytes:,} B + {second} {row.footer_bytes:,} B" if row.footer else ""
     return PageAnatomyData(
-        cache_name=cache.name, page_bytes=cache.page_bytes, rows=rows, row_bytes=row.row_bytes,
-        payload_bytes=row.payload_bytes, footer_bytes=row.footer_bytes, regions=regions, page=page,
-        payload=_field_parts(row.payload), footer=_field_parts(row.footer), part_names=row.part_names,
+        cache_name=cache.name,
+        page_bytes=cache.page_bytes,
+        rows=rows,
+        row_bytes=row.row_bytes,
+        payload_bytes=row.payload_bytes,
+        footer_bytes=row.footer_bytes,
+        regions=regions,
+        page=page,
+        payload=_field_parts(row.payload),
+        footer=_field_parts(row.footer),
+        part_names=row.part_names,
         packed=packed[0].element.label if packed else None,
         title=f"{cache.name} ({cache.kind.label}, {row.name}): row {row.row_bytes:,} B{split}",
         subtitle=row.describe(),
-        page_line=(f"page: {cache.page_bytes:,} B = {rows} rows x {row.row_bytes:,} B ({cache.content_bytes:,} B)"
-                   f" + {cache.padding_bytes:,} B padding"))
+        page_line=(
+            f"page: {cache.page_bytes:,} B = {rows} rows x {row.row_bytes:,} B ({cache.content_bytes:,} B)"
+            f" + {cache.padding_bytes:,} B padding"
+        ),
+    )

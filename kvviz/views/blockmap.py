@@ -12,18 +12,36 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle  # the binding lane's outline
 from matplotlib.transforms import blended_transform_factory
 
-from ..core.layout import Layout
-from .blockmap_data import BlockMapData, as_block_map_data
-from .canvas import LANE_H, LEFT_IN, RIGHT_IN, axes_width_in, byte_axis, draw_ranges, fits, new_figure, place_axes
-from .legend import LEGEND_ROW_H, NOTE_H, key_below, key_entries, key_shape, visibility
-from .query import PatchRange
-from .style import KIND_COLORS, PAD_COLOR, UNUSED_COLOR, format_bytes
+from kvviz.core.layout import Layout
+from kvviz.views.blockmap_data import BlockMapData, as_block_map_data
+from kvviz.views.canvas import (
+    LANE_H,
+    LEFT_IN,
+    RIGHT_IN,
+    axes_width_in,
+    byte_axis,
+    draw_ranges,
+    fits,
+    new_figure,
+    place_axes,
+)
+from kvviz.views.legend import LEGEND_ROW_H, NOTE_H, key_below, key_entries, key_shape, visibility
+from kvviz.views.query import PatchRange
+from kvviz.views.style import KIND_COLORS, PAD_COLOR, UNUSED_COLOR, format_bytes
 
 __all__ = ["block_map", "block_map_title", "draw_lanes", "stride_line"]
 
 
-def draw_lanes(ax, data: BlockMapData, *, show_padding: bool, panel: str | None = None,
-               unused_color: str = UNUSED_COLOR, lane_h: float = 0.8, scale_bytes: int | None = None) -> None:
+def draw_lanes(
+    ax,
+    data: BlockMapData,
+    *,
+    show_padding: bool,
+    panel: str | None = None,
+    unused_color: str = UNUSED_COLOR,
+    lane_h: float = 0.8,
+    scale_bytes: int | None = None,
+) -> None:
     """One lane per group at y = group index: pages, padding bands, unused ranges, the binding
     group's outline, and the byte sizes of the ranges wide enough to carry them."""
     n = len(data.lanes)
@@ -42,8 +60,9 @@ def draw_lanes(ax, data: BlockMapData, *, show_padding: bool, panel: str | None 
     in_per_byte = axes_width_in(ax) / (scale_bytes or data.stride)
     px_per_byte = in_per_byte * ax.figure.dpi
     median_px = float(np.median([r.size for r in pages])) * px_per_byte
-    draw_ranges(ax, pages, page_y, lane_h, facecolors=colors, edgecolors="white",
-                linewidths=0.3 if median_px >= 4 else 0)
+    draw_ranges(
+        ax, pages, page_y, lane_h, facecolors=colors, edgecolors="white", linewidths=0.3 if median_px >= 4 else 0
+    )
     draw_ranges(ax, pads, pad_y, 0.4 * lane_h, facecolors=PAD_COLOR, zorder=1.1, snap=False)
     unused, unused_y = [], []
     for lane in data.lanes:
@@ -52,9 +71,18 @@ def draw_lanes(ax, data: BlockMapData, *, show_padding: bool, panel: str | None 
             unused_y.append(lane.index - half)
             label = f"unused {format_bytes(hi - lo)}"
             if fits((hi - lo) * in_per_byte, label):
-                ax.text((lo + hi) / 2, lane.index, label, ha="center", va="center", fontsize=7, zorder=3,
-                        color="#333333", gid="size", bbox=dict(boxstyle="square,pad=0.15", facecolor="white",
-                                                             edgecolor="none"))
+                ax.text(
+                    (lo + hi) / 2,
+                    lane.index,
+                    label,
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    zorder=3,
+                    color="#333333",
+                    gid="size",
+                    bbox=dict(boxstyle="square,pad=0.15", facecolor="white", edgecolor="none"),
+                )
     draw_ranges(ax, unused, unused_y, lane_h, facecolors="white", edgecolors=unused_color, hatch="////")
     # Byte sizes (and, in lanes of a few pages, layer names) on the pages wide enough to carry them.
     for lane in data.lanes:
@@ -65,12 +93,32 @@ def draw_lanes(ax, data: BlockMapData, *, show_padding: bool, panel: str | None 
             named = f"{r.short_name}\n{size}"
             label = named if len(ranges) <= 24 and fits(width_in, named) else size if fits(width_in, size) else None
             if label:
-                ax.text(r.offset + r.page_bytes / 2, lane.index, label, ha="center", va="center", fontsize=7,
-                        zorder=3, color="white", gid="size")
+                ax.text(
+                    r.offset + r.page_bytes / 2,
+                    lane.index,
+                    label,
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    zorder=3,
+                    color="white",
+                    gid="size",
+                )
     binding = [lane.index for lane in data.lanes if lane.binds]
     for i in binding:
-        ax.add_patch(Rectangle((0, i - half - 0.06), data.stride, lane_h + 0.12, facecolor="none",
-                               edgecolor="black", linewidth=1.4, zorder=4, gid="binding", clip_on=False))
+        ax.add_patch(
+            Rectangle(
+                (0, i - half - 0.06),
+                data.stride,
+                lane_h + 0.12,
+                facecolor="none",
+                edgecolor="black",
+                linewidth=1.4,
+                zorder=4,
+                gid="binding",
+                clip_on=False,
+            )
+        )
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_yticks(range(n), [lane.label for lane in data.lanes], fontsize=7.5)
     for i in binding:
@@ -83,8 +131,18 @@ def draw_lanes(ax, data: BlockMapData, *, show_padding: bool, panel: str | None 
 def stride_line(ax, stride: int, text: str, *, color="black") -> None:
     """A dashed line down the lanes at `stride`, labelled `text` at its top (gid stride-mark)."""
     ax.axvline(stride, color=color, linewidth=1.0, linestyle="--", zorder=4)
-    ax.annotate(text, xy=(stride, 1.0), xycoords=("data", "axes fraction"), xytext=(-3, 3),
-                textcoords="offset points", ha="right", va="bottom", fontsize=7.5, color=color, gid="stride-mark")
+    ax.annotate(
+        text,
+        xy=(stride, 1.0),
+        xycoords=("data", "axes fraction"),
+        xytext=(-3, 3),
+        textcoords="offset points",
+        ha="right",
+        va="bottom",
+        fontsize=7.5,
+        color=color,
+        gid="stride-mark",
+    )
 
 
 def _overlay_bracket(ax, data: BlockMapData) -> None:
@@ -93,14 +151,42 @@ def _overlay_bracket(ax, data: BlockMapData) -> None:
     h_in = ax.figure.get_figheight() * ax.get_position().height
     y0, y1 = 1 + 0.05 / h_in, 1 + 0.11 / h_in
     trans = blended_transform_factory(ax.transData, ax.transAxes)
-    ax.add_line(Line2D([0, 0, data.stride, data.stride], [y0, y1, y1, y0], transform=trans, color="#333333",
-                       linewidth=0.9, clip_on=False, gid="bracket"))
+    ax.add_line(
+        Line2D(
+            [0, 0, data.stride, data.stride],
+            [y0, y1, y1, y0],
+            transform=trans,
+            color="#333333",
+            linewidth=0.9,
+            clip_on=False,
+            gid="bracket",
+        )
+    )
     ax.axvline(data.stride, color="black", linewidth=1.0, linestyle="--", zorder=4)
-    ax.annotate(data.overlay_note, xy=(0, y1), xycoords=trans, xytext=(2, 2), textcoords="offset points",
-                ha="left", va="bottom", fontsize=7.5, color="#333333", gid="overlay-note")
-    ax.annotate(f"stride {data.stride_text}", xy=(data.stride, y1), xycoords=trans, xytext=(0, 2),
-                textcoords="offset points", ha="right", va="bottom", fontsize=7.5, fontweight="bold",
-                gid="stride-mark")
+    ax.annotate(
+        data.overlay_note,
+        xy=(0, y1),
+        xycoords=trans,
+        xytext=(2, 2),
+        textcoords="offset points",
+        ha="left",
+        va="bottom",
+        fontsize=7.5,
+        color="#333333",
+        gid="overlay-note",
+    )
+    ax.annotate(
+        f"stride {data.stride_text}",
+        xy=(data.stride, y1),
+        xycoords=trans,
+        xytext=(0, 2),
+        textcoords="offset points",
+        ha="right",
+        va="bottom",
+        fontsize=7.5,
+        fontweight="bold",
+        gid="stride-mark",
+    )
 
 
 def block_map_title(layout: Layout | BlockMapData) -> str:
@@ -108,8 +194,9 @@ def block_map_title(layout: Layout | BlockMapData) -> str:
     return as_block_map_data(layout).title
 
 
-def block_map(layout: Layout | BlockMapData, *, ax=None, show_padding: bool = True, title: str | None = None,
-              width: float = 12.0) -> Figure:
+def block_map(
+    layout: Layout | BlockMapData, *, ax=None, show_padding: bool = True, title: str | None = None, width: float = 12.0
+) -> Figure:
     """The block's bytes [0, block_stride) across, one lane per group, drawn from
     `block_map_data(layout)` (a BlockMapData works too: the live map's data). Returns the Figure.
 
@@ -122,8 +209,9 @@ def block_map(layout: Layout | BlockMapData, *, ax=None, show_padding: bool = Tr
     data = as_block_map_data(layout)
     plot_w = width - LEFT_IN - RIGHT_IN if ax is None else axes_width_in(ax)
     vis = visibility([data], [plot_w / data.stride], show_padding=show_padding)
-    entries = key_entries(vis.visible, padding=vis.padding_visible, unused=data.has_unused,
-                          padding_label=vis.padding_label)
+    entries = key_entries(
+        vis.visible, padding=vis.padding_visible, unused=data.has_unused, padding_label=vis.padding_label
+    )
     note = vis.note([data])
     if ax is None:
         _, key_rows, _ = key_shape(entries, plot_w)

@@ -2,7 +2,7 @@
 
 One `BlockMapData` feeds both drawings of a layout: the matplotlib figure of
 `kvviz.views.blockmap` (files, reports, static notebook outputs) and the browser's live map of
-`kvviz.livemap` (`to_dict()`), so the two cannot disagree. Light on purpose: no matplotlib, torch
+`kvviz.views.livemap` (`to_dict()`), so the two cannot disagree. Light on purpose: no matplotlib, torch
 or ipywidgets; it takes a `Layout` (or a `Plan` of separate pools) and imports no planner.
 
 Every lane is the same bytes [0, block_stride) of one block: under the overlay planners every
@@ -15,15 +15,23 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..core.kinds import CacheKind
-from ..core.layout import Layout
-from ..errors import require
-from ..formats import Region, page_regions
-from .style import (KIND_COLORS, PAD_COLOR, REGION_COLORS, UNUSED_COLOR, byte_ticks, format_bytes,
-                    short_layer_name, tick_label, with_unit)
+from kvviz.base.errors import require
+from kvviz.base.regions import Region, page_regions
+from kvviz.core.kinds import CacheKind
+from kvviz.core.layout import Layout
+from kvviz.views.style import (
+    KIND_COLORS,
+    PAD_COLOR,
+    REGION_COLORS,
+    UNUSED_COLOR,
+    byte_ticks,
+    format_bytes,
+    short_layer_name,
+    tick_label,
+    with_unit,
+)
 
-__all__ = ["Region", "MapRange", "Lane", "BlockMapData", "block_map_data", "separate_pools_data",
-           "as_block_map_data"]
+__all__ = ["Region", "MapRange", "Lane", "BlockMapData", "block_map_data", "separate_pools_data", "as_block_map_data"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +51,7 @@ class MapRange:
     footer_bytes: int  # per row
     row_format: str
     row_describe: str
-    regions: tuple[Region, ...]  # `kvviz.formats.page_regions` of the page
+    regions: tuple[Region, ...]  # `kvviz.base.regions.page_regions` of the page
     part_names: tuple[str, str] = ("payload", "footer")  # the row's two parts (K/V, conv/SSM state)
 
     @property
@@ -73,17 +81,27 @@ class MapRange:
 
     def tooltip(self) -> str:
         """What hovering the range shows (the live map writes the same lines from `to_dict`)."""
-        return (f"{self.layer}\ngroup {self.group} · {self.kind.label}\n"
-                f"offset {self.offset:,} B · page {with_unit(self.page_bytes)} · end {self.end:,} B")
+        return (
+            f"{self.layer}\ngroup {self.group} · {self.kind.label}\n"
+            f"offset {self.offset:,} B · page {with_unit(self.page_bytes)} · end {self.end:,} B"
+        )
 
     def anatomy(self) -> dict:
         """The page's anatomy: rows, row format and its payload / footer / padding regions."""
-        return {"rows": self.rows, "row_bytes": self.row_bytes, "payload_bytes": self.payload_bytes,
-                "footer_bytes": self.footer_bytes, "content_bytes": self.content_bytes,
-                "padding_bytes": self.padding_bytes, "row_format": self.row_format,
-                "row_describe": self.row_describe,
-                "regions": [{"name": r.name, "label": self.region_label(r.name), "start": r.start, "size": r.size,
-                             "end": r.end} for r in self.regions]}
+        return {
+            "rows": self.rows,
+            "row_bytes": self.row_bytes,
+            "payload_bytes": self.payload_bytes,
+            "footer_bytes": self.footer_bytes,
+            "content_bytes": self.content_bytes,
+            "padding_bytes": self.padding_bytes,
+            "row_format": self.row_format,
+            "row_describe": self.row_describe,
+            "regions": [
+                {"name": r.name, "label": self.region_label(r.name), "start": r.start, "size": r.size, "end": r.end}
+                for r in self.regions
+            ],
+        }
 
     def region_label(self, name: str) -> str:
         """'payload' / 'footer' named as the row format names its parts ('K', 'conv state', ...)."""
@@ -91,10 +109,19 @@ class MapRange:
 
     def to_dict(self, anatomy: int) -> dict:
         """The range for the live map; `anatomy` indexes the map's list of distinct anatomies."""
-        return {"layer": self.layer, "group": self.group, "lane": self.lane, "kind": self.kind.name.lower(),
-                "offset": self.offset, "page_bytes": self.page_bytes, "end": self.end,
-                "padding_bytes": self.padding_bytes, "page_text": with_unit(self.page_bytes),
-                "size_text": format_bytes(self.page_bytes), "anatomy": anatomy}
+        return {
+            "layer": self.layer,
+            "group": self.group,
+            "lane": self.lane,
+            "kind": self.kind.name.lower(),
+            "offset": self.offset,
+            "page_bytes": self.page_bytes,
+            "end": self.end,
+            "padding_bytes": self.padding_bytes,
+            "page_text": with_unit(self.page_bytes),
+            "size_text": format_bytes(self.page_bytes),
+            "anatomy": anatomy,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,19 +151,30 @@ class Lane:
     def tooltip(self, stride: int) -> str:
         """What hovering the lane shows: total, unused bytes, whether it binds the stride."""
         if self.block_end is not None:
-            return (f"pool {self.name}: {self.num_layers} layers, its own block of {self.block_end:,} B "
-                    f"({format_bytes(self.block_end)}), its own block ids\n"
-                    f"separate pool: shares no block with the others")
+            return (
+                f"pool {self.name}: {self.num_layers} layers, its own block of {self.block_end:,} B "
+                f"({format_bytes(self.block_end)}), its own block ids\n"
+                f"separate pool: shares no block with the others"
+            )
         why = "binds the stride (its total is the stride)" if self.binds else "does not bind the stride"
-        return (f"group {self.name}: {self.num_layers} layers, total {self.total:,} B ({format_bytes(self.total)})\n"
-                f"unused: {self.unused_bytes:,} B of the {stride:,} B stride\n{why}")
+        return (
+            f"group {self.name}: {self.num_layers} layers, total {self.total:,} B ({format_bytes(self.total)})\n"
+            f"unused: {self.unused_bytes:,} B of the {stride:,} B stride\n{why}"
+        )
 
     def to_dict(self, stride: int) -> dict:
         """The lane for the live map (`block_end` only for a separate pool's lane)."""
-        out = {"name": self.name, "index": self.index, "num_layers": self.num_layers, "total": self.total,
-               "unused": [list(r) for r in self.unused], "unused_bytes": self.unused_bytes, "binds": self.binds,
-               "unused_text": [f"unused {format_bytes(hi - lo)}" for lo, hi in self.unused],
-               "tooltip": self.tooltip(stride)}
+        out = {
+            "name": self.name,
+            "index": self.index,
+            "num_layers": self.num_layers,
+            "total": self.total,
+            "unused": [list(r) for r in self.unused],
+            "unused_bytes": self.unused_bytes,
+            "binds": self.binds,
+            "unused_text": [f"unused {format_bytes(hi - lo)}" for lo, hi in self.unused],
+            "tooltip": self.tooltip(stride),
+        }
         if self.block_end is not None:
             out["block_end"] = self.block_end
         return out
@@ -215,8 +253,12 @@ class BlockMapData:
         for r in self.ranges:
             first.setdefault(r.anatomy_key, r)
         return {
-            "planner": self.planner, "stride": self.stride, "stride_text": self.stride_text,
-            "binding_group": self.binding_group, "binding_label": self.binding_label, "caption": self.caption,
+            "planner": self.planner,
+            "stride": self.stride,
+            "stride_text": self.stride_text,
+            "binding_group": self.binding_group,
+            "binding_label": self.binding_label,
+            "caption": self.caption,
             "overlay_note": self.overlay_note,
             "ticks": [{"at": t, "text": tick_label(t)} for t in byte_ticks(self.stride)],
             "lanes": [lane.to_dict(self.stride) for lane in self.lanes],
@@ -233,9 +275,17 @@ def block_map_data(layout: Layout, *, caption: str | None = None) -> BlockMapDat
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
     names = [g.name for g in layout.groups]
     binding = layout.binding_group
-    lanes = tuple(Lane(name=g.name, index=i, num_layers=len(g.layers), total=layout.group_total(i),
-                       unused=tuple(layout.unused_ranges(i)), binds=i == binding)
-                  for i, g in enumerate(layout.groups))
+    lanes = tuple(
+        Lane(
+            name=g.name,
+            index=i,
+            num_layers=len(g.layers),
+            total=layout.group_total(i),
+            unused=tuple(layout.unused_ranges(i)),
+            binds=i == binding,
+        )
+        for i, g in enumerate(layout.groups)
+    )
     ranges = []
     per_spec: dict[tuple, dict] = {}  # pages of one spec share their anatomy (computed once)
     for p in layout.placements:
@@ -244,15 +294,29 @@ def block_map_data(layout: Layout, *, caption: str | None = None) -> BlockMapDat
         if common is None:
             row = c.row_format
             common = per_spec[c.spec_key] = dict(
-                kind=c.kind, page_bytes=c.page_bytes, content_bytes=c.content_bytes, rows=c.rows,
-                row_bytes=c.row_bytes, payload_bytes=row.payload_bytes, footer_bytes=row.footer_bytes,
-                row_format=row.name, row_describe=row.describe(), part_names=row.part_names,
-                regions=page_regions(row, c.rows, c.page_bytes))
+                kind=c.kind,
+                page_bytes=c.page_bytes,
+                content_bytes=c.content_bytes,
+                rows=c.rows,
+                row_bytes=c.row_bytes,
+                payload_bytes=row.payload_bytes,
+                footer_bytes=row.footer_bytes,
+                row_format=row.name,
+                row_describe=row.describe(),
+                part_names=row.part_names,
+                regions=page_regions(row, c.rows, c.page_bytes),
+            )
         ranges.append(MapRange(layer=p.name, group=names[p.group], lane=p.group, offset=p.offset, **common))
     if caption is None:
         caption = f"block map of the {layout.planner} layout, block stride {layout.block_stride:,} B"
-    return BlockMapData(planner=layout.planner, stride=layout.block_stride, lanes=lanes, ranges=tuple(ranges),
-                        binding_group=None if binding is None else names[binding], caption=caption)
+    return BlockMapData(
+        planner=layout.planner,
+        stride=layout.block_stride,
+        lanes=lanes,
+        ranges=tuple(ranges),
+        binding_group=None if binding is None else names[binding],
+        caption=caption,
+    )
 
 
 def separate_pools_data(plan, *, caption: str) -> BlockMapData:
@@ -270,8 +334,15 @@ def separate_pools_data(plan, *, caption: str) -> BlockMapData:
     for i, (d, pool) in enumerate(zip(parts, pools)):
         lanes.append(dataclasses.replace(d.lanes[0], index=i, binds=False, block_end=pool.block_stride))
         ranges.extend(dataclasses.replace(r, lane=i) for r in d.ranges)
-    return BlockMapData(planner=plan.planner, stride=max(d.stride for d in parts), lanes=tuple(lanes),
-                        ranges=tuple(ranges), binding_group=None, caption=caption, separate=True)
+    return BlockMapData(
+        planner=plan.planner,
+        stride=max(d.stride for d in parts),
+        lanes=tuple(lanes),
+        ranges=tuple(ranges),
+        binding_group=None,
+        caption=caption,
+        separate=True,
+    )
 
 
 def as_block_map_data(layout, name: str = "layout") -> BlockMapData:

@@ -11,11 +11,23 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedFormatter, FixedLocator
 
-from .query import DEFAULT_DPI, PatchRange, to_png_bytes
-from .style import byte_ticks, tick_label
+from kvviz.views.query import DEFAULT_DPI, PatchRange, to_png_bytes
+from kvviz.views.style import byte_ticks, tick_label
 
-__all__ = ["KvvizFigure", "new_figure", "place_axes", "axes_width_in", "byte_axis", "draw_ranges", "fits",
-           "spread", "LEFT_IN", "RIGHT_IN", "LANE_H", "LABEL_CHAR_W"]
+__all__ = [
+    "KvvizFigure",
+    "new_figure",
+    "place_axes",
+    "axes_width_in",
+    "byte_axis",
+    "draw_ranges",
+    "fits",
+    "spread",
+    "LEFT_IN",
+    "RIGHT_IN",
+    "LANE_H",
+    "LABEL_CHAR_W",
+]
 
 LANE_H = 0.42  # inches per group lane
 # Margins of the lanes: the left one holds the group labels; the right one half a tick label, so
@@ -64,8 +76,9 @@ def byte_axis(ax, stride: int, *, label: bool = True) -> None:
     ax.tick_params(axis="x", labelsize=7)
 
 
-def draw_ranges(ax, infos: Sequence[PatchRange], y0, height, *, facecolors, zorder: float = 1.0,
-                **style) -> PolyCollection | None:
+def draw_ranges(
+    ax, infos: Sequence[PatchRange], y0, height, *, facecolors, zorder: float = 1.0, **style
+) -> PolyCollection | None:
     """One polygon per range: x [start, end), y [y0, y0 + height) (scalars or one per range).
     The collection carries `kvviz_ranges` (what `find_patches` reads back); None when empty."""
     n = len(infos)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from .blockmap_data import BlockMapData, as_block_map_data
+from kvviz.views.blockmap_data import BlockMapData, as_block_map_data
 
 __all__ = ["BeforeAfterData", "before_after_data"]
 
-OVERLAY_NOTE = ("every lane = bytes [0, stride) of the same block of its layout; "
-                "dashed lines mark each stride; the binding group is outlined")
+OVERLAY_NOTE = (
+    "every lane = bytes [0, stride) of the same block of its layout; "
+    "dashed lines mark each stride; the binding group is outlined"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,8 +75,10 @@ class BeforeAfterData:
     def title(self) -> str:
         """The figure's title: both strides, the change in percent and in bytes per block."""
         change = "saved" if self.saved > 0 else "added"
-        return (f"block stride {self.before.stride:,} B → {self.after.stride:,} B: {self.pct:+.2f}% "
-                f"({abs(self.saved):,} B per block {change})")
+        return (
+            f"block stride {self.before.stride:,} B → {self.after.stride:,} B: {self.pct:+.2f}% "
+            f"({abs(self.saved):,} B per block {change})"
+        )
 
     overlay_note = OVERLAY_NOTE
 

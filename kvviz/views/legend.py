@@ -8,13 +8,24 @@ from collections.abc import Sequence
 
 from matplotlib.collections import PolyCollection
 
-from ..core.kinds import CacheKind
-from .blockmap_data import BlockMapData
-from .query import DEFAULT_DPI
-from .style import HOLE_COLOR, KIND_COLORS, PAD_COLOR, SAVED_COLOR, UNUSED_COLOR, VICTIM_COLOR, format_bytes
+from kvviz.core.kinds import CacheKind
+from kvviz.views.blockmap_data import BlockMapData
+from kvviz.views.query import DEFAULT_DPI
+from kvviz.views.style import HOLE_COLOR, KIND_COLORS, PAD_COLOR, SAVED_COLOR, UNUSED_COLOR, VICTIM_COLOR, format_bytes
 
-__all__ = ["KeyEntry", "key_entries", "key_shape", "key_below", "Visibility", "visibility", "padding_label",
-           "MIN_VISIBLE_PX", "MIN_VISIBLE_IN", "LEGEND_ROW_H", "NOTE_H"]
+__all__ = [
+    "KeyEntry",
+    "key_entries",
+    "key_shape",
+    "key_below",
+    "Visibility",
+    "visibility",
+    "padding_label",
+    "MIN_VISIBLE_PX",
+    "MIN_VISIBLE_IN",
+    "LEGEND_ROW_H",
+    "NOTE_H",
+]
 
 # A kind (or the padding) whose widest range is narrower than this many pixels is invisible: it
 # gets a line in the sliver note instead of a legend entry nobody could find in the figure.
@@ -39,8 +50,16 @@ class KeyEntry:
     alpha: float = 1.0
 
 
-def key_entries(kinds, *, padding: bool, unused: bool, holes: bool = False, saved: bool = False,
-                victims: bool = False, padding_label: str = "alignment padding") -> list[KeyEntry]:
+def key_entries(
+    kinds,
+    *,
+    padding: bool,
+    unused: bool,
+    holes: bool = False,
+    saved: bool = False,
+    victims: bool = False,
+    padding_label: str = "alignment padding",
+) -> list[KeyEntry]:
     """The key of a figure: one entry per kind, then the padding, unused, holes, saved and
     victim entries asked for."""
     out = [KeyEntry(k.label, KIND_COLORS[k]) for k in kinds]
@@ -77,8 +96,16 @@ def key_below(ax, entries: Sequence[KeyEntry], *, offset_in: float = 0.5, note: 
     pos = ax.get_position()
     ncol, nrows, colw = key_shape(entries, pos.width * w)
     if note:  # under the key: what is too thin to see at this scale
-        fig.text(pos.x0, (pos.y0 * h - offset_in - nrows * LEGEND_ROW_H - 0.04) / h, note, fontsize=_KEY_FONT,
-                 color="#444444", ha="left", va="top", gid="sliver-note")
+        fig.text(
+            pos.x0,
+            (pos.y0 * h - offset_in - nrows * LEGEND_ROW_H - 0.04) / h,
+            note,
+            fontsize=_KEY_FONT,
+            color="#444444",
+            ha="left",
+            va="top",
+            gid="sliver-note",
+        )
     if not entries:
         return
     left = (pos.x0 + pos.width / 2) * w - ncol * colw / 2
@@ -89,12 +116,20 @@ def key_below(ax, entries: Sequence[KeyEntry], *, offset_in: float = 0.5, note: 
         x, y = left + (i % ncol) * colw, top - (i // ncol) * LEGEND_ROW_H
         verts = [(x / w, (y - sh) / h), ((x + sw) / w, (y - sh) / h), ((x + sw) / w, y / h), (x / w, y / h)]
         styles.setdefault((e.facecolor, e.edgecolor, e.hatch, e.alpha), []).append(verts)
-        fig.text((x + sw + 0.07) / w, (y - sh / 2) / h, e.label, fontsize=_KEY_FONT, va="center", ha="left",
-                 gid="key")
+        fig.text((x + sw + 0.07) / w, (y - sh / 2) / h, e.label, fontsize=_KEY_FONT, va="center", ha="left", gid="key")
     for (face, edge, hatch, alpha), verts in styles.items():
-        fig.add_artist(PolyCollection(verts, facecolors=face, edgecolors=edge, hatch=hatch, alpha=alpha,
-                                      linewidths=0.8 if edge != "none" else 0, transform=fig.transFigure,
-                                      gid="key"))
+        fig.add_artist(
+            PolyCollection(
+                verts,
+                facecolors=face,
+                edgecolors=edge,
+                hatch=hatch,
+                alpha=alpha,
+                linewidths=0.8 if edge != "none" else 0,
+                transform=fig.transFigure,
+                gid="key",
+            )
+        )
 
 
 def padding_label(datas: Sequence[BlockMapData]) -> str:
@@ -152,7 +187,10 @@ def visibility(datas: Sequence[BlockMapData], in_per_byte: Sequence[float], *, s
                 pad_in = max(pad_in, r.padding_bytes * scale)
                 max_pad = max(max_pad, r.padding_bytes)
     kinds = list(dict.fromkeys(k for d in datas for k in d.kinds))
-    return Visibility(visible=tuple(k for k in kinds if widest[k] >= MIN_VISIBLE_IN),
-                      slivers=tuple(k for k in kinds if widest[k] < MIN_VISIBLE_IN),
-                      padding_visible=pad_in >= MIN_VISIBLE_IN, max_padding=max_pad,
-                      padding_label=padding_label(datas))
+    return Visibility(
+        visible=tuple(k for k in kinds if widest[k] >= MIN_VISIBLE_IN),
+        slivers=tuple(k for k in kinds if widest[k] < MIN_VISIBLE_IN),
+        padding_visible=pad_in >= MIN_VISIBLE_IN,
+        max_padding=max_pad,
+        padding_label=padding_label(datas),
+    )

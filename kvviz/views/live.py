@@ -8,12 +8,12 @@ from collections.abc import Iterable, Sequence
 
 from matplotlib.figure import Figure
 
-from ..core.layout import Layout
-from .canvas import LABEL_CHAR_W, axes_width_in, byte_axis, draw_ranges, new_figure, spread
-from .legend import LEGEND_ROW_H, key_below, key_entries, key_shape
-from .live_data import LiveBytesData, live_bytes_data
-from .query import PatchRange
-from .style import KIND_COLORS, VICTIM_COLOR
+from kvviz.core.layout import Layout
+from kvviz.views.canvas import LABEL_CHAR_W, axes_width_in, byte_axis, draw_ranges, new_figure, spread
+from kvviz.views.legend import LEGEND_ROW_H, key_below, key_entries, key_shape
+from kvviz.views.live_data import LiveBytesData, live_bytes_data
+from kvviz.views.query import PatchRange
+from kvviz.views.style import KIND_COLORS, VICTIM_COLOR
 
 __all__ = ["live_bytes"]
 
@@ -35,10 +35,19 @@ def _victim_numbers(ax, data: LiveBytesData) -> None:
                 continue
             widths = [(LABEL_CHAR_W * len(text) + 0.12) / axes_in for _, text in mine]
             for (_, text), x in zip(mine, spread([c for c, _ in mine], widths, pad=0.04 / axes_in)):
-                ax.text(x * data.stride, i + 0.2 + 0.24 * row, text, ha="center", va="center", fontsize=7,
-                        color=VICTIM_COLOR, fontweight="bold", zorder=6, gid="victim-number",
-                        bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor=VICTIM_COLOR,
-                                  linewidth=0.6))
+                ax.text(
+                    x * data.stride,
+                    i + 0.2 + 0.24 * row,
+                    text,
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color=VICTIM_COLOR,
+                    fontweight="bold",
+                    zorder=6,
+                    gid="victim-number",
+                    bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor=VICTIM_COLOR, linewidth=0.6),
+                )
 
 
 def _victim_table(fig: Figure, table, y: float) -> None:
@@ -47,18 +56,37 @@ def _victim_table(fig: Figure, table, y: float) -> None:
     widths = [max(len(row[c]) for row in table) for c in range(len(table[0]))]
 
     def line(row):
-        return "  ".join(cell.rjust(wd) if c in (0, 1, 3) else cell.ljust(wd)
-                         for c, (cell, wd) in enumerate(zip(row, widths))).rstrip()
+        return "  ".join(
+            cell.rjust(wd) if c in (0, 1, 3) else cell.ljust(wd) for c, (cell, wd) in enumerate(zip(row, widths))
+        ).rstrip()
 
     for k, row in enumerate(table):
-        fig.text(1.5 / w, y / h, line(row), fontsize=7, family="monospace", va="top",
-                 color="#444444" if k == 0 else VICTIM_COLOR, gid="victim-table")
+        fig.text(
+            1.5 / w,
+            y / h,
+            line(row),
+            fontsize=7,
+            family="monospace",
+            va="top",
+            color="#444444" if k == 0 else VICTIM_COLOR,
+            gid="victim-table",
+        )
         y -= _VICTIM_ROW_H
 
 
-def live_bytes(layout: Layout | LiveBytesData, block_bytes=None, block_groups=None, *,
-               blocks: Sequence[int] | None = None, victims: Iterable = (), bins: int = 2048,
-               stat: str = "nonzero", max_blocks: int = 8, fig: Figure | None = None, width: float = 12.0) -> Figure:
+def live_bytes(
+    layout: Layout | LiveBytesData,
+    block_bytes=None,
+    block_groups=None,
+    *,
+    blocks: Sequence[int] | None = None,
+    victims: Iterable = (),
+    bins: int = 2048,
+    stat: str = "nonzero",
+    max_blocks: int = 8,
+    fig: Figure | None = None,
+    width: float = 12.0,
+) -> Figure:
     """The real bytes of some blocks of a pool, one lane per block. Returns the Figure.
 
     block_bytes: uint8 (num_blocks, block_stride) numpy array or torch tensor (a pool's backing).
@@ -76,8 +104,16 @@ def live_bytes(layout: Layout | LiveBytesData, block_bytes=None, block_groups=No
     if isinstance(layout, LiveBytesData):
         data = layout
     else:
-        data = live_bytes_data(layout, block_bytes, block_groups, blocks=blocks, victims=victims, bins=bins,
-                               stat=stat, max_blocks=max_blocks)
+        data = live_bytes_data(
+            layout,
+            block_bytes,
+            block_groups,
+            blocks=blocks,
+            victims=victims,
+            bins=bins,
+            stat=stat,
+            max_blocks=max_blocks,
+        )
     stride, n = data.stride, len(data.blocks)
     entries = key_entries(data.kinds, padding=False, unused=False, victims=data.has_victims)
     _, key_rows, _ = key_shape(entries, width - 1.5 - 1.0)
@@ -90,19 +126,40 @@ def live_bytes(layout: Layout | LiveBytesData, block_bytes=None, block_groups=No
     span_h, img_lo, img_hi = 0.28, 0.32, 0.94
     mappable = None
     for i in range(n):
-        mappable = ax.imshow(data.image[i:i + 1], extent=(0, stride, i + img_hi, i + img_lo), aspect="auto",
-                             interpolation="nearest", cmap="magma", vmin=0.0, vmax=1.0, zorder=1)
-    draw_ranges(ax, [PatchRange("span", s.start, s.end, s.group, s.layer, s.kind, block=s.block) for s in data.spans],
-                [s.lane + 0.04 for s in data.spans], span_h, facecolors=[KIND_COLORS[s.kind] for s in data.spans],
-                edgecolors="white", linewidths=0.3)
+        mappable = ax.imshow(
+            data.image[i : i + 1],
+            extent=(0, stride, i + img_hi, i + img_lo),
+            aspect="auto",
+            interpolation="nearest",
+            cmap="magma",
+            vmin=0.0,
+            vmax=1.0,
+            zorder=1,
+        )
+    draw_ranges(
+        ax,
+        [PatchRange("span", s.start, s.end, s.group, s.layer, s.kind, block=s.block) for s in data.spans],
+        [s.lane + 0.04 for s in data.spans],
+        span_h,
+        facecolors=[KIND_COLORS[s.kind] for s in data.spans],
+        edgecolors="white",
+        linewidths=0.3,
+    )
     ax.set_yticks([i + 0.5 for i in range(n)], list(data.lane_labels), fontsize=7.5)
     ax.tick_params(axis="y", length=0)
     ax.set_ylim(n, 0)
     byte_axis(ax, stride)
     _victim_numbers(ax, data)
-    draw_ranges(ax, [PatchRange("victim", v.start, v.end, layer=v.layer, block=v.block) for v in data.victims],
-                [v.lane + 0.02 for v in data.victims], 0.96, facecolors="none", edgecolors=VICTIM_COLOR,
-                linewidths=1.6, zorder=5)
+    draw_ranges(
+        ax,
+        [PatchRange("victim", v.start, v.end, layer=v.layer, block=v.block) for v in data.victims],
+        [v.lane + 0.02 for v in data.victims],
+        0.96,
+        facecolors="none",
+        edgecolors=VICTIM_COLOR,
+        linewidths=1.6,
+        zorder=5,
+    )
     ax.set_title(data.title, fontsize=9, loc="left", pad=8)
     cax = fig.add_axes((1 - 0.85 / w, bottom / h, 0.12 / w, 1 - (top + bottom) / h))
     cb = fig.colorbar(mappable, cax=cax)

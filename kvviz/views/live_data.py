@@ -12,10 +12,10 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..core.kinds import CacheKind
-from ..core.layout import Layout
-from ..errors import require
-from .style import short_layer_name
+from kvviz.base.errors import require
+from kvviz.core.kinds import CacheKind
+from kvviz.core.layout import Layout
+from kvviz.views.style import short_layer_name
 
 __all__ = ["binned_bytes", "LiveSpan", "VictimMark", "LiveBytesData", "live_bytes_data"]
 
@@ -86,8 +86,10 @@ def _victim_pieces(victims, stride: int, num_blocks: int):
     for vi, v in enumerate(victims):
         block, start, end = _field(v, "block"), _field(v, "start"), _field(v, "end")
         for name, value in (("block", block), ("start", start), ("end", end)):
-            require(isinstance(value, (int, np.integer)) and not isinstance(value, bool),
-                    f"victims[{vi}].{name}={value!r}: must be an integer")
+            require(
+                isinstance(value, (int, np.integer)) and not isinstance(value, bool),
+                f"victims[{vi}].{name}={value!r}: must be an integer",
+            )
         require(0 <= block < num_blocks, f"victims[{vi}].block={block}: the pool has {num_blocks} blocks")
         require(0 <= start < end, f"victims[{vi}]: start={start}, end={end} must satisfy 0 <= start < end")
         skip = int(start) // stride  # a start past the stride already lies in a later block
@@ -181,12 +183,15 @@ class LiveBytesData:
     def title(self) -> str:
         """The figure's title: blocks, stride, what the image shows and the victims."""
         what = "fraction of non-zero bytes" if self.stat == "nonzero" else "mean byte value / 255"
-        title = (f"live bytes of {len(self.blocks)} block(s), block stride {self.stride:,} B; "
-                 f"image: {what} per {self.bin_bytes:,.0f} B bin")
+        title = (
+            f"live bytes of {len(self.blocks)} block(s), block stride {self.stride:,} B; "
+            f"image: {what} per {self.bin_bytes:,.0f} B bin"
+        )
         if self.has_victims:
             hidden = self.hidden_victims
             title += f"; {len(self.victims)} victim range(s) in red" + (
-                f" ({hidden} outside the shown blocks)" if hidden else "")
+                f" ({hidden} outside the shown blocks)" if hidden else ""
+            )
         return title
 
     @property
@@ -200,18 +205,28 @@ class LiveBytesData:
         return (VICTIM_TABLE_HEADER, *(v.row for v in self.victims)) if self.victims else ()
 
 
-def live_bytes_data(layout: Layout, block_bytes, block_groups, *, blocks: Sequence[int] | None = None,
-                    victims: Iterable = (), bins: int = 2048, stat: str = "nonzero",
-                    max_blocks: int = 8) -> LiveBytesData:
-    """The live-bytes data of a pool (arguments as `kvviz.plot.live_bytes`): default blocks are
+def live_bytes_data(
+    layout: Layout,
+    block_bytes,
+    block_groups,
+    *,
+    blocks: Sequence[int] | None = None,
+    victims: Iterable = (),
+    bins: int = 2048,
+    stat: str = "nonzero",
+    max_blocks: int = 8,
+) -> LiveBytesData:
+    """The live-bytes data of a pool (arguments as `kvviz.views.live_bytes`): default blocks are
     those the victims touch, then owned blocks, at most `max_blocks`, in block order."""
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
     stride = layout.block_stride
     data = _as_uint8_matrix(block_bytes, stride)
     num_blocks = int(data.shape[0])
     require(num_blocks > 0, "block_bytes: the pool has no blocks")
-    require(len(block_groups) == num_blocks,
-            f"block_groups: has {len(block_groups)} entries, the pool has {num_blocks} blocks")
+    require(
+        len(block_groups) == num_blocks,
+        f"block_groups: has {len(block_groups)} entries, the pool has {num_blocks} blocks",
+    )
     require(isinstance(bins, int) and bins > 0, f"bins={bins!r}: must be a positive integer")
     pieces = _victim_pieces(list(victims), stride, num_blocks)
     if blocks is None:
@@ -225,13 +240,25 @@ def live_bytes_data(layout: Layout, block_bytes, block_groups, *, blocks: Sequen
     lane = {b: i for i, b in enumerate(blocks)}
     image = binned_bytes(_rows_to_numpy(data, blocks), bins, stat=stat)
     owners = [_owner(block_groups, b, layout) for b in blocks]
-    spans = tuple(LiveSpan(b, i, layout.groups[g].name, p.name, p.cache.kind, p.offset, p.end)
-                  for i, (b, g) in enumerate(zip(blocks, owners)) if g is not None
-                  for p in layout.group_placements(g))
+    spans = tuple(
+        LiveSpan(b, i, layout.groups[g].name, p.name, p.cache.kind, p.offset, p.end)
+        for i, (b, g) in enumerate(zip(blocks, owners))
+        if g is not None
+        for p in layout.group_placements(g)
+    )
     shown = [p for p in pieces if p[1] in lane]
-    marks = tuple(VictimMark(number, vi, b, lane[b], lo, hi, None if layer is None else str(layer))
-                  for number, (vi, b, lo, hi, layer) in enumerate(shown, start=1))
+    marks = tuple(
+        VictimMark(number, vi, b, lane[b], lo, hi, None if layer is None else str(layer))
+        for number, (vi, b, lo, hi, layer) in enumerate(shown, start=1)
+    )
     image.setflags(write=False)
-    return LiveBytesData(stride=stride, blocks=tuple(blocks),
-                         owners=tuple(None if g is None else layout.groups[g].name for g in owners),
-                         spans=spans, victims=marks, hidden_victims=len(pieces) - len(shown), stat=stat, image=image)
+    return LiveBytesData(
+        stride=stride,
+        blocks=tuple(blocks),
+        owners=tuple(None if g is None else layout.groups[g].name for g in owners),
+        spans=spans,
+        victims=marks,
+        hidden_victims=len(pieces) - len(shown),
+        stat=stat,
+        image=image,
+    )

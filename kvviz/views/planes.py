@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
-from ..core.layout import Layout
-from .canvas import LEFT_IN, RIGHT_IN, axes_width_in, byte_axis, draw_ranges, fits, new_figure, place_axes
-from .legend import LEGEND_ROW_H, KeyEntry, key_below, key_entries, key_shape
-from .planes_data import PoolPlanesData, pool_planes_data
-from .query import PatchRange
-from .style import KIND_COLORS, PAD_COLOR, UNUSED_COLOR
+from kvviz.core.layout import Layout
+from kvviz.views.canvas import LEFT_IN, RIGHT_IN, axes_width_in, byte_axis, draw_ranges, fits, new_figure, place_axes
+from kvviz.views.legend import LEGEND_ROW_H, KeyEntry, key_below, key_entries, key_shape
+from kvviz.views.planes_data import PoolPlanesData, pool_planes_data
+from kvviz.views.query import PatchRange
+from kvviz.views.style import KIND_COLORS, PAD_COLOR, UNUSED_COLOR
 
 __all__ = ["pool_planes", "MIN_TICK_PX"]
 
@@ -31,8 +31,14 @@ def _entries(data: PoolPlanesData) -> list[KeyEntry]:
     return entries
 
 
-def pool_planes(layout: Layout | PoolPlanesData, num_blocks: int | None = None, *,
-                blocks_shown: Sequence[int] | None = None, fig: Figure | None = None, width: float = 12.0) -> Figure:
+def pool_planes(
+    layout: Layout | PoolPlanesData,
+    num_blocks: int | None = None,
+    *,
+    blocks_shown: Sequence[int] | None = None,
+    fig: Figure | None = None,
+    width: float = 12.0,
+) -> Figure:
     """The pool in vLLM's layer-outermost arrangement (`kvviz.core.planes.layer_planes`): one row per
     tensor, x = bytes [0, bytes per block x num_blocks) of the pool; each layer's plane is one
     range (layer stride = num_blocks x page, coloured by kind, labelled `L<i>` where it fits),
@@ -43,8 +49,11 @@ def pool_planes(layout: Layout | PoolPlanesData, num_blocks: int | None = None, 
     Every tensor starts at byte 0 of the same pool (docs/hybrid.md#hybrid-planners).
     Returns the Figure; a PoolPlanesData (`pool_planes_data`) works in place of the layout.
     """
-    data = layout if isinstance(layout, PoolPlanesData) else pool_planes_data(layout, num_blocks,
-                                                                              blocks_shown=blocks_shown)
+    data = (
+        layout
+        if isinstance(layout, PoolPlanesData)
+        else pool_planes_data(layout, num_blocks, blocks_shown=blocks_shown)
+    )
     entries = _entries(data)
     _, key_rows, _ = key_shape(entries, width - LEFT_IN - RIGHT_IN)
     top, bottom = 0.75, 0.6 + key_rows * LEGEND_ROW_H + 0.1
@@ -68,19 +77,39 @@ def pool_planes(layout: Layout | PoolPlanesData, num_blocks: int | None = None, 
                 unused.append(PatchRange("unused", pl.start, pl.end, pl.group))
                 unused_y.append(row - half)
                 if wide_enough:
-                    ax.text((pl.start + pl.end) / 2, row, pl.label, ha="center", va="center", fontsize=7, zorder=3,
-                            color="#333333", gid="size", bbox=dict(boxstyle="square,pad=0.15", facecolor="white",
-                                                                 edgecolor="none"))
+                    ax.text(
+                        (pl.start + pl.end) / 2,
+                        row,
+                        pl.label,
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        zorder=3,
+                        color="#333333",
+                        gid="size",
+                        bbox=dict(boxstyle="square,pad=0.15", facecolor="white", edgecolor="none"),
+                    )
                 continue
             planes.append(PatchRange("plane", pl.start, pl.end, pl.group, pl.layer, pl.kind))
             plane_y.append(row - half)
             plane_colors.append(KIND_COLORS[pl.kind])
             if wide_enough:
-                ax.text((pl.start + pl.end) / 2, label_y, pl.label, ha="center",
-                        va="center", fontsize=7, color="white", zorder=3, gid="plane-label")
+                ax.text(
+                    (pl.start + pl.end) / 2,
+                    label_y,
+                    pl.label,
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white",
+                    zorder=3,
+                    gid="plane-label",
+                )
             if tick_blocks:
-                ticks.extend([(pl.start + b * r.page_bytes, row + 0.05), (pl.start + b * r.page_bytes, row + half)]
-                             for b in range(1, data.num_blocks))
+                ticks.extend(
+                    [(pl.start + b * r.page_bytes, row + 0.05), (pl.start + b * r.page_bytes, row + half)]
+                    for b in range(1, data.num_blocks)
+                )
         for p in r.pages:
             pages.append(PatchRange("page", p.start, p.end, p.group, p.layer, p.kind, block=p.block))
             page_y.append(row + 0.02)
@@ -91,19 +120,37 @@ def pool_planes(layout: Layout | PoolPlanesData, num_blocks: int | None = None, 
     draw_ranges(ax, planes, plane_y, lane_h, facecolors=plane_colors, edgecolors="white", linewidths=1.0)
     # Dark page edges while pages are wide; white hairlines once dark ones would blacken the row.
     wide = bool(pages) and min(r.size for r in pages) * px_per_byte >= 6
-    draw_ranges(ax, pages, page_y, 0.38, facecolors=page_colors, edgecolors="#333333" if wide else "white",
-                linewidths=0.6 if wide else 0.3, zorder=2)
+    draw_ranges(
+        ax,
+        pages,
+        page_y,
+        0.38,
+        facecolors=page_colors,
+        edgecolors="#333333" if wide else "white",
+        linewidths=0.6 if wide else 0.3,
+        zorder=2,
+    )
     draw_ranges(ax, pads, pad_y, 0.4 * 0.38, facecolors=PAD_COLOR, zorder=2.1, snap=False)
     draw_ranges(ax, unused, unused_y, lane_h, facecolors="white", edgecolors=UNUSED_COLOR, hatch="////")
     if ticks:
-        ax.add_collection(LineCollection(ticks, colors="white", linewidths=0.6, zorder=2, gid="block-ticks"),
-                          autolim=False)
+        ax.add_collection(
+            LineCollection(ticks, colors="white", linewidths=0.6, zorder=2, gid="block-ticks"), autolim=False
+        )
     if shown and len(data.blocks_shown) <= 16:  # block numbers over the first plane's pages
         for row, r in enumerate(data.rows):
             for b, lo, hi in r.block_labels:
                 if fits((hi - lo) * in_per_byte, f"b{b}"):
-                    ax.text((lo + hi) / 2, row + 0.21, f"b{b}", ha="center", va="center", fontsize=6.5,
-                            color="white", zorder=3, gid="block-label")
+                    ax.text(
+                        (lo + hi) / 2,
+                        row + 0.21,
+                        f"b{b}",
+                        ha="center",
+                        va="center",
+                        fontsize=6.5,
+                        color="white",
+                        zorder=3,
+                        gid="block-label",
+                    )
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_yticks(range(n), [r.label for r in data.rows], fontsize=7.5)
     ax.tick_params(axis="y", length=0)
@@ -118,7 +165,17 @@ def pool_planes(layout: Layout | PoolPlanesData, num_blocks: int | None = None, 
         what = f"; white ticks: the {data.num_blocks:,} blocks of each plane"
     else:
         what = f"; a plane's {data.num_blocks:,} blocks are under {MIN_TICK_PX:g} px each at this scale"
-    ax.annotate(f"{data.overlay_note}{what}", xy=(0, 1), xycoords="axes fraction", xytext=(0, 4),
-                textcoords="offset points", ha="left", va="bottom", fontsize=7.5, color="#333333", gid="overlay-note")
+    ax.annotate(
+        f"{data.overlay_note}{what}",
+        xy=(0, 1),
+        xycoords="axes fraction",
+        xytext=(0, 4),
+        textcoords="offset points",
+        ha="left",
+        va="bottom",
+        fontsize=7.5,
+        color="#333333",
+        gid="overlay-note",
+    )
     key_below(ax, entries)
     return fig

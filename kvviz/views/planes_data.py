@@ -9,11 +9,11 @@ import dataclasses
 import numbers
 from collections.abc import Sequence
 
-from ..core.kinds import CacheKind
-from ..core.layout import Layout
-from ..core.planes import layer_planes
-from ..errors import require
-from .style import format_bytes, plane_label
+from kvviz.base.errors import require
+from kvviz.core.kinds import CacheKind
+from kvviz.core.layout import Layout
+from kvviz.core.planes import layer_planes
+from kvviz.views.style import format_bytes, plane_label
 
 __all__ = ["PLANE_PAGES_MAX_BLOCKS", "PlaneRange", "PlanePage", "PlaneRow", "PoolPlanesData", "pool_planes_data"]
 
@@ -128,8 +128,11 @@ class PoolPlanesData:
     def padding_label(self) -> str:
         """What the drawn padding is: state pages grown to the attention page, or alignment."""
         kinds = self.padded_kinds
-        return ("padding (state page grown to the attention page)" if kinds and all(k.is_state for k in kinds)
-                else "alignment padding")
+        return (
+            "padding (state page grown to the attention page)"
+            if kinds and all(k.is_state for k in kinds)
+            else "alignment padding"
+        )
 
     @property
     def title(self) -> str:
@@ -137,8 +140,10 @@ class PoolPlanesData:
         pages = sorted({r.page_bytes for r in self.rows})
         if len(pages) == 1:
             page = pages[0]
-            strides = (f"layer stride = {self.num_blocks:,} blocks x page = {self.num_blocks * page:,} B, "
-                       f"block stride = page = {page:,} B")
+            strides = (
+                f"layer stride = {self.num_blocks:,} blocks x page = {self.num_blocks * page:,} B, "
+                f"block stride = page = {page:,} B"
+            )
         else:
             strides = f"layer stride = {self.num_blocks:,} blocks x page, block stride = page (pages per row)"
         return f"{self.planner} layout, layer-outermost: {strides}"
@@ -154,8 +159,10 @@ class PoolPlanesData:
         b = self.blocks_shown
         if not b:
             return ""
-        return (f"; pages of block{'s' if len(b) > 1 else ''} "
-                f"{', '.join(map(str, b)) if len(b) <= 12 else f'{len(b)} blocks'} drawn")
+        return (
+            f"; pages of block{'s' if len(b) > 1 else ''} "
+            f"{', '.join(map(str, b)) if len(b) <= 12 else f'{len(b)} blocks'} drawn"
+        )
 
     @property
     def overlay_note(self) -> str:
@@ -168,13 +175,14 @@ def _blocks_shown(blocks_shown, num_blocks: int) -> tuple[int, ...]:
         blocks_shown = range(num_blocks) if num_blocks <= PLANE_PAGES_MAX_BLOCKS else ()
     blocks_shown = list(blocks_shown)
     for b in blocks_shown:
-        require(isinstance(b, numbers.Integral) and not isinstance(b, bool) and 0 <= b < num_blocks,
-                f"blocks_shown: block {b!r} is outside the pool's {num_blocks} blocks")
+        require(
+            isinstance(b, numbers.Integral) and not isinstance(b, bool) and 0 <= b < num_blocks,
+            f"blocks_shown: block {b!r} is outside the pool's {num_blocks} blocks",
+        )
     return tuple(sorted({int(b) for b in blocks_shown}))
 
 
-def pool_planes_data(layout: Layout, num_blocks: int, *,
-                     blocks_shown: Sequence[int] | None = None) -> PoolPlanesData:
+def pool_planes_data(layout: Layout, num_blocks: int, *, blocks_shown: Sequence[int] | None = None) -> PoolPlanesData:
     """The pool of `num_blocks` blocks as layer planes x blocks (`layer_planes`); the pages of
     `blocks_shown` (default: every block when num_blocks <= PLANE_PAGES_MAX_BLOCKS) in every plane."""
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
@@ -198,8 +206,21 @@ def pool_planes_data(layout: Layout, num_blocks: int, *,
                 lo, hi = t.block_range(i, b)
                 pages.append(PlanePage(b, t.group, pl.layer, cache.kind, lo, hi, cache.padding_bytes))
         labels = tuple((b, *t.block_range(0, b)) for b in shown) if t.planes[0].layer is not None else ()
-        rows.append(PlaneRow(group=t.group, name=t.group if per_group[t.group] == 1 else f"{t.group} (tensor {k})",
-                             offset=t.offset, page_bytes=t.page_bytes, planes=tuple(planes), pages=tuple(pages),
-                             block_labels=labels))
-    return PoolPlanesData(planner=layout.planner, num_blocks=num_blocks, block_stride=layout.block_stride,
-                          rows=tuple(rows), blocks_shown=shown)
+        rows.append(
+            PlaneRow(
+                group=t.group,
+                name=t.group if per_group[t.group] == 1 else f"{t.group} (tensor {k})",
+                offset=t.offset,
+                page_bytes=t.page_bytes,
+                planes=tuple(planes),
+                pages=tuple(pages),
+                block_labels=labels,
+            )
+        )
+    return PoolPlanesData(
+        planner=layout.planner,
+        num_blocks=num_blocks,
+        block_stride=layout.block_stride,
+        rows=tuple(rows),
+        blocks_shown=shown,
+    )

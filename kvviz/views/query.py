@@ -33,11 +33,20 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from ..core.kinds import CacheKind
-from ..defaults import DPI
+from kvviz.base.defaults import DPI
+from kvviz.core.kinds import CacheKind
 
-__all__ = ["DEFAULT_DPI", "PatchRange", "RangePatch", "find_patches", "patch_ranges", "figure_texts",
-           "legend_labels", "save_figure", "to_png_bytes"]
+__all__ = [
+    "DEFAULT_DPI",
+    "PatchRange",
+    "RangePatch",
+    "find_patches",
+    "patch_ranges",
+    "figure_texts",
+    "legend_labels",
+    "save_figure",
+    "to_png_bytes",
+]
 
 DEFAULT_DPI = DPI
 
@@ -150,9 +159,16 @@ def _all_ranges(fig: Figure):
                 yield RangePatch(coll, i, info)
 
 
-def find_patches(fig: Figure, *, kind: str | None = None, layer: str | None = None, group: str | None = None,
-                 cache_kind: CacheKind | None = None, block: int | None = None,
-                 panel: str | None = None) -> list[RangePatch]:
+def find_patches(
+    fig: Figure,
+    *,
+    kind: str | None = None,
+    layer: str | None = None,
+    group: str | None = None,
+    cache_kind: CacheKind | None = None,
+    block: int | None = None,
+    panel: str | None = None,
+) -> list[RangePatch]:
     """The drawn ranges of a figure that match every given filter, in drawing order.
 
     kind: the role ('page', 'pad', 'unused', 'saved', 'region', 'field', 'span', 'victim', 'plane');
@@ -162,9 +178,14 @@ def find_patches(fig: Figure, *, kind: str | None = None, layer: str | None = No
     out = []
     for p in _all_ranges(fig):
         r = p.info
-        if ((kind is None or r.role == kind) and (layer is None or r.layer == layer)
-                and (group is None or r.group == group) and (cache_kind is None or r.cache_kind == cache_kind)
-                and (block is None or r.block == block) and (panel is None or r.panel == panel)):
+        if (
+            (kind is None or r.role == kind)
+            and (layer is None or r.layer == layer)
+            and (group is None or r.group == group)
+            and (cache_kind is None or r.cache_kind == cache_kind)
+            and (block is None or r.block == block)
+            and (panel is None or r.panel == panel)
+        ):
             out.append(p)
     return out
 
@@ -189,8 +210,11 @@ def legend_labels(fig: Figure) -> list[str]:
 def save_figure(fig: Figure, path, *, dpi: int = DEFAULT_DPI) -> None:
     """Write a figure; the format follows the suffix (png, svg, pdf). Deterministic metadata."""
     fmt = Path(path).suffix.lstrip(".").lower() or "png"
-    metadata = {"png": {"Software": "kvviz"}, "svg": {"Date": None, "Creator": "kvviz"},
-                "pdf": {"CreationDate": None}}.get(fmt)
+    metadata = {
+        "png": {"Software": "kvviz"},
+        "svg": {"Date": None, "Creator": "kvviz"},
+        "pdf": {"CreationDate": None},
+    }.get(fmt)
     fig.savefig(path, format=fmt, dpi=dpi, metadata=metadata)
 
 

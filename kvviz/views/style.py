@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from ..core.kinds import CacheKind
-from ..defaults import GIB
-from ..errors import require
+from kvviz.base.defaults import GIB
+from kvviz.base.errors import require
+from kvviz.core.kinds import CacheKind
 
 # One colour per cache kind, the same in every figure and in the live map (CacheKind's style record).
 KIND_COLORS: dict[CacheKind, str] = {k: k.color for k in CacheKind}
@@ -20,8 +20,15 @@ REGION_COLORS = {"payload": "#4c72b0", "footer": "#dd8452", "padding": PAD_COLOR
 HOLE_COLOR = "#d62728"  # hatch of the bucketed layout's holes in before_after
 SAVED_COLOR = "#2ca02c"
 VICTIM_COLOR = "#e41a1c"
-ELEMENT_COLORS = {"E4M3": "#4c72b0", "E2M1": "#64b5cd", "UE8M0": "#dd8452", "bf16": "#55a868",
-                  "fp32": "#8172b3", "pad": "#555555", "byte": "#17becf"}
+ELEMENT_COLORS = {
+    "E4M3": "#4c72b0",
+    "E2M1": "#64b5cd",
+    "UE8M0": "#dd8452",
+    "bf16": "#55a868",
+    "fp32": "#8172b3",
+    "pad": "#555555",
+    "byte": "#17becf",
+}
 OTHER_ELEMENT_COLOR = "#999999"
 
 _UNITS = (("GiB", GIB), ("MiB", GIB >> 10), ("KiB", GIB >> 20))

@@ -19,13 +19,21 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 
-from ..core.group import KVGroup, tuple_count
-from ..core.kinds import CacheKind
-from ..core.spec import CacheSpec, custom_cache
-from ..defaults import BLOCK_SIZE
-from ..errors import KvvizError, require
-from ..inputs import (MAX_LAYERS, MAX_PAGE_BYTES, MAX_SLIDING_WINDOW, MAX_TOKENS_PER_BLOCK, bounded_int, read_json,
-                      short_repr)
+from kvviz.base.defaults import BLOCK_SIZE
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import (
+    MAX_LAYERS,
+    MAX_PAGE_BYTES,
+    MAX_SLIDING_WINDOW,
+    MAX_TOKENS_PER_BLOCK,
+    bounded_int,
+    read_json,
+    short_repr,
+)
+from kvviz.core.group import KVGroup, tuple_count
+from kvviz.core.kinds import CacheKind
+from kvviz.core.spec import CacheSpec, custom_cache
+from kvviz.vllm.group_names import _named_groups, bucket_name, group_base_name, spec_buckets
 
 
 def page_sizes_first_seen(caches) -> list[int]:
@@ -79,8 +87,9 @@ def split_bucket(caches: list[CacheSpec], d: int) -> list[list[CacheSpec]]:
     # Tuple k is [same_size[k] for each size that has a k-th layer]; read it off the per-size
     # lists directly rather than building a list per tuple (a bucket has thousands of tuples at
     # 100x the layers, and each list would be one more object for the collector to walk).
-    return [[same_size[k] for k in range(i, tuples_n, n) for same_size in sizes if k < len(same_size)]
-            for i in range(n)]
+    return [
+        [same_size[k] for k in range(i, tuples_n, n) for same_size in sizes if k < len(same_size)] for i in range(n)
+    ]
 
 
 def pad_small_pages(caches: tuple[CacheSpec, ...]) -> tuple[CacheSpec, ...]:
@@ -118,8 +127,9 @@ def group_caches(caches: tuple[CacheSpec, ...]) -> tuple[KVGroup, ...]:
     if full:
         named.append(KVGroup(name="full", layers=tuple(full)))
     for key, bucket in buckets.items():
-        base = (bucket[0].kind.style.group_base if bucket[0].kind in _BUCKET_KINDS
-                else f"window{bucket[0].sliding_window}")
+        base = (
+            bucket[0].kind.style.group_base if bucket[0].kind in _BUCKET_KINDS else f"window{bucket[0].sliding_window}"
+        )
         parts = split_bucket(bucket, d)
         for i, part in enumerate(parts):
             name = base if len(parts) == 1 else f"{base}-{chr(ord('a') + i)}"
@@ -130,16 +140,19 @@ def group_caches(caches: tuple[CacheSpec, ...]) -> tuple[KVGroup, ...]:
 def groups_from_json(raw: object, *, source: str = "--groups") -> tuple[KVGroup, ...]:
     """Arbitrary groups: {"groups": [{"name": ..., "layers": [{"name": ..., "page_bytes": ...}]}]}.
 
-    Optional per layer: "tokens_per_block" (default defaults.BLOCK_SIZE, 256) and "sliding_window" (default null = full).
+    Optional per layer: "tokens_per_block" (default defaults.BLOCK_SIZE, 256) and "sliding_window"
+    (default null = full).
     Names are strings, unique among groups and among layers; numbers are integers within the
-    bounds of kvviz.inputs.
+    bounds of kvviz.base.inputs.
     """
     if isinstance(raw, dict) and "groups" not in raw and "num_hidden_layers" in raw:
         raise KvvizError(f"{source}: this is a model config, not a groups file; give it with --config")
-    require(isinstance(raw, dict) and isinstance(raw.get("groups"), list),
-            f'{source}: expected an object {{"groups": [...]}}')
+    if not (isinstance(raw, dict) and isinstance(raw.get("groups"), list)):
+        raise KvvizError(f'{source}: expected an object {{"groups": [...]}}')
     require(len(raw["groups"]) > 0, f"{source}: groups is empty")
-    groups, seen, group_names = [], set(), set()
+    groups: list[KVGroup] = []
+    seen: set[str] = set()
+    group_names: set[str] = set()
     for gi, g in enumerate(raw["groups"]):
         # messages are built only when a check fails (a file may hold 100,000 groups)
         if not isinstance(g, dict):
@@ -163,12 +176,20 @@ def groups_from_json(raw: object, *, source: str = "--groups") -> tuple[KVGroup,
             lname = layer.get("name", f"{name}.{li}") if type(layer) is dict else None
             tokens = layer.get("tokens_per_block", BLOCK_SIZE) if type(layer) is dict else None
             window = layer.get("sliding_window") if type(layer) is dict else None
-            if not (type(pb) is int and 1 <= pb <= MAX_PAGE_BYTES and type(lname) is str and lname
-                    and lname not in seen and type(tokens) is int and 1 <= tokens <= MAX_TOKENS_PER_BLOCK
-                    and (window is None or (type(window) is int and 1 <= window <= MAX_SLIDING_WINDOW))
-                    and "kind" not in layer):
-                lname, pb, tokens, window, kind = _checked_layer(layer, f"{source}: groups[{gi}].layers[{li}]",
-                                                                 f"{name}.{li}", seen)
+            if not (
+                type(pb) is int
+                and 1 <= pb <= MAX_PAGE_BYTES
+                and type(lname) is str
+                and lname
+                and lname not in seen
+                and type(tokens) is int
+                and 1 <= tokens <= MAX_TOKENS_PER_BLOCK
+                and (window is None or (type(window) is int and 1 <= window <= MAX_SLIDING_WINDOW))
+                and "kind" not in layer
+            ):
+                lname, pb, tokens, window, kind = _checked_layer(
+                    layer, f"{source}: groups[{gi}].layers[{li}]", f"{name}.{li}", seen
+                )
             else:
                 kind = CacheKind.CUSTOM
             seen.add(lname)
@@ -177,17 +198,21 @@ def groups_from_json(raw: object, *, source: str = "--groups") -> tuple[KVGroup,
     return tuple(groups)
 
 
-def _checked_layer(layer: object, where: str, default_name: str, seen: set) -> tuple:
+def _checked_layer(
+    layer: object, where: str, default_name: str, seen: set[str]
+) -> tuple[str, int, int, int | None, CacheKind]:
     """(name, page_bytes, tokens_per_block, sliding_window, kind) of one layer entry of a groups
     file, every field checked and named in the error."""
-    require(isinstance(layer, dict), f"{where} must be an object")
+    if not isinstance(layer, dict):
+        raise KvvizError(f"{where} must be an object")
     require("page_bytes" in layer, f"{where} is missing page_bytes")
     pb = bounded_int(layer["page_bytes"], field=f"{where}.page_bytes", low=1, high=MAX_PAGE_BYTES)
     lname = layer.get("name", default_name)
     require(isinstance(lname, str) and lname != "", f"{where}.name={short_repr(lname)}: must be a non-empty string")
     require(lname not in seen, f"{where}.name={lname!r}: appears twice")
-    tokens = bounded_int(layer.get("tokens_per_block", BLOCK_SIZE), field=f"{where}.tokens_per_block", low=1,
-                         high=MAX_TOKENS_PER_BLOCK)
+    tokens = bounded_int(
+        layer.get("tokens_per_block", BLOCK_SIZE), field=f"{where}.tokens_per_block", low=1, high=MAX_TOKENS_PER_BLOCK
+    )
     window = layer.get("sliding_window")
     if window is not None:
         window = bounded_int(window, field=f"{where}.sliding_window", low=1, high=MAX_SLIDING_WINDOW)
@@ -195,8 +220,10 @@ def _checked_layer(layer: object, where: str, default_name: str, seen: set) -> t
     if "kind" in layer:
         given = layer["kind"]
         if not isinstance(given, str) or given.upper() not in CacheKind.__members__:
-            raise KvvizError(f"{where}.kind={short_repr(given)}: unknown; choose one of "
-                             f"{', '.join(k.name.lower() for k in CacheKind)}")
+            raise KvvizError(
+                f"{where}.kind={short_repr(given)}: unknown; choose one of "
+                f"{', '.join(k.name.lower() for k in CacheKind)}"
+            )
         kind = CacheKind[given.upper()]
     return lname, pb, tokens, window, kind
 
@@ -204,57 +231,6 @@ def _checked_layer(layer: object, where: str, default_name: str, seen: set) -> t
 def load_groups(path) -> tuple[KVGroup, ...]:
     """The groups of a --groups JSON file (`groups_from_json`), refused in one line when the file is bad."""
     return groups_from_json(read_json(path, what="--groups"))
-
-
-# ---- vLLM 0.33's get_kv_cache_groups, for any model ----------------------------------------------
-def group_base_name(c: CacheSpec) -> str:
-    """A group's name before its index: 'full', 'sliding4096', 'chunked8192', 'mla', 'state', ..."""
-    if c.kind is CacheKind.SLIDING_ATTENTION:
-        return f"sliding{c.sliding_window}"
-    if c.kind is CacheKind.CHUNKED_ATTENTION:
-        return f"chunked{c.attention_chunk_size}"
-    return c.kind.style.group_base
-
-
-def bucket_name(bucket: list[CacheSpec]) -> str:
-    """A bucket's group name: its kind's (`group_base_name`), or 'full' for a bucket of several
-    full-attention kinds (DeepSeek V4's main c4 / c128 and indexer K pages, one vLLM type)."""
-    if all(c.is_full_attention for c in bucket) and len({c.kind for c in bucket}) > 1:
-        return "full"
-    return group_base_name(bucket[0])
-
-
-def _named_groups(parts: list[tuple[str, list[list[CacheSpec]]]], *, lettered: bool = False) -> tuple[KVGroup, ...]:
-    """KVGroups named `base` (one group in the bucket) or `base-0`, `base-1`, ... (`base-a`, `base-b`,
-    ... when lettered); a base name met twice gets a prime, so every name is unique."""
-    out, used = [], set()
-    for base, groups in parts:
-        while base in used:  # two buckets of one base name (two state page sizes): keep names unique
-            base += "'"
-        used.add(base)
-        for i, layers in enumerate(groups):
-            suffix = _letters(i) if lettered else str(i)
-            out.append(KVGroup(name=base if len(groups) == 1 else f"{base}-{suffix}", layers=tuple(layers)))
-    return tuple(out)
-
-
-def _letters(i: int) -> str:
-    """a, b, ..., z, aa, ab, ...: the i-th (from 0) lettered sub-group."""
-    out = ""
-    i += 1
-    while i:
-        i, r = divmod(i - 1, 26)
-        out = chr(ord("a") + r) + out
-    return out
-
-
-def spec_buckets(caches) -> list[list[CacheSpec]]:
-    """Layers with the same spec, buckets in first-seen (registration) order (the
-    `same_type_layers` of `_get_kv_cache_groups_uniform_page_size`)."""
-    buckets: dict[tuple, list[CacheSpec]] = {}
-    for c in caches:
-        buckets.setdefault(c.spec_key, []).append(c)  # equal keys = one vLLM KVCacheSpec
-    return list(buckets.values())
 
 
 def group_size(counts: list[int]) -> int:
@@ -269,8 +245,10 @@ def uniform_page_groups(caches: tuple[CacheSpec, ...]) -> tuple[KVGroup, ...]:
     of n layers becomes cdiv(n, group_size) groups, the i-th holding layers[i::num_groups], so
     groups of one bucket may be one layer short (docs/hybrid.md#hybrid-grouping)."""
     require(len(caches) > 0, "caches: the model registers no KV caches")
-    require(len({c.page_bytes for c in caches}) == 1,
-            "caches: vLLM's hybrid grouping needs unified page sizes (kvviz.vllm.pages.unify_page_sizes)")
+    require(
+        len({c.page_bytes for c in caches}) == 1,
+        "caches: vLLM's hybrid grouping needs unified page sizes (kvviz.vllm.pages.unify_page_sizes)",
+    )
     buckets = spec_buckets(caches)
     size = group_size([len(b) for b in buckets])
     parts = []
@@ -282,8 +260,13 @@ def uniform_page_groups(caches: tuple[CacheSpec, ...]) -> tuple[KVGroup, ...]:
 
 def _type_key(c: CacheSpec) -> tuple:
     """UniformTypeKVCacheSpecs.is_uniform_type: one spec class, one block size, one window."""
-    return (c.spec_class, c.sliding_window, c.attention_chunk_size, c.tokens_per_block,
-            c.page_bytes if c.kind.is_state else None)
+    return (
+        c.spec_class,
+        c.sliding_window,
+        c.attention_chunk_size,
+        c.tokens_per_block,
+        c.page_bytes if c.kind.is_state else None,
+    )
 
 
 def _type_keys(caches) -> list[tuple]:
@@ -311,7 +294,7 @@ def kv_cache_groups(caches: tuple[CacheSpec, ...], *, block_outermost: bool = Fa
         return _named_groups([(group_base_name(caches[0]), [list(caches)])])
     if block_outermost and len({c.page_bytes for c in caches}) > 1:
         return packed_groups(caches)
-    from .pages import unify_page_sizes  # pages imports nothing of grouping: no cycle at import
+    from kvviz.vllm.pages import unify_page_sizes  # pages imports nothing of grouping: no cycle at import
 
     return uniform_page_groups(unify_page_sizes(caches))
 
@@ -352,8 +335,9 @@ def packed_groups(caches: tuple[CacheSpec, ...]) -> tuple[KVGroup, ...]:
     def widest(by_page, n) -> int:
         return sum(-(-len(v) // n) * page for page, v in by_page.items())
 
-    anchor = max(widest(p, len(b) if _is_state_bucket(b[0], repeats) else num_groups_for(p, bal))
-                 for b, p, bal in bucketed)
+    anchor = max(
+        widest(p, len(b) if _is_state_bucket(b[0], repeats) else num_groups_for(p, bal)) for b, p, bal in bucketed
+    )
     parts = []
     for bucket, by_page, balanced in bucketed:
         n = num_groups_for(by_page, balanced)
@@ -376,6 +360,9 @@ def grouping_derivation(groups: tuple[KVGroup, ...], caches) -> tuple[str, ...]:
     sizes = ", ".join(str(len(g.layers)) for g in groups)
     if len(buckets) == 1:
         return (f"every layer has one spec: one group of {len(groups[0].layers)} layers",)
-    return (f"buckets of {' + '.join(f'{len(b)} {group_base_name(b[0])}' for b in buckets)} layers -> group size "
-            f"{size} (smallest bucket{', or the largest as it is under 1.5 x the smallest' if size != min(counts) else ''})",
-            f"{len(groups)} groups of {sizes} layers; each one tensor from byte 0, layer stride = page")
+    return (
+        f"buckets of {' + '.join(f'{len(b)} {group_base_name(b[0])}' for b in buckets)} layers -> group size "
+        f"{size} (smallest bucket"
+        f"{', or the largest as it is under 1.5 x the smallest' if size != min(counts) else ''})",
+        f"{len(groups)} groups of {sizes} layers; each one tensor from byte 0, layer stride = page",
+    )

@@ -19,12 +19,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..core.declare import MambaCache, MLACache
-from ..core.kinds import STATE_KINDS, CacheKind
-from ..core.spec import CacheSpec
-from ..defaults import CONTEXT_TOKENS, VLLM_BLOCK_SIZE
-from ..errors import KvvizError, require
-from ..formats import kv_row, mla_row, recurrent_state_row
+from kvviz.base.defaults import CONTEXT_TOKENS, VLLM_BLOCK_SIZE
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.formats import kv_row, mla_row, recurrent_state_row
+from kvviz.core.declare import MambaCache, MLACache
+from kvviz.core.kinds import STATE_KINDS, CacheKind
+from kvviz.core.spec import CacheSpec
 
 # vLLM's CacheConfig.DEFAULT_BLOCK_SIZE: tokens per block when nothing asks for another size.
 DEFAULT_BLOCK_SIZE = VLLM_BLOCK_SIZE
@@ -84,9 +84,10 @@ def checkpoint_alignment(declared, mode: str) -> int | None:
     if mode != "align":
         return None
     values = [STATE_BACKENDS[d.mamba_type].checkpoint_alignment for d in declared if isinstance(d, MambaCache)]
-    if not values or any(v is None for v in values):
+    alignments = [v for v in values if v is not None]
+    if not values or len(alignments) < len(values):
         return None
-    return math.lcm(*values)
+    return math.lcm(*alignments)
 
 
 def _state_backend(d: MambaCache) -> StateBackend:
@@ -110,23 +111,50 @@ class ResolvedPages:
 
 def _attention_spec(d, block: int, **extra) -> CacheSpec:
     if isinstance(d, MLACache):
-        return CacheSpec(name=d.name, kind=CacheKind.MLA, layer=d.layer,
-                         row_format=mla_row(d.kv_lora_rank, d.qk_rope_head_dim, d.kv_dtype),
-                         rows=block, tokens_per_block=block, dcp_sharded=True, **extra)
-    kind = (CacheKind.CHUNKED_ATTENTION if d.attention_chunk_size is not None else
-            CacheKind.SLIDING_ATTENTION if d.sliding_window is not None else CacheKind.FULL_ATTENTION)
-    return CacheSpec(name=d.name, kind=kind, layer=d.layer,
-                     row_format=kv_row(d.num_kv_heads, d.head_size, d.head_size_v, d.kv_dtype),
-                     rows=block, tokens_per_block=block, sliding_window=d.sliding_window,
-                     attention_chunk_size=d.attention_chunk_size, dcp_sharded=True, **extra)
+        return CacheSpec(
+            name=d.name,
+            kind=CacheKind.MLA,
+            layer=d.layer,
+            row_format=mla_row(d.kv_lora_rank, d.qk_rope_head_dim, d.kv_dtype),
+            rows=block,
+            tokens_per_block=block,
+            dcp_sharded=True,
+            **extra,
+        )
+    kind = (
+        CacheKind.CHUNKED_ATTENTION
+        if d.attention_chunk_size is not None
+        else CacheKind.SLIDING_ATTENTION
+        if d.sliding_window is not None
+        else CacheKind.FULL_ATTENTION
+    )
+    return CacheSpec(
+        name=d.name,
+        kind=kind,
+        layer=d.layer,
+        row_format=kv_row(d.num_kv_heads, d.head_size, d.head_size_v, d.kv_dtype),
+        rows=block,
+        tokens_per_block=block,
+        sliding_window=d.sliding_window,
+        attention_chunk_size=d.attention_chunk_size,
+        dcp_sharded=True,
+        **extra,
+    )
 
 
 def _state_spec(d: MambaCache, block: int, padded: int | None, mode: str) -> CacheSpec:
     row = recurrent_state_row(d.mamba_type, tuple((p.name, p.count, p.dtype) for p in d.parts))
     require(row.row_bytes == d.state_bytes, f"{d.name}: state row {row.row_bytes} B != {d.state_bytes} B")
-    return CacheSpec(name=d.name, kind=STATE_KINDS[d.mamba_type], layer=d.layer, row_format=row, rows=1,
-                     tokens_per_block=block, padded_page_bytes=padded if padded != row.row_bytes else None,
-                     checkpoint_blocks=_state_backend(d).checkpoint_blocks)
+    return CacheSpec(
+        name=d.name,
+        kind=STATE_KINDS[d.mamba_type],
+        layer=d.layer,
+        row_format=row,
+        rows=1,
+        tokens_per_block=block,
+        padded_page_bytes=padded if padded != row.row_bytes else None,
+        checkpoint_blocks=_state_backend(d).checkpoint_blocks,
+    )
 
 
 def default_block_size(declared) -> int:
@@ -137,8 +165,9 @@ def default_block_size(declared) -> int:
     return DEFAULT_BLOCK_SIZE
 
 
-def resolve_pages(declared, rules: PageRules = PageRules(), *, pad_states: bool = True,
-                  raise_block: bool = True) -> ResolvedPages:
+def resolve_pages(
+    declared, rules: PageRules = PageRules(), *, pad_states: bool = True, raise_block: bool = True
+) -> ResolvedPages:
     """vLLM 0.33's pages for a model's declared caches, in declaration (registration) order.
 
     pad_states=False leaves state pages at their own size (the `packed` and `separate`
@@ -146,8 +175,10 @@ def resolve_pages(declared, rules: PageRules = PageRules(), *, pad_states: bool 
     raising it until a page holds a state (`separate`: no page has to hold one)."""
     require(len(declared) > 0, "caches: the model registers no KV caches")
     if rules.block_size is not None and rules.block_size % KERNEL_BLOCK_ALIGNMENT:
-        raise KvvizError(f"block_size={rules.block_size}: must be a positive multiple of {KERNEL_BLOCK_ALIGNMENT} "
-                         f"(the attention kernels' block)")
+        raise KvvizError(
+            f"block_size={rules.block_size}: must be a positive multiple of {KERNEL_BLOCK_ALIGNMENT} "
+            f"(the attention kernels' block)"
+        )
     base = rules.block_size or default_block_size(declared)
     mode = mamba_cache_mode(declared, rules)
     attention = [d for d in declared if not isinstance(d, MambaCache)]
@@ -159,16 +190,20 @@ def resolve_pages(declared, rules: PageRules = PageRules(), *, pad_states: bool 
         mamba_block = base if mode == "align" else rules.max_model_len
         first = states[0]
         parts = " + ".join(f"{p.name} {'x'.join(map(str, p.shape))} {p.dtype}" for p in first.parts)
-        lines.append(f"state ({first.mamba_type}) = {parts} = {state_bytes:,} B per request; mamba cache mode "
-                     f"{mode!r} ({'prefix caching on' if mode == 'align' else 'prefix caching off'})")
+        lines.append(
+            f"state ({first.mamba_type}) = {parts} = {state_bytes:,} B per request; mamba cache mode "
+            f"{mode!r} ({'prefix caching on' if mode == 'align' else 'prefix caching off'})"
+        )
         if attention and not raise_block:
             k = max(KERNEL_BLOCK_ALIGNMENT, base)
             align = checkpoint_alignment(declared, mode)
             block = math.lcm(k, align) if align else base
             if mode == "align":
                 mamba_block = block
-            lines.append(f"attention block = {block} tokens (no page holds a state: kernel"
-                         f"{' and checkpoint' if align else ''} alignment only)")
+            lines.append(
+                f"attention block = {block} tokens (no page holds a state: kernel"
+                f"{' and checkpoint' if align else ''} alignment only)"
+            )
         elif attention:
             per_token = attention[0].token_bytes
             use_mla = isinstance(attention[0], MLACache)
@@ -184,16 +219,26 @@ def resolve_pages(declared, rules: PageRules = PageRules(), *, pad_states: bool 
             if mode == "align":
                 mamba_block = block
             attn_page = block * per_token
-            lines.append(f"attention block = smallest multiple of {k} tokens whose page ({per_token:,} B a token) "
-                         f"holds a state = {block} tokens (_align_hybrid_block_size)")
+            lines.append(
+                f"attention block = smallest multiple of {k} tokens whose page ({per_token:,} B a token) "
+                f"holds a state = {block} tokens (_align_hybrid_block_size)"
+            )
             if attn_page != state_bytes and pad_states:
                 padded = attn_page
-                lines.append(f"state page padded {state_bytes:,} -> {attn_page:,} B "
-                             f"({attn_page - state_bytes:,} B of padding per state)")
+                lines.append(
+                    f"state page padded {state_bytes:,} -> {attn_page:,} B "
+                    f"({attn_page - state_bytes:,} B of padding per state)"
+                )
         elif mode == "align":
             mamba_block = base
-    caches = tuple(_state_spec(d, mamba_block, padded, mode) if isinstance(d, MambaCache) else _attention_spec(d, block)
-                   for d in declared)
+    specs: list[CacheSpec] = []
+    for d in declared:
+        if isinstance(d, MambaCache):
+            assert mamba_block is not None  # set above whenever the model declares a state
+            specs.append(_state_spec(d, mamba_block, padded, mode))
+        else:
+            specs.append(_attention_spec(d, block))
+    caches = tuple(specs)
     if attention:
         a = attention[0]
         lines.append(f"attention page = {block} tokens x {a.token_bytes:,} B = {block * a.token_bytes:,} B")
@@ -221,6 +266,8 @@ def unify_page_sizes(caches: tuple[CacheSpec, ...]) -> tuple[CacheSpec, ...]:
         elif c.kind is not CacheKind.MLA:
             out.append(c.with_page_bytes(largest))
         else:
-            raise KvvizError(f"{c.name}: its MLA page of {c.page_bytes:,} B does not divide the largest page "
-                             f"({largest:,} B) and MLA pages cannot be padded (unify_kv_cache_spec_page_size)")
+            raise KvvizError(
+                f"{c.name}: its MLA page of {c.page_bytes:,} B does not divide the largest page "
+                f"({largest:,} B) and MLA pages cannot be padded (unify_kv_cache_spec_page_size)"
+            )
     return tuple(out)

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..core.group import KVGroup
-from ..core.plan import SEPARATE, Plan
-from ..core.spec import CacheSpec, Scheduling
-from ..errors import KvvizError, require
-from ..options import Options
-from .grouping import (group_base_name, group_caches, grouping_derivation, kv_cache_groups, pad_small_pages,
-                       packed_groups, spec_buckets)
-from .pages import PageRules, resolve_pages
-from .planners import plan_bucketed, plan_overlay, plan_overlay_by_spec
+from kvviz.base.errors import KvvizError, require
+from kvviz.core.group import KVGroup
+from kvviz.core.plan import SEPARATE, Plan
+from kvviz.core.spec import CacheSpec, Scheduling
+from kvviz.options import Options
+from kvviz.vllm.group_names import group_base_name, spec_buckets
+from kvviz.vllm.grouping import group_caches, grouping_derivation, kv_cache_groups, packed_groups, pad_small_pages
+from kvviz.vllm.pages import PageRules, resolve_pages
+from kvviz.vllm.planners import plan_bucketed, plan_overlay, plan_overlay_by_spec
 
 PLANNERS = ("vllm", "overlay", "bucketed", "packed", "separate")
 # The names the planners had before one vocabulary (kept working where they were documented).
@@ -35,8 +35,12 @@ def scheduling_for(model, options: Options, mode: str = "none") -> Scheduling:
     """What a request's blocks depend on for this model and these options: max_model_len (the option, else the
     model's), vLLM 0.33's in-flight tokens, the Mamba cache mode and the DCP size."""
     max_model_len = options.max_model_len or model.max_model_len
-    return Scheduling(max_model_len=max_model_len, max_in_flight_tokens=options.max_in_flight_tokens,
-                      mamba_cache_mode=mode, dcp=options.decode_context_parallel_size or 1)
+    return Scheduling(
+        max_model_len=max_model_len,
+        max_in_flight_tokens=options.max_in_flight_tokens,
+        mamba_cache_mode=mode,
+        dcp=options.decode_context_parallel_size or 1,
+    )
 
 
 # DCP reuses the TP ranks (vLLM 0.33 config/parallel.py: "DCP reuses the TP ranks when PCP is
@@ -69,25 +73,41 @@ def check_dcp(model, options: Options, caches) -> None:
         return
     tp = options.tensor_parallel_size or 1
     name = model.name
-    require(tp % dcp == 0, f"{DCP}={dcp}: tensor_parallel_size={tp} must be divisible by it (vLLM 0.33 "
-                           f"ParallelConfig: 'tp_size={tp} must be divisible by dcp_size={dcp}.')")
+    require(
+        tp % dcp == 0,
+        f"{DCP}={dcp}: tensor_parallel_size={tp} must be divisible by it (vLLM 0.33 "
+        f"ParallelConfig: 'tp_size={tp} must be divisible by dcp_size={dcp}.')",
+    )
     attention = [c for c in caches if not c.kind.is_state]
-    require(attention, f"{DCP}={dcp}: {name} has no attention layer whose tokens DCP could split")
+    require(len(attention) > 0, f"{DCP}={dcp}: {name} has no attention layer whose tokens DCP could split")
     use_mla = any(c.spec_class in MLA_SPEC_CLASSES for c in attention)
     if not use_mla:
         heads, kv = _total_heads(model)
-        require(heads and kv, f"{DCP}={dcp}: kvviz does not know {name}'s attention / KV head counts")
-        require(tp > kv, f"{DCP}={dcp}: decode context parallelism for GQA/MQA requires tensor_parallel_size ({tp}) "
-                         f"to be greater than {name}'s total number of KV heads ({kv}) (vLLM 0.33 "
-                         f"ModelConfig.verify_with_parallel_config)")
-        require(dcp <= tp // kv, f"{DCP}={dcp}: exceeds the maximum supported value ({tp // kv}) for "
-                                 f"tensor_parallel_size ({tp}) and {kv} model KV heads (vLLM 0.33)")
-        require((heads // kv) % dcp == 0, f"{DCP}={dcp}: {name}'s number of query heads per KV head "
-                                          f"({heads // kv}) must be divisible by it for GQA/MQA (vLLM 0.33)")
+        if not heads or not kv:
+            raise KvvizError(f"{DCP}={dcp}: kvviz does not know {name}'s attention / KV head counts")
+        require(
+            tp > kv,
+            f"{DCP}={dcp}: decode context parallelism for GQA/MQA requires tensor_parallel_size ({tp}) "
+            f"to be greater than {name}'s total number of KV heads ({kv}) (vLLM 0.33 "
+            f"ModelConfig.verify_with_parallel_config)",
+        )
+        require(
+            dcp <= tp // kv,
+            f"{DCP}={dcp}: exceeds the maximum supported value ({tp // kv}) for "
+            f"tensor_parallel_size ({tp}) and {kv} model KV heads (vLLM 0.33)",
+        )
+        require(
+            (heads // kv) % dcp == 0,
+            f"{DCP}={dcp}: {name}'s number of query heads per KV head "
+            f"({heads // kv}) must be divisible by it for GQA/MQA (vLLM 0.33)",
+        )
     windowed = next((c for c in attention if c.sliding_window is not None), None)
-    require(windowed is None, f"{DCP}={dcp}: {name} has sliding-window layers ({windowed.name if windowed else ''}, "
-                              f"window {windowed.sliding_window if windowed else ''}); vLLM 0.33 refuses: 'DCP not "
-                              f"support sliding window.' (SlidingWindowSpec.max_memory_usage_bytes)")
+    require(
+        windowed is None,
+        f"{DCP}={dcp}: {name} has sliding-window layers ({windowed.name if windowed else ''}, "
+        f"window {windowed.sliding_window if windowed else ''}); vLLM 0.33 refuses: 'DCP not "
+        f"support sliding window.' (SlidingWindowSpec.max_memory_usage_bytes)",
+    )
 
 
 def resolve_planner(model, planner: str | None) -> str:
@@ -98,8 +118,10 @@ def resolve_planner(model, planner: str | None) -> str:
         return family.default_planner
     planner = getattr(family, "planner_aliases", {}).get(planner, ALIASES.get(planner, planner))
     if planner not in family.planners:
-        raise KvvizError(f"planner={planner!r}: not a planner of {model.name} ({family.title}); "
-                         f"choose one of {', '.join(family.planners)}")
+        raise KvvizError(
+            f"planner={planner!r}: not a planner of {model.name} ({family.title}); "
+            f"choose one of {', '.join(family.planners)}"
+        )
     return planner
 
 
@@ -110,8 +132,9 @@ def check_knobs(model, options: Options) -> None:
         applies = applies + (DCP,)
     for name in options.given():
         if name not in applies:
-            raise KvvizError(f"{name}: does not apply to {model.name} ({model.reader.title}); its knobs are "
-                             f"{', '.join(applies)}")
+            raise KvvizError(
+                f"{name}: does not apply to {model.name} ({model.reader.title}); its knobs are {', '.join(applies)}"
+            )
 
 
 def _layered(caches) -> tuple:
@@ -122,8 +145,9 @@ def _layered(caches) -> tuple:
 
 def _shared_pool(model, planner: str, groups: tuple[KVGroup, ...], scheduling, derivation, tokens, layout_fn) -> Plan:
     layout = replace(layout_fn(groups), planner=planner, tokens_per_block=tokens)
-    return Plan(model.name, planner, (layout,), scheduling, tuple(derivation), family=model.family,
-                describe=model.describe())
+    return Plan(
+        model.name, planner, (layout,), scheduling, tuple(derivation), family=model.family, describe=model.describe()
+    )
 
 
 def plan_model(model, planner: str | None = None, options: Options = Options()) -> Plan:
@@ -137,8 +161,10 @@ def plan_model(model, planner: str | None = None, options: Options = Options()) 
     if declared and specs:
         raise KvvizError(f"{model.name}: a family may not mix paged and declared caches")
     prefix = True if options.prefix_caching is None else options.prefix_caching
-    rules = PageRules(block_size=options.block_size, prefix_caching=prefix,
-                      max_model_len=options.max_model_len or model.max_model_len)
+    rules = PageRules(
+        block_size=options.block_size, prefix_caching=prefix, max_model_len=options.max_model_len or model.max_model_len
+    )
+    tokens: int | None  # the attention block size (None: a paged family without full attention)
     if declared:
         pages = resolve_pages(declared, rules, pad_states=planner == "vllm", raise_block=planner != SEPARATE)
         caches, mode, head, tokens = pages.caches, pages.mamba_cache_mode, pages.derivation, pages.block_size
@@ -154,18 +180,22 @@ def plan_model(model, planner: str | None = None, options: Options = Options()) 
     if planner == "overlay":
         return _shared_pool(model, planner, group_caches(caches), scheduling, head, tokens, plan_overlay)
     if planner == "bucketed":
-        return _shared_pool(model, planner, group_caches(pad_small_pages(caches)), scheduling, head, tokens,
-                            plan_bucketed)
+        return _shared_pool(
+            model, planner, group_caches(pad_small_pages(caches)), scheduling, head, tokens, plan_bucketed
+        )
     if planner == "packed":
         if len({c.page_bytes for c in caches}) == 1:
             groups = kv_cache_groups(caches)
-            note = ("packed: every page is already one size, so vLLM's packed path does not apply and the layout "
-                    "is vLLM's")
+            note = (
+                "packed: every page is already one size, so vLLM's packed path does not apply and the layout is vLLM's"
+            )
         else:
             groups = packed_groups(caches)
-            note = (f"packed (not what vLLM 0.33 does for this model): state pages unpadded, {len(groups)} groups "
-                    f"of {', '.join(str(len(g.layers)) for g in groups)} layers packed from byte 0 "
-                    f"(_get_packed_kv_cache_groups)")
+            note = (
+                f"packed (not what vLLM 0.33 does for this model): state pages unpadded, {len(groups)} groups "
+                f"of {', '.join(str(len(g.layers)) for g in groups)} layers packed from byte 0 "
+                f"(_get_packed_kv_cache_groups)"
+            )
         return _shared_pool(model, planner, groups, scheduling, head + (note,), tokens, plan_overlay_by_spec)
     return _separate(model, caches, scheduling, head)
 
@@ -179,9 +209,14 @@ def _separate(model, caches, scheduling, head) -> Plan:
         pools.append(replace(plan_overlay_by_spec((group,)), planner=SEPARATE, tokens_per_block=tokens))
     names = [p.groups[0].name for p in pools]
     if len(set(names)) != len(names):  # two pools of one base name: number them
-        pools = [replace(p, groups=(KVGroup(name=f"{p.groups[0].name}-{i}", layers=p.groups[0].layers),))
-                 for i, p in enumerate(pools)]
-    derivation = head + ("separate pools: state pages unpadded, one pool per cache kind; the budget is split in "
-                         "proportion to one request's need from each pool",)
-    return Plan(model.name, SEPARATE, tuple(pools), scheduling, derivation, family=model.family,
-                describe=model.describe())
+        pools = [
+            replace(p, groups=(KVGroup(name=f"{p.groups[0].name}-{i}", layers=p.groups[0].layers),))
+            for i, p in enumerate(pools)
+        ]
+    derivation = head + (
+        "separate pools: state pages unpadded, one pool per cache kind; the budget is split in "
+        "proportion to one request's need from each pool",
+    )
+    return Plan(
+        model.name, SEPARATE, tuple(pools), scheduling, derivation, family=model.family, describe=model.describe()
+    )

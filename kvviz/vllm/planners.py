@@ -13,9 +13,9 @@ from __future__ import annotations
 import operator
 from collections import Counter
 
-from ..core.group import KVGroup
-from ..core.layout import Layout, Placement, SharedTensor
-from ..errors import KvvizError, require
+from kvviz.base.errors import KvvizError, require
+from kvviz.core.group import KVGroup
+from kvviz.core.layout import Layout, Placement, SharedTensor
 
 
 def _check_groups(groups: tuple[KVGroup, ...]) -> None:
@@ -71,8 +71,9 @@ def plan_bucketed(groups: tuple[KVGroup, ...]) -> Layout:
             free[p] = offset + p
     derivation = [f"{slots[p]} x {p:,} B (page size {p:,}: most layers of that size in one group)" for p in sizes]
     derivation.append(f"= {start:,} B block stride (sum over page sizes)")
-    return Layout("bucketed", tuple(groups), tuple(placements), start, _tensors_by_offset(placements),
-                  tuple(derivation))
+    return Layout(
+        "bucketed", tuple(groups), tuple(placements), start, _tensors_by_offset(placements), tuple(derivation)
+    )
 
 
 def _group_terms(g: KVGroup) -> str:
@@ -99,8 +100,14 @@ def plan_overlay(groups: tuple[KVGroup, ...]) -> Layout:
             placements.append(Placement(c, gi, offset))
             offset += c.page_bytes
     stride = max(g.total_bytes for g in groups)
-    return Layout("overlay", tuple(groups), tuple(placements), stride, _tensors_by_offset(placements),
-                  _overlay_derivation(groups, stride))
+    return Layout(
+        "overlay",
+        tuple(groups),
+        tuple(placements),
+        stride,
+        _tensors_by_offset(placements),
+        _overlay_derivation(groups, stride),
+    )
 
 
 def plan_overlay_by_spec(groups: tuple[KVGroup, ...]) -> Layout:
@@ -119,8 +126,16 @@ def plan_overlay_by_spec(groups: tuple[KVGroup, ...]) -> Layout:
         # its spec_key, and equal-but-distinct row formats still meet in by_spec.
         members_of: dict[tuple, list] = {}
         for c in g.layers:
-            ident = (id(c.kind), id(c.row_format), c.rows, c.tokens_per_block, c.sliding_window,
-                     c.attention_chunk_size, c.alignment, c.page_bytes)
+            ident = (
+                id(c.kind),
+                id(c.row_format),
+                c.rows,
+                c.tokens_per_block,
+                c.sliding_window,
+                c.attention_chunk_size,
+                c.alignment,
+                c.page_bytes,
+            )
             members = members_of.get(ident)
             if members is None:
                 members = members_of[ident] = by_spec.setdefault(c.spec_key, [])
@@ -133,8 +148,9 @@ def plan_overlay_by_spec(groups: tuple[KVGroup, ...]) -> Layout:
                 placements.append(Placement(c, gi, offset))
                 offset += page
     stride = max(g.total_bytes for g in groups)
-    return Layout("overlay-by-spec", tuple(groups), tuple(placements), stride, tuple(tensors),
-                  _overlay_derivation(groups, stride))
+    return Layout(
+        "overlay-by-spec", tuple(groups), tuple(placements), stride, tuple(tensors), _overlay_derivation(groups, stride)
+    )
 
 
 LAYOUT_PLANNERS = {"overlay": plan_overlay, "overlay-by-spec": plan_overlay_by_spec, "bucketed": plan_bucketed}

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ...core.layout import Layout, Placement
-from ...errors import KvvizError
-from ...pool import BlockPool, Pool
-from ..report import Corruption, HazardReport
+from kvviz.base.errors import KvvizError
+from kvviz.core.layout import Layout, Placement
+from kvviz.pool import BlockPool, Pool
+from kvviz.verify.report import Corruption, HazardReport
 
 
 class Hazard:

@@ -8,11 +8,11 @@ layout order, so group 1 writes last: the victims are group 0's layers under gro
 
 from __future__ import annotations
 
-from ...core.layout import Layout
-from ...errors import require
-from ...pool import BlockPool, Pool
-from ..report import Corruption, HazardReport
-from .base import Hazard
+from kvviz.base.errors import require
+from kvviz.core.layout import Layout
+from kvviz.pool import BlockPool, Pool
+from kvviz.verify.hazards.base import Hazard
+from kvviz.verify.report import Corruption, HazardReport
 
 
 class SharedBlock(Hazard):
@@ -40,10 +40,13 @@ class SharedBlock(Hazard):
         o, i, b = self.owner, self.intruder, self.block
         return HazardReport(
             self.name,
-            description=(f"groups {o!r} (owner) and {i!r} (claimed with hazard=True) both hold block {b}; {i!r} "
-                         f"wrote last, so the layers of {o!r} under its pages are overwritten"),
+            description=(
+                f"groups {o!r} (owner) and {i!r} (claimed with hazard=True) both hold block {b}; {i!r} "
+                f"wrote last, so the layers of {o!r} under its pages are overwritten"
+            ),
             facts={"block": b, "owner": o, "intruder": i, "earlier_writer": o, "later_writer": i},
-            showed=bool(corrupted))
+            showed=bool(corrupted),
+        )
 
 
 HAZARD = SharedBlock

@@ -10,12 +10,12 @@ the group's lowest block whose next block another group owns (else its lowest wi
 
 from __future__ import annotations
 
-from ...core.kinds import CacheKind
-from ...core.layout import Layout, Placement
-from ...errors import require
-from ...pool import BlockPool, Pool
-from ..report import Corruption, HazardReport
-from .base import Hazard, hazard_layer
+from kvviz.base.errors import require
+from kvviz.core.kinds import CacheKind
+from kvviz.core.layout import Layout, Placement
+from kvviz.pool import BlockPool, Pool
+from kvviz.verify.hazards.base import Hazard, hazard_layer
+from kvviz.verify.report import Corruption, HazardReport
 
 
 def default_layer(layout: Layout) -> Placement:
@@ -51,8 +51,11 @@ class Zeroer(Hazard):
         super().__init__(layout, blocks, layer)
         self.target = t = hazard_layer(layout, layer, default_layer)
         self.block = zeroer_block(blocks, t.group)
-        require(self.block is not None, f"num_blocks={blocks.num_blocks}: hazard='zeroer' needs a block of group "
-                                        f"{layout.groups[t.group].name!r} followed by another block")
+        require(
+            self.block is not None,
+            f"num_blocks={blocks.num_blocks}: hazard='zeroer' needs a block of group "
+            f"{layout.groups[t.group].name!r} followed by another block",
+        )
         self.lo = self.block * layout.block_stride + t.offset
         self.spill_owner = blocks.owner(self.block + 1)
         self.zeroed = frozenset({(t.name, self.block)})
@@ -60,7 +63,7 @@ class Zeroer(Hazard):
 
     def act(self, pool: Pool) -> None:
         """The bug: a stride's worth of the flat backing from the layer's offset."""
-        pool.backing[self.lo:self.lo + self.layout.block_stride].zero_()
+        pool.backing[self.lo : self.lo + self.layout.block_stride].zero_()
 
     def describe(self, pool: Pool, samples: tuple, corrupted: list[Corruption]) -> HazardReport:
         """The layer, the range meant and the range zeroed; the damage showed if any page changed."""
@@ -69,15 +72,28 @@ class Zeroer(Hazard):
         spill = None if self.spill_owner is None else names[self.spill_owner]
         return HazardReport(
             self.name,
-            description=(f"zeroed {t.name} in block {b} as flat [{lo:,}, {lo + stride:,}) = [offset, offset + stride) "
-                         f"instead of [offset, offset + page) = [{lo:,}, {lo + t.page_bytes:,}): bytes "
-                         f"[{t.end:,}, {stride:,}) of block {b} (its group's later layers) and {t.offset:,} bytes "
-                         f"[0, {t.offset:,}) of block {b + 1}" + (f" (owned by {spill!r})" if spill else "")),
-            facts={"layer": t.name, "group": names[t.group], "block": b, "offset": t.offset,
-                   "page_bytes": t.page_bytes, "block_stride": stride, "meant": [lo, lo + t.page_bytes],
-                   "zeroed": [lo, lo + stride], "neighbour_range": [t.end, stride], "spill_block": b + 1,
-                   "spill_range": [0, t.offset], "spill_owner": spill},
-            showed=bool(corrupted))
+            description=(
+                f"zeroed {t.name} in block {b} as flat [{lo:,}, {lo + stride:,}) = [offset, offset + stride) "
+                f"instead of [offset, offset + page) = [{lo:,}, {lo + t.page_bytes:,}): bytes "
+                f"[{t.end:,}, {stride:,}) of block {b} (its group's later layers) and {t.offset:,} bytes "
+                f"[0, {t.offset:,}) of block {b + 1}" + (f" (owned by {spill!r})" if spill else "")
+            ),
+            facts={
+                "layer": t.name,
+                "group": names[t.group],
+                "block": b,
+                "offset": t.offset,
+                "page_bytes": t.page_bytes,
+                "block_stride": stride,
+                "meant": [lo, lo + t.page_bytes],
+                "zeroed": [lo, lo + stride],
+                "neighbour_range": [t.end, stride],
+                "spill_block": b + 1,
+                "spill_range": [0, t.offset],
+                "spill_owner": spill,
+            },
+            showed=bool(corrupted),
+        )
 
 
 HAZARD = Zeroer

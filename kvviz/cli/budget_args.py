@@ -1,0 +1,104 @@
+"""The budget flags of the CLI (--kv-budget-bytes, --gpu, --gpu-memory-utilization, ...) and the
+one budget they give, in vLLM's words where the flags are vLLM's."""
+
+from __future__ import annotations
+
+import argparse
+
+from kvviz.base.defaults import GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import (
+    MAX_BUDGET_BYTES,
+)
+from kvviz.cli.values import _gib, _int_in, _nonempty
+from kvviz.core import capacity
+
+
+def add_budget_arguments(p: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """Add the budget flags to `p`: --budget-gib / --budget-bytes (vLLM's --kv-cache-memory-bytes), or a GPU's
+    budget (--gpu, --gpu-memory-gib, --gpu-memory-utilization, --weights-bytes, --checkpoint, --activation-
+    bytes); `required` makes a command refuse to run without one."""
+    b = p.add_mutually_exclusive_group(required=False)
+    b.add_argument("--budget-gib", type=_gib, metavar="GIB", help="KV budget in GiB (1 GiB = 2^30 B)")
+    b.add_argument(
+        "--budget-bytes",
+        "--kv-cache-memory-bytes",
+        dest="budget_bytes",
+        type=_int_in(1, MAX_BUDGET_BYTES),
+        metavar="BYTES",
+        help="KV budget in bytes (vLLM's --kv-cache-memory-bytes: the exact path)",
+    )
+    g = p.add_argument_group("the budget from a GPU (vLLM's profile, term by term; estimates are labelled)")
+    g.add_argument("--gpu", type=_nonempty("the GPU"), help="a GPU of kvviz.deploy.budget.GPUS (H100, H200, B200, ...)")
+    g.add_argument("--gpu-memory-gib", type=_gib, metavar="GIB", help="a device of this much memory instead")
+    g.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=None,
+        metavar="F",
+        help=f"vLLM's --gpu-memory-utilization (default {GPU_MEMORY_UTILIZATION})",
+    )
+    g.add_argument(
+        "--weights-bytes",
+        type=_int_in(0, MAX_BUDGET_BYTES),
+        metavar="BYTES",
+        help="the checkpoint's weights (whole model; default: its safetensors index, else an estimate)",
+    )
+    g.add_argument(
+        "--checkpoint", metavar="DIR", help="a checkpoint folder (model.safetensors.index.json: exact weights)"
+    )
+    g.add_argument(
+        "--activation-bytes",
+        type=_int_in(0, MAX_BUDGET_BYTES),
+        metavar="BYTES",
+        help="activation / CUDA-graph allowance (default: kvviz.deploy.budget's stated estimate)",
+    )
+    p.set_defaults(budget_required=required)
+
+
+def budget_from_args(args, model=None) -> int | None:
+    """The KV budget: --budget-gib / --budget-bytes, or one rank's share of a GPU (kvviz.deploy.budget),
+    whose terms are kept in args.kv_budget for the output."""
+    if getattr(args, "gpu", None) is not None or getattr(args, "gpu_memory_gib", None) is not None:
+        from kvviz import deploy
+
+        require(args.budget_gib is None, "--budget-gib: give either a budget or --gpu / --gpu-memory-gib")
+        require(model is not None, "--gpu: sizes a model's budget; a --groups file has no weights")
+        util = GPU_MEMORY_UTILIZATION if args.gpu_memory_utilization is None else args.gpu_memory_utilization
+        b = deploy.kv_budget(
+            model,
+            gpu=args.gpu,
+            gpu_memory_gib=args.gpu_memory_gib,
+            gpu_memory_utilization=util,
+            tensor_parallel_size=args.tensor_parallel_size or TENSOR_PARALLEL_SIZE,
+            weights_bytes=args.weights_bytes,
+            checkpoint_dir=args.checkpoint,
+            activation_bytes=args.activation_bytes,
+            kv_cache_memory_bytes=args.budget_bytes,
+        )
+        args.kv_budget = b
+        return b.available_bytes
+    for option, dest in (
+        ("--gpu-memory-utilization", "gpu_memory_utilization"),
+        ("--weights-bytes", "weights_bytes"),
+        ("--checkpoint", "checkpoint"),
+        ("--activation-bytes", "activation_bytes"),
+    ):
+        if getattr(args, dest, None) is not None:
+            raise KvvizError(f"{option}: applies only with --gpu or --gpu-memory-gib")
+    if args.budget_gib is None and args.budget_bytes is None:
+        require(
+            not getattr(args, "budget_required", False),
+            f"{args.command}: needs a budget: --budget-gib, --budget-bytes (--kv-cache-memory-bytes) or --gpu",
+        )
+        return None
+    return capacity.budget_bytes(gib=args.budget_gib, num_bytes=args.budget_bytes)
+
+
+def _budget_option(args) -> str:
+    return f"--budget-gib {args.budget_gib}" if args.budget_gib is not None else f"--budget-bytes {args.budget_bytes}"
+
+
+def require_budget_holds_a_block(args, budget: int, stride: int, what: str = "one block stride") -> None:
+    """A budget that holds no block is an error, before anything is printed."""
+    require(budget >= stride, f"{_budget_option(args)}: {budget:,} B is smaller than {what} ({stride:,} B)")

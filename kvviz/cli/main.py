@@ -1,0 +1,215 @@
+"""`kvviz` console script (also `python -m kvviz`): the top floor.
+
+Every subcommand lives here and no library module imports this one. The light commands
+(`--help`, `models`, `plan`, `compare`) import neither torch nor matplotlib; a command that needs
+one imports its module inside its run function (said there).
+
+Every bad input ends with exit status 2 and one line `kvviz: error: ...`; Ctrl-C ends with the
+line `kvviz: interrupted` and exit status 130, SIGTERM/SIGHUP with `kvviz: terminated` and
+128 + N (kvviz.base.signals).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kvviz.base import signals
+from kvviz.base.defaults import DPI, SEED, VERIFY_BLOCKS
+from kvviz.base.errors import KvvizError
+from kvviz.base.inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES
+from kvviz.cli.args import _Parser, add_knob_arguments, add_model_arguments, add_source_arguments
+from kvviz.cli.budget_args import add_budget_arguments
+from kvviz.cli.commands import _run_compare, _run_fit, _run_models, _run_plan, _run_render, _run_verify
+from kvviz.cli.values import _int_in, _nonempty
+from kvviz.options import KNOB_OPTIONS, KV_DTYPES
+from kvviz.vllm.plan import PLANNERS
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command ended by Ctrl-C
+
+
+# ---- verify -------------------------------------------------------------------------------
+def add_verify_parser(sub) -> None:
+    """`kvviz verify`: write encoded data through a real pool's views, read it back (kvviz.verify).
+
+    Builds the parser without importing kvviz.verify (torch): kvviz.verify checks --hazard and
+    --assignment and names the choices when one is wrong."""
+    p = sub.add_parser("verify", help="write encoded data through real pool views, read it back, show hazards")
+    add_model_arguments(p)
+    add_budget_arguments(p)
+    p.add_argument(
+        "--blocks",
+        type=_int_in(1, MAX_BLOCKS),
+        default=None,
+        help=f"number of blocks (default {VERIFY_BLOCKS}; or give a budget: budget // block stride)",
+    )
+    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N")
+    p.add_argument(
+        "--seed", type=_int_in(0, 2**63 - 1), default=SEED, help=f"seed of the source values (default {SEED})"
+    )
+    p.add_argument("--hazard", default=None, help="act out a known overlay hazard: shared-block, zeroer or misread")
+    p.add_argument("--hazard-layer", default=None, help="the layer the zeroer/misread hazard acts on")
+    p.add_argument(
+        "--assignment",
+        default="round-robin",
+        help="how block ids go to groups: round-robin (default: block b to group b mod groups) or contiguous",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output, every victim listed")
+    p.set_defaults(func=_run_verify)
+
+
+def _engine_knob_arguments(p) -> None:
+    p.add_argument(
+        "--max-attention-window",
+        default=None,
+        metavar="W,W",
+        help="TensorRT-LLM KvCacheConfig.max_attention_window (a per-layer pattern; docs/engines.md)",
+    )
+    p.add_argument(
+        "--enable-unified-memory",
+        dest="unified_memory",
+        action="store_true",
+        help="SGLang --enable-unified-memory: one buffer for a hybrid-SWA model's pools",
+    )
+    p.add_argument(
+        "--max-batch-size",
+        type=_int_in(1, 1 << 20),
+        default=None,
+        help="TensorRT-LLM max_batch_size (default 2048; a hybrid Mamba model's state slots)",
+    )
+    p.add_argument(
+        "--use-py-mamba",
+        action="store_true",
+        help="TensorRT-LLM TRTLLM_USE_PY_MAMBA=1 with use_kv_cache_manager_v2=False: the legacy "
+        "MixedMambaHybridCacheManager (states outside the KV budget) instead of MambaHybridCacheManagerV2",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `kvviz` argument parser: plan, compare, render, fit, models and verify, each with its flags."""
+    parser = _Parser(prog="kvviz", description="Byte-exact views of LLM serving engines' KV-cache layouts.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("plan", help="plan one block and print the layout (and, with a budget, vLLM's capacity line)")
+    add_model_arguments(p)
+    add_budget_arguments(p)
+    p.add_argument(
+        "--engine",
+        choices=("vllm", "sglang", "trtllm"),
+        default="vllm",
+        help="whose pools: vLLM's (default, every planner), SGLang's or TensorRT-LLM's (docs/engines.md#sglang)",
+    )
+    _engine_knob_arguments(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_run_plan)
+
+    p = sub.add_parser(
+        "compare", help="the planners side by side at one budget (DeepSeek V4: vLLM #48993's before/after)"
+    )
+    add_source_arguments(p, groups=False)
+    add_knob_arguments(p)
+    add_budget_arguments(p, required=True)
+    p.add_argument(
+        "--engines",
+        default=None,
+        metavar="E,E",
+        help="engines side by side instead of planners: any of vllm,sglang,trtllm",
+    )
+    _engine_knob_arguments(p)
+    p.add_argument("--figure", default=None, metavar="PNG", help="with --engines: also write the engines figure")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_run_compare)
+
+    p = sub.add_parser("fit", help="what fits: requests against context length on a few GPUs and TP sizes")
+    add_source_arguments(p, groups=False)
+    p.add_argument("--planner", choices=PLANNERS, help="the planner (default vllm)")
+    p.add_argument("--gpus", default="H100,H200,B200", help="GPUs of kvviz.deploy.budget.GPUS, comma-separated")
+    p.add_argument("--tp", default="1,2,4,8", help="tensor-parallel sizes, comma-separated")
+    p.add_argument("--contexts", default=None, help="request lengths, comma-separated (default 4k to 1M)")
+    p.add_argument("--kv-dtype", dest="kv_dtype", choices=KV_DTYPES + ("auto",), help="attention KV dtype")
+    p.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F")
+    p.add_argument("--weights-bytes", type=_int_in(0, MAX_BUDGET_BYTES), metavar="BYTES")
+    p.add_argument("--checkpoint", metavar="DIR")
+    p.add_argument("--out", default=None, metavar="DIR", help="also write the figure (fit.png) here")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_run_fit)
+
+    p = sub.add_parser("models", help="list the shipped model presets")
+    p.set_defaults(func=_run_models)
+    add_verify_parser(sub)
+
+    p = sub.add_parser("render", help="write the figures (PNG + SVG) and a self-contained report.html")
+    add_model_arguments(p)
+    add_budget_arguments(p)
+    p.add_argument(
+        "--out",
+        required=True,
+        type=_nonempty("the output folder"),
+        metavar="DIR",
+        help="output folder (created when missing)",
+    )
+    p.add_argument("--title", default=None, help="report title (default: model, planner)")
+    p.add_argument("--dpi", type=_int_in(*DPI_RANGE), help=f"PNG resolution (default {DPI})")
+    p.add_argument("--no-svg", action="store_true", help="write PNGs only")
+    p.set_defaults(func=_run_render)
+
+    return parser
+
+
+# kvviz.verify's and kvviz.pool's arguments -> the verify flags that set them
+VERIFY_FLAGS = {
+    "seed": "--seed",
+    "hazard": "--hazard",
+    "hazard_layer": "--hazard-layer",
+    "assignment": "--assignment",
+    "device": "--device",
+    "num_blocks": "--blocks",
+}
+
+
+def _as_flags(message: str) -> str:
+    """The library names Python arguments (`backend='x': ...`); the CLI says which flag set it."""
+    field, sep, rest = message.partition("=")
+    if sep and field in VERIFY_FLAGS:
+        return f"{VERIFY_FLAGS[field]}: {field}={rest}"
+    if sep and field in KNOB_OPTIONS:
+        return f"{KNOB_OPTIONS[field]}: {field}={rest}"
+    field, sep, rest = message.partition(": ")
+    if sep and field in KNOB_OPTIONS:  # "kv_dtype: does not apply to ..." names the flag, and its knobs the flags
+        if "; its knobs are " in rest:
+            head, knobs = rest.split("; its knobs are ", 1)
+            rest = f"{head}; its knobs: " + ", ".join(KNOB_OPTIONS.get(k, k) for k in knobs.split(", "))
+        return f"{KNOB_OPTIONS[field]}: {rest}"
+    return message
+
+
+def _one_line(message: str) -> str:
+    """argparse quotes some arguments raw ("unrecognized arguments: a<newline>b"): escape every
+    character that is not printable (line breaks, lone surrogates) so the error stays one line."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in message)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `kvviz` on `argv` (None: sys.argv) and return the exit status: 0, 2 on bad input (one line naming the
+    flag), 130 on Ctrl-C, 128 + N on SIGTERM / SIGHUP."""
+    try:
+        with signals.handled():  # SIGTERM/SIGHUP: as Ctrl-C, `kvviz: terminated`, 128 + N
+            args = build_parser().parse_args(argv)
+            return args.func(args)
+    except KvvizError as e:
+        print(f"kvviz: error: {_one_line(_as_flags(str(e)))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except signals.Terminated as e:
+        print("kvviz: terminated", file=sys.stderr)
+        return e.exit_status
+    except KeyboardInterrupt:
+        print("kvviz: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # output piped into `head`
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,348 @@
+"""What a deployment's KV budget is, and the longest request it holds (vLLM 0.33's rules).
+
+Light: imports no torch, transformers or matplotlib at module level.
+
+* `GPUS` (kept in kvviz.deploy.gpus, named here too): accelerators with their total memory in bytes as
+  the device reports it; estimates are labelled in every output.
+* `kv_budget(model, gpu=...)`: vLLM's `Worker.determine_available_memory`
+  (v1/worker/gpu_worker.py) term by term: requested = ceil(total x gpu_memory_utilization)
+  (v1/worker/utils.py `request_memory`; default 0.92, config/cache.py), minus the weights on one
+  rank, minus an activation / CUDA-graph allowance. vLLM measures the last two; kvviz reads the
+  weights from a checkpoint's `model.safetensors.index.json` when it has one (exact) and
+  estimates the rest (labelled). `kv_cache_memory_bytes` is vLLM's `--kv-cache-memory-bytes`:
+  the budget, exactly, with no terms.
+* `largest_context(model, options, budget)`: what `--max-model-len -1` picks
+  (v1/core/kv_cache_planning.py `_auto_fit_max_model_len` / `_estimate_max_model_len_from_groups`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from kvviz.base.defaults import GIB, GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
+from kvviz.base.errors import KvvizError, require
+from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
+from kvviz.deploy.weights import DTYPE_BYTES, _raw_config, checkpoint_weight_bytes, estimate_parameters
+
+# vLLM 0.33's CacheConfig.gpu_memory_utilization default (config/cache.py: Field(default=0.92, gt=0, le=1)).
+DEFAULT_GPU_MEMORY_UTILIZATION = GPU_MEMORY_UTILIZATION
+# kvviz's stated activation / CUDA-graph allowance (an estimate; vLLM has no constant, it measures:
+# memory_profiling's non-torch increase + transient peak of the dummy forward, plus
+# profile_cudagraph_memory). deploy-rules.md §4: non-torch ~0.5-1 GiB, peak activation ~1-3 GiB for
+# 7-70B dense at 8192 tokens, CUDA graphs ~0.5-1.5 GiB -> one ~3 GiB default (eager ~2 GiB).
+DEFAULT_ACTIVATION_BYTES = 3 * GIB
+ACTIVATION_SOURCE = (
+    "kvviz's stated default (deploy-rules.md §4: non-torch ~0.5-1 GiB + peak activation ~1-3 GiB + "
+    "CUDA graphs ~0.5-1.5 GiB); vLLM measures it (memory_profiling, profile_cudagraph_memory)"
+)
+
+
+def format_gib(num_bytes: int) -> str:
+    """vLLM's utils/mem_utils.py format_gib: f"{round(b / 2**30, 2)}"."""
+    return f"{round(num_bytes / GIB, 2)}"
+
+
+# ---- weights -------------------------------------------------------------------------------------
+
+
+# ---- the budget ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Term:
+    """One term of the budget: bytes (negative terms are subtracted), what it is, where it comes from."""
+
+    key: str  # 'total', 'requested', 'weights', 'activation', 'kv_cache_memory_bytes'
+    label: str
+    value: int
+    estimate: bool
+    source: str = ""
+
+    def line(self) -> str:
+        """The term as one line: label, bytes and GiB, an [estimate] mark where it is one, and its source."""
+        mark = "  [estimate]" if self.estimate else ""
+        return f"{self.label}: {self.value:,} B ({self.value / GIB:.2f} GiB){mark} - {self.source}"
+
+    def to_json(self) -> dict:
+        """The term as a JSON object: key, label, bytes, GiB, whether an estimate, and its source."""
+        return {
+            "key": self.key,
+            "label": self.label,
+            "bytes": self.value,
+            "gib": round(self.value / GIB, 4),
+            "estimate": self.estimate,
+            "source": self.source,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class KVBudget:
+    """The KV cache memory of one rank, term by term: available = requested - weights - allowance
+    (or, with `--kv-cache-memory-bytes`, exactly that, no terms)."""
+
+    model: str
+    gpu: str | None
+    total_memory: int | None
+    gpu_memory_utilization: float | None
+    tensor_parallel_size: int
+    terms: tuple[Term, ...]  # total (informational), requested, weights, activation; or kv_cache_memory_bytes
+    available_bytes: int
+    exact_pool: bool = False  # --kv-cache-memory-bytes
+
+    def term(self, key: str) -> Term | None:
+        """The term of key `key` ('requested', 'weights', 'activation', ...), or None when the budget has none."""
+        return next((t for t in self.terms if t.key == key), None)
+
+    def _value(self, key: str) -> int | None:
+        t = self.term(key)
+        return None if t is None else t.value
+
+    @property
+    def requested_bytes(self) -> int | None:
+        """ceil(total x gpu_memory_utilization) in bytes (vLLM 0.33 v1/worker/utils.py request_memory); None when
+        the budget was given exactly."""
+        return self._value("requested")
+
+    @property
+    def weights_bytes(self) -> int | None:
+        """The weights on one rank subtracted, in bytes (None when the budget was given exactly)."""
+        return self._value("weights")
+
+    @property
+    def activation_bytes(self) -> int | None:
+        """The activation / CUDA-graph allowance subtracted, in bytes (None when the budget was given exactly)."""
+        return self._value("activation")
+
+    @property
+    def estimate(self) -> bool:
+        """Whether any term the budget depends on is an estimate."""
+        return any(t.estimate for t in self.terms)
+
+    @property
+    def available_gib(self) -> float:
+        """The KV budget in GiB (available_bytes / 2^30)."""
+        return self.available_bytes / GIB
+
+    @property
+    def log_line(self) -> str:
+        """The line vLLM's determine_available_memory logs (with --kv-cache-memory-bytes: the part of
+        its message that names the reservation; the free memory it also prints is the device's)."""
+        if self.exact_pool:
+            return (
+                f"reserved {format_gib(self.available_bytes)} GiB memory for KV Cache as specified by "
+                f"kv_cache_memory_bytes config and skipped memory profiling"
+            )
+        return f"Available KV cache memory: {format_gib(self.available_bytes)} GiB"
+
+    def lines(self) -> list[str]:
+        """The budget as text: a head line (model, GPU, TP, whether it includes estimates), then one line per term
+        and the result."""
+        head = f"KV budget of {self.model}"
+        if self.gpu:
+            head += f" on one {self.gpu}"
+        head += f", TP {self.tensor_parallel_size} (one rank)"
+        if self.estimate:
+            head += " - includes estimates"
+        out = [head]
+        for t in self.terms:
+            sign = "-" if t.key in ("weights", "activation") else " "
+            out.append(f"  {sign} {t.line()}")
+        mark = "  [estimate]" if self.estimate else ""
+        out.append(
+            f"  = available KV cache memory: {self.available_bytes:,} B ({self.available_bytes / GIB:.2f} GiB){mark}"
+        )
+        out.append(f"  vLLM logs: {self.log_line}" + (" (from estimated terms)" if self.estimate else ""))
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def to_json(self) -> dict:
+        """The budget as a JSON object: model, GPU, utilization, TP, each term, the available bytes and GiB, whether
+        it includes estimates, and the log line."""
+        return {
+            "model": self.model,
+            "gpu": self.gpu,
+            "total_memory": self.total_memory,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "exact_pool": self.exact_pool,
+            "terms": [t.to_json() for t in self.terms],
+            "available_bytes": self.available_bytes,
+            "available_gib": round(self.available_gib, 4),
+            "estimate": self.estimate,
+            "log_line": self.log_line,
+        }
+
+
+def _nonneg_int(value, field: str) -> int:
+    require(type(value) is int, f"{field}={value!r}: must be an integer number of bytes")
+    require(value >= 0, f"{field}={value!r}: must not be negative")
+    return value
+
+
+def _device(gpu, gpu_memory_gib) -> tuple[str | None, int | None, bool, str]:
+    """(name, total bytes, estimate, source) of the device; (None, None, ...) when neither is given."""
+    if gpu_memory_gib is not None:
+        require(
+            isinstance(gpu_memory_gib, (int, float))
+            and not isinstance(gpu_memory_gib, bool)
+            and math.isfinite(gpu_memory_gib),
+            f"gpu_memory_gib={gpu_memory_gib!r}: must be a number",
+        )
+        require(gpu_memory_gib > 0, f"gpu_memory_gib={gpu_memory_gib!r}: must be positive")
+        name = gpu_spec(gpu).name if gpu is not None else None
+        return name, int(gpu_memory_gib * GIB), False, "given (gpu_memory_gib)"
+    if gpu is not None:
+        g = gpu_spec(gpu)
+        return g.name, g.total_memory, g.estimate, g.source
+    return None, None, False, ""
+
+
+def kv_budget(
+    model,
+    *,
+    gpu=None,
+    gpu_memory_gib=None,
+    gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
+    tensor_parallel_size=TENSOR_PARALLEL_SIZE,
+    weights_bytes=None,
+    checkpoint_dir=None,
+    activation_bytes=None,
+    kv_cache_memory_bytes=None,
+    raw_config=None,
+) -> KVBudget:
+    """The KV cache memory of one rank of `model` on `gpu` (a `GPUS` name) or a device of
+    `gpu_memory_gib`, as vLLM 0.33's `Worker.determine_available_memory` computes it:
+
+    * requested = ceil(total x gpu_memory_utilization) (v1/worker/utils.py request_memory; 0.92 is
+      CacheConfig's default);
+    * weights on one rank: the checkpoint's bytes (`weights_bytes`, the whole model's, or
+      `checkpoint_dir`'s model.safetensors.index.json metadata.total_size) / TP, exact; else an
+      estimate from the parameters the config implies times the model dtype's bytes, / TP;
+    * activation / CUDA-graph allowance: `activation_bytes`, else DEFAULT_ACTIVATION_BYTES
+      (an estimate);
+    * available = requested - weights - allowance; <= 0 is refused like vLLM's "No available
+      memory for the cache blocks".
+
+    `kv_cache_memory_bytes` (vLLM's --kv-cache-memory-bytes): the budget is exactly that, no terms
+    (determine_available_memory returns it and ignores gpu_memory_utilization)."""
+    from kvviz.families import Model
+
+    require(isinstance(model, Model), f"model={type(model).__name__}: give a kvviz.load(...) result")
+    tp = tensor_parallel_size
+    require(type(tp) is int and tp >= 1, f"tensor_parallel_size={tp!r}: must be a positive integer")
+    name, total, total_estimate, total_source = _device(gpu, gpu_memory_gib)
+    if kv_cache_memory_bytes is not None:
+        pool = _nonneg_int(kv_cache_memory_bytes, "kv_cache_memory_bytes")
+        require(pool > 0, "kv_cache_memory_bytes=0: must be positive")
+        if total is not None:
+            require(
+                pool <= total,
+                f"kv_cache_memory_bytes={pool:,}: larger than the device's {total:,} B "
+                f"({total / GIB:.2f} GiB{', an estimate' if total_estimate else ''})",
+            )
+        term = Term(
+            "kv_cache_memory_bytes",
+            "--kv-cache-memory-bytes",
+            pool,
+            False,
+            "given; vLLM returns it exactly (gpu_worker.determine_available_memory), ignoring "
+            "gpu_memory_utilization and profiling",
+        )
+        return KVBudget(model.name, name, total, None, tp, (term,), pool, exact_pool=True)
+    require(total is not None, f"gpu: give a GPU name ({', '.join(GPUS)}), gpu_memory_gib or kv_cache_memory_bytes")
+    util = gpu_memory_utilization
+    require(
+        isinstance(util, (int, float)) and not isinstance(util, bool) and math.isfinite(util) and 0 < util <= 1,
+        f"gpu_memory_utilization={util!r}: must be in (0, 1] (vLLM's gt=0, le=1)",
+    )
+    requested = math.ceil(total * util)
+    terms = [
+        Term("total", f"device total memory{' (' + name + ')' if name else ''}", total, total_estimate, total_source),
+        Term(
+            "requested",
+            f"requested = ceil(total x gpu_memory_utilization {util})",
+            requested,
+            total_estimate,
+            "v1/worker/utils.py request_memory (default 0.92: config/cache.py CacheConfig)",
+        ),
+    ]
+    terms.append(_weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total))
+    if activation_bytes is None:
+        terms.append(
+            Term("activation", "activation / CUDA-graph allowance", DEFAULT_ACTIVATION_BYTES, True, ACTIVATION_SOURCE)
+        )
+    else:
+        terms.append(
+            Term(
+                "activation",
+                "activation / CUDA-graph allowance",
+                _nonneg_int(activation_bytes, "activation_bytes"),
+                False,
+                "given (activation_bytes)",
+            )
+        )
+    weights, act = terms[2].value, terms[3].value
+    available = requested - weights - act
+    if available <= 0:
+        est = " (estimated terms)" if any(t.estimate for t in terms[2:]) else ""
+        raise KvvizError(
+            f"no memory left for the KV cache: gpu_memory_utilization {util} of {total / GIB:.2f} GiB "
+            f"= {requested / GIB:.2f} GiB - weights {weights / GIB:.2f} GiB (TP {tp}) - allowance "
+            f"{act / GIB:.2f} GiB = {available / GIB:.2f} GiB{est}; vLLM: 'No available memory for the "
+            f"cache blocks. Try increasing `gpu_memory_utilization`' (or tensor_parallel_size)"
+        )
+    return KVBudget(model.name, name, total, util, tp, tuple(terms), available)
+
+
+def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -> Term:
+    label = f"weights on one rank (/ TP {tp})"
+    if weights_bytes is not None:
+        w = _nonneg_int(weights_bytes, "weights_bytes")
+        return Term("weights", label, -(-w // tp), False, f"given (weights_bytes {w:,} B for the whole model) / TP")
+    if checkpoint_dir is not None:
+        found = checkpoint_weight_bytes(checkpoint_dir)
+        if found is not None:
+            w, how = found
+            if total is not None:
+                require(-(-w // tp) < 64 * total, f"checkpoint_dir: {how} = {w:,} B is not plausible")
+            return Term(
+                "weights",
+                label,
+                -(-w // tp),
+                False,
+                f"{how} = {w:,} B / TP (sharded linears and vocab-parallel embeddings; replicated norms ignored)",
+            )
+    if model.family not in ("decoder", "mla"):
+        raise KvvizError(
+            f"weights_bytes: kvviz estimates weights of dense, MoE and MLA decoders only; "
+            f"{model.name} is a {model.reader.title}: pass weights_bytes= or checkpoint_dir="
+        )
+    raw, where = _raw_config(model, checkpoint_dir, raw_config)
+    if raw is None:
+        raise KvvizError(
+            f"weights_bytes: no config.json to estimate {model.name}'s weights from; pass weights_bytes=, "
+            f"checkpoint_dir= or raw_config="
+        )
+    params, how = estimate_parameters(raw, model=model.name)
+    per = DTYPE_BYTES[model.dtype]
+    w = params * per
+    quant = raw.get("quantization_config") or (raw.get("text_config") or {}).get("quantization_config")
+    note = ""
+    if isinstance(quant, dict):
+        note = (
+            f"; the checkpoint is quantized ({quant.get('quant_method', '?')}): counting {model.dtype} "
+            f"overstates it, pass checkpoint_dir="
+        )
+    return Term(
+        "weights",
+        label,
+        -(-w // tp),
+        True,
+        f"estimate from {where}: {how} x {per} B ({model.dtype}) = {w:,} B / TP{note}",
+    )
+
+
+# ---- the longest request -------------------------------------------------------------------------

@@ -1,0 +1,149 @@
+"""Reading a model: a preset name, a config.json or a folder holding one -> `Model`, by the family its
+architecture (else model_type) names. Importing this module registers every family (each family
+module registers itself in `kvviz.families.registry` when imported)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from importlib.resources import files
+from pathlib import Path
+
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import printable, read_json, short_repr
+from kvviz.families import decoder, deepseek_v4, mla, state  # noqa: F401  (each registers its architectures)
+from kvviz.families.registry import ARCHITECTURES, FAMILIES, Family, Model
+
+PRESETS_DIR = files("kvviz") / "presets"  # a Traversable: `/ name`, `.read_text()`, `.iterdir()`
+
+
+def family_of(raw: dict, *, name: str) -> Family:
+    """The family that reads a parsed config.json: by its architecture, then its model_type."""
+    require(isinstance(raw, dict), f"{name}: config must be a JSON object")
+    archs = raw.get("architectures")
+    require(
+        archs is None or (isinstance(archs, list) and all(isinstance(a, str) and a for a in archs)),
+        f"{name}: architectures={short_repr(archs)}: must be a list of class names",
+    )
+    model_type = raw.get("model_type")
+    for key in list(archs or []) + [model_type]:
+        if isinstance(key, str) and key in ARCHITECTURES:
+            return FAMILIES[ARCHITECTURES[key]]
+    if not (archs or model_type):
+        raise KvvizError(f"{name}: config has no architectures and no model_type")
+    what = f"model_type {short_repr(model_type)}" + (f" ({', '.join(map(short_repr, archs))})" if archs else "")
+    raise KvvizError(
+        f"{name}: {what}: an architecture kvviz does not plan (vLLM 0.33 does not serve it "
+        f"natively, or kvviz has no reader for it yet); known: "
+        f"{', '.join(sorted(k for k in ARCHITECTURES if k[0].isupper()))}"
+    )
+
+
+def model_from_dict(raw: dict, *, name: str) -> Model:
+    """The Model of a parsed config.json, read by the family its architecture (else model_type) names."""
+    return family_of(raw, name=name).read(raw, name=name)
+
+
+def preset_names() -> list[str]:
+    """The presets kvviz ships (file stems in kvviz/presets)."""
+    return sorted(p.name[: -len(".json")] for p in PRESETS_DIR.iterdir() if p.name.endswith(".json"))
+
+
+def preset_raw(name: str) -> dict:
+    """The shipped preset's config.json as a dict; an unknown name lists the known ones."""
+    names = preset_names()
+    if name not in names:
+        raise KvvizError(f"--model {name!r}: unknown model; known: {', '.join(names)}")
+    try:
+        return json.loads((PRESETS_DIR / f"{name}.json").read_text())
+    except json.JSONDecodeError as e:  # a broken package, not bad user input, but still one line
+        raise KvvizError(f"preset {name!r}: malformed JSON at line {e.lineno}: {e.msg}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def load_preset(name: str) -> Model:
+    """A shipped preset by name (parsed once per process; models are frozen). Its parsed form
+    ships with it (kvviz.families.parsed), so no preset imports transformers."""
+    from kvviz.families import parsed
+
+    raw = preset_raw(name)
+    model = parsed.shipped(name, (PRESETS_DIR / f"{name}.json").read_bytes())
+    return model if model is not None else model_from_dict(raw, name=name)
+
+
+def _stat_error(p: Path) -> str | None:
+    """Why `p` cannot be looked at (a symlink loop, a permission), or None when it can or is
+    simply absent: is_file() / is_dir() would answer False for all of them alike."""
+    try:
+        p.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
+def config_json_path(path: str | Path, *, what: str = "--hf-config") -> Path:
+    """The config.json a path names: the file itself, or `config.json` inside a folder."""
+    p = Path(path)
+    for q in (p, p / "config.json") if p.is_dir() else (p,):
+        problem = _stat_error(q)
+        require(problem is None, f"{what} {printable(q)!r}: cannot read ({problem})")
+    if p.is_dir():
+        p = p / "config.json"
+        require(p.is_file(), f"{what} {str(path)!r}: folder holds no config.json")
+        return p
+    require(p.is_file(), f"{what} {str(path)!r}: no such file or folder")
+    return p
+
+
+def config_name(p: Path) -> str:
+    """A config's name: its folder's for a `config.json` (the model's checkout), else the file stem."""
+    return printable(p.parent.name if p.name == "config.json" and p.parent.name else p.stem)
+
+
+def load_path(path: str | Path, *, what: str = "--hf-config") -> Model:
+    """A config.json (or a folder holding one): from the parsed-config cache when this file's bytes
+    were parsed before with the same transformers and kvviz (kvviz.families.parsed), else parsed
+    now and kept."""
+    from kvviz.families import parsed
+
+    p = config_json_path(path, what=what)
+    raw = read_json(p, what=what)
+    name = config_name(p)
+    try:
+        data = p.read_bytes()
+    except OSError:
+        data = None
+    if data is not None:
+        hit = parsed.lookup(data, name)
+        if isinstance(hit, Model):
+            return hit
+    model = model_from_dict(raw, name=name)
+    if data is not None:
+        parsed.store(data, name, model)
+    return model
+
+
+def load(name_or_path: str | Path) -> Model:
+    """A preset name ('llama-3.1-8b'), a config.json, or a folder holding one -> `Model`."""
+    if isinstance(name_or_path, Model):
+        raise KvvizError(f"{name_or_path.name}: is already a loaded model; pass it to kvviz.plan(model) as it is")
+    require(
+        isinstance(name_or_path, (str, Path)),
+        f"{short_repr(name_or_path)}: give a preset name (kvviz.model_names()) or a config.json / folder path",
+    )
+    if isinstance(name_or_path, str) and name_or_path in preset_names():
+        return load_preset(name_or_path)
+    if Path(name_or_path).exists() or os.path.lexists(name_or_path):
+        return load_path(name_or_path)
+    raise KvvizError(
+        f"{short_repr(name_or_path)}: neither a preset ({', '.join(preset_names())}) nor a config.json or folder"
+    )
+
+
+def preset_summary(name: str) -> str:
+    """One line about a preset for `kvviz models`: its family's description (from the preset's
+    shipped parsed form: no transformers)."""
+    return load_preset(name).describe()

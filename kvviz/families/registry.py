@@ -1,0 +1,158 @@
+"""Model families: one reader per architecture family, registered in one table.
+
+A family turns a config.json into a `Model` and a model plus `Options` into what each layer
+registers (`core.declare`, or finished `CacheSpec`s for DeepSeek V4), and says which knobs and
+planners apply. Adding an architecture is one entry in `ARCHITECTURES` (and, for a new family,
+one module); nothing above this table changes (docs/model-core.md#families).
+
+`load(name_or_path)` reads a preset name, a config.json or a folder holding one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import short_repr
+from kvviz.options import Options
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A model as its family read it: its name, architecture, the dtype and max_model_len vLLM
+    resolves for it, and the family's own parsed config (`config`)."""
+
+    name: str
+    family: str  # key of FAMILIES
+    architecture: str
+    model_type: str
+    dtype: str  # resolved model dtype as an element name: 'bf16', 'fp16' or 'fp32'
+    max_model_len: int  # what vLLM derives when --max-model-len is not given
+    config: object
+    max_model_len_source: str = ""
+
+    @property
+    def reader(self) -> "Family":
+        """The Family that read this model (and answers every question about it)."""
+        return FAMILIES[self.family]
+
+    def describe(self) -> str:
+        """The model in one line (its family's `describe`)."""
+        return self.reader.describe(self)
+
+
+# The family methods that take a model (each refuses another family's model in one line) ...
+MODEL_METHODS = (
+    "caches",
+    "describe",
+    "knobs_for",
+    "comparisons",
+    "compare_notes",
+    "with_full_layers",
+    "with_layer_mix",
+    "full_layer_count",
+    "kind_counts",
+    "mixes_full_layers",
+    "config_for",
+    "state_parts",
+    "resolved_ssm_dtype",
+)
+# ... and those whose next argument is an Options record.
+OPTIONS_METHODS = ("caches", "comparisons", "compare_notes", "config_for", "state_parts")
+
+
+def check_call(family: "Family", name: str, model, options=None, *, takes_options: bool = False) -> None:
+    """The check every family method of MODEL_METHODS makes first: `model` is a Model of this family
+    (and `options` an Options record where the method takes one); else one line saying what to call."""
+    if not isinstance(model, Model) or model.family != family.key:
+        what = (
+            f"{model.name}, a {FAMILIES[model.family].title} model"
+            if isinstance(model, Model) and model.family in FAMILIES
+            else type(model).__name__
+        )
+        raise KvvizError(
+            f"{family.key}.{name}: {what}, is not of this family ({family.title}); call "
+            f"model.reader.{name}(model, ...) or kvviz.plan(model)"
+        )
+    if takes_options:
+        require(
+            isinstance(options, Options),
+            f"{family.key}.{name}: options={short_repr(options)}: give a "
+            f"kvviz.Options(...) (kvviz.Options() for the engine's defaults)",
+        )
+
+
+def model_method(method):
+    """Marks a family method of MODEL_METHODS: it runs `check_call` on its arguments before its body."""
+    name = method.__name__.lstrip("_")
+    takes_options = name in OPTIONS_METHODS
+
+    @functools.wraps(method)
+    def checked(self, model, *args, **kwargs):
+        options = args[0] if args else kwargs.get("options")
+        check_call(self, name, model, options, takes_options=takes_options)
+        return method(self, model, *args, **kwargs)
+
+    return checked
+
+
+class Family:
+    """The interface every family implements (subclasses override what they need)."""
+
+    key: str = ""
+    title: str = ""
+    knobs: tuple[str, ...] = ()  # Options fields that may apply (knobs_for narrows per model)
+    planners: tuple[str, ...] = ("vllm", "packed", "separate")
+    default_planner: str = "vllm"
+    block_outermost: bool = False  # vLLM resolves a block-outermost layout (packed groups)
+
+    def read(self, raw: dict, *, name: str) -> Model:
+        """The `Model` of a parsed config.json (`raw`), named `name`; a bad or missing field is one line naming it."""
+        raise NotImplementedError
+
+    @model_method
+    def knobs_for(self, model: Model) -> tuple[str, ...]:
+        """The Options fields that apply to `model` (base: the family's `knobs`); any other given knob is refused."""
+        return self.knobs
+
+    @model_method
+    def caches(self, model: Model, options: Options) -> tuple:
+        """What each layer of `model` registers under `options`, in vLLM's registration order: declared caches
+        (kvviz.core.declare, paged by kvviz.vllm.pages) or CacheSpecs already paged (DeepSeek V4)."""
+        raise NotImplementedError
+
+    @model_method
+    def describe(self, model: Model) -> str:
+        """One line saying what the model is, as `kvviz models` prints it (base: name and architecture)."""
+        return f"{model.name}: {model.architecture}"
+
+    @model_method
+    def comparisons(self, model: Model, options: Options) -> tuple[tuple[str, str, Options], ...]:
+        """What `kvviz compare` puts side by side: (label, planner, options) per column; by
+        default every planner of the family with the same knobs."""
+        return tuple((p, p, options) for p in self.planners)
+
+    @model_method
+    def compare_notes(self, model: Model, options: Options, plans, budget: int) -> dict:
+        """Lines (and JSON members) `kvviz compare` adds under its table for this family."""
+        return {
+            "lines": (
+                "vllm: vLLM 0.33 (pages unified, groups overlaid from byte 0); packed: state pages unpadded "
+                "inside the block (vLLM does not do this for these models); separate: one pool per cache "
+                "kind (docs/hybrid.md#separate-pools)",
+            )
+        }
+
+
+FAMILIES: dict[str, Family] = {}
+# HF architecture (architectures[0]) or model_type -> family key: the one table.
+ARCHITECTURES: dict[str, str] = {}
+
+
+def register(family: Family, names: tuple[str, ...]) -> Family:
+    """Register `family` for the architectures and model types in `names`; returns the family."""
+    FAMILIES[family.key] = family
+    for n in names:
+        ARCHITECTURES[n] = family.key
+    return family

@@ -1,0 +1,154 @@
+"""The parsed config of a state-space / linear-attention hybrid (`StateConfig`, one `Slot` per
+cache a layer registers) and the field readers every architecture's reader shares."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kvviz.base.errors import require
+from kvviz.base.inputs import MAX_DIM, bounded_int, short_repr
+from kvviz.families.hf import field
+
+ATTN, MLA, STATE = "attention", "mla", "state"
+
+
+# vLLM's dtype names (STR_DTYPE_TO_TORCH_DTYPE) -> kvviz's element names.
+_ELEMENT = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "float32": "fp32",
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "fp32": "fp32",
+    "torch.bfloat16": "bf16",
+    "torch.float16": "fp16",
+    "torch.float32": "fp32",
+}
+
+
+# KimiLinearConfig's default (transformers_utils/configs/kimi_linear.py) when config.json has none.
+KIMI_LINEAR_MAX_POSITION_EMBEDDINGS = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """One cache a layer registers: its kind (ATTN, MLA, STATE), vLLM's name and the decoder layer."""
+
+    kind: str
+    name: str
+    layer: int
+
+
+@dataclasses.dataclass(frozen=True)
+class StateConfig:
+    """The cache-relevant part of a hybrid's config: the caches in registration order and what
+    sizes each kind."""
+
+    mamba_type: str  # 'mamba1', 'mamba2', 'short_conv', 'gdn', 'kda'
+    slots: tuple[Slot, ...]
+    num_hidden_layers: int
+    state_args: tuple[tuple[str, int], ...]  # the shape calculator's arguments, (config field, value)
+    num_attention_heads: int | None = None  # ModelConfig.verify_with_parallel_config
+    num_kv_heads: int | None = None  # attention layers (total, before TP)
+    head_dim: int | None = None
+    kv_lora_rank: int | None = None  # MLA layers (Kimi-Linear)
+    qk_rope_head_dim: int | None = None
+    ssm_dtype: str | None = None  # the config's own SSM dtype (element name), None: the model dtype
+    ssm_dtype_source: str = ""
+    kv_heads_replicated: bool = False  # Zamba2: num_kv_heads = num_heads // tp, no kv-head rule
+
+    @property
+    def args(self) -> dict[str, int]:
+        """The shape calculator's arguments as a dict (config field -> value)."""
+        return dict(self.state_args)
+
+    def count(self, kind: str) -> int:
+        """How many cache slots are of kind `kind` (ATTN, MLA or STATE)."""
+        return sum(1 for s in self.slots if s.kind == kind)
+
+    @property
+    def layer_kinds(self) -> tuple[str, ...]:
+        """One kind per cache slot, named as transformers' layer_types names them
+        ('full_attention' for attention and MLA, the mamba_type's state otherwise)."""
+        return tuple("full_attention" if s.kind in (ATTN, MLA) else f"{self.mamba_type}_state" for s in self.slots)
+
+
+def _int(text, key: str, *, name: str, default=None, positive: bool = True) -> int:
+    value = field(text, key, model=name, required=default is None, default=default)
+    require(not positive or value > 0, f"{name}: {key}={value}: must be positive")
+    return value
+
+
+def _list(text, key: str, n: int, *, name: str) -> list:
+    value = getattr(text, key, None)
+    require(value is not None, f"{name}: config is missing field {key!r}")
+    require(
+        isinstance(value, (list, tuple, str)) and len(value) == n,
+        f"{name}: {key}={short_repr(value)}: must have one entry per layer ({n})",
+    )
+    return list(value)
+
+
+def _ssm_element(value, key: str, *, name: str) -> str:
+    element = _ELEMENT.get(str(value))
+    require(element is not None, f"{name}: {key}={short_repr(value)}: kvviz knows bfloat16, float16, float32")
+    return element
+
+
+def _attn_fields(text, *, name: str, head_dim: int | None = None) -> dict:
+    heads = _int(text, "num_attention_heads", name=name)
+    kv = _int(text, "num_key_value_heads", name=name, default=heads)
+    if head_dim is None:
+        hidden = _int(text, "hidden_size", name=name)
+        head_dim = bounded_int(
+            hidden // heads,
+            field=f"{name}: head_dim (hidden_size {hidden:,} // num_attention_heads {heads:,})",
+            low=1,
+            high=MAX_DIM,
+        )
+    return dict(num_attention_heads=heads, num_kv_heads=kv, head_dim=head_dim)
+
+
+def _head_dim_or_split(text, *, name: str) -> int:
+    hd = getattr(text, "head_dim", None)
+    if hd:
+        require(
+            isinstance(hd, int) and not isinstance(hd, bool) and hd > 0,
+            f"{name}: head_dim={short_repr(hd)}: must be a positive integer",
+        )
+        return hd
+    hidden, heads = _int(text, "hidden_size", name=name), _int(text, "num_attention_heads", name=name)
+    return bounded_int(
+        hidden // heads,
+        field=f"{name}: head_dim (hidden_size {hidden:,} // num_attention_heads {heads:,})",
+        low=1,
+        high=MAX_DIM,
+    )
+
+
+def _one_cache_a_layer(
+    text, field: str, n: int, *, name: str, model: str, state: tuple[str, str], attention: tuple[str, str]
+) -> tuple[Slot, ...]:
+    """The slots of a hybrid whose `field` names each layer's kind: (kind value, vLLM name suffix)
+    for its state layers and its attention layers, every other value refused naming the field."""
+    slots = []
+    for i, k in enumerate(_list(text, field, n, name=name)):
+        require(
+            k in (state[0], attention[0]),
+            f"{name}: {field}[{i}]={short_repr(k)}: {model} layers are {state[0]!r} or {attention[0]!r}",
+        )
+        slots.append(
+            Slot(STATE, f"model.layers.{i}.{state[1]}", i)
+            if k == state[0]
+            else Slot(ATTN, f"model.layers.{i}.{attention[1]}", i)
+        )
+    return tuple(slots)
+
+
+TITLES = {
+    "mamba1": "Mamba-1",
+    "mamba2": "Mamba-2",
+    "short_conv": "short conv",
+    "gdn": "gated delta net",
+    "kda": "Kimi delta attention",
+}

@@ -1,0 +1,322 @@
+"""One reader per state-hybrid architecture (Jamba, Nemotron-H, Falcon-H1, Granite-4.0-H, Zamba2,
+LFM2, Qwen3-Next, Qwen3.5, Kimi-Linear): config.json -> `StateConfig`, each citing its vLLM 0.33
+model file (the family's docstring, kvviz.families.state, says what each registers)."""
+
+from __future__ import annotations
+
+from kvviz.base.errors import require
+from kvviz.base.inputs import short_repr
+from kvviz.families.mla import mla_dims
+from kvviz.families.state_config import (
+    ATTN,
+    MLA,
+    STATE,
+    Slot,
+    StateConfig,
+    _attn_fields,
+    _head_dim_or_split,
+    _int,
+    _list,
+    _one_cache_a_layer,
+    _ssm_element,
+)
+
+
+def _jamba(raw, top, text, *, name):
+    n = _int(text, "num_hidden_layers", name=name)
+    slots = _one_cache_a_layer(
+        text,
+        "layers_block_type",
+        n,
+        name=name,
+        model="Jamba",
+        state=("mamba", "mixer"),
+        attention=("attention", "attn"),
+    )
+    hidden = _int(text, "hidden_size", name=name)
+    args = (
+        ("intermediate_size", _int(text, "mamba_expand", name=name) * hidden),
+        ("state_size", _int(text, "mamba_d_state", name=name)),
+        ("conv_kernel", _int(text, "mamba_d_conv", name=name)),
+    )
+    return StateConfig(
+        mamba_type="mamba1", slots=tuple(slots), num_hidden_layers=n, state_args=args, **_attn_fields(text, name=name)
+    )
+
+
+def _nemotron_h(raw, top, text, *, name):
+    n = _int(text, "num_hidden_layers", name=name)
+    pattern = getattr(text, "hybrid_override_pattern", None)
+    require(
+        isinstance(pattern, str) and len(pattern) == n,
+        f"{name}: hybrid_override_pattern={short_repr(pattern)}: must be a string of one letter per layer ({n})",
+    )
+    slots = []
+    for i, ch in enumerate(pattern):
+        require(ch in "M*-E", f"{name}: hybrid_override_pattern[{i}]={ch!r}: Nemotron-H knows M, *, -, E")
+        if ch == "M":
+            slots.append(Slot(STATE, f"model.layers.{i}.mixer", i))
+        elif ch == "*":
+            slots.append(Slot(ATTN, f"model.layers.{i}.mixer.attn", i))
+    heads, head_dim = _int(text, "mamba_num_heads", name=name), _int(text, "mamba_head_dim", name=name)
+    args = (
+        ("intermediate_size", heads * head_dim),
+        ("n_groups", _int(text, "n_groups", name=name)),
+        ("num_heads", heads),
+        ("head_dim", head_dim),
+        ("state_size", _int(text, "ssm_state_size", name=name)),
+        ("conv_kernel", _int(text, "conv_kernel", name=name)),
+    )
+    ssm = getattr(text, "mamba_ssm_cache_dtype", None) or "float32"
+    return StateConfig(
+        mamba_type="mamba2",
+        slots=tuple(slots),
+        num_hidden_layers=n,
+        state_args=args,
+        ssm_dtype=_ssm_element(ssm, "mamba_ssm_cache_dtype", name=name),
+        ssm_dtype_source="mamba_ssm_cache_dtype (NemotronHForCausalLMConfig, default float32)",
+        **_attn_fields(text, name=name, head_dim=_head_dim_or_split(text, name=name)),
+    )
+
+
+def _falcon_h1(raw, top, text, *, name):
+    n = _int(text, "num_hidden_layers", name=name)
+    slots = []
+    for i in range(n):  # FalconH1ParallelHybrid: self_attn built before mamba
+        slots.append(Slot(ATTN, f"model.layers.{i}.attn", i))
+        slots.append(Slot(STATE, f"model.{n + i}.mixer", i))
+    d_ssm = getattr(text, "mamba_d_ssm", None)
+    inter = (
+        int(getattr(text, "mamba_expand", 0) * _int(text, "hidden_size", name=name))
+        if d_ssm is None
+        else _int(text, "mamba_d_ssm", name=name)
+    )
+    require(inter > 0, f"{name}: config is missing field 'mamba_d_ssm' (or mamba_expand)")
+    args = (
+        ("intermediate_size", inter),
+        ("n_groups", _int(text, "mamba_n_groups", name=name)),
+        ("num_heads", _int(text, "mamba_n_heads", name=name)),
+        ("head_dim", _int(text, "mamba_d_head", name=name)),
+        ("state_size", _int(text, "mamba_d_state", name=name)),
+        ("conv_kernel", _int(text, "mamba_d_conv", name=name)),
+    )
+    return StateConfig(
+        mamba_type="mamba2",
+        slots=tuple(slots),
+        num_hidden_layers=n,
+        state_args=args,
+        **_attn_fields(text, name=name, head_dim=_head_dim_or_split(text, name=name)),
+    )
+
+
+def _granite_h(raw, top, text, *, name):
+    n = _int(text, "num_hidden_layers", name=name)
+    kinds = _list(text, "layer_types", n, name=name)
+    slots = []
+    for i, k in enumerate(kinds):  # transformers remaps the legacy 'mamba' / 'attention'
+        require(
+            k in ("linear_attention", "full_attention"),
+            f"{name}: layer_types[{i}]={short_repr(k)}: Granite-4.0-H layers are mamba or attention",
+        )
+        slots.append(
+            Slot(STATE, f"model.layers.{i}.mixer", i)
+            if k == "linear_attention"
+            else Slot(ATTN, f"model.layers.{i}.self_attn.attn", i)
+        )
+    hidden = _int(text, "hidden_size", name=name)
+    args = (
+        ("intermediate_size", _int(text, "mamba_expand", name=name) * hidden),
+        ("n_groups", _int(text, "mamba_n_groups", name=name)),
+        ("num_heads", _int(text, "mamba_n_heads", name=name)),
+        ("head_dim", _int(text, "mamba_d_head", name=name)),
+        ("state_size", _int(text, "mamba_d_state", name=name)),
+        ("conv_kernel", _int(text, "mamba_d_conv", name=name)),
+    )
+    return StateConfig(
+        mamba_type="mamba2", slots=tuple(slots), num_hidden_layers=n, state_args=args, **_attn_fields(text, name=name)
+    )
+
+
+def _zamba2(raw, top, text, *, name):
+    n = _int(text, "num_hidden_layers", name=name)
+    kinds = _list(text, "layers_block_type", n, name=name)
+    hybrid = [i for i, k in enumerate(kinds) if k == "hybrid"]
+    h, m = len(hybrid), _int(text, "num_mem_blocks", name=name)
+    slots = []
+    for b in range(m):  # the shared blocks are built (and their Attention registered) first
+        j = b * (h + m - 1) // m
+        for k in range(h):
+            if k % m == b:
+                slots.append(Slot(ATTN, f"model.attn.{j}", hybrid[k]))
+                j += 1
+    slots += [Slot(STATE, f"{h + i}.mixer", i) for i in range(n)]
+    hidden = _int(text, "hidden_size", name=name)
+    inter = _int(text, "mamba_expand", name=name) * hidden
+    heads = _int(text, "n_mamba_heads", name=name)
+    head_dim = _int(text, "mamba_headdim", name=name)
+    # get_mamba_state_shape_from_config reads mamba_headdim, the layer intermediate // n_mamba_heads:
+    # vLLM pads to the first and allocates the second, so they must agree.
+    require(
+        head_dim * heads == inter,
+        f"{name}: mamba_headdim={head_dim} x n_mamba_heads={heads} != mamba_expand x "
+        f"hidden_size = {inter}: vLLM's Zamba2 state would not fit its page",
+    )
+    args = (
+        ("intermediate_size", inter),
+        ("n_groups", _int(text, "mamba_ngroups", name=name)),
+        ("num_heads", heads),
+        ("head_dim", head_dim),
+        ("state_size", _int(text, "mamba_d_state", name=name)),
+        ("conv_kernel", _int(text, "mamba_d_conv", name=name)),
+    )
+    heads_attn = _int(text, "num_attention_heads", name=name)
+    return StateConfig(
+        mamba_type="mamba2",
+        slots=tuple(slots),
+        num_hidden_layers=n,
+        state_args=args,
+        num_attention_heads=heads_attn,
+        num_kv_heads=heads_attn,
+        head_dim=_int(text, "attention_head_dim", name=name),
+        kv_heads_replicated=True,
+    )
+
+
+def _lfm2(raw, top, text, *, name):
+    n = _int(text, "num_hidden_layers", name=name)
+    slots = _one_cache_a_layer(
+        text,
+        "layer_types",
+        n,
+        name=name,
+        model="LFM2",
+        state=("conv", "short_conv"),
+        attention=("full_attention", "self_attn.attn"),
+    )
+    args = (("conv_dim", _int(text, "conv_dim", name=name)), ("conv_kernel", _int(text, "conv_L_cache", name=name)))
+    return StateConfig(
+        mamba_type="short_conv",
+        slots=tuple(slots),
+        num_hidden_layers=n,
+        state_args=args,
+        **_attn_fields(text, name=name),
+    )
+
+
+def _gated_delta_net(raw, top, text, *, name, prefix: str, ssm_field: str | None):
+    n = _int(text, "num_hidden_layers", name=name)
+    kinds = _list(text, "layer_types", n, name=name)
+    slots = []
+    for i, k in enumerate(kinds):
+        require(
+            k in ("linear_attention", "full_attention"),
+            f"{name}: layer_types[{i}]={short_repr(k)}: a gated delta net hybrid's layers are linear_attention "
+            f"or full_attention",
+        )
+        slots.append(
+            Slot(STATE, f"{prefix}model.layers.{i}.linear_attn", i)
+            if k == "linear_attention"
+            else Slot(ATTN, f"{prefix}model.layers.{i}.self_attn.attn", i)
+        )
+    args = (
+        ("num_k_heads", _int(text, "linear_num_key_heads", name=name)),
+        ("num_v_heads", _int(text, "linear_num_value_heads", name=name)),
+        ("head_k_dim", _int(text, "linear_key_head_dim", name=name)),
+        ("head_v_dim", _int(text, "linear_value_head_dim", name=name)),
+        ("conv_kernel", _int(text, "linear_conv_kernel_dim", name=name)),
+    )
+    ssm, source = None, ""
+    if ssm_field and getattr(text, ssm_field, None) is not None:
+        ssm = _ssm_element(getattr(text, ssm_field), ssm_field, name=name)
+        source = f"{ssm_field} (Qwen3_5ForConditionalGenerationConfig)"
+    return StateConfig(
+        mamba_type="gdn",
+        slots=tuple(slots),
+        num_hidden_layers=n,
+        state_args=args,
+        ssm_dtype=ssm,
+        ssm_dtype_source=source,
+        **_attn_fields(text, name=name, head_dim=_head_dim_or_split(text, name=name)),
+    )
+
+
+def _qwen3_next(raw, top, text, *, name):
+    return _gated_delta_net(raw, top, text, name=name, prefix="", ssm_field=None)
+
+
+def _qwen3_5(raw, top, text, *, name):
+    archs = raw.get("architectures") or []
+    wrapper = bool(archs) and str(archs[0]).endswith("ForConditionalGeneration")
+    return _gated_delta_net(
+        raw, top, text, name=name, prefix="language_model." if wrapper else "", ssm_field="mamba_ssm_dtype"
+    )
+
+
+def _kimi_linear(raw, top, text, *, name):
+    n = _int(text, "num_hidden_layers", name=name)
+    lac = getattr(text, "linear_attn_config", None)
+    require(isinstance(lac, dict), f"{name}: linear_attn_config={short_repr(lac)}: must be an object")
+    kda = lac.get("kda_layers")
+    require(
+        isinstance(kda, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in kda),
+        f"{name}: linear_attn_config.kda_layers={short_repr(kda)}: must be a list of 1-based layer numbers",
+    )
+    require(
+        isinstance(lac.get("full_attn_layers"), list),
+        f"{name}: linear_attn_config.full_attn_layers={short_repr(lac.get('full_attn_layers'))}: must be a list",
+    )
+    kda_set = set(kda)
+    slots = tuple(Slot(STATE if (i + 1) in kda_set else MLA, f"model.layers.{i}.self_attn", i) for i in range(n))
+    args = []
+    for key, as_ in (("num_heads", "num_heads"), ("head_dim", "head_dim"), ("short_conv_kernel_size", "conv_kernel")):
+        v = lac.get(key)
+        require(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0,
+            f"{name}: linear_attn_config.{key}={short_repr(v)}: must be a positive integer",
+        )
+        args.append((as_, v))
+    rank, rope = mla_dims(raw, text, name=name)
+    return StateConfig(
+        mamba_type="kda",
+        slots=slots,
+        num_hidden_layers=n,
+        state_args=tuple(args),
+        num_attention_heads=_int(text, "num_attention_heads", name=name),
+        kv_lora_rank=rank,
+        qk_rope_head_dim=rope,
+        ssm_dtype="fp32",
+        ssm_dtype_source="KDA recurrent state is float32 (kda_state_dtype)",
+    )
+
+
+READERS = {
+    "jamba": _jamba,
+    "nemotron_h": _nemotron_h,
+    "falcon_h1": _falcon_h1,
+    "granitemoehybrid": _granite_h,
+    "zamba2": _zamba2,
+    "lfm2": _lfm2,
+    "qwen3_next": _qwen3_next,
+    "qwen3_5": _qwen3_5,
+    "qwen3_5_moe": _qwen3_5,
+    "qwen3_5_text": _qwen3_5,
+    "qwen3_5_moe_text": _qwen3_5,
+    "kimi_linear": _kimi_linear,
+}
+
+
+# architecture -> the reader's model_type, for configs whose model_type kvviz maps by architecture
+ARCH_READER = {
+    "JambaForCausalLM": "jamba",
+    "NemotronHForCausalLM": "nemotron_h",
+    "FalconH1ForCausalLM": "falcon_h1",
+    "GraniteMoeHybridForCausalLM": "granitemoehybrid",
+    "Zamba2ForCausalLM": "zamba2",
+    "Lfm2ForCausalLM": "lfm2",
+    "Qwen3NextForCausalLM": "qwen3_next",
+    "Qwen3_5ForCausalLM": "qwen3_5",
+    "Qwen3_5MoeForCausalLM": "qwen3_5",
+    "Qwen3_5ForConditionalGeneration": "qwen3_5",
+    "Qwen3_5MoeForConditionalGeneration": "qwen3_5",
+    "KimiLinearForCausalLM": "kimi_linear",
+}
