@@ -9,6 +9,9 @@ wheel and the class name, in registry order, with the wheel's version and sha256
 With --models-md it also (re)writes docs/models.md from that JSON (scripts/models_table.py) and a
 status function `module:function` (the architecture -> ("planned", family) | ("refused", rule)).
 
+What each architecture's model file registers, and what kvviz needs to plan it:
+docs/registry-work.md#findings-that-change-the-plan.
+
 usage: python scripts/vllm_registry.py [WHEEL] [--out JSON] [--models-md MD --status MOD:FUNC]
        WHEEL defaults to the one vllm-0.33.0 wheel in build/wheels (fetch it with
        `python -m pip download --no-deps vllm==0.33.0 -d build/wheels`).
