@@ -1,0 +1,110 @@
+"""vLLM 0.33's registry as kvviz's work list: the committed extract
+(tests/data/vllm-0.33/registry-architectures.json) equals what scripts/vllm_registry.py reads from
+the wheel (when build/wheels holds it), and scripts/models_table.py renders it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "vllm-0.33" / "registry-architectures.json"
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+vllm_registry = _script("vllm_registry")
+models_table = _script("models_table").models_table
+
+
+def test_committed_extract_has_every_architecture():
+    data = json.loads(DATA.read_text())
+    tables = data["tables"]
+    assert data["vllm_version"] == "0.33.0" and len(data["wheel_sha256"]) == 64
+    assert {t: len(rows) for t, rows in tables.items()} == {"_TEXT_GENERATION_MODELS": 124,
+                                                             "_MULTIMODAL_MODELS": 127} == data["counts"]
+    for rows in tables.values():
+        archs = [r["architecture"] for r in rows]
+        assert len(set(archs)) == len(archs)
+        for r in rows:
+            assert r["file"].endswith(".py") and r["file"].startswith("vllm/"), r
+            assert r["module"].replace(".", "/") in r["file"], r
+    # registry order and module resolution, spot-checked against registry.py as read by hand
+    text = tables["_TEXT_GENERATION_MODELS"]
+    assert text[0] == {"architecture": "AfmoeForCausalLM", "module": "vllm.model_executor.models.afmoe",
+                       "file": "vllm/model_executor/models/afmoe.py", "class": "AfmoeForCausalLM"}
+    by = {r["architecture"]: r for r in text}
+    assert by["DeepseekV32ForCausalLM"]["file"] == "vllm/models/deepseek_v32/__init__.py"
+    assert by["InternLM3ForCausalLM"]["class"] == "LlamaForCausalLM"
+    assert tables["_MULTIMODAL_MODELS"][-1]["architecture"] == "WhisperForConditionalGeneration"
+
+
+def test_extract_matches_the_wheel():
+    wheel = vllm_registry.find_wheel()
+    if wheel is None:
+        pytest.skip("no vllm-0.33.0 wheel in build/wheels (python -m pip download --no-deps vllm==0.33.0 "
+                    "-d build/wheels)")
+    fresh = vllm_registry.read_registry(wheel)
+    assert vllm_registry.dumps(fresh) == DATA.read_text(), \
+        "stale: python scripts/vllm_registry.py rewrites tests/data/vllm-0.33/registry-architectures.json"
+
+
+def test_entries_follow_star_star_in_place():
+    import ast
+
+    src = ("_A = {'X': ('x', 'X'), 'Y': ('y', 'Y')}\n"
+           "_B = {'W': ('w', 'W'), **_A, 'X': ('x2', 'X2')}\n")
+    dicts = vllm_registry._dicts(ast.parse(src))
+    assert vllm_registry._entries("_B", dicts) == [("W", "w", "W", "_B"), ("X", "x2", "X2", "_B"), ("Y", "y", "Y", "_A")]
+    assert vllm_registry.resolve_module("vllm.models.beam") == "vllm.models.beam"
+    assert vllm_registry.resolve_module("llama") == "vllm.model_executor.models.llama"
+
+
+SMALL = {
+    "vllm_version": "0.33.0",
+    "tables": {
+        "_TEXT_GENERATION_MODELS": [
+            {"architecture": "LlamaForCausalLM", "module": "vllm.model_executor.models.llama",
+             "file": "vllm/model_executor/models/llama.py", "class": "LlamaForCausalLM"},
+            {"architecture": "BartForCausalLM", "module": "vllm.model_executor.models.bart",
+             "file": "vllm/model_executor/models/bart.py", "class": "Bart|Model"},
+        ],
+        "_MULTIMODAL_MODELS": [
+            {"architecture": "WhisperForConditionalGeneration", "module": "vllm.model_executor.models.whisper",
+             "file": "vllm/model_executor/models/whisper.py", "class": "WhisperForConditionalGeneration"},
+        ],
+    },
+}
+
+
+def _status(arch: str) -> tuple[str, str]:
+    return {"LlamaForCausalLM": ("planned", "decoder")}.get(arch, ("refused", "encoder-decoder cross-attention"))
+
+
+def test_models_table_small_example():
+    md = models_table(SMALL, _status)
+    assert md.startswith("# Architectures of vLLM 0.33.0\n")
+    assert "- Text generation: 1 of 2 planned (`_TEXT_GENERATION_MODELS`)" in md
+    assert "- Multimodal: 0 of 1 planned (`_MULTIMODAL_MODELS`)" in md
+    assert "## Text generation (`_TEXT_GENERATION_MODELS`): 1 of 2 planned" in md
+    assert "| `LlamaForCausalLM` | `llama.py` | `LlamaForCausalLM` | planned | decoder |" in md
+    assert "| `BartForCausalLM` | `bart.py` | `Bart\\|Model` | refused | encoder-decoder cross-attention |" in md
+    assert md.index("LlamaForCausalLM") < md.index("BartForCausalLM") < md.index("WhisperForConditionalGeneration")
+    assert md == models_table(SMALL, _status)  # deterministic: a stale page is a diff
+
+
+@pytest.mark.parametrize("bad", [("maybe", "x"), ("planned", "")])
+def test_models_table_refuses_an_unknown_status(bad):
+    with pytest.raises(ValueError, match="LlamaForCausalLM"):
+        models_table({"tables": {"_TEXT_GENERATION_MODELS": SMALL["tables"]["_TEXT_GENERATION_MODELS"][:1]}},
+                     lambda arch: bad)
