@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run_fit)
 
+    from .replay import add_parser as add_replay_parser  # kvviz replay (issue 28)
+    add_replay_parser(sub)
+
     p = sub.add_parser("models", help="list the shipped model presets")
     p.set_defaults(func=_run_models)
     add_verify_parser(sub)

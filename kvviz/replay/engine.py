@@ -27,7 +27,7 @@ def _record(r) -> dict:
 def replay(plan, workload, *, budget_bytes: int, max_model_len: int | None = None,
            max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, max_num_seqs: int | None = None,
            enable_prefix_caching: bool | None = None, async_scheduling: bool = True,
-           max_steps: int | None = None) -> Replay:
+           max_steps: int | None = None, check_invariants: bool = False) -> Replay:
     """Replay `workload` (WorkloadRequests, dicts, or a JSON Lines path) on `plan`'s pool at `budget_bytes`
     as vLLM 0.33's scheduler runs it. The blocks and groups come from the plan (`Plan.capacity`);
     `max_num_seqs` defaults to min(1024, max_num_batched_tokens) (vLLM on an H200-class GPU); prefix
@@ -66,7 +66,7 @@ def replay(plan, workload, *, budget_bytes: int, max_model_len: int | None = Non
                       max_num_seqs=max_num_seqs, async_scheduling=async_scheduling, mamba_block=mamba_block,
                       mamba_checkpoints=has_mamba and all(g.checkpoint_blocks > 0 for g in groups if g.kind == "mamba"))
     records = [_record(r) for r in requests]
-    steps = _run(sched, kv, requests, records, async_scheduling, max_steps)
+    steps = _run(sched, kv, requests, records, async_scheduling, max_steps, check_invariants)
     config = {"num_blocks": num_blocks, "usable_blocks": num_blocks - 1, "num_groups": len(groups),
               "scheduler_block_size": kv.scheduler_block_size, "hash_block_size": kv.scheduler_block_size,
               "kv_budget_bytes_per_gpu": budget_bytes,
@@ -78,7 +78,7 @@ def replay(plan, workload, *, budget_bytes: int, max_model_len: int | None = Non
     return Replay.build(inputs, config, steps, records, kv.stats)
 
 
-def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_steps) -> dict:
+def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_steps, check=False) -> dict:
     order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_step)
     cols = {k: [] for k in STEP_FIELDS}
     queue: deque = deque()
@@ -125,6 +125,8 @@ def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_st
         row["pc_preempted_queries"], row["pc_preempted_hits"] = stats["preempted_queries"], stats["preempted_hits"]
         for k in STEP_FIELDS:
             cols[k].append(row[k])
+        if check:
+            check_pool(kv)
         step += 1
         if max_steps is not None and step >= max_steps:
             raise KvvizError(f"max_steps={max_steps}: the replay did not finish within it")
@@ -169,3 +171,29 @@ def _never_admitted(sched, batch, queue, records, step) -> None:
     rec = head.record
     rec["finish_reason"] = "never_admitted"
     rec["finish_step"] = rec["finish_processed_step"] = step
+
+
+def check_pool(kv: KVCacheManager) -> None:
+    """The pool's invariants, from the block tables (tests): one owner per block id, reference counts equal
+    to the tables holding a block, free + held = num_blocks - 1, the counters equal to a recount."""
+    pool = kv.pool
+    owner: dict = {}
+    refs: dict = {}
+    for g, m in enumerate(kv.managers):
+        for blocks in m.req_to_blocks.values():
+            for b in blocks:
+                if b == 0:
+                    continue
+                if owner.setdefault(b, g) != g:
+                    raise AssertionError(f"block {b} held by groups {owner[b]} and {g}")
+                refs[b] = refs.get(b, 0) + 1
+    free = set(pool.free_ids())
+    if len(free) != pool.num_free or 0 in free:
+        raise AssertionError("free queue length or null block in the free queue")
+    for b, n in refs.items():
+        if pool.ref[b] != n or b in free:
+            raise AssertionError(f"block {b}: ref {pool.ref[b]} but held {n} times")
+    if pool.num_free + len(refs) != pool.num_blocks - 1:
+        raise AssertionError(f"free {pool.num_free} + held {len(refs)} != {pool.num_blocks - 1}")
+    if kv.held_blocks_slow() != kv.held_blocks() or pool.num_cached_free_slow() != pool.cached_free:
+        raise AssertionError("held / cached-free counters differ from a recount")

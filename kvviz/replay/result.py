@@ -59,7 +59,8 @@ class Replay:
             "decode_tokens": sum(cols["decode_tokens"]),
             "max_held_blocks": max((sum(h) for h in held), default=0),
             "peak_held_blocks_per_group": [max(col) for col in zip(*held)] if held else [],
-            "min_free_blocks": min(cols["free_blocks"], default=0),
+            "min_free_blocks": min([f for f in cols["free_blocks_after_schedule"] if f is not None]
+                                   + cols["free_blocks"], default=0),
             "peak_running": max(cols["num_running"], default=0),
             "last_finish_step": max((r["finish_step"] for r in finished), default=None),
         }
