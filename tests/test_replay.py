@@ -165,3 +165,25 @@ def test_round_trip(tmp_path):
     p = tmp_path / "w.jsonl"
     p.write_text(dumps(work))
     assert read_jsonl(p) == tuple(work)
+
+
+@pytest.mark.parametrize("gen", ["chat", "documents", "multi_turn", "agentic", "burst"])
+def test_generators_seeded_and_replayable(gen):
+    from kvviz.replay import generators
+
+    f = getattr(generators, gen)
+    assert f(seed=3) == f(seed=3)
+    r = replay(_plan("llama-3.1-8b"), f(seed=3)[:20], budget_bytes=2**30, max_model_len=8192, check_invariants=True)
+    assert r.totals_dict()["num_finished"] == 20
+
+
+def test_csv_trace(tmp_path):
+    from kvviz.replay import read_csv_trace
+
+    p = tmp_path / "t.csv"
+    p.write_text("arrival_time,prompt_tokens,output_tokens\n1.00,100,5\n1.10,50,3\n1.06,20,2\n")
+    w = read_csv_trace(p, step_seconds=0.05)
+    assert [(r.id, r.arrival_step) for r in w] == [("trace-2", 0), ("trace-4", 1), ("trace-3", 2)]
+    p.write_text("arrival_time,prompt_tokens,output_tokens\n1.0,x,5\n")
+    with pytest.raises(KvvizError, match="line 2: prompt_tokens"):
+        read_csv_trace(p)
