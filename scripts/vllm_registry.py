@@ -118,7 +118,7 @@ def read_registry(wheel: Path) -> dict:
         "registry_file": REGISTRY,
         "registry_sha256": hashlib.sha256(source.encode()).hexdigest(),
         "how": "scripts/vllm_registry.py: the registry read with ast from the wheel, never imported; "
-               "module resolved as registry.py _resolve_module_name does",
+        "module resolved as registry.py _resolve_module_name does",
         "counts": {t: len(rows) for t, rows in tables.items()},
         "tables": tables,
     }
@@ -144,8 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     wheel = args.wheel or find_wheel()
     if wheel is None:
-        print(f"no vllm-{VERSION} wheel in {WHEELS}: python -m pip download --no-deps vllm=={VERSION} -d {WHEELS}",
-              file=sys.stderr)
+        print(
+            f"no vllm-{VERSION} wheel in {WHEELS}: python -m pip download --no-deps vllm=={VERSION} -d {WHEELS}",
+            file=sys.stderr,
+        )
         return 2
     registry = read_registry(wheel)
     args.out.parent.mkdir(parents=True, exist_ok=True)

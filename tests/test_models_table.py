@@ -31,8 +31,11 @@ def test_committed_extract_has_every_architecture():
     data = json.loads(DATA.read_text())
     tables = data["tables"]
     assert data["vllm_version"] == "0.33.0" and len(data["wheel_sha256"]) == 64
-    assert {t: len(rows) for t, rows in tables.items()} == {"_TEXT_GENERATION_MODELS": 124,
-                                                             "_MULTIMODAL_MODELS": 127} == data["counts"]
+    assert (
+        {t: len(rows) for t, rows in tables.items()}
+        == {"_TEXT_GENERATION_MODELS": 124, "_MULTIMODAL_MODELS": 127}
+        == data["counts"]
+    )
     for rows in tables.values():
         archs = [r["architecture"] for r in rows]
         assert len(set(archs)) == len(archs)
@@ -41,8 +44,12 @@ def test_committed_extract_has_every_architecture():
             assert r["module"].replace(".", "/") in r["file"], r
     # registry order and module resolution, spot-checked against registry.py as read by hand
     text = tables["_TEXT_GENERATION_MODELS"]
-    assert text[0] == {"architecture": "AfmoeForCausalLM", "module": "vllm.model_executor.models.afmoe",
-                       "file": "vllm/model_executor/models/afmoe.py", "class": "AfmoeForCausalLM"}
+    assert text[0] == {
+        "architecture": "AfmoeForCausalLM",
+        "module": "vllm.model_executor.models.afmoe",
+        "file": "vllm/model_executor/models/afmoe.py",
+        "class": "AfmoeForCausalLM",
+    }
     by = {r["architecture"]: r for r in text}
     assert by["DeepseekV32ForCausalLM"]["file"] == "vllm/models/deepseek_v32/__init__.py"
     assert by["InternLM3ForCausalLM"]["class"] == "LlamaForCausalLM"
@@ -52,20 +59,25 @@ def test_committed_extract_has_every_architecture():
 def test_extract_matches_the_wheel():
     wheel = vllm_registry.find_wheel()
     if wheel is None:
-        pytest.skip("no vllm-0.33.0 wheel in build/wheels (python -m pip download --no-deps vllm==0.33.0 "
-                    "-d build/wheels)")
+        pytest.skip(
+            "no vllm-0.33.0 wheel in build/wheels (python -m pip download --no-deps vllm==0.33.0 -d build/wheels)"
+        )
     fresh = vllm_registry.read_registry(wheel)
-    assert vllm_registry.dumps(fresh) == DATA.read_text(), \
+    assert vllm_registry.dumps(fresh) == DATA.read_text(), (
         "stale: python scripts/vllm_registry.py rewrites tests/data/vllm-0.33/registry-architectures.json"
+    )
 
 
 def test_entries_follow_star_star_in_place():
     import ast
 
-    src = ("_A = {'X': ('x', 'X'), 'Y': ('y', 'Y')}\n"
-           "_B = {'W': ('w', 'W'), **_A, 'X': ('x2', 'X2')}\n")
+    src = "_A = {'X': ('x', 'X'), 'Y': ('y', 'Y')}\n_B = {'W': ('w', 'W'), **_A, 'X': ('x2', 'X2')}\n"
     dicts = vllm_registry._dicts(ast.parse(src))
-    assert vllm_registry._entries("_B", dicts) == [("W", "w", "W", "_B"), ("X", "x2", "X2", "_B"), ("Y", "y", "Y", "_A")]
+    assert vllm_registry._entries("_B", dicts) == [
+        ("W", "w", "W", "_B"),
+        ("X", "x2", "X2", "_B"),
+        ("Y", "y", "Y", "_A"),
+    ]
     assert vllm_registry.resolve_module("vllm.models.beam") == "vllm.models.beam"
     assert vllm_registry.resolve_module("llama") == "vllm.model_executor.models.llama"
 
@@ -74,14 +86,26 @@ SMALL = {
     "vllm_version": "0.33.0",
     "tables": {
         "_TEXT_GENERATION_MODELS": [
-            {"architecture": "LlamaForCausalLM", "module": "vllm.model_executor.models.llama",
-             "file": "vllm/model_executor/models/llama.py", "class": "LlamaForCausalLM"},
-            {"architecture": "BartForCausalLM", "module": "vllm.model_executor.models.bart",
-             "file": "vllm/model_executor/models/bart.py", "class": "Bart|Model"},
+            {
+                "architecture": "LlamaForCausalLM",
+                "module": "vllm.model_executor.models.llama",
+                "file": "vllm/model_executor/models/llama.py",
+                "class": "LlamaForCausalLM",
+            },
+            {
+                "architecture": "BartForCausalLM",
+                "module": "vllm.model_executor.models.bart",
+                "file": "vllm/model_executor/models/bart.py",
+                "class": "Bart|Model",
+            },
         ],
         "_MULTIMODAL_MODELS": [
-            {"architecture": "WhisperForConditionalGeneration", "module": "vllm.model_executor.models.whisper",
-             "file": "vllm/model_executor/models/whisper.py", "class": "WhisperForConditionalGeneration"},
+            {
+                "architecture": "WhisperForConditionalGeneration",
+                "module": "vllm.model_executor.models.whisper",
+                "file": "vllm/model_executor/models/whisper.py",
+                "class": "WhisperForConditionalGeneration",
+            },
         ],
     },
 }
@@ -106,5 +130,6 @@ def test_models_table_small_example():
 @pytest.mark.parametrize("bad", [("maybe", "x"), ("planned", "")])
 def test_models_table_refuses_an_unknown_status(bad):
     with pytest.raises(ValueError, match="LlamaForCausalLM"):
-        models_table({"tables": {"_TEXT_GENERATION_MODELS": SMALL["tables"]["_TEXT_GENERATION_MODELS"][:1]}},
-                     lambda arch: bad)
+        models_table(
+            {"tables": {"_TEXT_GENERATION_MODELS": SMALL["tables"]["_TEXT_GENERATION_MODELS"][:1]}}, lambda arch: bad
+        )

@@ -49,12 +49,13 @@ ROOMS = {
     "pool": ("kvviz.pool",),  # real memory (torch) and block ownership
     "views": ("kvviz.views",),  # data objects, figures, the browser map, the report
     "verify": ("kvviz.verify",),  # write, read back, hazards
+    "replay": ("kvviz.replay",),  # a workload replayed as vLLM 0.33's scheduler runs it
     "app": ("kvviz.api", "kvviz.deploy", "kvviz.explorer"),  # what a notebook calls: plan, budget, fit, explorer
     "tools": ("kvviz.tools",),  # command-line tools beside the CLI (quant parity, remaking parsed presets)
     "cli": ("kvviz.cli", "kvviz.__main__"),
     "package": ("kvviz",),  # the facade: `import kvviz` and its lazy names
 }
-LIBRARY = ("core", "families", "vllm", "engines", "quant", "pool", "views", "verify")
+LIBRARY = ("core", "families", "vllm", "engines", "quant", "pool", "views", "verify", "replay")
 # What each room may import besides itself, the foundation and the package's __version__.
 MAY_IMPORT = {
     "foundation": (),
@@ -66,6 +67,7 @@ MAY_IMPORT = {
     "pool": ("core",),
     "views": ("core",),
     "verify": ("core", "pool", "quant"),
+    "replay": ("core",),
     "app": LIBRARY,
     "tools": LIBRARY + ("app",),
     "cli": LIBRARY + ("app", "tools"),

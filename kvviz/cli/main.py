@@ -21,6 +21,7 @@ from kvviz.base.inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES
 from kvviz.cli.args import _Parser, add_knob_arguments, add_model_arguments, add_source_arguments
 from kvviz.cli.budget_args import add_budget_arguments
 from kvviz.cli.commands import _run_compare, _run_fit, _run_models, _run_plan, _run_render, _run_verify
+from kvviz.cli.replay import add_parser as add_replay_parser
 from kvviz.cli.values import _int_in, _nonempty
 from kvviz.options import KNOB_OPTIONS, KV_DTYPES
 from kvviz.vllm.plan import PLANNERS
@@ -124,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fit", help="what fits: requests against context length on a few GPUs and TP sizes")
     add_source_arguments(p, groups=False)
     p.add_argument("--planner", choices=PLANNERS, help="the planner (default vllm)")
-    p.add_argument("--gpus", default="H100,H200,B200", help="GPUs of kvviz.deploy.budget.GPUS, comma-separated")
+    p.add_argument("--gpus", default="H100,H200,B200", help="GPUs of kvviz.deploy.budget.budget.GPUS, comma-separated")
     p.add_argument("--tp", default="1,2,4,8", help="tensor-parallel sizes, comma-separated")
     p.add_argument("--contexts", default=None, help="request lengths, comma-separated (default 4k to 1M)")
     p.add_argument("--kv-dtype", dest="kv_dtype", choices=KV_DTYPES + ("auto",), help="attention KV dtype")
@@ -134,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="DIR", help="also write the figure (fit.png) here")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run_fit)
+
+    add_replay_parser(sub)  # kvviz replay (issue 28)
 
     p = sub.add_parser("models", help="list the shipped model presets")
     p.set_defaults(func=_run_models)

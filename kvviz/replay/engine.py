@@ -1,0 +1,295 @@
+"""`replay(plan, workload, ...)`: a workload run through vLLM 0.33's engine loop, step by step
+(vllm/v1/engine/core.py `EngineCore.step` with async scheduling off, `step_with_batch_queue` with it
+on: two batches in flight, step N schedules batch N and processes batch N - 1's output)."""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+
+from kvviz.base.errors import KvvizError, require
+from kvviz.replay.kvcache import KVCacheManager, groups_from_plan
+from kvviz.replay.result import STEP_FIELDS, Replay
+from kvviz.replay.scheduler import Request, Scheduler
+from kvviz.replay.workload import check, read_jsonl
+
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+
+
+def _record(r) -> dict:
+    return {
+        "id": r.id,
+        "arrival_step": r.arrival_step,
+        "prompt_len": r.prompt_len,
+        "output_len": r.output_len,
+        "prefix_group": r.prefix_group,
+        "prefix_len": r.prefix_len,
+        "first_scheduled_step": None,
+        "first_token_step": None,
+        "finish_step": None,
+        "finish_processed_step": None,
+        "num_preemptions": 0,
+        "prefix_hit_tokens_at_admission": None,
+        "admissions": [],
+        "preempted_steps": [],
+        "num_output_tokens": 0,
+        "finish_reason": None,
+    }
+
+
+def replay(
+    plan,
+    workload,
+    *,
+    budget_bytes: int,
+    max_model_len: int | None = None,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    max_num_seqs: int | None = None,
+    enable_prefix_caching: bool | None = None,
+    async_scheduling: bool = True,
+    max_steps: int | None = None,
+    check_invariants: bool = False,
+) -> Replay:
+    """Replay `workload` (WorkloadRequests, dicts, or a JSON Lines path) on `plan`'s pool at `budget_bytes`
+    as vLLM 0.33's scheduler runs it. The blocks and groups come from the plan (`Plan.capacity`);
+    `max_num_seqs` defaults to min(1024, max_num_batched_tokens) (vLLM on an H200-class GPU); prefix
+    caching to on (Mamba hybrids: as the plan's 'align' mode says). A request that can never be admitted
+    is reported (`finish_reason` 'never_admitted') instead of blocking the queue forever."""
+    groups = groups_from_plan(plan)
+    max_model_len = plan.max_model_len if max_model_len is None else max_model_len
+    require(
+        isinstance(max_model_len, int) and max_model_len > 0, f"max_model_len={max_model_len!r}: a positive integer"
+    )
+    require(
+        isinstance(max_num_batched_tokens, int) and max_num_batched_tokens > 0,
+        f"max_num_batched_tokens={max_num_batched_tokens!r}: a positive integer",
+    )
+    if max_num_seqs is None:
+        max_num_seqs = min(1024, max_num_batched_tokens)
+    require(isinstance(max_num_seqs, int) and max_num_seqs > 0, f"max_num_seqs={max_num_seqs!r}: a positive integer")
+    mode = plan.scheduling.mamba_cache_mode
+    has_mamba = any(g.kind == "mamba" for g in groups)
+    if enable_prefix_caching is None:
+        enable_prefix_caching = mode == "align" if has_mamba else True
+    if has_mamba and enable_prefix_caching and mode != "align":
+        raise KvvizError(
+            "enable_prefix_caching=True: the plan's Mamba groups are not in 'align' mode; plan the "
+            "model with prefix caching on"
+        )
+    if has_mamba and not enable_prefix_caching and mode == "align":
+        raise KvvizError(
+            "enable_prefix_caching=False: the plan's Mamba groups are in 'align' mode; plan the model "
+            "with prefix_caching=False"
+        )
+    if isinstance(workload, (str, Path)):
+        requests = read_jsonl(workload, max_model_len)
+    else:
+        requests = check(workload, max_model_len)
+    num_blocks = plan.capacity(budget_bytes).num_blocks
+    require(
+        num_blocks >= 2,
+        f"budget_bytes={budget_bytes:,}: buys {num_blocks} block(s); the pool needs the null block and one more",
+    )
+    in_flight = (2 if async_scheduling else 1) * max_num_batched_tokens
+    kv = KVCacheManager(
+        groups,
+        num_blocks,
+        max_model_len=max_model_len,
+        max_in_flight_tokens=in_flight,
+        enable_caching=enable_prefix_caching,
+        mamba_mode=mode,
+    )
+    mamba_block = next((g.block_size for g in groups if g.kind == "mamba"), None) if mode == "align" else None
+    sched = Scheduler(
+        kv,
+        max_model_len=max_model_len,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        async_scheduling=async_scheduling,
+        mamba_block=mamba_block,
+        mamba_checkpoints=has_mamba and all(g.checkpoint_blocks > 0 for g in groups if g.kind == "mamba"),
+    )
+    records = [_record(r) for r in requests]
+    steps = _run(sched, kv, requests, records, async_scheduling, max_steps, check_invariants)
+    config = {
+        "num_blocks": num_blocks,
+        "usable_blocks": num_blocks - 1,
+        "num_groups": len(groups),
+        "scheduler_block_size": kv.scheduler_block_size,
+        "hash_block_size": kv.scheduler_block_size,
+        "kv_budget_bytes_per_gpu": budget_bytes,
+        "groups": [
+            {
+                "group_id": i,
+                "name": g.name,
+                "kind": g.kind,
+                "block_size": g.block_size,
+                "sliding_window": g.sliding_window,
+            }
+            for i, g in enumerate(groups)
+        ],
+    }
+    inputs = {
+        "model": plan.model,
+        "kv_budget": budget_bytes,
+        "max_model_len": max_model_len,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "max_num_seqs": max_num_seqs,
+        "enable_prefix_caching": enable_prefix_caching,
+        "async_scheduling": async_scheduling,
+    }
+    return Replay.build(inputs, config, steps, records, kv.stats)
+
+
+def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_steps, check=False) -> dict:
+    order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_step)
+    cols = {k: [] for k in STEP_FIELDS}
+    queue: deque = deque()
+    nxt = 0
+    step = 0
+    stats = kv.stats
+    pool = kv.pool
+    while True:
+        while nxt < len(order) and requests[order[nxt]].arrival_step <= step:
+            i = order[nxt]
+            w = requests[i]
+            sched.add_request(Request(w.id, i, w.prompt_len, w.output_len, w.prefix_group, w.prefix_len, records[i]))
+            nxt += 1
+        if not sched.has_requests() and not queue:
+            if nxt >= len(order):
+                break
+            row = dict(
+                step=step,
+                idle=True,
+                scheduled_batch=None,
+                processed_batch=None,
+                num_scheduled_reqs=0,
+                tokens_scheduled=0,
+                prefill_tokens=0,
+                decode_tokens=0,
+                admitted=[],
+                preempted=[],
+                preemptions=0,
+                finished=[],
+                free_blocks_after_schedule=None,
+                held_blocks_after_schedule=None,
+            )
+        else:
+            batch = processed = None
+            if sched.has_requests():
+                batch = sched.schedule(step)
+                _never_admitted(sched, batch, queue, records, step)
+            row = _scheduled_row(step, batch, kv)
+            finished = []
+            if not async_:
+                processed = batch
+            else:
+                if batch is not None:
+                    queue.appendleft(batch)
+                if batch is None or not (len(queue) < 2 and (batch["scheduled"] or sched.has_requests())):
+                    processed = queue.pop()
+            if processed is not None:
+                finished = sched.update_from_output(processed, step)
+            row["processed_batch"] = None if processed is None else processed["step"]
+            row["finished"] = finished
+        row["num_running"] = len(sched.running)
+        row["num_waiting"] = len(sched.waiting)
+        row["free_blocks"] = pool.num_free - 0
+        row["cached_free_blocks"] = pool.cached_free
+        row["held_blocks"] = kv.held_blocks()
+        row["pc_queries"], row["pc_hits"] = stats["queries"], stats["hits"]
+        row["pc_preempted_queries"], row["pc_preempted_hits"] = stats["preempted_queries"], stats["preempted_hits"]
+        for k in STEP_FIELDS:
+            cols[k].append(row[k])
+        if check:
+            check_pool(kv)
+        step += 1
+        if max_steps is not None and step >= max_steps:
+            raise KvvizError(f"max_steps={max_steps}: the replay did not finish within it")
+    return cols
+
+
+def _scheduled_row(step, batch, kv) -> dict:
+    if batch is None:
+        return dict(
+            step=step,
+            idle=False,
+            scheduled_batch=None,
+            num_scheduled_reqs=0,
+            tokens_scheduled=0,
+            prefill_tokens=0,
+            decode_tokens=0,
+            admitted=[],
+            preempted=[],
+            preemptions=0,
+            free_blocks_after_schedule=None,
+            held_blocks_after_schedule=None,
+        )
+    sched_tokens = batch["scheduled"]
+    decode = batch["decode_tokens"]
+    for r, hits in batch["admitted"]:
+        rec = r.record
+        if rec["first_scheduled_step"] is None:
+            rec["first_scheduled_step"] = step
+            rec["prefix_hit_tokens_at_admission"] = hits
+        rec["admissions"].append([step, hits])
+    for r in batch["preempted"]:
+        r.record["num_preemptions"] += 1
+        r.record["preempted_steps"].append(step)
+    total = sum(sched_tokens.values())
+    return dict(
+        step=step,
+        idle=False,
+        scheduled_batch=step,
+        num_scheduled_reqs=len(sched_tokens),
+        tokens_scheduled=total,
+        prefill_tokens=total - decode,
+        decode_tokens=decode,
+        admitted=[r.rid for r, _ in batch["admitted"] if not r.num_preemptions]
+        + [r.rid for r, _ in batch["admitted"] if r.num_preemptions],
+        preempted=[r.rid for r in batch["preempted"]],
+        preemptions=len(batch["preempted"]),
+        free_blocks_after_schedule=kv.pool.num_free,
+        held_blocks_after_schedule=kv.held_blocks(),
+    )
+
+
+def _never_admitted(sched, batch, queue, records, step) -> None:
+    """A queue head that fails admission with nothing running and nothing in flight never fits:
+    report it and take it out (vLLM would retry it every step forever)."""
+    if batch["scheduled"] or sched.running or not sched.waiting or any(b["scheduled"] for b in queue):
+        return
+    head = sched.waiting[0]
+    if head.num_stale_output_tokens:
+        return
+    sched.waiting.popleft()
+    del sched.requests[head.rid]
+    rec = head.record
+    rec["finish_reason"] = "never_admitted"
+    rec["finish_step"] = rec["finish_processed_step"] = step
+
+
+def check_pool(kv: KVCacheManager) -> None:
+    """The pool's invariants, from the block tables (tests): one owner per block id, reference counts equal
+    to the tables holding a block, free + held = num_blocks - 1, the counters equal to a recount."""
+    pool = kv.pool
+    owner: dict = {}
+    refs: dict = {}
+    for g, m in enumerate(kv.managers):
+        for blocks in m.req_to_blocks.values():
+            for b in blocks:
+                if b == 0:
+                    continue
+                if owner.setdefault(b, g) != g:
+                    raise AssertionError(f"block {b} held by groups {owner[b]} and {g}")
+                refs[b] = refs.get(b, 0) + 1
+    free = set(pool.free_ids())
+    if len(free) != pool.num_free or 0 in free:
+        raise AssertionError("free queue length or null block in the free queue")
+    for b, n in refs.items():
+        if pool.ref[b] != n or b in free:
+            raise AssertionError(f"block {b}: ref {pool.ref[b]} but held {n} times")
+    if pool.num_free + len(refs) != pool.num_blocks - 1:
+        raise AssertionError(f"free {pool.num_free} + held {len(refs)} != {pool.num_blocks - 1}")
+    if kv.held_blocks_slow() != kv.held_blocks() or pool.num_cached_free_slow() != pool.cached_free:
+        raise AssertionError("held / cached-free counters differ from a recount")

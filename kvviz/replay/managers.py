@@ -1,0 +1,227 @@
+"""Per-group block tables, as vLLM 0.33's single-type managers keep them
+(vllm/v1/core/single_type_kv_cache_manager.py): `FullAttentionManager`, `SlidingWindowManager`
+and `MambaManager` in 'align' mode, with prefix caching at `hash_block_size` equal to the block size.
+
+A request's block hash at block i is the identity of the tokens it covers: its prefix group's when
+the block ends inside the group's shared prefix, else the request's own (chained hashes: a block
+past the shared prefix is unique to the request). `prefix_cache_retention_interval` is vLLM 0.33's
+default 0: sliding-window and Mamba groups cache only the blocks a later hit can reach (the replay
+boundary prompt - 1 and a detected shared-prefix junction; `reachable_block_mask`).
+"""
+
+from __future__ import annotations
+
+from kvviz.replay.pool import NULL, BlockPool
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division, as vLLM's `cdiv` (vllm/utils/math_utils.py)."""
+    return -(-a // b)
+
+
+def mamba_checkpoint_position(num_tokens: int, block: int) -> int:
+    """vLLM 0.33 `get_mamba_prefill_checkpoint_position` (no EAGLE, no hash lookahead)."""
+    return max((num_tokens - 1) // block * block, 0)
+
+
+def mamba_checkpoint_valid(
+    start: int, end: int, position: int, hash_block: int, block: int, alignment: int | None
+) -> bool:
+    """vLLM 0.33 `is_mamba_prefill_checkpoint_valid`: whether the backend can export the checkpoint."""
+    if alignment is None:
+        return False
+    return (
+        start % hash_block == 0
+        and cdiv(end, block) - 2 > (start - 1) // block
+        and start + hash_block <= position
+        and start < position < end
+        and (position - start) % alignment == 0
+    )
+
+
+class Manager:
+    """`SingleTypeKVCacheManager` (full attention): blocks held for the whole request."""
+
+    kind = "full"
+    window = None
+
+    def __init__(
+        self, pool: BlockPool, group_id: int, block_size: int, caching: bool, admission_cap: int | None = None
+    ) -> None:
+        self.pool = pool
+        self.gid = group_id
+        self.block_size = block_size
+        self.caching = caching
+        self.cap = admission_cap  # max_admission_blocks_per_request (sliding windows)
+        self.req_to_blocks: dict[str, list[int]] = {}
+        self.num_cached_block: dict[str, int] = {}
+
+    def blocks(self, rid: str) -> list[int]:
+        """`req_to_blocks[rid]` (a defaultdict in vLLM: reading creates the entry)."""
+        got = self.req_to_blocks.get(rid)
+        if got is None:
+            got = self.req_to_blocks[rid] = []
+        return got
+
+    def skipped_tokens(self, num_computed: int) -> int:
+        """`get_num_skipped_tokens`: full attention skips nothing."""
+        return 0
+
+    def num_blocks_to_allocate(
+        self, rid, num_tokens, new_computed, total_computed, local_computed, main_tokens, cap=False, prefill_end=0
+    ) -> int:
+        """`SingleTypeKVCacheManager.get_num_blocks_to_allocate`."""
+        required = cdiv(num_tokens, self.block_size)
+        if cap and self.cap is not None:
+            required = min(required, self.cap)
+        have = len(self.req_to_blocks.get(rid, ()))
+        if rid in self.num_cached_block:
+            return max(required - have, 0)
+        skipped = self.skipped_tokens(total_computed) // self.block_size
+        new = max(required - max(skipped, len(new_computed) + have), 0)
+        ref = self.pool.ref
+        evictable = sum(1 for b in new_computed[max(0, skipped - have) :] if b != NULL and ref[b] == 0)
+        return new + evictable
+
+    def add_local_computed_blocks(self, rid, new_computed, local_computed) -> None:
+        """`add_local_computed_blocks`: touch the hit blocks, null the ones left of the window."""
+        blocks = self.blocks(rid)
+        skipped = self.skipped_tokens(local_computed) // self.block_size
+        if skipped > 0:
+            new_computed = new_computed[skipped:]
+        if self.caching:
+            self.pool.touch(new_computed)
+        blocks.extend([NULL] * skipped)
+        blocks.extend(new_computed)
+        self.num_cached_block[rid] = len(blocks)
+
+    def allocate_new_blocks(self, rid, num_tokens, main_tokens) -> None:
+        """`allocate_new_blocks`: enough blocks for `num_tokens` slots."""
+        blocks = self.blocks(rid)
+        new = cdiv(num_tokens, self.block_size) - len(blocks)
+        if new > 0:
+            blocks.extend(self.pool.get_new_blocks(new, self.gid))
+
+    def mask(self, start, end, request) -> list[bool] | None:
+        """`reachable_block_mask`: None caches every full block (full attention)."""
+        return None
+
+    def cache_blocks(self, request, num_tokens: int) -> None:
+        """`SingleTypeKVCacheManager.cache_blocks` + `BlockPool.cache_full_blocks`: hash the request's
+        full blocks up to `num_tokens` (masked-out and null blocks skipped)."""
+        rid = request.rid
+        cached = self.num_cached_block.get(rid, 0)
+        full = min(num_tokens, request.num_hashed_tokens()) // self.block_size
+        if cached >= full:
+            return
+        blocks = self.req_to_blocks[rid]
+        mask = self.mask(cached, full, request)
+        bs, pool, gid = self.block_size, self.pool, self.gid
+        for i in range(cached, full):
+            b = blocks[i]
+            if b == NULL or (mask is not None and not mask[i - cached]):
+                continue
+            end = (i + 1) * bs
+            pool.insert_hash((request.token_key(end), gid), b, end)
+        self.num_cached_block[rid] = full
+
+    def free(self, rid: str) -> None:
+        """`free` / `pop_blocks_for_free`: leading nulls trimmed, freed tail first."""
+        blocks = self.req_to_blocks.pop(rid, [])
+        self.num_cached_block.pop(rid, None)
+        i = 0
+        while i < len(blocks) and blocks[i] == NULL:
+            i += 1
+        self.pool.free_blocks(reversed(blocks[i:]))
+
+    def remove_blocks_in_range(self, rid, first, last) -> None:
+        """`_remove_blocks_in_range`: free [first, last) back to front, stop at a null."""
+        blocks = self.req_to_blocks.get(rid)
+        if blocks is None or first >= last:
+            return
+        last = min(last, len(blocks))
+        freed = []
+        for i in range(last - 1, first - 1, -1):
+            if blocks[i] == NULL:
+                break
+            freed.append(blocks[i])
+            blocks[i] = NULL
+        if freed:
+            self.pool.free_blocks(freed)
+
+    def remove_skipped_blocks(self, rid, processed: int) -> None:
+        """`remove_skipped_blocks`: free blocks that left the attention window."""
+        skipped = self.skipped_tokens(processed)
+        if skipped <= 0:
+            return
+        blocks = self.blocks(rid)
+        self.remove_blocks_in_range(rid, 0, min(skipped // self.block_size, len(blocks)))
+
+    @staticmethod
+    def find_longest_cache_hit(request, max_length, gids, pool, block_size):
+        """`FullAttentionManager.find_longest_cache_hit`: the longest run of cached blocks from the start."""
+        out = [[] for _ in gids]
+        for i in range(max_length // block_size):
+            got = pool.get_cached_block(request.token_key((i + 1) * block_size), gids)
+            if not got:
+                break
+            for lst, b in zip(out, got):
+                lst.append(b)
+        return out, len(out[0]) * block_size
+
+    def new_step_starts(self) -> None:
+        """At the start of an engine step: forget the blocks counted as new in the last one."""
+        return None
+
+
+class SlidingWindowManager(Manager):
+    """`SlidingWindowManager`: blocks that leave the window are freed; a hit needs the
+    cdiv(window - 1, block) blocks before its end."""
+
+    kind = "sliding"
+
+    def __init__(self, *args, window: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.window = window
+
+    def skipped_tokens(self, num_computed: int) -> int:
+        return max(0, num_computed - self.window + 1)
+
+    def need(self) -> int:
+        """The blocks this sliding window needs at most per request (the admission cap)."""
+        return cdiv(self.window - 1, self.block_size)
+
+    def mask(self, start, end, request):
+        """`SlidingWindowManager.reachable_block_mask` at retention interval 0: only the `need` blocks
+        ending at each reachable boundary (prompt - 1, and the shared-prefix junction)."""
+        bs, need = self.block_size, self.need()
+        mask = [False] * (end - start)
+        for boundary in request.reachable_boundaries():
+            stop = boundary // bs  # alignment = block size
+            for j in range(max(start, stop - need), min(end, stop)):
+                mask[j - start] = True
+        return mask
+
+    @staticmethod
+    def find_longest_cache_hit_window(request, max_length, gids, pool, block_size, window):
+        """`SlidingWindowManager.find_longest_cache_hit`: right to left, the first run of
+        cdiv(window - 1, block) cached blocks; blocks before it are nulls."""
+        need = cdiv(window - 1, block_size)
+        n = max_length // block_size
+        out = [[NULL] * n for _ in gids]
+        run = 0
+        for i in range(n - 1, -1, -1):
+            got = pool.get_cached_block(request.token_key((i + 1) * block_size), gids)
+            if got:
+                for lst, b in zip(out, got):
+                    lst[i] = b
+                run += 1
+                if run >= need:
+                    for lst in out:
+                        del lst[i + run :]
+                    return out, len(out[0]) * block_size
+            else:
+                run = 0
+        for lst in out:
+            del lst[run:]
+        return out, len(out[0]) * block_size

@@ -1,0 +1,208 @@
+"""One block pool for every KV cache group, as vLLM 0.33's `BlockPool` keeps it
+(vllm/v1/core/block_pool.py, vllm/v1/core/kv_cache_utils.py `FreeKVCacheBlockQueue`).
+
+Blocks are plain integer ids with per-id arrays (reference count, prefix-cache hash, the tokens the
+hash covers); the free queue is the same doubly linked list vLLM walks, kept in two integer arrays,
+so eviction follows vLLM's order exactly: `get_new_blocks` pops from the front, `free_blocks` puts
+blocks without a hash at the front (`prepend_n`) and hashed blocks at the back (`append_n`), and a
+cached free block leaves the cache only when it is handed out again (LRU eviction).
+Block 0 is the null block (`BlockPool.null_block`): popped first, never freed, never counted free.
+"""
+
+from __future__ import annotations
+
+NULL = 0
+
+
+class BlockPool:
+    """vLLM 0.33 `BlockPool` over `num_blocks` ids: the free queue, reference counts and the
+    prefix-cache map (hash with group id -> block ids, `BlockHashToBlockMap`)."""
+
+    __slots__ = (
+        "num_blocks",
+        "enable_caching",
+        "ref",
+        "hash",
+        "hash_tokens",
+        "nxt",
+        "prv",
+        "num_free",
+        "cached",
+        "head",
+        "tail",
+        "owner",
+        "held",
+        "cached_free",
+    )
+
+    def __init__(self, num_blocks: int, enable_caching: bool) -> None:
+        n = num_blocks
+        self.num_blocks = n
+        self.enable_caching = enable_caching
+        self.ref = [0] * n
+        self.hash: list = [None] * n
+        self.hash_tokens = [0] * n
+        # Linked list over ids 0..n-1 with a head sentinel n and a tail sentinel n + 1.
+        self.head, self.tail = n, n + 1
+        self.nxt = list(range(1, n + 1)) + [0, -1]
+        self.prv = [n] + list(range(0, n - 1)) + [-1, n - 1]
+        self.nxt[n - 1] = self.tail
+        self.num_free = n
+        self.owner = [0] * n  # the group a block id was handed to (one owner per id)
+        self.held: list[int] = []  # per group: blocks with a reference (set by the manager)
+        self.cached_free = 0  # free blocks still holding a hash (evictable)
+        self.cached: dict = {}  # key -> list of block ids, first is the one `get_one_block` returns
+        got = self.popleft_n(1)  # BlockPool.__init__: null_block = free_block_queue.popleft()
+        assert got == [NULL]
+
+    # ---- FreeKVCacheBlockQueue ---------------------------------------------------------
+    def popleft_n(self, k: int) -> list[int]:
+        """`FreeKVCacheBlockQueue.popleft_n`: the first `k` free blocks."""
+        nxt, out = self.nxt, []
+        b = nxt[self.head]
+        for _ in range(k):
+            out.append(b)
+            b = nxt[b]
+        nxt[self.head] = b
+        self.prv[b] = self.head
+        self.num_free -= k
+        return out
+
+    def _remove(self, b: int) -> None:
+        """`FreeKVCacheBlockQueue.remove`: take a block out of the middle (a prefix hit on it)."""
+        if self.hash[b] is not None:
+            self.cached_free -= 1
+        p, q = self.prv[b], self.nxt[b]
+        self.nxt[p] = q
+        self.prv[q] = p
+        self.num_free -= 1
+
+    def _prepend(self, blocks: list[int]) -> None:
+        if not blocks:
+            return
+        nxt, prv = self.nxt, self.prv
+        first = nxt[self.head]
+        p = self.head
+        for b in blocks:
+            prv[b] = p
+            nxt[p] = b
+            p = b
+        nxt[p] = first
+        prv[first] = p
+        self.num_free += len(blocks)
+
+    def _append(self, blocks: list[int]) -> None:
+        if not blocks:
+            return
+        nxt, prv = self.nxt, self.prv
+        last = prv[self.tail]
+        for b in blocks:
+            prv[b] = last
+            nxt[last] = b
+            last = b
+        nxt[last] = self.tail
+        prv[self.tail] = last
+        self.num_free += len(blocks)
+        self.cached_free += len(blocks)  # only hashed blocks are appended
+
+    def free_ids(self) -> list[int]:
+        """The free queue front to back (evictable cached blocks included)."""
+        out, b, nxt = [], self.nxt[self.head], self.nxt
+        while b != self.tail:
+            out.append(b)
+            b = nxt[b]
+        return out
+
+    # ---- BlockPool -----------------------------------------------------------------------
+    def get_cached_block(self, key, group_ids) -> list[int] | None:
+        """`BlockPool.get_cached_block`: one cached block per group for this hash, or None."""
+        out = []
+        cached = self.cached
+        for g in group_ids:
+            ids = cached.get((key, g))
+            if not ids:
+                return None
+            out.append(ids[0])
+        return out
+
+    def insert_hash(self, key, b: int, num_tokens: int) -> None:
+        """`BlockPool._insert_block_hash` (one hash per block: hash_block_size is the block size)."""
+        if self.hash[b] == key:
+            return
+        ids = self.cached.get(key)
+        if ids is not None and b in ids:
+            return
+        if self.ref[b] == 0:
+            self.cached_free += 1
+        if self.hash[b] is not None:  # a block re-keyed: drop its old entry first
+            self.evict_hash(b)
+        self.hash[b] = key
+        self.hash_tokens[b] = num_tokens
+        if ids is None:
+            self.cached[key] = [b]
+        else:
+            ids.append(b)
+
+    def evict_hash(self, b: int) -> bool:
+        """`BlockPool._maybe_evict_cached_block`: drop the block's prefix-cache entry."""
+        key = self.hash[b]
+        if key is None:
+            return False
+        if self.ref[b] == 0:
+            self.cached_free -= 1
+        ids = self.cached.get(key)
+        if ids is not None and b in ids:
+            ids.remove(b)
+            if not ids:
+                del self.cached[key]
+        self.hash[b] = None
+        self.hash_tokens[b] = 0
+        return True
+
+    def get_new_blocks(self, k: int, group: int = 0) -> list[int]:
+        """`BlockPool.get_new_blocks`: pop `k` free blocks, evicting their cached hashes."""
+        if k > self.num_free:
+            raise ValueError(f"Cannot get {k} free blocks from the pool")
+        out = self.popleft_n(k)
+        ref, h, owner = self.ref, self.hash, self.owner
+        for b in out:
+            if h[b] is not None:
+                self.evict_hash(b)
+            ref[b] += 1
+            owner[b] = group
+        self.held[group] += k
+        return out
+
+    def touch(self, blocks) -> None:
+        """`BlockPool.touch`: a prefix hit takes a reference (a free cached block leaves the queue)."""
+        ref = self.ref
+        for b in blocks:
+            if b == NULL:
+                continue
+            if ref[b] == 0:
+                self._remove(b)
+                self.held[self.owner[b]] += 1
+            ref[b] += 1
+
+    def free_blocks(self, ordered) -> None:
+        """`BlockPool.free_blocks`: blocks whose count drops to 0 go to the queue's front when they hold
+        no hash (evicted first) and to its back when cached (evicted last, LRU)."""
+        first, last = [], []
+        ref, h, caching = self.ref, self.hash, self.enable_caching
+        for b in ordered:
+            if b == NULL:
+                continue
+            ref[b] -= 1
+            if ref[b] == 0:
+                self.held[self.owner[b]] -= 1
+                if h[b] is None or not caching:
+                    first.append(b)
+                else:
+                    last.append(b)
+        self._prepend(first)
+        self._append(last)
+
+    def num_cached_free_slow(self) -> int:
+        """Free blocks that still hold a prefix-cache hash, counted by walking the queue (tests)."""
+        h = self.hash
+        return sum(1 for b in self.free_ids() if h[b] is not None)

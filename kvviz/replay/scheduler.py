@@ -1,0 +1,275 @@
+"""vLLM 0.33's v1 `Scheduler` / `AsyncScheduler` on the paths a text workload takes
+(vllm/v1/core/sched/scheduler.py, async_scheduler.py; vllm/v1/request.py): FCFS, chunked prefill,
+no speculative decoding, no connector, no encoder, no LoRA. Only the forward pass is not run: each
+scheduled request whose prompt is complete samples one token."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from kvviz.replay.managers import mamba_checkpoint_position, mamba_checkpoint_valid
+
+WAITING, RUNNING, PREEMPTED, FINISHED = "waiting", "running", "preempted", "finished"
+
+
+class Request:
+    """`vllm.v1.request.Request` as the scheduler reads it; tokens are identities, not ids."""
+
+    __slots__ = (
+        "rid",
+        "index",
+        "prompt_len",
+        "max_tokens",
+        "group",
+        "prefix_len",
+        "num_output",
+        "num_computed_tokens",
+        "num_output_placeholders",
+        "num_in_flight_tokens",
+        "num_stale_output_tokens",
+        "status",
+        "num_preemptions",
+        "is_prefill_chunk",
+        "shared_prefix_boundary",
+        "record",
+    )
+
+    def __init__(self, rid, index, prompt_len, max_tokens, group, prefix_len, record) -> None:
+        self.rid, self.index, self.prompt_len, self.max_tokens = rid, index, prompt_len, max_tokens
+        self.group, self.prefix_len = group, prefix_len if group is not None else 0
+        self.num_output = self.num_computed_tokens = self.num_output_placeholders = 0
+        self.num_in_flight_tokens = self.num_stale_output_tokens = self.num_preemptions = 0
+        self.status = WAITING
+        self.is_prefill_chunk = False
+        self.shared_prefix_boundary = 0
+        self.record = record
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt tokens plus the output tokens sampled so far (vLLM's `Request.num_tokens`)."""
+        return self.prompt_len + self.num_output
+
+    def num_hashed_tokens(self) -> int:
+        """Tokens covered by `request.block_hashes` (every full block is hashed: block size = hash block size)."""
+        return self.num_tokens
+
+    def token_key(self, end: int):
+        """The identity of the tokens [0, end): the prefix group's when they lie inside its shared prefix."""
+        return (self.group, end) if end <= self.prefix_len else (self.rid, end)
+
+    def reachable_boundaries(self):
+        """`replay_boundaries` (no EAGLE: prompt - 1) and the shared-prefix junction (`cache_blocks`)."""
+        if self.shared_prefix_boundary:
+            return (self.prompt_len - 1, self.shared_prefix_boundary)
+        return (self.prompt_len - 1,)
+
+
+class Scheduler:
+    """`Scheduler.schedule` / `update_from_output` (and `AsyncScheduler._update_after_schedule`)."""
+
+    def __init__(
+        self,
+        kv,
+        *,
+        max_model_len,
+        max_num_batched_tokens,
+        max_num_seqs,
+        async_scheduling,
+        mamba_block: int | None,
+        mamba_checkpoints: bool,
+    ) -> None:
+        self.kv = kv
+        self.max_model_len = max_model_len
+        self.budget = max_num_batched_tokens
+        self.max_num_seqs = max_num_seqs
+        self.async_ = async_scheduling
+        self.mamba_block = mamba_block  # need_mamba_block_aligned_split (align mode)
+        self.mamba_checkpoints = mamba_checkpoints  # mamba_has_prefill_checkpoint_blocks
+        self.waiting: deque = deque()
+        self.running: list = []
+        self.requests: dict = {}
+        self.finished_ids: set = set()
+
+    def add_request(self, r: Request) -> None:
+        """Queue a new request at the back of the waiting queue (`Scheduler.add_request`)."""
+        self.waiting.append(r)
+        self.requests[r.rid] = r
+
+    def has_requests(self) -> bool:
+        """Whether any request is running or waiting (`Scheduler.has_requests`)."""
+        return bool(self.running or self.waiting or self.finished_ids)
+
+    # ---- schedule ------------------------------------------------------------------------
+    def _mamba_split(self, r: Request, num_new: int, hits: int = 0) -> int:
+        """`Scheduler._mamba_block_aligned_split`: prefill chunks end on block boundaries."""
+        start = r.num_computed_tokens + hits
+        prefill_end = max(r.prompt_len, r.num_tokens - 1)
+        if start >= prefill_end:
+            return num_new
+        bs = self.mamba_block
+        last_cache = mamba_checkpoint_position(r.num_tokens, bs)
+        end = start + num_new
+        position = mamba_checkpoint_position(prefill_end, bs)
+        internal = (
+            self.mamba_checkpoints and end >= prefill_end and mamba_checkpoint_valid(start, end, position, bs, bs, bs)
+        )
+        if internal:
+            last_cache = 0
+        if end < prefill_end:
+            aligned = end // bs * bs
+            if aligned > start or bs <= self.budget:
+                end = aligned
+        junction = r.shared_prefix_boundary
+        stops = (
+            ((start // bs + 1) * bs) if start % bs and not internal else 0,
+            last_cache,
+            (start + (junction - start) // bs * bs) if start < junction < end else 0,
+        )
+        end = min((s for s in stops if start < s < end), default=end)
+        return max(end - start, 0)
+
+    def schedule(self, step: int) -> dict:
+        """One `schedule()`: running requests first (preempting the last admitted when blocks run out),
+        then FCFS admission unless someone was preempted. Returns the batch."""
+        kv = self.kv
+        budget = self.budget
+        kv.new_step_starts()
+        scheduled: dict = {}
+        preempted: list = []
+        admitted: list = []
+        i = 0
+        running = self.running
+        while i < len(running) and budget > 0:
+            r = running[i]
+            if (
+                r.num_output_placeholders > 0
+                and r.num_computed_tokens + 2 - r.num_output_placeholders >= r.prompt_len + r.max_tokens
+            ):
+                i += 1
+                continue
+            n = r.num_tokens + r.num_output_placeholders - r.num_computed_tokens
+            n = min(n, budget, self.max_model_len - r.num_computed_tokens - 1)
+            if self.mamba_block:
+                n = self._mamba_split(r, n)
+            if n <= 0:
+                i += 1
+                continue
+            ok = False
+            while True:
+                if kv.allocate_slots(r, n):
+                    ok = True
+                    break
+                victim = running.pop()
+                self._preempt(victim)
+                preempted.append(victim)
+                if victim is r:
+                    break
+            if not ok:
+                break
+            scheduled[r.rid] = n
+            budget -= n
+            i += 1
+        if not preempted:
+            skipped: deque = deque()
+            waiting = self.waiting
+            while budget > 0 and waiting and len(running) < self.max_num_seqs:
+                r = waiting[0]
+                if r.num_stale_output_tokens:  # in-flight output still to be delivered: wait a step
+                    skipped.appendleft(waiting.popleft())
+                    continue
+                blocks, hits, r.shared_prefix_boundary = kv.get_computed_blocks(r)
+                n = min(r.num_tokens - hits, budget)
+                if self.mamba_block:
+                    n = self._mamba_split(r, n, hits)
+                    if n == 0:
+                        break
+                if not kv.allocate_slots(r, n, hits, blocks, full_sequence_must_fit=True):
+                    break
+                kv.record_prefix_cache_stats(r, hits)
+                waiting.popleft()
+                running.append(r)
+                admitted.append((r, hits))
+                scheduled[r.rid] = n
+                budget -= n
+                r.status = RUNNING
+                r.num_computed_tokens = hits
+            if skipped:
+                waiting.extendleft(skipped)
+        self.finished_ids = set()
+        sampled = []
+        decode = 0
+        for rid, n in scheduled.items():  # _update_after_schedule
+            r = self.requests[rid]
+            if r.num_computed_tokens >= max(r.prompt_len, r.num_tokens - 1):  # past the prefill end
+                decode += n
+            r.num_computed_tokens += n
+            r.num_in_flight_tokens += n
+            r.is_prefill_chunk = r.num_computed_tokens < r.num_tokens + r.num_output_placeholders
+            if not r.is_prefill_chunk:
+                sampled.append(rid)
+                if self.async_:
+                    r.num_output_placeholders += 1
+        return {
+            "step": step,
+            "scheduled": scheduled,
+            "sampled": sampled,
+            "admitted": admitted,
+            "preempted": preempted,
+            "decode_tokens": decode,
+        }
+
+    def _preempt(self, r: Request) -> None:
+        """`Scheduler._preempt_request`: blocks freed, computed tokens reset, back to the queue's front."""
+        self.kv.free(r.rid)
+        r.status = PREEMPTED
+        r.num_computed_tokens = 0
+        r.num_stale_output_tokens = r.num_in_flight_tokens
+        r.num_output_placeholders = 0
+        r.num_preemptions += 1
+        self.waiting.appendleft(r)
+
+    # ---- update_from_output ------------------------------------------------------------
+    def update_from_output(self, batch: dict, step: int) -> list:
+        """`Scheduler.update_from_output`: one token for each sampled request; a request that reaches
+        max_tokens (or max_model_len) finishes and frees its blocks."""
+        sampled = set(batch["sampled"])
+        finished = []
+        stopped_running, stopped_waiting = [], []
+        for rid, n in batch["scheduled"].items():
+            r = self.requests.get(rid)
+            if r is None:
+                continue
+            r.num_in_flight_tokens -= n
+            stale = False
+            if r.num_stale_output_tokens > 0:
+                stale = True
+                r.num_stale_output_tokens -= n
+            if r.status == FINISHED or rid not in sampled:
+                continue
+            had_placeholders = r.num_output_placeholders > 0
+            r.num_output += 1
+            rec = r.record
+            if rec["first_token_step"] is None:
+                rec["first_token_step"] = batch["step"]
+            stopped = r.num_tokens >= self.max_model_len or r.num_output >= r.max_tokens
+            if not stale and r.num_output_placeholders > 0:
+                r.num_output_placeholders -= 1
+            status_before = r.status
+            if not stale and status_before == RUNNING and had_placeholders:
+                self.kv.cache_blocks(r, r.num_computed_tokens - r.num_in_flight_tokens)
+            if stopped:
+                r.status = FINISHED
+                rec["finish_step"] = batch["step"]
+                rec["finish_processed_step"] = step
+                rec["num_output_tokens"] = r.num_output
+                self.finished_ids.add(rid)
+                self.kv.free(rid)
+                del self.requests[rid]
+                finished.append(rid)
+                (stopped_running if status_before == RUNNING else stopped_waiting).append(r)
+        if stopped_running:
+            gone = set(id(r) for r in stopped_running)
+            self.running = [r for r in self.running if id(r) not in gone]
+        for r in stopped_waiting:
+            self.waiting.remove(r)
+        return finished

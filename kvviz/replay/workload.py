@@ -1,0 +1,130 @@
+"""The replay's workload: JSON Lines, one request a line, in the format of vLLM 0.33's reference
+replays (`{"id", "arrival_step", "prompt_len", "output_len", "prefix_group", "prefix_len"}`).
+
+Requests of one `prefix_group` share their first `prefix_len` prompt tokens (two of one group with
+different lengths share the shorter); everything else in a prompt is unique. Bad input raises
+`KvvizError` in one line naming the line number and the field."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from kvviz.base.errors import KvvizError
+
+FIELDS = ("id", "arrival_step", "prompt_len", "output_len", "prefix_group", "prefix_len")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkloadRequest:
+    """One request: added at the start of engine step `arrival_step`, `output_len` tokens generated."""
+
+    id: str
+    arrival_step: int
+    prompt_len: int
+    output_len: int
+    prefix_group: str | None = None
+    prefix_len: int = 0
+
+    def to_json(self) -> dict:
+        """The request as one JSON Lines record of the workload format."""
+        return {k: getattr(self, k) for k in FIELDS}
+
+
+def _int(value, where: str, field: str, low: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise KvvizError(f"{where}: {field}={value!r}: must be an integer")
+    if value < low:
+        raise KvvizError(f"{where}: {field}={value}: must be at least {low}")
+    return value
+
+
+def request_from(obj, where: str) -> WorkloadRequest:
+    """One request from a decoded JSON object; `where` names it in errors ('workload line 3')."""
+    if not isinstance(obj, dict):
+        raise KvvizError(f"{where}: not a JSON object")
+    for field in ("id", "arrival_step", "prompt_len", "output_len"):
+        if field not in obj:
+            raise KvvizError(f"{where}: {field}: missing")
+    unknown = sorted(set(obj) - set(FIELDS))
+    if unknown:
+        raise KvvizError(f"{where}: {unknown[0]}: unknown field (fields are {', '.join(FIELDS)})")
+    rid = obj["id"]
+    if not isinstance(rid, str) or not rid:
+        raise KvvizError(f"{where}: id={rid!r}: must be a non-empty string")
+    group = obj.get("prefix_group")
+    if group is not None and (not isinstance(group, str) or not group):
+        raise KvvizError(f"{where}: prefix_group={group!r}: must be a non-empty string or null")
+    prompt = _int(obj["prompt_len"], where, "prompt_len", 1)
+    plen = _int(obj.get("prefix_len", 0), where, "prefix_len", 0)
+    if plen > prompt:
+        raise KvvizError(f"{where}: prefix_len={plen}: longer than prompt_len={prompt}")
+    if plen and group is None:
+        raise KvvizError(f"{where}: prefix_len={plen}: needs a prefix_group")
+    return WorkloadRequest(
+        rid,
+        _int(obj["arrival_step"], where, "arrival_step", 0),
+        prompt,
+        _int(obj["output_len"], where, "output_len", 1),
+        group,
+        plen,
+    )
+
+
+def check(requests, max_model_len: int | None = None, what: str = "workload") -> tuple[WorkloadRequest, ...]:
+    """Refuse duplicate ids and (with `max_model_len`) requests longer than it; return them as a tuple."""
+    seen: dict = {}
+    out = []
+    for i, r in enumerate(requests, 1):
+        if not isinstance(r, WorkloadRequest):
+            r = request_from(r, f"{what} line {i}")
+        if r.id in seen:
+            raise KvvizError(f"{what} line {i}: id={r.id!r}: duplicate of line {seen[r.id]}")
+        seen[r.id] = i
+        if max_model_len is not None and r.prompt_len + r.output_len > max_model_len:
+            raise KvvizError(
+                f"{what} line {i}: prompt_len + output_len = {r.prompt_len + r.output_len}: longer than "
+                f"max_model_len={max_model_len}"
+            )
+        out.append(r)
+    return tuple(out)
+
+
+def loads(text: str, max_model_len: int | None = None, what: str = "workload") -> tuple[WorkloadRequest, ...]:
+    """Requests from JSON Lines text (blank lines skipped)."""
+    out = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise KvvizError(f"{what} line {i}: not JSON ({e.msg} at column {e.colno})") from None
+        out.append((i, request_from(obj, f"{what} line {i}")))
+    seen: dict = {}
+    for i, r in out:
+        if r.id in seen:
+            raise KvvizError(f"{what} line {i}: id={r.id!r}: duplicate of line {seen[r.id]}")
+        seen[r.id] = i
+        if max_model_len is not None and r.prompt_len + r.output_len > max_model_len:
+            raise KvvizError(
+                f"{what} line {i}: prompt_len + output_len = {r.prompt_len + r.output_len}: longer than "
+                f"max_model_len={max_model_len}"
+            )
+    return tuple(r for _, r in out)
+
+
+def read_jsonl(path, max_model_len: int | None = None) -> tuple[WorkloadRequest, ...]:
+    """Requests from a JSON Lines file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise KvvizError(f"workload {str(path)!r}: cannot read ({e.__class__.__name__})") from None
+    return loads(text, max_model_len, what=f"workload {p.name}")
+
+
+def dumps(requests) -> str:
+    """Requests as JSON Lines."""
+    return "".join(json.dumps(r.to_json()) + "\n" for r in requests)
