@@ -8,10 +8,10 @@ path: the same plan plus a matplotlib block map rendered to PNG on every change.
 
 Rows (REPEAT changes each, min and median, wall clock; on a shared machine the median moves):
 * new layout: head_dim cycles through four valid values, the explorer's cache and
-  kvviz.explorer.knobs.plan_knobs' plan cache cleared before every change, so each change plans from scratch;
+  kvviz.explorer.sweeps.plan_knobs' plan cache cleared before every change, so each change plans from scratch;
 * back to a seen layout: the same changes with the cache warm;
 * budget only: the layout stays, the block count changes;
-* old PNG path: the chosen plan and the baseline's (kvviz.explorer.knobs.plan_knobs, caches cleared, so
+* old PNG path: the chosen plan and the baseline's (kvviz.explorer.sweeps.plan_knobs, caches cleared, so
   planned from scratch as plan_pair did) + plot.block_map + PNG encoding, as the explorer did before.
 
 Goal (the issue): median under 30 ms from a widget change to the updated map. No assertions.
