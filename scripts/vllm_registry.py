@@ -165,5 +165,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PACKAGED}, {args.models_md}: written")
     return 0
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -149,7 +149,7 @@ def refusal(arch: str) -> str:
     """Why kvviz does not plan `arch`, in words for an error: vLLM's rule it does not model yet, or
     that vLLM 0.33's registry does not hold it."""
     if arch in REFUSED:
-        return f"vLLM 0.33 serves it, but kvviz does not model {REFUSED[arch]}"
+        return f"vLLM 0.33 serves it; kvviz refuses it: {REFUSED[arch]}"
     try:
         known = vllm_architectures()
     except (OSError, ValueError):  # a broken install: still one line
