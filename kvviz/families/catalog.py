@@ -3,8 +3,8 @@ vLLM 0.33 (`vllm_registry.json`, shipped beside this module, read from the wheel
 scripts/vllm_registry.py), and kvviz's status of each: planned by a family, or refused with the one
 vLLM rule kvviz does not model yet (`REFUSED`, from docs/registry-work.md's classification).
 
-`models_table` renders docs/models.md and `kvviz models --architectures`; it imports neither torch
-nor transformers.
+`models_table` renders docs/models.md#architectures-of-vllm-0330 and `kvviz models --architectures`;
+it imports neither torch nor transformers.
 """
 
 from __future__ import annotations
