@@ -6,13 +6,15 @@ with `**other`), every architecture -> its module (as the registry resolves it:
 `vllm.model_executor.models.<name>`, or a `vllm.` path kept as it is), the module's file in the
 wheel and the class name, in registry order, with the wheel's version and sha256.
 
-With --models-md it also (re)writes docs/models.md from that JSON (scripts/models_table.py) and a
-status function `module:function` (the architecture -> ("planned", family) | ("refused", rule)).
+With --models-md it (re)writes docs/models.md from the committed JSON and kvviz's status of each
+architecture (kvviz.families.catalog), and copies the JSON into the package
+(kvviz/families/vllm_registry.json, for `kvviz models --architectures`); without a wheel it does only that.
 
 What each architecture's model file registers, and what kvviz needs to plan it:
 docs/registry-work.md#findings-that-change-the-plan.
 
-usage: python scripts/vllm_registry.py [WHEEL] [--out JSON] [--models-md MD --status MOD:FUNC]
+usage: python scripts/vllm_registry.py [WHEEL] [--out JSON] [--models-md MD]
+       python scripts/vllm_registry.py --models-md docs/models.md  (after registering an architecture)
        WHEEL defaults to the one vllm-0.33.0 wheel in build/wheels (fetch it with
        `python -m pip download --no-deps vllm==0.33.0 -d build/wheels`).
 """
@@ -22,7 +24,6 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
-import importlib
 import json
 import sys
 import zipfile
@@ -31,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WHEELS = ROOT / "build" / "wheels"
 OUT = ROOT / "tests" / "data" / "vllm-0.33" / "registry-architectures.json"
+PACKAGED = ROOT / "kvviz" / "families" / "vllm_registry.json"
 REGISTRY = "vllm/model_executor/models/registry.py"
 TABLES = ("_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS")
 VERSION = "0.33.0"
@@ -140,29 +142,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("wheel", nargs="?", type=Path)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--models-md", type=Path, help="also write this markdown table (docs/models.md)")
-    ap.add_argument("--status", help="module:function giving architecture -> (status, detail) for --models-md")
     args = ap.parse_args(argv)
     wheel = args.wheel or find_wheel()
-    if wheel is None:
+    if wheel is None and not args.models_md:
         print(
             f"no vllm-{VERSION} wheel in {WHEELS}: python -m pip download --no-deps vllm=={VERSION} -d {WHEELS}",
             file=sys.stderr,
         )
         return 2
-    registry = read_registry(wheel)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(dumps(registry))
-    print(f"{args.out}: " + ", ".join(f"{t} {n}" for t, n in registry["counts"].items()))
+    if wheel is not None:
+        registry = read_registry(wheel)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(dumps(registry))
+        print(f"{args.out}: " + ", ".join(f"{t} {n}" for t, n in registry["counts"].items()))
     if args.models_md:
-        if not args.status:
-            ap.error("--models-md needs --status MODULE:FUNCTION")
-        sys.path.insert(0, str(ROOT / "scripts"))
-        from models_table import models_table
+        text = args.out.read_text()
+        PACKAGED.write_text(text)
+        sys.path.insert(0, str(ROOT))
+        from kvviz.families.catalog import models_table
 
-        mod, _, func = args.status.partition(":")
-        status = getattr(importlib.import_module(mod), func)
-        args.models_md.write_text(models_table(registry, status))
-        print(f"{args.models_md}: written")
+        args.models_md.write_text(models_table(json.loads(text)))
+        print(f"{PACKAGED}, {args.models_md}: written")
     return 0
 
 

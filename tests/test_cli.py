@@ -104,6 +104,19 @@ def test_models_lists_presets(capsys):
     assert code == 0 and "deepseek-v4-pro: 61 layers" in out and "2 SWA-only" in out
 
 
+def test_models_architectures_prints_docs_models_md(capsys):
+    """`kvviz models --architectures` is docs/models.md (vLLM 0.33's registry with kvviz's status)."""
+    from pathlib import Path
+
+    code, out, _ = run(capsys, "models", "--architectures")
+    assert code == 0 and out == (Path(__file__).resolve().parent.parent / "docs" / "models.md").read_text()
+    code, out, _ = run(capsys, "models", "--architectures", "--json")
+    data = json.loads(out)
+    assert data["counts"]["_MULTIMODAL_MODELS"]["total"] == 127
+    whisper = data["tables"]["_MULTIMODAL_MODELS"][-1]
+    assert whisper["architecture"] == "WhisperForConditionalGeneration" and whisper["status"] == "refused"
+
+
 def test_config_file_and_groups_file(capsys, tmp_path):
     cfg = tmp_path / "cfg.json"
     cfg.write_text((MODELS_DIR / "deepseek-v4-pro.json").read_text())

@@ -1,6 +1,7 @@
 """vLLM 0.33's registry as kvviz's work list: the committed extract
 (tests/data/vllm-0.33/registry-architectures.json) equals what scripts/vllm_registry.py reads from
-the wheel (when build/wheels holds it), and scripts/models_table.py renders it."""
+the wheel (when build/wheels holds it), kvviz.families.catalog renders it, and the committed
+docs/models.md and kvviz/families/vllm_registry.json are what it renders now."""
 
 from __future__ import annotations
 
@@ -24,7 +25,16 @@ def _script(name: str):
 
 
 vllm_registry = _script("vllm_registry")
-models_table = _script("models_table").models_table
+from kvviz.base.errors import KvvizError  # noqa: E402
+from kvviz.families import catalog  # noqa: E402
+from kvviz.families.loader import model_from_dict  # noqa: E402
+
+models_table = catalog.models_table
+MODELS_MD = ROOT / "docs" / "models.md"
+PACKAGED = ROOT / "kvviz" / "families" / "vllm_registry.json"
+REGENERATE = (
+    f"stale: run `PYTHONPATH=. {catalog.REGENERATE}` (rewrites docs/models.md and kvviz/families/vllm_registry.json)"
+)
 
 
 def test_committed_extract_has_every_architecture():
@@ -133,3 +143,39 @@ def test_models_table_refuses_an_unknown_status(bad):
         models_table(
             {"tables": {"_TEXT_GENERATION_MODELS": SMALL["tables"]["_TEXT_GENERATION_MODELS"][:1]}}, lambda arch: bad
         )
+
+
+def test_docs_models_md_is_current():
+    """docs/models.md is the table of the committed extract and kvviz's family table as they are now."""
+    registry = json.loads(DATA.read_text())
+    assert MODELS_MD.read_text() == models_table(registry), REGENERATE
+    assert PACKAGED.read_text() == DATA.read_text(), REGENERATE
+
+
+def test_every_vllm_architecture_is_planned_or_refused_with_a_rule():
+    registry = catalog.vllm_registry()
+    for arch in catalog.vllm_architectures(registry):
+        state, detail = catalog.architecture_status(arch)
+        assert state in catalog.STATUSES and detail, arch
+    assert set(catalog.REFUSED) <= catalog.vllm_architectures(registry)
+    counts = catalog.table_counts(registry, catalog.architecture_status)
+    assert {t: n for t, (_, n) in counts.items()} == {"_TEXT_GENERATION_MODELS": 124, "_MULTIMODAL_MODELS": 127}
+    assert catalog.architecture_status("LlamaForCausalLM")[0] == "planned"
+    assert catalog.architecture_status("WhisperForConditionalGeneration") == (
+        "refused",
+        "encoder-decoder cross-attention (not in the KV pool)",
+    )
+    with pytest.raises(KeyError, match="FooForCausalLM"):
+        catalog.architecture_status("FooForCausalLM")
+
+
+def test_unknown_architecture_says_vllms_rule():
+    with pytest.raises(KvvizError, match=r"vLLM 0.33 serves it; kvviz refuses it: encoder-decoder cross-attention"):
+        model_from_dict({"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper"}, name="w")
+    with pytest.raises(KvvizError, match=r"multi_query_group_num"):
+        model_from_dict({"architectures": ["ChatGLMModel"], "model_type": "chatglm"}, name="g")
+
+
+def test_architecture_not_in_vllms_registry_says_so():
+    with pytest.raises(KvvizError, match=r"FooForCausalLM.*not in vLLM 0.33's registry"):
+        model_from_dict({"architectures": ["FooForCausalLM"], "model_type": "foo"}, name="f")

@@ -100,6 +100,9 @@ def test_installed_models_and_plan_run_from_anywhere(installed, tmp_path):
     # each line starts with the preset's name, then ':' or ' (architecture):' and its description
     listed = [line.split(":")[0].split(" (")[0] for line in models.stdout.splitlines()]
     assert listed == [p.removesuffix(".json") for p in PRESETS] and listed, NOT_PACKAGED
+    archs = _run(site, "-m", "kvviz", "models", "--architectures", cwd=tmp_path)
+    assert archs.returncode == 0, archs.stderr  # kvviz/families/vllm_registry.json is package data
+    assert archs.stdout == (ROOT / "docs" / "models.md").read_text()
     plan = _run(site, "-m", "kvviz", "plan", "--model", "deepseek-v4-pro", "--json", cwd=tmp_path)
     assert plan.returncode == 0, f"{NOT_PACKAGED}? {plan.stderr}"
     doc = json.loads(plan.stdout)

@@ -3,6 +3,7 @@ torch or matplotlib imports its module inside its run function, so the light com
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -223,8 +224,36 @@ def _run_fit(args) -> int:
 
 # ---- models -------------------------------------------------------------------------------
 def _run_models(args) -> int:
+    if getattr(args, "architectures", False):
+        return _run_architectures(args)
+    if getattr(args, "json", False):
+        raise KvvizError("--json: applies only with --architectures")
     for name in preset_names():
         print(preset_summary(name))  # from the raw JSON: no transformers
+    return 0
+
+
+def _run_architectures(args) -> int:
+    """vLLM 0.33's registry with kvviz's status of each architecture: the table of docs/models.md."""
+    from kvviz.families.catalog import architecture_status, models_table, table_counts, vllm_registry
+
+    registry = vllm_registry()
+    if not args.json:
+        print(models_table(registry), end="")
+        return 0
+    tables = {
+        table: [
+            dict(
+                row,
+                status=architecture_status(row["architecture"])[0],
+                detail=architecture_status(row["architecture"])[1],
+            )
+            for row in rows
+        ]
+        for table, rows in registry["tables"].items()
+    }
+    counts = {t: {"planned": p, "total": n} for t, (p, n) in table_counts(registry, architecture_status).items()}
+    print(json.dumps({"vllm_version": registry["vllm_version"], "counts": counts, "tables": tables}, indent=2))
     return 0
 
 

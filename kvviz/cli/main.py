@@ -138,7 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_replay_parser(sub)  # kvviz replay (issue 28)
 
-    p = sub.add_parser("models", help="list the shipped model presets")
+    p = sub.add_parser(
+        "models", help="list the shipped model presets (--architectures: vLLM 0.33's, with kvviz's status)"
+    )
+    p.add_argument(
+        "--architectures",
+        action="store_true",
+        help="every architecture of vLLM 0.33's registry, its model file and kvviz's status (docs/models.md)",
+    )
+    p.add_argument("--json", action="store_true", help="with --architectures: machine-readable output")
     p.set_defaults(func=_run_models)
     add_verify_parser(sub)
 

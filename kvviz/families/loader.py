@@ -13,6 +13,7 @@ from pathlib import Path
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import printable, read_json, short_repr
 from kvviz.families import decoder, deepseek_v4, mla, state  # noqa: F401  (each registers its architectures)
+from kvviz.families.refused import refusal
 from kvviz.families.registry import ARCHITECTURES, FAMILIES, Family, Model
 
 PRESETS_DIR = files("kvviz") / "presets"  # a Traversable: `/ name`, `.read_text()`, `.iterdir()`
@@ -33,10 +34,10 @@ def family_of(raw: dict, *, name: str) -> Family:
     if not (archs or model_type):
         raise KvvizError(f"{name}: config has no architectures and no model_type")
     what = f"model_type {short_repr(model_type)}" + (f" ({', '.join(map(short_repr, archs))})" if archs else "")
+    why = refusal(archs[0]) if archs else "no architectures: kvviz reads a model by its architecture"
     raise KvvizError(
-        f"{name}: {what}: an architecture kvviz does not plan (vLLM 0.33 does not serve it "
-        f"natively, or kvviz has no reader for it yet); known: "
-        f"{', '.join(sorted(k for k in ARCHITECTURES if k[0].isupper()))}"
+        f"{name}: {what}: an architecture kvviz does not plan: {why}; `kvviz models --architectures` "
+        f"lists vLLM 0.33's architectures and kvviz's status of each"
     )
 
 

@@ -1,0 +1,159 @@
+"""The architectures of vLLM 0.33's registry that kvviz does not plan yet, each with the one vLLM rule
+kvviz does not model (`REFUSED`, from docs/registry-work.md's classification), and the registry itself
+(`vllm_registry.json`, shipped beside this module). Imports no family, so the loader can word its
+refusal with it; kvviz.families.catalog renders the table.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib.resources import files
+
+REGISTRY_FILE = "vllm_registry.json"
+
+# The one vLLM 0.33 rule kvviz does not model yet -> the architectures it holds back
+# (docs/registry-work.md#c-rules-and-d-refusals; class b: a mapping kvviz has not registered yet).
+_RULES: dict[str, str] = {
+    "multimodal wrapper: text_config's LM under a prefix: wrapper reader not written yet": (
+        "MossAudioModel Phi3VForCausalLM HCXVisionV2ForCausalLM Alpamayo2Super AriaForConditionalGeneration "
+        "AudioFlamingo3ForConditionalGeneration BagelForConditionalGeneration BeeForConditionalGeneration "
+        "Blip2ForConditionalGeneration Cohere2VisionForConditionalGeneration Cosmos3ForConditionalGeneration "
+        "DeepseekOCR2ForCausalLM UnlimitedOCRForCausalLM DotsOCRForCausalLM "
+        "Eagle2_5_VLForConditionalGeneration Exaone4_5_ForConditionalGeneration "
+        "FireRedASR2ForConditionalGeneration FunASRForConditionalGeneration "
+        "FunAudioChatForConditionalGeneration GlmAsrForConditionalGeneration Glm4vForConditionalGeneration "
+        "Glm4vMoeForConditionalGeneration GlmOcrForConditionalGeneration "
+        "GraniteSpeechForConditionalGeneration GraniteSpeechPlusForConditionalGeneration "
+        "Granite4VisionForConditionalGeneration H2OVLChatModel InternVLChatModel "
+        "InternS1ForConditionalGeneration InternVLForConditionalGeneration Idefics3ForConditionalGeneration "
+        "IsaacForConditionalGeneration KananaVForConditionalGeneration KeyeForConditionalGeneration "
+        "KeyeVL1_5ForConditionalGeneration MoonshotKimiaForCausalLM "
+        "MossTranscribeDiarizeForConditionalGeneration LightOnOCRForConditionalGeneration "
+        "Llama_Nemotron_Nano_VL LlavaForConditionalGeneration LlavaNextForConditionalGeneration "
+        "LlavaNextVideoForConditionalGeneration LlavaOnevisionForConditionalGeneration "
+        "LlavaOnevision2ForConditionalGeneration MiDashengLMModel MiniCPMO MiniCPMV "
+        "Mistral3ForConditionalGeneration NVLM_D MuseGlimmerForConditionalGeneration "
+        "OpenCUAForConditionalGeneration OpenVLAForActionPrediction Ovis Ovis2_5 Ovis2_6ForCausalLM "
+        "Ovis2_6_MoeForCausalLM PaddleOCRVLForConditionalGeneration PaliGemmaForConditionalGeneration "
+        "Phi4ForCausalLMV Phi4MMForCausalLM PixtralForConditionalGeneration "
+        "QianfanOCRForConditionalGeneration Qwen2VLForConditionalGeneration "
+        "Qwen2_5_VLForConditionalGeneration Qwen2AudioForConditionalGeneration Qwen2_5OmniModel "
+        "Qwen2_5OmniForConditionalGeneration Qwen3OmniMoeForConditionalGeneration "
+        "Qwen3ASRForConditionalGeneration Qwen3ASRRealtimeGeneration Qwen3VLForConditionalGeneration "
+        "Qwen3VLMoeForConditionalGeneration RForConditionalGeneration SkyworkR1VChatModel "
+        "SmolVLMForConditionalGeneration StepVLForConditionalGeneration UltravoxModel "
+        "VoxtralForConditionalGeneration"
+    ),
+    "decoder architecture name not registered yet (key mapping in docs/registry-work.md)": (
+        "AfmoeForCausalLM ApertusForCausalLM BailingMoeForCausalLM BailingMoeV2ForCausalLM CohereForCausalLM "
+        "Cohere2MoeForCausalLM Ernie4_5ForCausalLM Ernie4_5_MoeForCausalLM Exaone4ForCausalLM "
+        "ExaoneMoeForCausalLM ExaoneMoEForCausalLM GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM "
+        "GraniteForCausalLM GraniteMoeForCausalLM GraniteMoeSharedForCausalLM GraniteMoeSWAForCausalLM "
+        "GraniteSWAForCausalLM HYV3ForCausalLM HyperCLOVAXForCausalLM InternLM3ForCausalLM "
+        "IQuestCoderForCausalLM LagunaForCausalLM LLaMAForCausalLM MiniMaxM2ForCausalLM Ministral3ForCausalLM "
+        "MiMoForCausalLM NemotronForCausalLM MuseGlimmerForCausalLM Param2MoEForCausalLM PhiMoEForCausalLM "
+        "SolarForCausalLM TeleChat2ForCausalLM TeleChat3ForCausalLM TeleFLMForCausalLM"
+    ),
+    "head size hidden_size // num_attention_heads whatever head_dim says: rule not generalised yet": (
+        "BloomForCausalLM DeepseekForCausalLM GPT2LMHeadModel GPTJForCausalLM InternLM2ForCausalLM "
+        "MiniCPMForCausalLM OlmoeForCausalLM OPTForCausalLM OrionForCausalLM Step1ForCausalLM "
+        "StableLmForCausalLM"
+    ),
+    "hybrid state layers: state-family reader not written yet": (
+        "AliceAIForCausalLM BailingMoeV2_5ForCausalLM BailingMoeV3ForCausalLM InklingForCausalLM "
+        "OlmoHybridForCausalLM BailingMoeV3VLForConditionalGeneration InternS2MobiusForConditionalGeneration "
+        "KimiK3ForConditionalGeneration InklingForConditionalGeneration"
+    ),
+    "own attention class: kwargs (KV heads, window) not read yet": (
+        "K2HorizonForCausalLM Ernie4_5_VLMoeForConditionalGeneration Molmo2ForConditionalGeneration "
+        "Moondream3ForCausalLM HfMoondream MuseSparkForConditionalGeneration "
+        "CohereCompassForConditionalGeneration Cosmos3EdgeForConditionalGeneration "
+        "InternS1ProForConditionalGeneration"
+    ),
+    "multimodal wrapper around a state-family LM: wrapper prefix not read yet": (
+        "MiniCPMV4_7ForConditionalGeneration Lfm2VlForConditionalGeneration "
+        "MiniCPMOcrForConditionalGeneration MiniCPMV4_6ForConditionalGeneration NemotronH_Nano_VL_V2 "
+        "NemotronH_Nano_Omni_Reasoning_V3 NemotronH_Super_Omni_Reasoning_V3 NemotronH_Omni_Reasoning_V3"
+    ),
+    "per-kind KV heads / head size: rule not written yet": (
+        "Gemma4ForCausalLM MiMoV2FlashForCausalLM Step3p5ForCausalLM MiMoV2OmniForCausalLM "
+        "Step3p7ForConditionalGeneration MiMoV2ForCausalLM Gemma4ForConditionalGeneration "
+        "Gemma4UnifiedForConditionalGeneration"
+    ),
+    "MLA architecture name not registered yet": (
+        "AXK1ForCausalLM Glm4MoeLiteForCausalLM HYV4ForCausalLM MistralLarge3ForCausalLM "
+        "PanguUltraMoEForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM"
+    ),
+    "multimodal wrapper around an MLA LM: wrapper prefix not read yet": (
+        "DeepseekVLV2ForCausalLM DeepseekOCRForCausalLM KimiVLForConditionalGeneration KimiK25ForConditionalGeneration"
+    ),
+    "encoder-decoder cross-attention (not in the KV pool)": (
+        "CohereAsrForConditionalGeneration NemotronParseForConditionalGeneration RadioMBartPrefixForCausalLM "
+        "WhisperForConditionalGeneration"
+    ),
+    "state-family architecture name not registered yet": (
+        "Lfm2MoeForCausalLM NemotronHPuzzleForCausalLM InternS2PreviewForConditionalGeneration"
+    ),
+    "KV heads read from multi_query_group_num: reader not written yet": (
+        "ChatGLMModel ChatGLMForConditionalGeneration GLM4VForCausalLM"
+    ),
+    "looped / stacked layers: layer count and names not read yet": (
+        "DoryForCausalLM HrmTextForCausalLM IQuestLoopCoderForCausalLM"
+    ),
+    "pure Mamba model: state reader not written yet": ("FalconMambaForCausalLM MambaForCausalLM Mamba2ForCausalLM"),
+    "static-sink attention (extra KV tokens): rule not written yet": (
+        "PanguEmbeddedForCausalLM PanguProMoEV2ForCausalLM OpenPanguVLForConditionalGeneration"
+    ),
+    "KV sharing across layers (kv_sharing_target_layer_name): rule not written yet": (
+        "BeamForCausalLM FlintForCausalLM"
+    ),
+    "MLA plus a per-layer indexer cache (two groups): rule not written yet": (
+        "DeepseekV32ForCausalLM GlmMoeDsaForCausalLM"
+    ),
+    "per-layer window list: rule not written yet": ("DomynEdgeForCausalLM Plamo3ForCausalLM"),
+    "QSA sparse-attention cache (own indexer) not modelled": ("Qwen4ExpForCausalLM Qwen4ExpForConditionalGeneration"),
+    "custom code config with no public schema": ("Glm5NextForCausalLM Glm5NextForConditionalGeneration"),
+    "two MLA caches a layer: rule not written yet": ("LongcatFlashNgramForCausalLM LongcatFlashForCausalLM"),
+    "Step3 KV heads (1, not TP-split): rule not written yet": ("Step3TextForCausalLM Step3VLForConditionalGeneration"),
+    "sparse-attention index cache not modelled": ("MiniMaxM3SparseForCausalLM MiniMaxM3SparseForConditionalGeneration"),
+    "sparse summary / tail-ring caches not modelled": ("Step5ForCausalLM Step5ForConditionalGeneration"),
+    "DeepSeek V4 under a wrapper / V4.1 config: not read yet": (
+        "DeepseekV4ForConditionalGeneration DeepseekV41ForCausalLM"
+    ),
+    "KV heads in nested attn_config: reader not written yet": ("DbrxForCausalLM"),
+    "per-layer KV heads / attention-free layers (block_configs): rule not written yet": ("DeciLMForCausalLM"),
+    "layer names other than model.layers.N.self_attn.attn: reader not written yet": ("ExaoneForCausalLM"),
+    "Falcon KV-head keys (multi_query / new_decoder_architecture): reader not written yet": ("FalconForCausalLM"),
+    "chunk_lookback windows: rule not confirmed": ("Rnj1ForCausalLM"),
+    "KV heads = heads, head size qk_nope + qk_rope: rule not written yet": ("MiniCPM3ForCausalLM"),
+    "causal audio encoder that may register KV: not confirmed": ("VoxtralRealtimeGeneration"),
+    "own sparse-attention LM: cache layout not read yet": ("Dots3NoteForCausalLM"),
+    "block-diffusion (non-causal) decoding: cache rule not modelled": ("DiffusionGemmaForBlockDiffusion"),
+    "own attention class and layer names: reader not written yet": ("MolmoForCausalLM"),
+}
+REFUSED: dict[str, str] = {arch: rule for rule, archs in _RULES.items() for arch in archs.split()}
+
+
+def vllm_registry() -> dict:
+    """vLLM 0.33's registry tables as scripts/vllm_registry.py extracted them (the shipped copy)."""
+    return json.loads((files("kvviz.families") / REGISTRY_FILE).read_text())
+
+
+def vllm_architectures(registry: dict | None = None) -> set[str]:
+    """Every architecture of vLLM 0.33's text-generation and multimodal tables."""
+    registry = vllm_registry() if registry is None else registry
+    return {row["architecture"] for rows in registry["tables"].values() for row in rows}
+
+
+def refusal(arch: str) -> str:
+    """Why kvviz does not plan `arch`, in words for an error: vLLM's rule it does not model yet, or
+    that vLLM 0.33's registry does not hold it."""
+    if arch in REFUSED:
+        return f"vLLM 0.33 serves it; kvviz refuses it: {REFUSED[arch]}"
+    try:
+        known = vllm_architectures()
+    except (OSError, ValueError):  # a broken install: still one line
+        known = set()
+    if arch in known:
+        return "vLLM 0.33 serves it; kvviz has no reader for it yet"
+    return "not in vLLM 0.33's registry (_TEXT_GENERATION_MODELS / _MULTIMODAL_MODELS)"
