@@ -314,5 +314,47 @@ DECODER = register(
         "llama4_text",
         "gemma3n",
         "gemma3n_text",
+        # issue 27, class (b): the rules above as each model file applies them
+        "InternLM3ForCausalLM",  # vllm/model_executor/models/llama.py LlamaAttention.__init__
+        "IQuestCoderForCausalLM",  # vllm/model_executor/models/llama.py LlamaAttention.__init__
+        "LLaMAForCausalLM",  # vllm/model_executor/models/llama.py LlamaAttention.__init__
+        "TeleChat3ForCausalLM",  # vllm/model_executor/models/llama.py LlamaAttention.__init__
+        "Ministral3ForCausalLM",  # vllm/model_executor/models/mistral.py MistralAttention.__init__
+        "ministral3",
+        "Ernie4_5ForCausalLM",  # vllm/model_executor/models/ernie45.py Ernie4_5ForCausalLM (Llama)
+        "ernie4_5",
+        "Ernie4_5_MoeForCausalLM",  # vllm/model_executor/models/ernie45_moe.py Ernie4_5_MoeAttention.__init__
+        "ernie4_5_moe",
+        "Glm4ForCausalLM",  # vllm/model_executor/models/glm4.py Glm4Attention.__init__
+        "glm4",
+        "GemmaForCausalLM",  # vllm/model_executor/models/gemma.py GemmaAttention.__init__
+        "gemma",
+        "CohereForCausalLM",  # vllm/model_executor/models/commandr.py CohereAttention.__init__
+        "cohere",
+        "Cohere2MoeForCausalLM",  # vllm/model_executor/models/cohere2_moe.py Cohere2MoeAttention.__init__
+        "cohere2_moe",
+        "ApertusForCausalLM",  # vllm/model_executor/models/apertus.py ApertusAttention.__init__
+        "apertus",
+        "Exaone4ForCausalLM",  # vllm/model_executor/models/exaone4.py Exaone4Attention.__init__
+        "exaone4",
+        "ExaoneMoeForCausalLM",  # vllm/model_executor/models/exaone_moe.py ExaoneMoeAttention.__init__
+        "ExaoneMoEForCausalLM",  # vllm/model_executor/models/exaone_moe.py ExaoneMoeAttention.__init__
+        "exaone_moe",
+        "GraniteForCausalLM",  # vllm/model_executor/models/granite.py GraniteAttention.__init__
+        "GraniteSWAForCausalLM",  # vllm/model_executor/models/granite.py GraniteAttention.__init__
+        "granite",
+        "granite_swa",
+        "GraniteMoeForCausalLM",  # vllm/model_executor/models/granitemoe.py GraniteMoeAttention.__init__
+        "granitemoe",
+        "GraniteMoeSharedForCausalLM",  # vllm/model_executor/models/granitemoeshared.py (GraniteMoeAttention)
+        "GraniteMoeSWAForCausalLM",  # vllm/model_executor/models/granitemoeshared.py (GraniteMoeAttention)
+        "granitemoeshared",
+        "granitemoe_swa",
+        "PhiMoEForCausalLM",  # vllm/model_executor/models/phimoe.py PhiMoEAttention.__init__
+        "phimoe",
+        "HyperCLOVAXForCausalLM",  # vllm/model_executor/models/hyperclovax.py HyperCLOVAXAttention.__init__
+        "LagunaForCausalLM",  # vllm/model_executor/models/laguna.py LagunaAttention.__init__
+        "laguna",
+        "MuseGlimmerForCausalLM",  # vllm/model_executor/models/muse_glimmer.py MuseGlimmerAttention.__init__
     ),
 )
