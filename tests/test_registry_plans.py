@@ -26,18 +26,13 @@ NOT_YET_PLANNED = frozenset(
     (
         "AXK1ForCausalLM",
         "BeamForCausalLM",
-        "BloomForCausalLM",
         "DoryForCausalLM",
-        "ExaoneForCausalLM",
         "FalconForCausalLM",
         "FalconH1ForCausalLM",
         "FalconMambaForCausalLM",
-        "GPT2LMHeadModel",
-        "GPTJForCausalLM",
         "Gemma4ForCausalLM",
         "GlmMoeDsaForCausalLM",
         "GraniteMoeHybridForCausalLM",
-        "HCXVisionV2ForCausalLM",
         "HYV4ForCausalLM",
         "HrmTextForCausalLM",
         "Mamba2ForCausalLM",
@@ -45,10 +40,7 @@ NOT_YET_PLANNED = frozenset(
         "MiniCPM3ForCausalLM",
         "NemotronHForCausalLM",
         "NemotronHPuzzleForCausalLM",
-        "OPTForCausalLM",
         "OlmoHybridForCausalLM",
-        "OlmoeForCausalLM",
-        "StableLmForCausalLM",
     )
 )
 
