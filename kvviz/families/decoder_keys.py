@@ -30,10 +30,14 @@ DEFAULT_LAYER_NAMES = ("model.layers", "self_attn.attn")
 LAYER_NAMES = {
     "gpt_oss": ("model.layers", "attn.attn"),  # vllm/model_executor/models/gpt_oss.py TransformerBlock.__init__
     "gpt2": ("transformer.h", "attn.attn"),  # vllm/model_executor/models/gpt2.py GPT2Model.__init__, GPT2Block.__init__
-    "gptj": ("transformer.h", "attn.attn"),  # vllm/model_executor/models/gpt_j.py GPTJModel.__init__, GPTJBlock.__init__
-    "bloom": ("transformer.h", "self_attention.attn"),  # vllm/model_executor/models/bloom.py BloomModel.__init__, BloomBlock.__init__
-    "opt": ("model.decoder.layers", "self_attn.attn"),  # vllm/model_executor/models/opt.py OPTModel.__init__, OPTDecoder.__init__
-    "exaone": ("model.h", "attn.attention.attn"),  # vllm/model_executor/models/exaone.py ExaoneDecoderLayer.__init__, ExaoneBlockAttention.__init__
+    # vllm/model_executor/models/gpt_j.py GPTJModel.__init__, GPTJBlock.__init__
+    "gptj": ("transformer.h", "attn.attn"),
+    # vllm/model_executor/models/bloom.py BloomModel.__init__, BloomBlock.__init__
+    "bloom": ("transformer.h", "self_attention.attn"),
+    # vllm/model_executor/models/opt.py OPTModel.__init__, OPTDecoder.__init__
+    "opt": ("model.decoder.layers", "self_attn.attn"),
+    # vllm/model_executor/models/exaone.py ExaoneDecoderLayer.__init__, ExaoneBlockAttention.__init__
+    "exaone": ("model.h", "attn.attention.attn"),
 }
 
 # vllm/model_executor/models/hyperclovax_vision_v2.py HCXVisionV2ForCausalLM.__init__ (language_model)
