@@ -11,12 +11,14 @@ Rules, each from vLLM 0.33's model file (vllm/model_executor/models/):
 * Llama 4: a layer with `no_rope_layers[i] != 0` uses chunked local attention of
   attention_chunk_size, the NoPE layers full attention (llama4.py Llama4Attention);
 * Cohere2: a sliding layer sees sliding_window + 1 tokens (commandr.py CohereAttention);
-* Qwen2: head_size = hidden_size // num_attention_heads always (qwen2.py Qwen2Attention);
-  elsewhere head_dim, or hidden_size // num_attention_heads when the config has none;
+* Qwen2, GPT-2, OPT, OLMoE, ... (decoder_keys.HEAD_FROM_HIDDEN): head_size = hidden_size //
+  num_attention_heads always (qwen2.py Qwen2Attention, ...); elsewhere head_dim, or that quotient
+  when the config has none;
 * Gemma 3n: the last num_kv_shared_layers layers reuse layer first - 2 (sliding) or first - 1
   (full) and register no cache (gemma3n.py Gemma3nAttention, gpu_model_runner.get_kv_cache_spec);
-* names: model.layers.{i}.self_attn.attn (gpt-oss: .attn.attn); a multimodal wrapper
-  (…ForConditionalGeneration) puts its language model under `language_model.`;
+* names: model.layers.{i}.self_attn.attn, or the model type's (decoder_keys.LAYER_NAMES: gpt-oss
+  .attn.attn, GPT-2 transformer.h.{i}.attn.attn, ...); a multimodal wrapper (…ForConditionalGeneration,
+  decoder_keys.WRAPPERS) puts its language model under `language_model.`;
 * TP: ModelConfig.get_num_kv_heads, max(1, kv_heads // tp).
 """
 
@@ -28,6 +30,7 @@ from collections import Counter
 from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, bounded_int
 from kvviz.core.declare import AttentionCache
+from kvviz.families.decoder_keys import DEFAULT_LAYER_NAMES, HEAD_FROM_HIDDEN, LAYER_NAMES, NAMES, WRAPPERS
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.options import Options
@@ -123,7 +126,7 @@ class DecoderFamily(Family):
         kv = field(text, "num_key_value_heads", model=name, required=False, default=heads)
         hidden = field(text, "hidden_size", model=name, required=False)
         head_dim = getattr(text, "head_dim", None)
-        if model_type == "qwen2" or not head_dim:
+        if model_type in HEAD_FROM_HIDDEN or not head_dim:
             require(hidden is not None and heads > 0, f"{name}: config is missing field 'head_dim'")
             head_dim = hidden // heads
         for fname, value in (("num_attention_heads", heads), ("num_key_value_heads", kv), ("head_dim", head_dim)):
@@ -148,7 +151,8 @@ class DecoderFamily(Family):
             shared = tuple(targets)
             source += f"; layers {first}..{n - 1} share layer {first - 2} / {first - 1}'s KV (gemma3n.py)"
         archs = raw.get("architectures") or [model_type]
-        wrapper = str(archs[0]).endswith("ForConditionalGeneration")
+        wrapper = str(archs[0]).endswith("ForConditionalGeneration") or archs[0] in WRAPPERS
+        prefix, suffix = LAYER_NAMES.get(model_type, DEFAULT_LAYER_NAMES)
         config = DecoderConfig(
             num_hidden_layers=n,
             num_attention_heads=heads,
@@ -157,8 +161,8 @@ class DecoderFamily(Family):
             layer_kinds=tuple(kinds),
             sliding_window=window,
             attention_chunk_size=getattr(text, "attention_chunk_size", None) if CHUNKED in kinds else None,
-            layer_prefix=("language_model." if wrapper else "") + "model.layers",
-            attn_suffix="attn.attn" if model_type == "gpt_oss" else "self_attn.attn",
+            layer_prefix=("language_model." if wrapper else "") + prefix,
+            attn_suffix=suffix,
             kind_source=source,
             shared_targets=shared,
         )
@@ -275,44 +279,4 @@ def _spread_full(kinds: tuple[str, ...], full: int, *, name: str) -> tuple[str, 
     return tuple(out)
 
 
-DECODER = register(
-    DecoderFamily(),
-    (
-        "LlamaForCausalLM",
-        "MistralForCausalLM",
-        "MixtralForCausalLM",
-        "Phi3ForCausalLM",
-        "Qwen2ForCausalLM",
-        "Qwen2MoeForCausalLM",
-        "Qwen3ForCausalLM",
-        "Qwen3MoeForCausalLM",
-        "Gemma2ForCausalLM",
-        "Gemma3ForCausalLM",
-        "Gemma3ForConditionalGeneration",
-        "Cohere2ForCausalLM",
-        "Olmo3ForCausalLM",
-        "GptOssForCausalLM",
-        "Llama4ForCausalLM",
-        "Llama4ForConditionalGeneration",
-        "Gemma3nForCausalLM",
-        "Gemma3nForConditionalGeneration",
-        "llama",
-        "mistral",
-        "mixtral",
-        "phi3",
-        "qwen2",
-        "qwen2_moe",
-        "qwen3",
-        "qwen3_moe",
-        "gemma2",
-        "gemma3",
-        "gemma3_text",
-        "cohere2",
-        "olmo3",
-        "gpt_oss",
-        "llama4",
-        "llama4_text",
-        "gemma3n",
-        "gemma3n_text",
-    ),
-)
+DECODER = register(DecoderFamily(), NAMES)

@@ -1,0 +1,143 @@
+"""Per-model-type key mappings of the attention-only decoder family (issue 27), each the rule of one
+vLLM 0.33 model file (vllm/model_executor/models/<file>.py), and the names the family is registered for.
+
+* head size: the model types whose attention takes hidden_size // num_attention_heads whatever
+  config.head_dim says (`HEAD_FROM_HIDDEN`); the others read head_dim, or that quotient without one;
+* layer names: `{prefix}.{i}.{suffix}` as the model file's prefixes build them (`LAYER_NAMES`),
+  model.layers.{i}.self_attn.attn where a model type is not listed;
+* multimodal wrappers whose language model sits under `language_model.` although their
+  architecture is not a …ForConditionalGeneration (`WRAPPERS`).
+"""
+
+from __future__ import annotations
+
+HEAD_FROM_HIDDEN = frozenset(
+    {
+        "qwen2",  # vllm/model_executor/models/qwen2.py Qwen2Attention.__init__
+        "granitemoe",  # vllm/model_executor/models/granitemoe.py GraniteMoeAttention.__init__
+        "granitemoeshared",  # vllm/model_executor/models/granitemoeshared.py (GraniteMoeAttention)
+        "granitemoe_swa",  # vllm/model_executor/models/granitemoeshared.py (GraniteMoeAttention)
+        "gpt2",  # vllm/model_executor/models/gpt2.py GPT2Attention.__init__
+        "gptj",  # vllm/model_executor/models/gpt_j.py GPTJAttention.__init__
+        "opt",  # vllm/model_executor/models/opt.py OPTAttention.__init__
+        "bloom",  # vllm/model_executor/models/bloom.py BloomAttention.__init__
+        "olmoe",  # vllm/model_executor/models/olmoe.py OlmoeAttention.__init__
+        "stablelm",  # vllm/model_executor/models/stablelm.py StablelmAttention.__init__
+    }
+)
+
+DEFAULT_LAYER_NAMES = ("model.layers", "self_attn.attn")
+LAYER_NAMES = {
+    "gpt_oss": ("model.layers", "attn.attn"),  # vllm/model_executor/models/gpt_oss.py TransformerBlock.__init__
+    "gpt2": ("transformer.h", "attn.attn"),  # vllm/model_executor/models/gpt2.py GPT2Model.__init__, GPT2Block.__init__
+    # vllm/model_executor/models/gpt_j.py GPTJModel.__init__, GPTJBlock.__init__
+    "gptj": ("transformer.h", "attn.attn"),
+    # vllm/model_executor/models/bloom.py BloomModel.__init__, BloomBlock.__init__
+    "bloom": ("transformer.h", "self_attention.attn"),
+    # vllm/model_executor/models/opt.py OPTModel.__init__, OPTDecoder.__init__
+    "opt": ("model.decoder.layers", "self_attn.attn"),
+    # vllm/model_executor/models/exaone.py ExaoneDecoderLayer.__init__, ExaoneBlockAttention.__init__
+    "exaone": ("model.h", "attn.attention.attn"),
+}
+
+# vllm/model_executor/models/hyperclovax_vision_v2.py HCXVisionV2ForCausalLM.__init__ (language_model)
+WRAPPERS = frozenset({"HCXVisionV2ForCausalLM"})
+
+# HF architectures (architectures[0]) and model types the decoder family reads.
+NAMES = (
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "MixtralForCausalLM",
+    "Phi3ForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen2MoeForCausalLM",
+    "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "Gemma2ForCausalLM",
+    "Gemma3ForCausalLM",
+    "Gemma3ForConditionalGeneration",
+    "Cohere2ForCausalLM",
+    "Olmo3ForCausalLM",
+    "GptOssForCausalLM",
+    "Llama4ForCausalLM",
+    "Llama4ForConditionalGeneration",
+    "Gemma3nForCausalLM",
+    "Gemma3nForConditionalGeneration",
+    "llama",
+    "mistral",
+    "mixtral",
+    "phi3",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "cohere2",
+    "olmo3",
+    "gpt_oss",
+    "llama4",
+    "llama4_text",
+    "gemma3n",
+    "gemma3n_text",
+    # issue 27, class (b): the rules above as each model file applies them
+    "InternLM3ForCausalLM",  # vllm/model_executor/models/llama.py LlamaAttention.__init__
+    "IQuestCoderForCausalLM",  # vllm/model_executor/models/llama.py LlamaAttention.__init__
+    "LLaMAForCausalLM",  # vllm/model_executor/models/llama.py LlamaAttention.__init__
+    "TeleChat3ForCausalLM",  # vllm/model_executor/models/llama.py LlamaAttention.__init__
+    "Ministral3ForCausalLM",  # vllm/model_executor/models/mistral.py MistralAttention.__init__
+    "ministral3",
+    "Ernie4_5ForCausalLM",  # vllm/model_executor/models/ernie45.py Ernie4_5ForCausalLM (Llama)
+    "ernie4_5",
+    "Ernie4_5_MoeForCausalLM",  # vllm/model_executor/models/ernie45_moe.py Ernie4_5_MoeAttention.__init__
+    "ernie4_5_moe",
+    "Glm4ForCausalLM",  # vllm/model_executor/models/glm4.py Glm4Attention.__init__
+    "glm4",
+    "GemmaForCausalLM",  # vllm/model_executor/models/gemma.py GemmaAttention.__init__
+    "gemma",
+    "CohereForCausalLM",  # vllm/model_executor/models/commandr.py CohereAttention.__init__
+    "cohere",
+    "Cohere2MoeForCausalLM",  # vllm/model_executor/models/cohere2_moe.py Cohere2MoeAttention.__init__
+    "cohere2_moe",
+    "ApertusForCausalLM",  # vllm/model_executor/models/apertus.py ApertusAttention.__init__
+    "apertus",
+    "Exaone4ForCausalLM",  # vllm/model_executor/models/exaone4.py Exaone4Attention.__init__
+    "exaone4",
+    "ExaoneMoeForCausalLM",  # vllm/model_executor/models/exaone_moe.py ExaoneMoeAttention.__init__
+    "ExaoneMoEForCausalLM",  # vllm/model_executor/models/exaone_moe.py ExaoneMoeAttention.__init__
+    "exaone_moe",
+    "GraniteForCausalLM",  # vllm/model_executor/models/granite.py GraniteAttention.__init__
+    "GraniteSWAForCausalLM",  # vllm/model_executor/models/granite.py GraniteAttention.__init__
+    "granite",
+    "granite_swa",
+    "GraniteMoeForCausalLM",  # vllm/model_executor/models/granitemoe.py GraniteMoeAttention.__init__
+    "granitemoe",
+    "GraniteMoeSharedForCausalLM",  # vllm/model_executor/models/granitemoeshared.py (GraniteMoeAttention)
+    "GraniteMoeSWAForCausalLM",  # vllm/model_executor/models/granitemoeshared.py (GraniteMoeAttention)
+    "granitemoeshared",
+    "granitemoe_swa",
+    "PhiMoEForCausalLM",  # vllm/model_executor/models/phimoe.py PhiMoEAttention.__init__
+    "phimoe",
+    "HyperCLOVAXForCausalLM",  # vllm/model_executor/models/hyperclovax.py HyperCLOVAXAttention.__init__
+    "LagunaForCausalLM",  # vllm/model_executor/models/laguna.py LagunaAttention.__init__
+    "laguna",
+    "MuseGlimmerForCausalLM",  # vllm/model_executor/models/muse_glimmer.py MuseGlimmerAttention.__init__
+    # vllm/model_executor/models/gpt2.py, gpt_j.py, opt.py, bloom.py, olmoe.py, stablelm.py, exaone.py:
+    # HEAD_FROM_HIDDEN and LAYER_NAMES above
+    "GPT2LMHeadModel",
+    "gpt2",
+    "GPTJForCausalLM",
+    "gptj",
+    "OPTForCausalLM",
+    "opt",
+    "BloomForCausalLM",
+    "bloom",
+    "OlmoeForCausalLM",
+    "olmoe",
+    "StableLmForCausalLM",
+    "stablelm",
+    "ExaoneForCausalLM",
+    "exaone",
+    "HCXVisionV2ForCausalLM",  # WRAPPERS above
+)
