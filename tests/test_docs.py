@@ -216,20 +216,12 @@ def test_every_citation_points_at_an_existing_section():
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_is_cited_outside_docs(page):
-    """Expected to pass once the helpers' branches are integrated (the code, tests and notebooks
-    cite the pages); on one branch alone some pages may not be cited yet."""
+    """Every page of docs/ is cited by the code, a test, a script, a notebook or the README."""
     citing = sorted({rel for rel, p, _ in CITATIONS if p == page and not rel.startswith("docs/")})
-    assert citing, (
-        f"docs/{page}.md is cited by no code, test, script, notebook or README "
-        "(expected to pass after integration of all branches)"
-    )
+    assert citing, f"docs/{page}.md is cited by no code, test, script, notebook or README"
 
 
 def test_nothing_cites_the_old_reference_file():
-    """Expected to pass after integration of all branches: until then other files still cite
-    the old target, which is not in the repository."""
+    """No tracked file cites the old reference file, which is not in the repository."""
     citing = sorted(_rel(p) for p in TRACKED if OLD_TARGET in _text_of(p))
-    assert not citing, (
-        f"{OLD_TARGET} is not in the repository, yet these files cite it "
-        f"(expected to pass after integration of all branches): {citing}"
-    )
+    assert not citing, f"{OLD_TARGET} is not in the repository, yet these files cite it: {citing}"
