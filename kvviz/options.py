@@ -30,6 +30,9 @@ KNOB_OPTIONS = {
     "async_scheduling": "--no-async-scheduling",
     "tensor_parallel_size": "--tensor-parallel-size",
     "decode_context_parallel_size": "--decode-context-parallel-size",
+    "pipeline_parallel_size": "--pipeline-parallel-size",
+    "pp_layer_partition": "--pp-layer-partition",
+    "kv_offloading_size": "--kv-offloading-size",
     "backend": "--backend",
     "main_format": "--main-format",
     "indexer_format": "--indexer",
@@ -49,7 +52,10 @@ class Options:
     vLLM derives it), max_num_batched_tokens (vLLM serve's 8192 on an H200), async_scheduling
     (vLLM's default: on, two batches in flight), tensor_parallel_size (one rank is planned),
     decode_context_parallel_size (vLLM's DCP: full-attention / MLA tokens split over that many of
-    the TP ranks; None = 1; any model that takes tensor_parallel_size, refused where vLLM refuses).
+    the TP ranks; None = 1; any model that takes tensor_parallel_size, refused where vLLM refuses),
+    pipeline_parallel_size (stages of layers, each planned on its own GPUs; docs/deploy.md#pipeline-parallel)
+    and pp_layer_partition (VLLM_PP_LAYER_PARTITION: layers per stage), kv_offloading_size (GiB of host memory
+    for vLLM's native CPU offload; docs/deploy.md#cpu-offload).
     States: mamba_ssm_dtype, prefix_caching (on: 'align' mode). Sliding layers: sliding_window.
     DeepSeek V4: backend, main_format, indexer_format, mtp and the head_dim / rope_dim /
     index_head_dim overrides."""
@@ -64,6 +70,9 @@ class Options:
     async_scheduling: bool | None = None
     tensor_parallel_size: int | None = None
     decode_context_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    pp_layer_partition: tuple[int, ...] | None = None
+    kv_offloading_size: float | None = None
     backend: str | None = None
     main_format: str | None = None
     indexer_format: str | None = None
@@ -88,12 +97,14 @@ class Options:
             ("max_num_batched_tokens", MAX_CONTEXT_TOKENS),
             ("tensor_parallel_size", 1 << 16),
             ("decode_context_parallel_size", 1 << 16),
+            ("pipeline_parallel_size", 1 << 16),
             ("head_dim", MAX_DIM),
             ("rope_dim", MAX_DIM),
             ("index_head_dim", MAX_DIM),
         ):
             if getattr(self, field) is not None:
                 bounded_int(getattr(self, field), field=field, low=1, high=high)
+        _check_deploy_knobs(self)
         for field in ("prefix_caching", "async_scheduling", "mtp"):
             value = getattr(self, field)
             require(value is None or isinstance(value, bool), f"{field}={value!r}: must be True or False")
@@ -113,11 +124,32 @@ class Options:
 
     @property
     def max_concurrent_batches(self) -> int:
-        """VllmConfig.max_concurrent_batches: 2 with async scheduling (vLLM 0.33's default for a
-        generative model at pipeline parallel 1), else 1."""
-        return 1 if self.async_scheduling is False else 2
+        """VllmConfig.max_concurrent_batches (config/vllm.py): with async scheduling (vLLM 0.33's default) and its
+        default V2 model runner, pipeline_parallel_size + 1 (2 at PP 1); without it, pipeline_parallel_size."""
+        pp = self.pipeline_parallel_size or 1
+        return pp if self.async_scheduling is False else pp + 1
 
     @property
     def max_in_flight_tokens(self) -> int:
         """VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens."""
         return self.max_concurrent_batches * self.resolved_max_num_batched_tokens
+
+
+def _check_deploy_knobs(o: Options) -> None:
+    """pp_layer_partition: a tuple of positive layer counts, one per stage (checked against the model's layers
+    when it is planned); kv_offloading_size: a positive, finite GiB count."""
+    part = o.pp_layer_partition
+    if part is not None:
+        if isinstance(part, list):
+            part = tuple(part)
+            object.__setattr__(o, "pp_layer_partition", part)
+        require(
+            isinstance(part, tuple) and len(part) > 0 and all(type(x) is int and x > 0 for x in part),
+            f"pp_layer_partition={part!r}: give the layers of each stage as positive integers, e.g. (12, 20)",
+        )
+    size = o.kv_offloading_size
+    if size is not None:
+        require(
+            isinstance(size, (int, float)) and not isinstance(size, bool) and 0 < size <= 1 << 30,
+            f"kv_offloading_size={size!r}: give the host memory for offloaded KV in GiB, a positive number",
+        )

@@ -17,7 +17,7 @@ from kvviz.base.inputs import (
     read_json,
 )
 from kvviz.cli.budget_args import budget_from_args
-from kvviz.cli.values import _int_in, _nonempty
+from kvviz.cli.values import _gib, _int_in, _nonempty
 from kvviz.core.plan import Plan
 from kvviz.families import load_path, load_preset, preset_names
 from kvviz.families.deepseek_v4 import BACKENDS
@@ -76,6 +76,25 @@ def add_knob_arguments(p: argparse.ArgumentParser) -> None:
         type=_int_in(1, 1 << 16),
         metavar="N",
         help="vLLM's DCP: full-attention / MLA tokens split over N of the TP ranks (default 1)",
+    )
+    dep.add_argument(
+        "--pipeline-parallel-size",
+        "-pp",
+        type=_int_in(1, 1 << 16),
+        metavar="N",
+        help="N pipeline stages, each planning its own layers; every GPU keeps the smallest stage's blocks",
+    )
+    dep.add_argument(
+        "--pp-layer-partition",
+        type=_partition,
+        metavar="A,B,...",
+        help="layers of each stage (vLLM's VLLM_PP_LAYER_PARTITION; default: get_pp_indices' split)",
+    )
+    dep.add_argument(
+        "--kv-offloading-size",
+        type=_gib,
+        metavar="GiB",
+        help="host memory for vLLM's native CPU offload (all ranks together); adds the host chunks it holds",
     )
     dep.add_argument(
         "--max-model-len",
@@ -166,6 +185,19 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_knob_arguments(p)
 
+
+def _partition(text: str) -> tuple[int, ...]:
+    """--pp-layer-partition A,B,...: positive layer counts, one per stage."""
+    try:
+        values = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: give comma-separated layer counts, e.g. 12,20") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: every stage needs a positive layer count")
+    return values
+
+
+_partition.__name__ = "partition"
 
 AUTO_MAX_MODEL_LEN = -1  # --max-model-len -1: vLLM's auto-fit
 

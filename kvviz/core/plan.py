@@ -16,58 +16,12 @@ from kvviz.base.text import plural
 from kvviz.core.capacity import group_blocks_for_request
 from kvviz.core.layout import Layout, text_table
 from kvviz.core.spec import Scheduling
+from kvviz.core.stages import Stage, stage_pool, stages_json
+from kvviz.core.waste import Waste, layout_waste
+
+__all__ = ["SEPARATE", "Waste", "layout_waste", "GroupNeed", "Capacity", "Plan", "capacity_line"]
 
 SEPARATE = "separate"
-
-
-@dataclasses.dataclass(frozen=True)
-class Waste:
-    """Bytes of a block that hold nothing, over every group (or pool): when each group holds
-    one block, total_bytes = bytes per block x groups (separate: one block of each pool)."""
-
-    total_bytes: int
-    real_bytes: int
-    empty_slot_bytes: int  # whole pages a group leaves empty (groups one layer short)
-    padded_state_bytes: int  # pages padded past their content (state pages grown to the attention page)
-    unused_tail_bytes: int  # the rest of a group's unused range, less than one page
-
-    @property
-    def waste_bytes(self) -> int:
-        """Bytes of one block holding no cache data: total minus real."""
-        return self.total_bytes - self.real_bytes
-
-    @property
-    def waste_pct(self) -> float:
-        """Waste bytes in percent of the block's total bytes."""
-        return 100.0 * self.waste_bytes / self.total_bytes
-
-    def to_json(self) -> dict:
-        """The waste split as a JSON object: total, real and waste bytes, the percentage, and the empty-slot,
-        padded-state and unused-tail bytes."""
-        return {
-            "total_bytes": self.total_bytes,
-            "real_bytes": self.real_bytes,
-            "waste_bytes": self.waste_bytes,
-            "waste_pct": round(self.waste_pct, 3),
-            "empty_slot_bytes": self.empty_slot_bytes,
-            "padded_state_bytes": self.padded_state_bytes,
-            "unused_tail_bytes": self.unused_tail_bytes,
-        }
-
-
-def layout_waste(layout: Layout) -> Waste:
-    """Waste of one pool: every group spans the block stride."""
-    empty = tail = 0
-    for i, g in enumerate(layout.groups):
-        unused = layout.group_unused(i)
-        page = max(c.page_bytes for c in g.layers)
-        empty += unused // page * page
-        tail += unused % page
-    padded = sum(p.cache.padding_bytes for p in layout.placements if p.cache.padded_page_bytes is not None)
-    real = sum(
-        p.cache.page_bytes if p.cache.padded_page_bytes is None else p.cache.content_bytes for p in layout.placements
-    )
-    return Waste(layout.block_stride * len(layout.groups), real, empty, padded, tail)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,6 +155,7 @@ class Plan:
     derivation: tuple[str, ...] = ()
     family: str = ""
     describe: str = ""  # one line about the model (layers by kind, geometry)
+    stages: tuple[Stage, ...] = ()  # pipeline parallel: each stage's share (kvviz.vllm.pipeline); () = one stage
 
     def __post_init__(self) -> None:
         require(len(self.pools) > 0, "plan: has no pools")
@@ -284,13 +239,15 @@ class Plan:
             )
         layout = self.layout
         per_req = group_blocks_for_request(layout, s)
-        blocks = layout.num_blocks(budget_bytes)
-        groups = tuple(GroupNeed(g.name, len(g.layers), n, layout.block_stride) for g, n in zip(layout.groups, per_req))
+        # One stage: the layout's stride; pipeline stages: the binding stage's (get_kv_cache_configs' minimum).
+        stride, blocks = stage_pool(self.stages, budget_bytes) if self.stages else (layout.block_stride, None)
+        blocks = layout.num_blocks(budget_bytes) if blocks is None else blocks
+        groups = tuple(GroupNeed(g.name, len(g.layers), n, stride) for g, n in zip(layout.groups, per_req))
         return Capacity(
             self.model,
             self.planner,
             self.tokens_per_block,
-            layout.block_stride,
+            stride,
             len(layout.groups),
             layout_waste(layout),
             s.max_model_len,
@@ -376,6 +333,9 @@ class Plan:
             "mamba_cache_mode": s.mamba_cache_mode,
             "decode_context_parallel_size": s.dcp,
         }
+        if self.stages:
+            out["scheduling"]["pipeline_parallel_size"] = len(self.stages)
+            out["stages"] = stages_json(self.stages, budget_bytes)
         out["budget_bytes"] = budget_bytes
         if cap is not None:
             out["summary"] = cap.to_json()

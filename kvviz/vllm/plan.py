@@ -24,6 +24,7 @@ from kvviz.options import Options
 from kvviz.vllm.group_names import group_base_name, spec_buckets
 from kvviz.vllm.grouping import group_caches, grouping_derivation, kv_cache_groups, packed_groups, pad_small_pages
 from kvviz.vllm.pages import PageRules, resolve_pages
+from kvviz.vllm.pipeline import with_stages
 from kvviz.vllm.planners import plan_bucketed, plan_overlay, plan_overlay_by_spec
 
 PLANNERS = ("vllm", "overlay", "bucketed", "packed", "separate")
@@ -128,8 +129,8 @@ def resolve_planner(model, planner: str | None) -> str:
 def check_knobs(model, options: Options) -> None:
     """A knob that does not apply to the model is refused, naming it and the model's knobs."""
     applies = model.reader.knobs_for(model)
-    if TP in applies:
-        applies = applies + (DCP,)
+    if TP in applies:  # the deployment's axes (docs/deploy.md): any model that takes tensor_parallel_size
+        applies = applies + (DCP, "pipeline_parallel_size", "pp_layer_partition", "kv_offloading_size")
     for name in options.given():
         if name not in applies:
             raise KvvizError(
@@ -176,7 +177,13 @@ def plan_model(model, planner: str | None = None, options: Options = Options()) 
     if planner == "vllm":  # get_kv_cache_groups for every model (DeepSeek V4: its packed path)
         groups = kv_cache_groups(caches, block_outermost=family.block_outermost)
         derivation = head + grouping_derivation(groups, caches) if declared else head
-        return _shared_pool(model, planner, groups, scheduling, derivation, tokens, plan_overlay_by_spec)
+        plan = _shared_pool(model, planner, groups, scheduling, derivation, tokens, plan_overlay_by_spec)
+        staged = options.pipeline_parallel_size not in (None, 1) or options.pp_layer_partition is not None
+        return with_stages(plan, model, options) if staged else plan  # docs/deploy.md#pipeline-parallel
+    require(
+        options.pipeline_parallel_size in (None, 1) and options.pp_layer_partition is None,
+        f"pipeline_parallel_size: kvviz plans pipeline stages with the vllm planner only, not {planner}",
+    )
     if planner == "overlay":
         return _shared_pool(model, planner, group_caches(caches), scheduling, head, tokens, plan_overlay)
     if planner == "bucketed":

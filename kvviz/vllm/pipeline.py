@@ -1,0 +1,145 @@
+"""Pipeline parallel as vLLM 0.33 plans it (docs/deploy.md#pipeline-parallel).
+
+* the split: `pp_indices` mirrors distributed/utils.py `get_pp_indices` (and VLLM_PP_LAYER_PARTITION,
+  kvviz's `pp_layer_partition`);
+* the stages: the whole model's groups (`kv_cache_groups`, as `get_global_kv_cache_groups` forms them once)
+  projected on each stage's layers (v1/core/kv_cache_planning.py `_project_kv_cache_groups_to_worker`), a
+  `kvviz.core.stages.Stage` each; `Plan.capacity` keeps the minimum of the stages' blocks
+  (`get_kv_cache_configs`);
+* the start-up check: `startup_refusal` runs `_check_enough_kv_cache_memory` on each stage as
+  `get_kv_cache_configs` does (the null block held back, every global group counted, an empty one too) and
+  words the refusal as vLLM raises it.
+The in-flight reserve of window groups grows with PP through `Options.max_concurrent_batches`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kvviz.base.defaults import GIB
+from kvviz.base.errors import KvvizError, require
+from kvviz.core.capacity import group_blocks_for_request
+from kvviz.core.plan import Plan
+from kvviz.core.stages import Stage
+from kvviz.options import Options
+
+PP = "pipeline_parallel_size"
+PARTITION = "pp_layer_partition"
+
+
+def pp_indices(num_hidden_layers: int, pp_rank: int, pp_size: int, partition: tuple[int, ...] | None = None):
+    """(start_layer, end_layer) of stage `pp_rank`, as vLLM 0.33's get_pp_indices (distributed/utils.py): with a
+    partition (VLLM_PP_LAYER_PARTITION) its entries, checked as vLLM checks them; else n // pp layers a stage,
+    the remainder one more layer each on the stages before the last, from the second-to-last backwards."""
+    if partition is not None:
+        parts = list(partition)
+        require(
+            len(parts) == pp_size,
+            f"{PARTITION}={','.join(map(str, parts))}: len(partitions)={len(parts)} does not match "
+            f"pp_size={pp_size}. (vLLM 0.33 get_pp_indices)",
+        )
+        require(
+            sum(parts) == num_hidden_layers,
+            f"{PARTITION}={','.join(map(str, parts))}: sum(partitions)={sum(parts)} does not match "
+            f"num_hidden_layers={num_hidden_layers}. (vLLM 0.33 get_pp_indices)",
+        )
+    else:
+        parts = [num_hidden_layers // pp_size] * pp_size
+        remaining = num_hidden_layers % pp_size
+        for i in range(2, remaining + 2):
+            parts[-i] += 1
+    start = sum(parts[:pp_rank])
+    return start, start + parts[pp_rank]
+
+
+def _num_hidden_layers(model) -> int:
+    n = getattr(model.config, "num_hidden_layers", None)
+    if not isinstance(n, int) or n <= 0:
+        raise KvvizError(f"{PP}: kvviz does not know {model.name}'s num_hidden_layers to split it into stages")
+    return n
+
+
+def with_stages(plan: Plan, model, options: Options) -> Plan:
+    """`plan` (vLLM's, for the whole model) with its pipeline stages: each global group's layers on each stage
+    (`_project_kv_cache_groups_to_worker`: a group without a layer there stays, empty) and the stage's bytes per
+    block. Refused in one line where vLLM would fail: a stage with no KV-cache layer, a cache layer outside the
+    decoder's layers (MTP / draft layers are not placed on stages here)."""
+    pp = options.pipeline_parallel_size or 1
+    require(plan.planner == "vllm", f"{PP}={pp}: kvviz plans pipeline stages with the vllm planner only")
+    n = _num_hidden_layers(model)
+    require(pp <= n, f"{PP}={pp}: more stages than {model.name}'s {n} decoder layers")
+    groups = plan.layout.groups
+    outside = next((c for g in groups for c in g.layers if c.layer is None or not 0 <= c.layer < n), None)
+    if outside is not None:
+        raise KvvizError(
+            f"{PP}={pp}: {outside.name} is not one of {model.name}'s {n} decoder layers (an MTP / draft layer); "
+            f"kvviz does not place it on a pipeline stage"
+        )
+    stages = []
+    for rank in range(pp):
+        start, end = pp_indices(n, rank, pp, options.pp_layer_partition)
+        here = [[c for c in g.layers if start <= c.layer < end] for g in groups]  # type: ignore[operator]
+        stage = Stage(rank, start, end, tuple(len(h) for h in here), tuple(sum(c.page_bytes for c in h) for h in here))
+        if stage.cache_layers == 0:
+            raise KvvizError(
+                f"{PP}={pp}: stage {rank} (layers {start}-{end - 1}) registers no KV cache; vLLM 0.33 cannot size "
+                f"its pool (_pool_bytes_per_block_from_builder finds no device backing)"
+            )
+        stages.append(stage)
+    note = (
+        f"pipeline parallel {pp}: stages of {', '.join(str(s.num_layers) for s in stages)} layers; each plans its "
+        f"own layers of every group (bytes per block {', '.join(f'{s.bytes_per_block:,}' for s in stages)} B), "
+        f"and every worker keeps the smallest block count (get_kv_cache_configs)"
+    )
+    return dataclasses.replace(plan, stages=tuple(stages), derivation=plan.derivation + (note,))
+
+
+def format_gib(num_bytes: int) -> str:
+    """vLLM's utils/mem_utils.py format_gib: f"{round(b / 2**30, 2)}"."""
+    return f"{round(num_bytes / GIB, 2)}"
+
+
+def _stage_need(plan: Plan, stage_bytes: int, max_model_len: int) -> int:
+    """`_max_memory_usage_bytes_from_groups` on a stage: its bytes per block x the blocks every global group
+    holds for one request (an empty projected group keeps the global spec, so it counts too)."""
+    s = dataclasses.replace(plan.scheduling, max_model_len=max_model_len)
+    return stage_bytes * sum(group_blocks_for_request(plan.layout, s))
+
+
+def startup_refusal(plan: Plan, budget_bytes: int) -> str | None:
+    """The error vLLM 0.33 raises at start-up for `budget_bytes` of KV memory on every GPU, or None when every
+    stage (every worker) can hold one request of max_model_len: `get_kv_cache_configs` checks each worker with
+    the null block held back (`_check_enough_kv_cache_memory`, `_estimate_max_model_len_from_groups`)."""
+    stages = plan.stages or ()
+    strides = [s.bytes_per_block for s in stages] if stages else [plan.layout.block_stride]
+    length = plan.max_model_len
+    for i, stride in enumerate(strides):
+        check = budget_bytes - stride
+        where = f"stage {i}: " if stages else ""
+        if check <= 0:
+            return (
+                f"{where}No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                f"initializing the engine."
+            )
+        need = _stage_need(plan, stride, length)
+        if need <= check:
+            continue
+        left, right, best = 1, length, 0
+        if _stage_need(plan, stride, 1) <= check:
+            best = 1
+            while left <= right:
+                mid = (left + right) // 2
+                if _stage_need(plan, stride, mid) <= check:
+                    best, left = mid, mid + 1
+                else:
+                    right = mid - 1
+        estimated = (
+            f"Based on the available memory, the estimated maximum model length is {best}. " if best > 0 else ""
+        )
+        return (
+            f"{where}To serve at least one request with the model's max seq len ({length}), ({format_gib(need)} "
+            f"GiB KV cache is needed, which is larger than the available KV cache memory ({format_gib(check)} "
+            f"GiB). {estimated}Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU "
+            f"backend) or decreasing `max_model_len` when initializing the engine."
+        )
+    return None
