@@ -20,6 +20,7 @@ from kvviz.cli.args import (
     refuse_knobs,
 )
 from kvviz.cli.budget_args import budget_from_args, require_budget_holds_a_block
+from kvviz.cli.deploy_views import deploy_views
 from kvviz.cli.engines import _run_compare_engines, _run_plan_engine
 from kvviz.cli.output import (
     CAPACITY_HEADER,
@@ -61,8 +62,9 @@ def _run_plan(args) -> int:
     p = planned.plan
     if budget is not None:
         require_shares_hold_blocks(args, p, budget)
+    views = deploy_views(args, planned, budget)  # PP refusal, offload, transfer, fp8 (cli/deploy_views.py)
     if args.json:
-        _print_json(p.to_json(budget_bytes=budget) | _budget_json(args))
+        _print_json(p.to_json(budget_bytes=budget) | _budget_json(args) | views.json)
         return 0
     print(p.describe)
     print(p.group_table())
@@ -77,6 +79,8 @@ def _run_plan(args) -> int:
         for line in _budget_lines(args):
             print(line)
         print(cap.line)
+    for line in views.lines:
+        print(line)
     return 0
 
 

@@ -19,6 +19,7 @@ from kvviz.base.defaults import DPI, SEED, VERIFY_BLOCKS
 from kvviz.base.errors import KvvizError
 from kvviz.base.inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES
 from kvviz.cli.args import _Parser, add_knob_arguments, add_model_arguments, add_source_arguments
+from kvviz.cli.deploy_views import add_deploy_view_arguments
 from kvviz.cli.budget_args import add_budget_arguments
 from kvviz.cli.commands import _run_compare, _run_fit, _run_models, _run_plan, _run_render, _run_verify
 from kvviz.cli.replay import add_parser as add_replay_parser
@@ -103,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _engine_knob_arguments(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_deploy_view_arguments(p)
     p.set_defaults(func=_run_plan)
 
     p = sub.add_parser(

@@ -265,7 +265,7 @@ class Plan:
             if len(self.pools) > 1:
                 lines.append(f"pool {p.groups[0].name}:")
             lines.extend(("  " if len(self.pools) > 1 else "") + line for line in p.derivation)
-        if budget_bytes is not None and len(self.pools) == 1:
+        if budget_bytes is not None and len(self.pools) == 1 and not self.stages:  # stages: kvviz.vllm.pipeline
             blocks = self.layout.num_blocks(budget_bytes)
             lines.append(
                 f"{budget_bytes:,} B budget ({budget_bytes / GIB:.4f} GiB) // {self.block_stride:,} B "

@@ -130,9 +130,7 @@ def offload_for(plan: Plan, options: Options, prompt_len: int | None = None) -> 
     prompts of `prompt_len` tokens (default max_model_len) store. Pipeline parallel is refused (not modelled)."""
     size = options.kv_offloading_size
     require(size is not None, "kv_offloading_size: give the host GiB to offload to")
-    require(
-        not plan.stages, "kv_offloading_size: kvviz does not model CPU offload with pipeline_parallel_size > 1 yet"
-    )
+    require(not plan.stages, "kv_offloading_size: kvviz does not model CPU offload with pipeline_parallel_size > 1 yet")
     require(plan.planner == "vllm" and len(plan.pools) == 1, "kv_offloading_size: offload follows vLLM's own plan")
     length = plan.max_model_len if prompt_len is None else prompt_len
     require(type(length) is int and length > 0, f"prompt_len={length!r}: must be a positive integer")

@@ -133,9 +133,7 @@ def startup_refusal(plan: Plan, budget_bytes: int) -> str | None:
                     best, left = mid, mid + 1
                 else:
                     right = mid - 1
-        estimated = (
-            f"Based on the available memory, the estimated maximum model length is {best}. " if best > 0 else ""
-        )
+        estimated = f"Based on the available memory, the estimated maximum model length is {best}. " if best > 0 else ""
         return (
             f"{where}To serve at least one request with the model's max seq len ({length}), ({format_gib(need)} "
             f"GiB KV cache is needed, which is larger than the available KV cache memory ({format_gib(check)} "
