@@ -19,9 +19,9 @@ from kvviz.base.defaults import DPI, SEED, VERIFY_BLOCKS
 from kvviz.base.errors import KvvizError
 from kvviz.base.inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES
 from kvviz.cli.args import _Parser, add_knob_arguments, add_model_arguments, add_source_arguments
-from kvviz.cli.deploy_views import add_deploy_view_arguments
 from kvviz.cli.budget_args import add_budget_arguments
 from kvviz.cli.commands import _run_compare, _run_fit, _run_models, _run_plan, _run_render, _run_verify
+from kvviz.cli.deploy_views import add_deploy_view_arguments
 from kvviz.cli.replay import add_parser as add_replay_parser
 from kvviz.cli.values import _int_in, _nonempty
 from kvviz.options import KNOB_OPTIONS, KV_DTYPES
