@@ -142,7 +142,7 @@ def offload_for(plan: Plan, options: Options, prompt_len: int | None = None) -> 
     worker = plan.layout.block_stride
     per_chunk = worker * copies * BLOCKS_PER_CHUNK
     aligned = _cdiv(per_chunk, BLOCK_SIZE_ALIGNMENT) * BLOCK_SIZE_ALIGNMENT
-    cpu_bytes = int(size * (1 << 30))
+    cpu_bytes = int(size * (1 << 30)) if size is not None else 0
     groups = []
     for g in plan.groups:
         first = g.layers[0]

@@ -1,5 +1,5 @@
 """Prefill/decode disaggregation: the KV bytes vLLM 0.33's NIXL connector moves for one request, group by group
-(docs/deploy.md#prefill-decode-transfer).
+(docs/deploy.md#prefilldecode-transfer).
 
 distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py clips a request's block lists before they are
 exchanged (`get_exchange_clipped_blocks`, used when the hybrid allocator is on and a group is not full
