@@ -205,4 +205,21 @@ WRAPPERS: dict[str, Wrapper] = {
     "Phi4MMForCausalLM": _w(
         "phi4mm.py Phi4MMForCausalLM.__init__ (LlamaModel)", "top config", lm="LlamaForCausalLM", head=""
     ),
+    # keye.py BaseKeyeModule.__init__: architectures=["Qwen3ForCausalLM"], no hf_config: the top config,
+    # which Qwen3ForCausalLM reads as it is (qwen3.py Qwen3ForCausalLM.__init__)
+    "KeyeForConditionalGeneration": _w("keye.py BaseKeyeModule" + _INIT, "top config", lm="Qwen3ForCausalLM"),
+    "KeyeVL1_5ForConditionalGeneration": _w(
+        "keye_vl1_5.py -> keye.py BaseKeyeModule" + _INIT, "top config", lm="Qwen3ForCausalLM"
+    ),
+    # kimi_audio.py KimiAudioForConditionalGeneration.__init__: with_hf_config(self.config, ["Qwen2ForCausalLM"])
+    "MoonshotKimiaForCausalLM": _w(
+        "kimi_audio.py KimiAudioForConditionalGeneration" + _INIT, "top config", lm="Qwen2ForCausalLM"
+    ),
+    "BagelForConditionalGeneration": _w(
+        "bagel.py BagelForConditionalGeneration" + _INIT, "llm_config", lm="Qwen2ForCausalLM"
+    ),
+    # ovis2_5.py Ovis2_5.__init__: with_hf_config(config.text_config), prefix=maybe_prefix(prefix, "llm")
+    "Ovis2_5": _w("ovis2_5.py Ovis2_5" + _INIT, head="llm."),
+    "Ovis2_6ForCausalLM": _w("ovis2_5.py Ovis2_5" + _INIT, head="llm."),
+    "Ovis2_6_MoeForCausalLM": _w("ovis2_5.py Ovis2_5" + _INIT, head="llm."),
 }
