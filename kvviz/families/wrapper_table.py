@@ -40,6 +40,8 @@ def _w(file: str, source: str = "text_config", lm: str | None = None, head: str 
 # multimodal one its family does not read (qwen2_vl_text, aria_text, ...): the type whose rules the
 # class applies (transformers' MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, read backwards).
 LM_MODEL_TYPES = {
+    "Gemma4ForCausalLM": "gemma4_text",
+    "Glm4MoeForCausalLM": "glm4_moe",
     "LlamaForCausalLM": "llama",
     "MistralForCausalLM": "mistral",
     "Qwen2ForCausalLM": "qwen2",
@@ -222,4 +224,9 @@ WRAPPERS: dict[str, Wrapper] = {
     "Ovis2_5": _w("ovis2_5.py Ovis2_5" + _INIT, head="llm."),
     "Ovis2_6ForCausalLM": _w("ovis2_5.py Ovis2_5" + _INIT, head="llm."),
     "Ovis2_6_MoeForCausalLM": _w("ovis2_5.py Ovis2_5" + _INIT, head="llm."),
+    # registered once the language model's own architecture is (wrappers.planned_wrappers)
+    "Gemma4ForConditionalGeneration": _w("gemma4_mm.py Gemma4ForConditionalGeneration" + _INIT, lm="Gemma4ForCausalLM"),
+    "Glm4vMoeForConditionalGeneration": _w(
+        "glm4_1v.py Glm4vForConditionalGeneration" + _INIT + ": model_type glm4v_moe", lm="Glm4MoeForCausalLM"
+    ),
 }

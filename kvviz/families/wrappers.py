@@ -226,4 +226,12 @@ class WrapperReader(Family):
 
 
 WRAPPED = {f.key: register(WrappedFamily(f), ()) for f in INNER_FAMILIES}
-WRAPPER_READER = register(WrapperReader(), tuple(a for a in WRAPPERS if a not in ARCHITECTURES))
+
+
+def planned_wrappers() -> tuple[str, ...]:
+    """The wrappers kvviz plans: every entry of WRAPPERS not read by another family, whose language
+    model is the text config's own or a class a family reads (the others stay refused in REFUSED)."""
+    return tuple(a for a, w in WRAPPERS.items() if a not in ARCHITECTURES and (w.lm is None or w.lm in ARCHITECTURES))
+
+
+WRAPPER_READER = register(WrapperReader(), planned_wrappers())
