@@ -221,3 +221,16 @@ def test_missing_text_config_is_one_line(tmp_path):
     raw = {"model_type": "ovis2_5", "architectures": ["Ovis2_5"], "torch_dtype": "bfloat16"}
     with pytest.raises(KvvizError, match="no text_config"):
         kvviz.load(_write(tmp_path, "ovis_bare", raw))
+
+
+def test_lfm2_vl_state_language_model_under_language(tmp_path):
+    # lfm2_vl.py Lfm2VLForConditionalGeneration.__init__: hf_config=config.text_config,
+    # architectures=config.text_config.architectures (none: transformers' causal LM of lfm2),
+    # prefix=maybe_prefix(prefix, "language"); short-conv and attention layers, read by the state family
+    raw = dict(_default("lfm2_vl"), architectures=["Lfm2VlForConditionalGeneration"], dtype="bfloat16")
+    text = raw["text_config"]
+    n = text["num_hidden_layers"]
+    text.update(conv_dim=text["hidden_size"], full_attn_idxs=[2, 5])
+    text["layer_types"] = ["full_attention" if i in (2, 5) else "conv" for i in range(n)]
+    alone = _text(raw, architectures=["Lfm2ForCausalLM"], dtype="bfloat16")
+    _check(tmp_path, raw, alone, "language.model.", "model.")
