@@ -84,7 +84,6 @@ def test_qwen2_vl_top_config_read_as_qwen2(tmp_path):
     # (the text_config) and takes hidden_size // num_attention_heads as its head size
     raw = dict(_default("qwen2_vl"), architectures=["Qwen2VLForConditionalGeneration"], dtype="bfloat16")
     alone = _text(raw, architectures=["Qwen2ForCausalLM"], model_type="qwen2", dtype="bfloat16")
-    alone.pop("rope_parameters", None)
     _check(tmp_path, raw, alone, "language_model.model.", "model.")
 
 
@@ -92,7 +91,6 @@ def test_qwen3_vl_moe_text_config_as_qwen3_moe(tmp_path):
     # qwen3_vl_moe.py: Qwen3MoeLLMForCausalLM(with_hf_config(config.text_config, ["Qwen3MoeForCausalLM"]))
     raw = dict(_default("qwen3_vl_moe"), architectures=["Qwen3VLMoeForConditionalGeneration"], dtype="bfloat16")
     alone = _text(raw, architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", dtype="bfloat16")
-    alone.pop("rope_parameters", None)
     _check(tmp_path, raw, alone, "language_model.model.", "model.")
 
 
@@ -116,7 +114,6 @@ def test_qwen2_5_omni_thinker_text_config(tmp_path):
     raw = dict(_default("qwen2_5_omni"), architectures=["Qwen2_5OmniForConditionalGeneration"], dtype="bfloat16")
     alone = copy.deepcopy(raw["thinker_config"]["text_config"])
     alone.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", dtype="bfloat16")
-    alone.pop("rope_parameters", None)
     _check(tmp_path, raw, alone, "language_model.model.", "model.")
 
 
