@@ -9,6 +9,7 @@ print(plan.capacity(40 * 2**30).line)          # vLLM's own capacity line
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
@@ -18,7 +19,7 @@ from kvviz.families import Model, load
 from kvviz.options import Options
 from kvviz.vllm.plan import plan_model
 
-__all__ = ["load", "plan", "compare", "options_from"]
+__all__ = ["load", "plan", "compare", "options_from", "gpu_budget"]
 
 
 def _model(model) -> Model:
@@ -61,7 +62,15 @@ def plan(model, planner: str | None = None, **knobs) -> Plan:
     what vLLM 0.33 does; 'overlay', 'bucketed', 'packed', 'separate' where the model's family has
     them) with `knobs` (`kvviz.options.Options` fields). A knob that does not apply is refused."""
     m = _model(model)
-    return plan_model(m, _planner(m, planner), options_from(knobs))
+    return dataclasses.replace(plan_model(m, _planner(m, planner), options_from(knobs)), budget_rule=gpu_budget)
+
+
+def gpu_budget(plan: Plan, **deployment):
+    """`Plan.capacity(gpu=...)`'s budget rule: kvviz.deploy.kv_budget of the plan's model at the plan's TP
+    (vLLM 0.33 Worker.determine_available_memory, term by term; kvviz.deploy.budget)."""
+    from kvviz.deploy.budget import kv_budget
+
+    return kv_budget(plan, **deployment)
 
 
 def compare(model, *, budget_bytes: int, **knobs) -> tuple[tuple[str, Capacity], ...]:

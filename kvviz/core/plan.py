@@ -9,89 +9,18 @@ requests that fit, and writes vLLM's own capacity line (docs/model-core.md#the-p
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Callable
 
-from kvviz.base.defaults import GIB
+from kvviz.base.defaults import GIB, TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.text import plural
 from kvviz.core.capacity import group_blocks_for_request
 from kvviz.core.layout import Layout, text_table
 from kvviz.core.spec import Scheduling
+from kvviz.core.waste import GroupNeed, Waste, layout_waste  # noqa: F401 (kvviz.core.plan's names too)
+from kvviz.options import Options
 
 SEPARATE = "separate"
-
-
-@dataclasses.dataclass(frozen=True)
-class Waste:
-    """Bytes of a block that hold nothing, over every group (or pool): when each group holds
-    one block, total_bytes = bytes per block x groups (separate: one block of each pool)."""
-
-    total_bytes: int
-    real_bytes: int
-    empty_slot_bytes: int  # whole pages a group leaves empty (groups one layer short)
-    padded_state_bytes: int  # pages padded past their content (state pages grown to the attention page)
-    unused_tail_bytes: int  # the rest of a group's unused range, less than one page
-
-    @property
-    def waste_bytes(self) -> int:
-        """Bytes of one block holding no cache data: total minus real."""
-        return self.total_bytes - self.real_bytes
-
-    @property
-    def waste_pct(self) -> float:
-        """Waste bytes in percent of the block's total bytes."""
-        return 100.0 * self.waste_bytes / self.total_bytes
-
-    def to_json(self) -> dict:
-        """The waste split as a JSON object: total, real and waste bytes, the percentage, and the empty-slot,
-        padded-state and unused-tail bytes."""
-        return {
-            "total_bytes": self.total_bytes,
-            "real_bytes": self.real_bytes,
-            "waste_bytes": self.waste_bytes,
-            "waste_pct": round(self.waste_pct, 3),
-            "empty_slot_bytes": self.empty_slot_bytes,
-            "padded_state_bytes": self.padded_state_bytes,
-            "unused_tail_bytes": self.unused_tail_bytes,
-        }
-
-
-def layout_waste(layout: Layout) -> Waste:
-    """Waste of one pool: every group spans the block stride."""
-    empty = tail = 0
-    for i, g in enumerate(layout.groups):
-        unused = layout.group_unused(i)
-        page = max(c.page_bytes for c in g.layers)
-        empty += unused // page * page
-        tail += unused % page
-    padded = sum(p.cache.padding_bytes for p in layout.placements if p.cache.padded_page_bytes is not None)
-    real = sum(
-        p.cache.page_bytes if p.cache.padded_page_bytes is None else p.cache.content_bytes for p in layout.placements
-    )
-    return Waste(layout.block_stride * len(layout.groups), real, empty, padded, tail)
-
-
-@dataclasses.dataclass(frozen=True)
-class GroupNeed:
-    """What one request holds in one group (or pool)."""
-
-    name: str
-    layers: int
-    blocks_per_request: int
-    block_bytes: int  # bytes one of its blocks costs: the shared stride, or the pool's own
-    num_blocks: int | None = None  # separate pools only: the pool's own blocks
-
-    def to_json(self) -> dict:
-        """The group's need as a JSON object (name, layers, blocks per request, block bytes; num_blocks for a pool
-        of its own)."""
-        out = {
-            "name": self.name,
-            "layers": self.layers,
-            "blocks_per_request": self.blocks_per_request,
-            "block_bytes": self.block_bytes,
-        }
-        if self.num_blocks is not None:
-            out["num_blocks"] = self.num_blocks
-        return out
 
 
 def capacity_line(kv_tokens: int, max_model_len: int, concurrency: float) -> str:
@@ -200,7 +129,14 @@ class Plan:
     scheduling: Scheduling
     derivation: tuple[str, ...] = ()
     family: str = ""
-    describe: str = ""  # one line about the model (layers by kind, geometry)
+    describe: str = ""  # one line about the model (layers by kind, geometry) and what was planned (`setting`)
+    setting: str = ""  # what was planned beyond the model: the KV dtype, TP and every knob not left at its default
+    # What it was planned from (kvviz.vllm.plan.plan_model): the kvviz.load Model and the Options, so a budget
+    # on a GPU takes TP from the plan; `budget_rule(plan, **deployment)` gives a KV budget (kvviz.api sets it to
+    # kvviz.deploy.budget.kv_budget: the core imports no deployment).
+    source: Any = dataclasses.field(default=None, repr=False, compare=False)
+    options: Options | None = dataclasses.field(default=None, repr=False, compare=False)
+    budget_rule: Callable[..., Any] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         require(len(self.pools) > 0, "plan: has no pools")
@@ -249,8 +185,23 @@ class Plan:
         require(total > 0, "separate pools: a request needs no bytes")
         return [budget * n // total for n in needs]
 
-    def capacity(self, budget_bytes: int) -> Capacity:
-        """Blocks, waste, vLLM's admission estimate and the requests `budget_bytes` serves."""
+    @property
+    def tensor_parallel_size(self) -> int:
+        """The TP size the plan was made with (one rank is planned; 1 when not given)."""
+        tp = None if self.options is None else self.options.tensor_parallel_size
+        return TENSOR_PARALLEL_SIZE if tp is None else tp
+
+    def capacity(self, budget_bytes=None, *, budget_gib=None, gpu=None, **deployment) -> Capacity:
+        """Blocks, waste, vLLM's admission estimate and the requests one budget serves, the budget given one way:
+        `budget_bytes` (or vLLM's name `kv_cache_memory_bytes=`), `budget_gib=`, or a GPU (`gpu="H200"` or
+        `gpu_memory_gib=`, with vLLM's `gpu_memory_utilization=`, `weights_bytes=`, `checkpoint_dir=`,
+        `activation_bytes=`: kvviz.deploy.kv_budget, with the plan's own model and TP). A `KVBudget` works as
+        `budget_bytes` when its TP is the plan's. `plan_budget` (kvviz.core.budgets) says how each is read."""
+        from kvviz.core.budgets import plan_budget
+
+        return self._capacity(plan_budget(self, budget_bytes, budget_gib=budget_gib, gpu=gpu, **deployment))
+
+    def _capacity(self, budget_bytes: int) -> Capacity:
         require(
             isinstance(budget_bytes, int) and not isinstance(budget_bytes, bool) and budget_bytes > 0,
             f"budget_bytes={budget_bytes!r}: must be a positive integer",
@@ -340,7 +291,7 @@ class Plan:
         groups with their layers, tensors, derivation), the model, tokens per block, the scheduling
         (max_model_len, in-flight tokens, Mamba cache mode, decode context-parallel size), and with
         a budget the capacity (`summary`)."""
-        cap = None if budget_bytes is None else self.capacity(budget_bytes)
+        cap = None if budget_bytes is None else self._capacity(budget_bytes)
         if len(self.pools) == 1 and not self.separate:
             out = self.layout.to_json(num_blocks=None if cap is None else cap.num_blocks)
         else:
@@ -381,6 +332,20 @@ class Plan:
             out["summary"] = cap.to_json()
             out["capacity_line"] = cap.line
         return out
+
+    def to_dataframe(self):
+        """One row per group of each pool (pool, group, layers, kinds, page bytes, total and unused bytes, binds),
+        as a pandas DataFrame for a review (pandas imported here only)."""
+        from kvviz.core.tables import plan_dataframe
+
+        return plan_dataframe(self)
+
+    def to_markdown(self, budget_bytes: int | None = None) -> str:
+        """The plan for a review as Markdown: its header (model and what was planned), the group table, and with
+        `budget_bytes` vLLM's capacity line."""
+        from kvviz.core.tables import plan_markdown
+
+        return plan_markdown(self, budget_bytes)
 
     def __str__(self) -> str:
         return self.text_map()
