@@ -9,6 +9,7 @@ requests that fit, and writes vLLM's own capacity line (docs/model-core.md#the-p
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Callable
 
 from kvviz.base.defaults import GIB, TENSOR_PARALLEL_SIZE
@@ -76,6 +77,16 @@ class Capacity:
                 fits.append(g.num_blocks // g.blocks_per_request)
             return min(fits)
         return self.num_blocks // self.blocks_per_request
+
+    @property
+    def concurrency_text(self) -> str:
+        """The concurrency as shown beside the whole requests: vLLM's own '{:.2f}x' (its capacity line), unless
+        that rounds up to a whole request that does not fit (8.997 -> '9.00x' beside 8 requests): then truncated,
+        with vLLM's rounding named ('8.99x; vLLM's line rounds to 9.00x')."""
+        rounded = f"{self.max_concurrency:.2f}"
+        if float(rounded) < self.requests_fit + 1:
+            return f"{rounded}x"
+        return f"{math.floor(self.max_concurrency * 100) / 100:.2f}x; vLLM's line rounds to {rounded}x"
 
     @property
     def kv_cache_tokens(self) -> int:

@@ -29,12 +29,12 @@ from kvviz.deploy.weights import DTYPE_BYTES, _raw_config, checkpoint_weight_byt
 DEFAULT_GPU_MEMORY_UTILIZATION = GPU_MEMORY_UTILIZATION
 # kvviz's stated activation / CUDA-graph allowance (an estimate; vLLM has no constant, it measures:
 # memory_profiling's non-torch increase + transient peak of the dummy forward, plus
-# profile_cudagraph_memory). deploy-rules.md §4: non-torch ~0.5-1 GiB, peak activation ~1-3 GiB for
+# profile_cudagraph_memory). docs/deploy.md#the-kv-budget-on-a-gpu: non-torch ~0.5-1 GiB, peak activation ~1-3 GiB for
 # 7-70B dense at 8192 tokens, CUDA graphs ~0.5-1.5 GiB -> one ~3 GiB default (eager ~2 GiB).
 DEFAULT_ACTIVATION_BYTES = 3 * GIB
 ACTIVATION_SOURCE = (
-    "kvviz's stated default (deploy-rules.md §4: non-torch ~0.5-1 GiB + peak activation ~1-3 GiB + "
-    "CUDA graphs ~0.5-1.5 GiB); vLLM measures it (memory_profiling, profile_cudagraph_memory)"
+    "kvviz's stated default (non-torch + peak activation + CUDA graphs; docs/deploy.md#the-kv-budget-on-a-gpu); "
+    "vLLM measures it (memory_profiling, profile_cudagraph_memory)"
 )
 
 
