@@ -151,11 +151,12 @@ def _shared_pool(model, planner: str, groups: tuple[KVGroup, ...], scheduling, d
 
 
 def planned_setting(model, options: Options) -> str:
-    """What was planned beyond the model, for every header: the KV dtype (the option, else the model's, vLLM's
-    'auto'), the TP size, and every other knob given, in Options' field order (e.g. 'KV cache fp8 (model
-    bf16), TP 2, block_size 32')."""
+    """What was planned beyond the model, for every header: the KV dtype where the family takes one (the
+    option, else the model's, vLLM's 'auto'), the TP size, and every other knob given, in Options' field
+    order (e.g. 'KV cache fp8 (model bf16), TP 2, block_size 32')."""
     kv = f"KV cache {options.kv_dtype} (model {model.dtype})" if options.kv_dtype else f"KV cache {model.dtype}"
-    words = [kv, f"TP {options.tensor_parallel_size or 1}"]
+    # a family whose caches have their own formats (DeepSeek V4: main_format, indexer_format) takes no kv_dtype
+    words = ([kv] if "kv_dtype" in model.reader.knobs_for(model) else []) + [f"TP {options.tensor_parallel_size or 1}"]
     for name in options.given():
         if name not in ("kv_dtype", "tensor_parallel_size"):
             value = getattr(options, name)
