@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
+from kvviz.core.budgets import DEPLOYMENT_ARGS
 from kvviz.core.plan import Capacity, Plan
 from kvviz.families import Model, load
 from kvviz.options import Options
@@ -73,12 +74,22 @@ def gpu_budget(plan: Plan, **deployment):
     return kv_budget(plan, **deployment)
 
 
-def compare(model, *, budget_bytes: int, **knobs) -> tuple[tuple[str, Capacity], ...]:
-    """(label, capacity at `budget_bytes`) for each layout the model's family compares: every
-    planner side by side, or DeepSeek V4's vLLM #48993 before/after."""
+def compare(model, *, budget_bytes=None, budget_gib=None, gpu=None, **knobs) -> tuple[tuple[str, Capacity], ...]:
+    """(label, capacity at one budget) for each layout the model's family compares: every planner side by
+    side, or DeepSeek V4's vLLM #48993 before/after. `model`: a model, preset name or path, or a
+    `kvviz.plan(...)` result (its model and options; `knobs` given here win). The budget is given as
+    `Plan.capacity` takes it (kvviz.core.budgets): `budget_bytes=`, `budget_gib=`, or `gpu=` with vLLM's
+    deployment arguments (`gpu_memory_utilization=`, `kv_cache_memory_bytes=`, ...)."""
+    if isinstance(model, Plan):
+        require(model.source is not None, "model: this plan carries no model; make it with kvviz.plan(...)")
+        given = model.options.given() if model.options is not None else ()
+        knobs = {**{k: getattr(model.options, k) for k in given}, **knobs}
+        model = model.source
     m = _model(model)
+    budget = {k: knobs.pop(k) for k in tuple(knobs) if k in DEPLOYMENT_ARGS + ("kv_cache_memory_bytes",)}
     options = options_from(knobs)
-    return tuple(
-        (label, plan_model(m, planner, opts).capacity(budget_bytes))
+    plans = [
+        (label, dataclasses.replace(plan_model(m, planner, opts), budget_rule=gpu_budget))
         for label, planner, opts in m.reader.comparisons(m, options)
-    )
+    ]
+    return tuple((label, p.capacity(budget_bytes, budget_gib=budget_gib, gpu=gpu, **budget)) for label, p in plans)

@@ -195,3 +195,12 @@ def test_h200_line_has_no_research_notes(capsys):
     _, out, _ = run(capsys, "plan", "--model", "llama-3.1-8b", "--gpu", "H200", "--gpu-memory-utilization", "0.9")
     line = next(line for line in out.splitlines() if "device total memory (H200)" in line)
     assert "docs/deploy.md#the-gpu-catalogue" in line and "elsewhere" not in line
+
+
+def test_compare_takes_a_plan_and_the_budget_vocabulary():
+    p = kvviz.plan("gemma-3-27b", kv_dtype="fp8")
+    rows = kvviz.compare("gemma-3-27b", budget_bytes=40 * GIB, kv_dtype="fp8")
+    assert kvviz.compare(p, budget_gib=40) == rows
+    assert [label for label, _ in rows] == list(p.source.reader.planners)
+    on_gpu = kvviz.compare(p, gpu="H200", kv_cache_memory_bytes=40 * GIB)
+    assert on_gpu == rows
