@@ -36,6 +36,9 @@ def planned(request):
 
 def test_separate_plan_has_several_pools(planned):
     assert len(planned.pools) == (2 if planned.planner == "separate" else 1)
+    if planned.separate:  # no single layout, and the error says to give the plan itself
+        with pytest.raises(KvvizError, match="give the plan itself"):
+            planned.layout
 
 
 def test_figures_take_a_plan(planned):

@@ -162,7 +162,8 @@ class Plan:
         """The one pool of a shared-pool plan (a separate-pools plan has several: ask `pools`)."""
         if len(self.pools) != 1:
             raise KvvizError(
-                f"plan {self.model!r}: {len(self.pools)} separate pools have no single layout; use plan.pools"
+                f"plan {self.model!r}: {len(self.pools)} separate pools have no single layout; use plan.pools, or "
+                f"give the plan itself (kvviz.block_map(plan), verify(plan), ...: every pool)"
             )
         return self.pools[0]
 
