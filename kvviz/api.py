@@ -9,16 +9,18 @@ print(plan.capacity(40 * 2**30).line)          # vLLM's own capacity line
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
+from kvviz.core.budgets import DEPLOYMENT_ARGS
 from kvviz.core.plan import Capacity, Plan
 from kvviz.families import Model, load
 from kvviz.options import Options
 from kvviz.vllm.plan import plan_model
 
-__all__ = ["load", "plan", "compare", "options_from"]
+__all__ = ["load", "plan", "compare", "options_from", "gpu_budget"]
 
 
 def _model(model) -> Model:
@@ -61,15 +63,33 @@ def plan(model, planner: str | None = None, **knobs) -> Plan:
     what vLLM 0.33 does; 'overlay', 'bucketed', 'packed', 'separate' where the model's family has
     them) with `knobs` (`kvviz.options.Options` fields). A knob that does not apply is refused."""
     m = _model(model)
-    return plan_model(m, _planner(m, planner), options_from(knobs))
+    return dataclasses.replace(plan_model(m, _planner(m, planner), options_from(knobs)), budget_rule=gpu_budget)
 
 
-def compare(model, *, budget_bytes: int, **knobs) -> tuple[tuple[str, Capacity], ...]:
-    """(label, capacity at `budget_bytes`) for each layout the model's family compares: every
-    planner side by side, or DeepSeek V4's vLLM #48993 before/after."""
+def gpu_budget(plan: Plan, **deployment):
+    """`Plan.capacity(gpu=...)`'s budget rule: kvviz.deploy.kv_budget of the plan's model at the plan's TP
+    (vLLM 0.33 Worker.determine_available_memory, term by term; kvviz.deploy.budget)."""
+    from kvviz.deploy.budget import kv_budget
+
+    return kv_budget(plan, **deployment)
+
+
+def compare(model, *, budget_bytes=None, budget_gib=None, gpu=None, **knobs) -> tuple[tuple[str, Capacity], ...]:
+    """(label, capacity at one budget) for each layout the model's family compares: every planner side by
+    side, or DeepSeek V4's vLLM #48993 before/after. `model`: a model, preset name or path, or a
+    `kvviz.plan(...)` result (its model and options; `knobs` given here win). The budget is given as
+    `Plan.capacity` takes it (kvviz.core.budgets): `budget_bytes=`, `budget_gib=`, or `gpu=` with vLLM's
+    deployment arguments (`gpu_memory_utilization=`, `kv_cache_memory_bytes=`, ...)."""
+    if isinstance(model, Plan):
+        require(model.source is not None, "model: this plan carries no model; make it with kvviz.plan(...)")
+        given = model.options.given() if model.options is not None else ()
+        knobs = {**{k: getattr(model.options, k) for k in given}, **knobs}
+        model = model.source
     m = _model(model)
+    budget = {k: knobs.pop(k) for k in tuple(knobs) if k in DEPLOYMENT_ARGS + ("kv_cache_memory_bytes",)}
     options = options_from(knobs)
-    return tuple(
-        (label, plan_model(m, planner, opts).capacity(budget_bytes))
+    plans = [
+        (label, dataclasses.replace(plan_model(m, planner, opts), budget_rule=gpu_budget))
         for label, planner, opts in m.reader.comparisons(m, options)
-    )
+    ]
+    return tuple((label, p.capacity(budget_bytes, budget_gib=budget_gib, gpu=gpu, **budget)) for label, p in plans)

@@ -133,7 +133,7 @@ def test_cli_render_model_includes_before_after(tmp_path, capsys):
     printed = capsys.readouterr().out.split()
     assert str(out / "before-after.png") in printed and printed[-1] == str(out / "report.html")
     page = (out / "report.html").read_text()
-    assert "deepseek-v4-flash: flashinfer, overlay layout" in page
+    assert "deepseek-v4-flash: overlay layout (TP 1, backend flashinfer)" in page  # what was planned (Plan.setting)
     _no_external_links(page)
 
 

@@ -34,7 +34,7 @@ from kvviz.cli.output import (
 )
 from kvviz.core.layout import text_table
 from kvviz.families import preset_names, preset_summary
-from kvviz.vllm.plan import plan_model
+from kvviz.vllm.plan import plan_model, planned_setting
 
 
 def _run_plan(args) -> int:
@@ -119,7 +119,10 @@ def _run_compare(args) -> int:
         _print_json(out | _budget_json(args))
         return 0
     given = f" ({args.budget_gib} GiB)" if args.budget_gib is not None else ""
-    print(f"{model.name}: budget {budget:,} B{given}, requests of {plans[0][1].max_model_len:,} tokens")
+    print(
+        f"{model.name} ({planned_setting(model, options)}): budget {budget:,} B{given}, requests of "
+        f"{plans[0][1].max_model_len:,} tokens"
+    )
     print(text_table(_capacity_rows(caps, [p for _, p in plans]), CAPACITY_HEADER))
     for label, c in caps:
         print(f"{label}: {c.line}")
@@ -149,12 +152,8 @@ def _run_render(args) -> int:
         p, model = planned.plan, planned.model
         if budget is not None:
             require_shares_hold_blocks(args, p, budget)
-        given = [
-            str(getattr(planned.options, k))
-            for k in ("backend", "main_format", "indexer_format", "kv_dtype")
-            if getattr(planned.options, k) is not None
-        ]
-        source, setting, pools = model.name, ", ".join(given + [f"{p.planner} layout"]), p.pools
+        # the header says what was planned: KV dtype, TP and every knob given (Plan.setting)
+        source, setting, pools = model.name, f"{p.planner} layout ({p.setting})", p.pools
         pair = model.reader.comparisons(model, planned.options)
         if len(pools) == 1 and not p.separate:
             ba = [(pl, o) for _, pl, o in pair if pl != "separate"][:2]

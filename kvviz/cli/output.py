@@ -59,7 +59,7 @@ def _capacity_rows(caps, plans=None) -> list[list]:
             f"{c.waste.waste_pct:.2f}",
             f"{c.num_blocks:,}",
             f"{c.blocks_per_request:,}",
-            f"{c.requests_fit:,} ({c.max_concurrency:.2f})",
+            f"{c.requests_fit:,} ({c.concurrency_text})",
             f"{c.kv_cache_tokens:,}",
         ]
         for (label, c), b in zip(caps, binds)

@@ -9,43 +9,22 @@ requests that fit, and writes vLLM's own capacity line (docs/model-core.md#the-p
 from __future__ import annotations
 
 import dataclasses
+import math
+from typing import Any, Callable
 
-from kvviz.base.defaults import GIB
+from kvviz.base.defaults import GIB, TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.text import plural
 from kvviz.core.capacity import group_blocks_for_request
 from kvviz.core.layout import Layout, text_table
 from kvviz.core.spec import Scheduling
 from kvviz.core.stages import Stage, stage_pool, stages_json
-from kvviz.core.waste import Waste, layout_waste
+from kvviz.core.waste import GroupNeed, Waste, layout_waste
+from kvviz.options import Options
 
 __all__ = ["SEPARATE", "Waste", "layout_waste", "GroupNeed", "Capacity", "Plan", "capacity_line"]
 
 SEPARATE = "separate"
-
-
-@dataclasses.dataclass(frozen=True)
-class GroupNeed:
-    """What one request holds in one group (or pool)."""
-
-    name: str
-    layers: int
-    blocks_per_request: int
-    block_bytes: int  # bytes one of its blocks costs: the shared stride, or the pool's own
-    num_blocks: int | None = None  # separate pools only: the pool's own blocks
-
-    def to_json(self) -> dict:
-        """The group's need as a JSON object (name, layers, blocks per request, block bytes; num_blocks for a pool
-        of its own)."""
-        out = {
-            "name": self.name,
-            "layers": self.layers,
-            "blocks_per_request": self.blocks_per_request,
-            "block_bytes": self.block_bytes,
-        }
-        if self.num_blocks is not None:
-            out["num_blocks"] = self.num_blocks
-        return out
 
 
 def capacity_line(kv_tokens: int, max_model_len: int, concurrency: float) -> str:
@@ -103,6 +82,16 @@ class Capacity:
         return self.num_blocks // self.blocks_per_request
 
     @property
+    def concurrency_text(self) -> str:
+        """The concurrency as shown beside the whole requests: vLLM's own '{:.2f}x' (its capacity line), unless
+        that rounds up to a whole request that does not fit (8.997 -> '9.00x' beside 8 requests): then truncated,
+        with vLLM's rounding named ('8.99x; vLLM's line rounds to 9.00x')."""
+        rounded = f"{self.max_concurrency:.2f}"
+        if float(rounded) < self.requests_fit + 1:
+            return f"{rounded}x"
+        return f"{math.floor(self.max_concurrency * 100) / 100:.2f}x; vLLM's line rounds to {rounded}x"
+
+    @property
     def kv_cache_tokens(self) -> int:
         """vLLM's "GPU KV cache size" in tokens: int(max concurrency x max_model_len)."""
         return int(self.max_concurrency * self.max_model_len)
@@ -154,8 +143,15 @@ class Plan:
     scheduling: Scheduling
     derivation: tuple[str, ...] = ()
     family: str = ""
-    describe: str = ""  # one line about the model (layers by kind, geometry)
+    describe: str = ""  # one line about the model (layers by kind, geometry) and what was planned (`setting`)
     stages: tuple[Stage, ...] = ()  # pipeline parallel: each stage's share (kvviz.vllm.pipeline); () = one stage
+    setting: str = ""  # what was planned beyond the model: the KV dtype, TP and every knob not left at its default
+    # What it was planned from (kvviz.vllm.plan.plan_model): the kvviz.load Model and the Options, so a budget
+    # on a GPU takes TP from the plan; `budget_rule(plan, **deployment)` gives a KV budget (kvviz.api sets it to
+    # kvviz.deploy.budget.kv_budget: the core imports no deployment).
+    source: Any = dataclasses.field(default=None, repr=False, compare=False)
+    options: Options | None = dataclasses.field(default=None, repr=False, compare=False)
+    budget_rule: Callable[..., Any] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         require(len(self.pools) > 0, "plan: has no pools")
@@ -170,7 +166,8 @@ class Plan:
         """The one pool of a shared-pool plan (a separate-pools plan has several: ask `pools`)."""
         if len(self.pools) != 1:
             raise KvvizError(
-                f"plan {self.model!r}: {len(self.pools)} separate pools have no single layout; use plan.pools"
+                f"plan {self.model!r}: {len(self.pools)} separate pools have no single layout; use plan.pools, or "
+                f"give the plan itself (kvviz.block_map(plan), verify(plan), ...: every pool)"
             )
         return self.pools[0]
 
@@ -204,8 +201,23 @@ class Plan:
         require(total > 0, "separate pools: a request needs no bytes")
         return [budget * n // total for n in needs]
 
-    def capacity(self, budget_bytes: int) -> Capacity:
-        """Blocks, waste, vLLM's admission estimate and the requests `budget_bytes` serves."""
+    @property
+    def tensor_parallel_size(self) -> int:
+        """The TP size the plan was made with (one rank is planned; 1 when not given)."""
+        tp = None if self.options is None else self.options.tensor_parallel_size
+        return TENSOR_PARALLEL_SIZE if tp is None else tp
+
+    def capacity(self, budget_bytes=None, *, budget_gib=None, gpu=None, **deployment) -> Capacity:
+        """Blocks, waste, vLLM's admission estimate and the requests one budget serves, the budget given one way:
+        `budget_bytes` (or vLLM's name `kv_cache_memory_bytes=`), `budget_gib=`, or a GPU (`gpu="H200"` or
+        `gpu_memory_gib=`, with vLLM's `gpu_memory_utilization=`, `weights_bytes=`, `checkpoint_dir=`,
+        `activation_bytes=`: kvviz.deploy.kv_budget, with the plan's own model and TP). A `KVBudget` works as
+        `budget_bytes` when its TP is the plan's. `plan_budget` (kvviz.core.budgets) says how each is read."""
+        from kvviz.core.budgets import plan_budget
+
+        return self._capacity(plan_budget(self, budget_bytes, budget_gib=budget_gib, gpu=gpu, **deployment))
+
+    def _capacity(self, budget_bytes: int) -> Capacity:
         require(
             isinstance(budget_bytes, int) and not isinstance(budget_bytes, bool) and budget_bytes > 0,
             f"budget_bytes={budget_bytes!r}: must be a positive integer",
@@ -297,7 +309,7 @@ class Plan:
         groups with their layers, tensors, derivation), the model, tokens per block, the scheduling
         (max_model_len, in-flight tokens, Mamba cache mode, decode context-parallel size), and with
         a budget the capacity (`summary`)."""
-        cap = None if budget_bytes is None else self.capacity(budget_bytes)
+        cap = None if budget_bytes is None else self._capacity(budget_bytes)
         if len(self.pools) == 1 and not self.separate:
             out = self.layout.to_json(num_blocks=None if cap is None else cap.num_blocks)
         else:
@@ -341,6 +353,20 @@ class Plan:
             out["summary"] = cap.to_json()
             out["capacity_line"] = cap.line
         return out
+
+    def to_dataframe(self):
+        """One row per group of each pool (pool, group, layers, kinds, page bytes, total and unused bytes, binds),
+        as a pandas DataFrame for a review (pandas imported here only)."""
+        from kvviz.core.tables import plan_dataframe
+
+        return plan_dataframe(self)
+
+    def to_markdown(self, budget_bytes: int | None = None) -> str:
+        """The plan for a review as Markdown: its header (model and what was planned), the group table, and with
+        `budget_bytes` vLLM's capacity line."""
+        from kvviz.core.tables import plan_markdown
+
+        return plan_markdown(self, budget_bytes)
 
     def __str__(self) -> str:
         return self.text_map()

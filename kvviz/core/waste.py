@@ -1,10 +1,13 @@
-"""The bytes of a block that hold nothing (docs/model-core.md#the-plan): empty slots, padded states, tails."""
+"""What one block holds and wastes (`Waste`, `layout_waste`) and what one request needs of each
+group or pool (`GroupNeed`): the parts `Plan.capacity` (kvviz.core.plan) builds a `Capacity` of."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from kvviz.core.layout import Layout
+
+__all__ = ["Waste", "layout_waste", "GroupNeed"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,3 +58,27 @@ def layout_waste(layout: Layout) -> Waste:
         p.cache.page_bytes if p.cache.padded_page_bytes is None else p.cache.content_bytes for p in layout.placements
     )
     return Waste(layout.block_stride * len(layout.groups), real, empty, padded, tail)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupNeed:
+    """What one request holds in one group (or pool)."""
+
+    name: str
+    layers: int
+    blocks_per_request: int
+    block_bytes: int  # bytes one of its blocks costs: the shared stride, or the pool's own
+    num_blocks: int | None = None  # separate pools only: the pool's own blocks
+
+    def to_json(self) -> dict:
+        """The group's need as a JSON object (name, layers, blocks per request, block bytes; num_blocks for a pool
+        of its own)."""
+        out = {
+            "name": self.name,
+            "layers": self.layers,
+            "blocks_per_request": self.blocks_per_request,
+            "block_bytes": self.block_bytes,
+        }
+        if self.num_blocks is not None:
+            out["num_blocks"] = self.num_blocks
+        return out

@@ -29,12 +29,12 @@ from kvviz.deploy.weights import DTYPE_BYTES, _raw_config, checkpoint_weight_byt
 DEFAULT_GPU_MEMORY_UTILIZATION = GPU_MEMORY_UTILIZATION
 # kvviz's stated activation / CUDA-graph allowance (an estimate; vLLM has no constant, it measures:
 # memory_profiling's non-torch increase + transient peak of the dummy forward, plus
-# profile_cudagraph_memory). deploy-rules.md §4: non-torch ~0.5-1 GiB, peak activation ~1-3 GiB for
+# profile_cudagraph_memory). docs/deploy.md#the-kv-budget-on-a-gpu: non-torch ~0.5-1 GiB, peak activation ~1-3 GiB for
 # 7-70B dense at 8192 tokens, CUDA graphs ~0.5-1.5 GiB -> one ~3 GiB default (eager ~2 GiB).
 DEFAULT_ACTIVATION_BYTES = 3 * GIB
 ACTIVATION_SOURCE = (
-    "kvviz's stated default (deploy-rules.md §4: non-torch ~0.5-1 GiB + peak activation ~1-3 GiB + "
-    "CUDA graphs ~0.5-1.5 GiB); vLLM measures it (memory_profiling, profile_cudagraph_memory)"
+    "kvviz's stated default (non-torch + peak activation + CUDA graphs; docs/deploy.md#the-kv-budget-on-a-gpu); "
+    "vLLM measures it (memory_profiling, profile_cudagraph_memory)"
 )
 
 
@@ -206,7 +206,7 @@ def kv_budget(
     gpu=None,
     gpu_memory_gib=None,
     gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
-    tensor_parallel_size=TENSOR_PARALLEL_SIZE,
+    tensor_parallel_size=None,
     weights_bytes=None,
     checkpoint_dir=None,
     activation_bytes=None,
@@ -227,11 +227,24 @@ def kv_budget(
       memory for the cache blocks".
 
     `kv_cache_memory_bytes` (vLLM's --kv-cache-memory-bytes): the budget is exactly that, no terms
-    (determine_available_memory returns it and ignores gpu_memory_utilization)."""
+    (determine_available_memory returns it and ignores gpu_memory_utilization).
+
+    `model` may be a `kvviz.plan(...)` result: its model, and its TP (tensor_parallel_size, when given too,
+    must be the plan's: one rank's pages and weights follow one TP)."""
+    from kvviz.core.plan import Plan
     from kvviz.families import Model
 
-    require(isinstance(model, Model), f"model={type(model).__name__}: give a kvviz.load(...) result")
-    tp = tensor_parallel_size
+    if isinstance(model, Plan):
+        require(model.source is not None, "model: this plan carries no model; make it with kvviz.plan(...)")
+        planned_tp = model.tensor_parallel_size
+        require(
+            tensor_parallel_size is None or tensor_parallel_size == planned_tp,
+            f"tensor_parallel_size={tensor_parallel_size!r}: the plan was made with tensor_parallel_size="
+            f"{planned_tp}; plan again with kvviz.plan(..., tensor_parallel_size={tensor_parallel_size!r})",
+        )
+        model, tensor_parallel_size = model.source, planned_tp
+    require(isinstance(model, Model), f"model={type(model).__name__}: give a kvviz.load(...) or kvviz.plan(...) result")
+    tp = TENSOR_PARALLEL_SIZE if tensor_parallel_size is None else tensor_parallel_size
     require(type(tp) is int and tp >= 1, f"tensor_parallel_size={tp!r}: must be a positive integer")
     name, total, total_estimate, total_source = _device(gpu, gpu_memory_gib)
     if kv_cache_memory_bytes is not None:

@@ -92,8 +92,7 @@ GPUS: dict[str, GPU] = {
             "H200",
             _mib(143156),
             False,
-            "H200 141GB SXM: torch repr total_memory=143156MB (floored MiB; vLLM logs elsewhere show 139.81 GiB total, "
-            "~5-16 MiB more; exact bytes not found)",
+            "H200 141GB SXM: torch repr total_memory=143156MB, floored MiB (docs/deploy.md#the-gpu-catalogue)",
         ),
         # torch reprs total_memory=182631MB (a public benchmark's output) and 182642MB (the same Modal
         # notes as the H200); pytorch/ao PR #4002 (github.com/pytorch/ao/pull/4002) queries the device:

@@ -104,7 +104,7 @@ def _int(cfg: dict, key: str, *, model: str, default=None) -> int:
 
 
 def estimate_parameters(raw: dict, *, model: str = "model") -> tuple[int, str]:
-    """(parameters, how) a config.json implies for a dense, MoE or MLA decoder (deploy-rules.md §6):
+    """(parameters, how) a config.json implies for a dense, MoE or MLA decoder (docs/deploy.md#the-kv-budget-on-a-gpu):
     attention (GQA q/k/v/o, or MLA's low-rank projections) + MLP (gated: 3 h I; MoE: every routed
     and shared expert and the router) + norms per layer, + embeddings (+ lm_head unless tied).
     MTP layers are left out (vLLM loads them only with MTP speculative decoding)."""

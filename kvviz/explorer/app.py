@@ -54,7 +54,7 @@ from kvviz.explorer.knobs import (
     model_of,
     preset_knobs,
 )
-from kvviz.explorer.sweeps import describe_knobs, kv_budget, layout_key
+from kvviz.explorer.sweeps import describe_knobs, explorer_source, kv_budget, layout_key
 from kvviz.explorer.tables import summary_html
 from kvviz.families.deepseek_v4 import BACKENDS
 from kvviz.views.livemap import LiveBlockMap
@@ -99,7 +99,8 @@ def _control(knob, value, model):
 class Explorer:
     """Controls for a model's cache knobs; block map, group table and capacity that follow them.
 
-    `Explorer(model)` takes a preset name, a config.json / folder path or a `kvviz.load` result.
+    `Explorer(model)` takes a preset name, a config.json / folder path, a `kvviz.load` result or a
+    `kvviz.plan` result (its model, planner and options).
     Public controls (set `.value` to drive it), one per `kvviz.explorer.knobs.KNOBS`; the controls of the
     knobs that do not apply to the chosen model are hidden (`knobs()` returns only those that
     apply). Outputs: stride_label, blocks_label, change_label (against the family's baseline
@@ -117,6 +118,7 @@ class Explorer:
     """
 
     def __init__(self, model=DEFAULT_MODEL, *, budget_gib: float | None = None, **knob_values) -> None:
+        model, knob_values = explorer_source(model, knob_values)  # a kvviz.plan(...) result: its model and knobs
         self._holding = False
         self._cache: OrderedDict[tuple, Planned] = OrderedDict()
         self._good_knobs: dict = {}

@@ -169,3 +169,23 @@ def sweep(knob: str, values, **kwargs):
     """`compare_knobs` over one knob's values, e.g. `sweep("block_size", [128, 256, 512])`."""
     require(isinstance(knob, str) and knob in KNOBS, f"{short_repr(knob)}: not a knob; knobs are {', '.join(KNOBS)}")
     return compare_knobs([{knob: v} for v in bounded_items(values, field="values")], **kwargs)
+
+
+# Options fields -> the explorer knob that sets them (the others have the same name, or no control).
+_OPTION_KNOBS = {"max_model_len": "context"}
+
+
+def explorer_source(model, knob_values: dict) -> tuple[object, dict]:
+    """(model, knob values) the explorer opens with: a `kvviz.plan(...)` result gives its model (kvviz.core.accept:
+    a Plan carries it), its planner and every option it was planned with; knobs given explicitly win. An option
+    the explorer has no control for is refused in one line, never dropped. Anything else is returned as given."""
+    if not isinstance(model, Plan):
+        return model, knob_values
+    require(model.source is not None, "model: this plan carries no model; make it with kvviz.plan(...)")
+    values = {"planner": model.planner}
+    options = model.options if model.options is not None else Options()
+    for name in options.given():
+        knob = _OPTION_KNOBS.get(name, name)
+        require(knob in KNOB_BY_NAME, f"model: the plan's {name} has no explorer control; plan without it")
+        values[knob] = getattr(options, name)
+    return model.source, {**values, **knob_values}

@@ -64,14 +64,14 @@ def summary_html(chosen, all_caps) -> str:
         f"padded pages {w.padded_state_bytes:,} B, unused tail {w.unused_tail_bytes:,} B",
         f"vLLM's admission estimate: {s.admission_bytes_per_request:,} B per request of {s.max_model_len:,} tokens "
         f"({plural(s.blocks_per_request, 'block')}); {plural(s.requests_fit, 'whole request')} "
-        f"{'fits' if s.requests_fit == 1 else 'fit'}, concurrency {s.max_concurrency:.2f}",
+        f"{'fits' if s.requests_fit == 1 else 'fit'}, concurrency {s.concurrency_text}",
     ]
     head = "".join(f"<th>{c}</th>" for c in COMPARE_COLUMNS)
     rows = "".join(
         f"<tr{CHOSEN_ROW if x.planner == s.planner else ''}><td>{x.planner}</td>"
         f"<td>{x.tokens_per_block or '-'}</td><td>{x.bytes_per_block:,}</td><td>{x.num_groups}</td>"
         f"<td>{x.waste.waste_bytes:,}</td><td>{x.waste.waste_pct:.2f}</td><td>{x.admission_bytes_per_request:,}</td>"
-        f"<td>{x.num_blocks:,}</td><td>{x.requests_fit:,}</td><td>{x.max_concurrency:.2f}</td></tr>"
+        f"<td>{x.num_blocks:,}</td><td>{x.requests_fit:,}</td><td>{x.concurrency_text}</td></tr>"
         for x in all_caps
     )
     text = "".join(f'<div class="kvviz-summary-line">{html.escape(line, quote=False)}</div>' for line in lines)

@@ -8,9 +8,12 @@ import dataclasses
 import torch
 
 from kvviz.base import regions
+from kvviz.base.defaults import VERIFY_BLOCKS
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.text import bytes_label
+from kvviz.core.accept import pools_of
 from kvviz.core.layout import Layout, Placement, SharedTensor
+from kvviz.core.plan import Plan
 from kvviz.pool.devices import allocation_failed, check_fits, host_zeros, resolve_device
 
 VIEW_DTYPES = {"uint8": torch.uint8, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -55,18 +58,36 @@ class TensorView:
     view: torch.Tensor
 
 
+class Pools(tuple):
+    """The pools of a separate-pools plan, one `Pool` each (each its own backing, blocks and stride, as
+    SGLang keeps them): what `Pool(plan)` returns for such a plan."""
+
+
 class Pool:
     """ONE uint8 backing of num_blocks * block_stride bytes and zero-copy views of every layer."""
 
+    def __new__(cls, layout=None, *args, **kwargs):
+        """A Pool; for a separate-pools Plan (kvviz.core.accept.pools_of: several pools) a `Pools`, one Pool per
+        pool, each of `num_blocks` blocks."""
+        if isinstance(layout, Plan) and len(layout.pools) > 1:
+            return Pools(cls(pool, *args, **kwargs) for pool in layout.pools)
+        return super().__new__(cls)
+
     def __init__(
-        self, layout: Layout, num_blocks: int, device: str | torch.device = "auto", *, zero: bool = True
+        self,
+        layout: Layout | Plan,
+        num_blocks: int = VERIFY_BLOCKS,
+        device: str | torch.device = "auto",
+        *,
+        zero: bool = True,
     ) -> None:
         """Allocate the backing (zeroed, as vLLM's worker does with torch.zeros; zero=False leaves
         the bytes as the allocator gives them, for a caller that writes every byte it reads, as
         kvviz.verify does) and check that every layer has a view. On the CPU the backing is
         host_zeros (transparent huge pages, zero from the kernel: `zeroed` is then True whatever
-        `zero` says); CUDA backings are torch's."""
-        require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
+        `zero` says); CUDA backings are torch's. `layout`: a Layout or a one-pool Plan (a separate-pools
+        Plan gives `Pools`); `num_blocks` defaults to kvviz verify's small pool (VERIFY_BLOCKS)."""
+        (layout,) = pools_of(layout, "layout")
         require(
             isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks > 0,
             f"num_blocks={num_blocks!r}: must be a positive integer",

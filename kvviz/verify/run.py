@@ -19,7 +19,9 @@ import torch
 
 from kvviz.base.defaults import SEED, VERIFY_BLOCKS
 from kvviz.base.errors import require
+from kvviz.core.accept import pools_of
 from kvviz.core.layout import Layout
+from kvviz.core.plan import Plan
 from kvviz.pool import ASSIGNMENTS, FREE, BlockPool, Pool, check_views, resolve_device
 from kvviz.verify.batches import item_bytes, layer_batches
 from kvviz.verify.engine import Engine
@@ -58,7 +60,7 @@ def _check_args(layout, num_blocks, seed, hazard, assignment) -> None:
 
 
 def verify(
-    layout: Layout,
+    layout: Layout | Plan,
     num_blocks: int = VERIFY_BLOCKS,
     *,
     device: str | torch.device = "auto",
@@ -70,7 +72,7 @@ def verify(
     corrupt: Callable[[Pool], None] | None = None,
     progress: bool | Callable[[int], None] = False,
     threads: int | None = 1,
-) -> VerifyReport:
+) -> VerifyReport | tuple[VerifyReport, ...]:
     """Write into every layer of every owned block of a real pool, read it back, and return a
     VerifyReport of every changed byte and the decode errors (see the module docstring).
 
@@ -81,7 +83,15 @@ def verify(
     progress: True for a tqdm bar on stderr (runs over a few seconds), or a callback taking bytes
     done (write and read-back both count). threads: torch CPU threads during the run (None keeps
     torch's). Errors are KvvizError lines naming the argument (`seed=-1: ...`).
+    `layout`: a Layout or a Plan (kvviz.core.accept.pools_of); a separate-pools Plan gives one VerifyReport
+    per pool (a tuple), each pool its own backing of `num_blocks` blocks, as `kvviz verify` runs them.
     """
+    pools = pools_of(layout, "layout")
+    if len(pools) > 1:
+        args = dict(device=device, seed=seed, hazard=hazard, assignment=assignment, hazard_layer=hazard_layer)
+        more = dict(keep_pool=keep_pool, corrupt=corrupt, progress=progress, threads=threads)
+        return tuple(verify(pool, num_blocks, **args, **more) for pool in pools)
+    layout = pools[0]
     t_start = time.perf_counter()
     _check_args(layout, num_blocks, seed, hazard, assignment)
     if hazard_layer is not None:

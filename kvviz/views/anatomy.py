@@ -61,12 +61,13 @@ def _nibbles(ax, text: str) -> None:
     ax.text(nbytes + 0.15, 0.5, text, ha="left", va="center", fontsize=7.5, transform=ax.transData, clip_on=False)
 
 
-def page_anatomy(cache, *, fig: Figure | None = None, width: float = 11.0) -> Figure:
+def page_anatomy(cache, *, layer: str | None = None, fig: Figure | None = None, width: float = 11.0) -> Figure:
     """One layer's page zoomed: payload, footer and padding regions (`page_regions`), then one
     row field by field (its payload part and its footer part, which sit apart in the page);
     a packed 4-bit field also gets its nibble order drawn. `cache`: a CacheSpec, a Placement or
-    a PageAnatomyData (`page_anatomy_data`). Returns the Figure."""
-    data = cache if isinstance(cache, PageAnatomyData) else page_anatomy_data(cache)
+    a PageAnatomyData (`page_anatomy_data`), or a Plan or Layout: the page of `layer` (default: its
+    first layer). Returns the Figure."""
+    data = cache if isinstance(cache, PageAnatomyData) else page_anatomy_data(cache, layer=layer)
     fig = fig or new_figure(width, 4.1 if data.packed else 3.5)
     w, h = fig.get_size_inches()
     left, right, bar_h = 0.5, 0.5, 0.34

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from kvviz.base.errors import require
+from kvviz.base.errors import KvvizError, require
 from kvviz.base.formats import Field
+from kvviz.base.inputs import short_repr
 from kvviz.base.regions import Region, page_regions
+from kvviz.core.accept import pools_of
+from kvviz.core.layout import Layout
+from kvviz.core.plan import Plan
 from kvviz.core.spec import CacheSpec
 from kvviz.views.style import ELEMENT_COLORS, OTHER_ELEMENT_COLOR, REGION_COLORS
 
-__all__ = ["BarPart", "PageAnatomyData", "page_anatomy_data"]
+__all__ = ["BarPart", "PageAnatomyData", "page_anatomy_data", "page_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,8 +105,25 @@ class PageAnatomyData:
         return f"{self.packed} packing: elem 2i low nibble, 2i+1 high (bits 0-3 = elem 2i, bits 4-7 = elem 2i+1)"
 
 
-def page_anatomy_data(cache) -> PageAnatomyData:
-    """The anatomy of one layer's page: a CacheSpec, or a Placement (its cache)."""
+def page_of(source, layer: str | None = None):
+    """The CacheSpec whose page a Plan or Layout draws (kvviz.core.accept.pools_of): layer `layer`'s, else the
+    first placed layer's of the first pool; a CacheSpec or Placement is returned as it is."""
+    if not isinstance(source, (Plan, Layout)):
+        require(layer is None, "layer: applies only to a Plan or Layout")
+        return source
+    pools = pools_of(source, "cache")
+    if layer is None:
+        return pools[0].placements[0].cache
+    for pool in pools:
+        if layer in pool.by_name:
+            return pool.by_name[layer].cache
+    raise KvvizError(f"layer={short_repr(layer)}: not a layer of this plan (e.g. {pools[0].placements[0].name!r})")
+
+
+def page_anatomy_data(cache, *, layer: str | None = None) -> PageAnatomyData:
+    """The anatomy of one layer's page: a CacheSpec, or a Placement (its cache), or a Plan or Layout with the
+    page of `layer` (default: its first placed layer; `page_of`)."""
+    cache = page_of(cache, layer)
     cache = getattr(cache, "cache", cache)  # a Placement works too
     require(isinstance(cache, CacheSpec), f"cache: expected a CacheSpec or Placement, got {type(cache).__name__}")
     row, rows = cache.row_format, cache.rows

@@ -12,6 +12,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle  # the binding lane's outline
 from matplotlib.transforms import blended_transform_factory
 
+from kvviz.core.accept import plan_of
 from kvviz.core.layout import Layout
 from kvviz.views.blockmap_data import BlockMapData, as_block_map_data
 from kvviz.views.canvas import (
@@ -198,7 +199,8 @@ def block_map(
     layout: Layout | BlockMapData, *, ax=None, show_padding: bool = True, title: str | None = None, width: float = 12.0
 ) -> Figure:
     """The block's bytes [0, block_stride) across, one lane per group, drawn from
-    `block_map_data(layout)` (a BlockMapData works too: the live map's data). Returns the Figure.
+    `block_map_data(layout)` (a BlockMapData works too: the live map's data; a Plan: its pool, or one lane
+    per pool of separate pools, titled with what was planned). Returns the Figure.
 
     One range per layer page (coloured by cache kind), one per padding range (a dark band at the
     bottom of the page's tail) and one per unused range (hatched, its size written when it fits);
@@ -207,6 +209,9 @@ def block_map(
     wide enough; a legend of the kinds visible at this scale and a note naming the slivers.
     """
     data = as_block_map_data(layout)
+    plan = plan_of(layout)
+    if title is None and plan is not None:  # a Plan says what was planned: model, KV dtype, TP, knobs
+        title = f"{plan.model} ({plan.setting})" if plan.setting else plan.model
     plot_w = width - LEFT_IN - RIGHT_IN if ax is None else axes_width_in(ax)
     vis = visibility([data], [plot_w / data.stride], show_padding=show_padding)
     entries = key_entries(

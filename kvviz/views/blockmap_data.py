@@ -17,6 +17,7 @@ import dataclasses
 
 from kvviz.base.errors import require
 from kvviz.base.regions import Region, page_regions
+from kvviz.core.accept import pools_of
 from kvviz.core.kinds import CacheKind
 from kvviz.core.layout import Layout
 from kvviz.views.style import (
@@ -346,9 +347,17 @@ def separate_pools_data(plan, *, caption: str) -> BlockMapData:
 
 
 def as_block_map_data(layout, name: str = "layout") -> BlockMapData:
-    """`layout` as block-map data: a BlockMapData unchanged, a Layout through `block_map_data`;
-    anything else is refused naming the argument `name`."""
+    """`layout` as block-map data: a BlockMapData unchanged, a Layout or a one-pool Plan through
+    `block_map_data`, a separate-pools Plan through `separate_pools_data` (every pool drawn; the pools
+    from kvviz.core.accept.pools_of); anything else is refused naming the argument `name`."""
     if isinstance(layout, BlockMapData):
         return layout
-    require(isinstance(layout, Layout), f"{name}: expected a kvviz Layout, got {type(layout).__name__}")
-    return block_map_data(layout)
+    pools = pools_of(layout, name)
+    if len(pools) == 1:
+        return block_map_data(pools[0])
+    strides = ", ".join(f"{p.groups[0].name} {p.block_stride:,} B" for p in pools)
+    return separate_pools_data(
+        layout,
+        caption=f"{len(pools)} separate pools of {layout.model}, one lane per pool, each one block of its own pool "
+        f"({strides}) from byte 0 on one byte scale",
+    )

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from kvviz.base.errors import require
+from kvviz.core.accept import pools_of
 from kvviz.core.kinds import CacheKind
 from kvviz.core.layout import Layout
 from kvviz.views.style import short_layer_name
@@ -158,6 +159,7 @@ class LiveBytesData:
     hidden_victims: int  # pieces in blocks not shown
     stat: str
     image: np.ndarray = dataclasses.field(compare=False, repr=False)
+    note: str = ""  # what the bytes are when no pool was given (a fresh pool's zeros)
 
     @property
     def kinds(self) -> tuple[CacheKind, ...]:
@@ -187,6 +189,8 @@ class LiveBytesData:
             f"live bytes of {len(self.blocks)} block(s), block stride {self.stride:,} B; "
             f"image: {what} per {self.bin_bytes:,.0f} B bin"
         )
+        if self.note:
+            title += f"; {self.note}"
         if self.has_victims:
             hidden = self.hidden_victims
             title += f"; {len(self.victims)} victim range(s) in red" + (
@@ -217,8 +221,29 @@ def live_bytes_data(
     max_blocks: int = 8,
 ) -> LiveBytesData:
     """The live-bytes data of a pool (arguments as `kvviz.views.live_bytes`): default blocks are
-    those the victims touch, then owned blocks, at most `max_blocks`, in block order."""
-    require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
+    those the victims touch, then owned blocks, at most `max_blocks`, in block order.
+
+    `layout`: a Layout or a Plan (kvviz.core.accept.pools_of). Without `block_bytes` and `block_groups`,
+    the bytes are a fresh pool's (zeros, as vLLM's worker allocates it with torch.zeros), its blocks
+    owned round robin by the groups (`fresh_pool`); a separate-pools Plan then shows block 0 of every
+    pool, one lane each, on one byte scale (`fresh_pools_data`)."""
+    pools = pools_of(layout, "layout")
+    fresh = block_bytes is None and block_groups is None
+    if len(pools) > 1:
+        require(
+            fresh,
+            "block_bytes: a separate-pools plan has one backing per pool; give one pool (plan.pools[i]) and its bytes",
+        )
+        return fresh_pools_data(pools, bins=bins, stat=stat)
+    layout = pools[0]
+    note = ""
+    if fresh:
+        block_bytes, block_groups = fresh_pool(layout, max_blocks)
+        note = FRESH_NOTE
+    require(
+        block_bytes is not None and block_groups is not None,
+        "block_bytes, block_groups: give both (a pool's bytes and each block's owner) or neither (a fresh pool)",
+    )
     stride = layout.block_stride
     data = _as_uint8_matrix(block_bytes, stride)
     num_blocks = int(data.shape[0])
@@ -261,4 +286,41 @@ def live_bytes_data(
         hidden_victims=len(pieces) - len(shown),
         stat=stat,
         image=image,
+        note=note,
+    )
+
+
+FRESH_NOTE = "a fresh pool (zeros); kvviz.verify(plan, keep_pool=True) fills one"
+
+
+def fresh_pool(layout: Layout, max_blocks: int) -> tuple[np.ndarray, list[int]]:
+    """(bytes, owners) of a freshly allocated pool of min(max_blocks, groups) blocks (at least one): every
+    byte zero (vLLM's worker allocates the KV cache with torch.zeros), block b owned by group b mod groups."""
+    require(isinstance(max_blocks, int) and max_blocks > 0, f"max_blocks={max_blocks!r}: must be a positive integer")
+    n = max(1, min(max_blocks, len(layout.groups)))
+    return np.zeros((n, layout.block_stride), dtype=np.uint8), [b % len(layout.groups) for b in range(n)]
+
+
+def fresh_pools_data(pools: Sequence[Layout], *, bins: int = 2048, stat: str = "nonzero") -> LiveBytesData:
+    """Block 0 of every pool of a separate-pools plan, fresh (zeros), one lane per pool on one byte scale (the
+    largest pool's block): each lane's spans are its pool's layer ranges."""
+    require(isinstance(bins, int) and bins > 0, f"bins={bins!r}: must be a positive integer")
+    stride = max(p.block_stride for p in pools)
+    spans = tuple(
+        LiveSpan(0, i, pool.groups[p.group].name, p.name, p.cache.kind, p.offset, p.end)
+        for i, pool in enumerate(pools)
+        for p in pool.placements
+    )
+    image = binned_bytes(np.zeros((len(pools), stride), dtype=np.uint8), bins, stat=stat)
+    image.setflags(write=False)
+    return LiveBytesData(
+        stride=stride,
+        blocks=(0,) * len(pools),
+        owners=tuple(p.groups[0].name for p in pools),
+        spans=spans,
+        victims=(),
+        hidden_victims=0,
+        stat=stat,
+        image=image,
+        note=f"block 0 of each of {len(pools)} separate pools, {FRESH_NOTE}",
     )

@@ -25,6 +25,7 @@ from typing import Callable
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import DPI_RANGE, printable
 from kvviz.base.text import plural
+from kvviz.core.accept import plan_of, pools_of
 from kvviz.core.layout import Layout, Placement
 from kvviz.views.anatomy import page_anatomy
 from kvviz.views.blockmap import block_map
@@ -230,11 +231,12 @@ def report_figures(layout: Layout, *, before: Layout | None = None, after: Layou
 
 def render_report(
     out_dir,
+    folder=None,
     *,
-    layout: Layout,
+    layout: Layout | None = None,
     before: Layout | None = None,
     after: Layout | None = None,
-    title: str,
+    title: str | None = None,
     dpi: int = DEFAULT_DPI,
     svg: bool = True,
     staged: Staged | None = None,
@@ -243,8 +245,16 @@ def render_report(
     (report.html last). Every file is written under a temporary name first and renamed into place
     only when all are written, so a failure leaves the previous report whole. With `staged` given,
     the files are only added to it: they take their names when the caller commits it (several
-    reports at once, `kvviz render` of separate pools)."""
+    reports at once, `kvviz render` of separate pools).
+
+    Called `render_report(plan, folder)` (a Plan or Layout, then the folder; before/after may be Plans of
+    one pool): the title says what was planned, and a separate-pools plan writes one report per pool in
+    folder/pool-<name>/, as `kvviz render` does (`plan_reports`). Or `render_report(folder, layout=...)`."""
+    if layout is None:
+        return plan_reports(out_dir, folder, before=before, after=after, title=title, dpi=dpi, svg=svg, staged=staged)
+    require(folder is None, "folder: give the folder once (render_report(folder, layout=...) or (plan, folder))")
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
+    title = f"{layout.planner} layout" if title is None else title
     require((before is None) == (after is None), "before/after: give both layouts or neither")
     low, high = DPI_RANGE
     require(type(dpi) is int and low <= dpi <= high, f"dpi={dpi!r}: must be an integer from {low} to {high}")
@@ -271,6 +281,37 @@ def render_report(
         rendered.append(RenderedFigure(name, caption, png))
     staged.add(out / "report.html", report_html(layout, rendered, title=title, before=before, after=after))
     return [out / name for name in names]
+
+
+def _one_pool(value, name: str) -> Layout | None:
+    if value is None:
+        return None
+    pools = pools_of(value, name)
+    require(len(pools) == 1, f"{name}: a before/after compares one pool with one; this plan has {len(pools)}")
+    return pools[0]
+
+
+def plan_reports(source, folder, *, before=None, after=None, title=None, staged=None, **options) -> list[Path]:
+    """`render_report(plan, folder)`: one report of a Plan or Layout (kvviz.core.accept.pools_of), titled with
+    the model and what was planned (`Plan.setting`); a separate-pools plan: one report per pool, each in
+    folder/pool-<name>/, all renamed into place together."""
+    pools, plan = pools_of(source, "plan"), plan_of(source)
+    if title is None:
+        title = f"{pools[0].planner} layout" if plan is None else f"{plan.model}: {plan.planner} layout"
+        title += f" ({plan.setting})" if plan is not None and plan.setting else ""
+    pair = {"before": _one_pool(before, "before"), "after": _one_pool(after, "after")}
+    if len(pools) == 1:
+        return render_report(folder, layout=pools[0], title=title, staged=staged, **pair, **options)
+    require(before is None and after is None, "before/after: a separate-pools plan's report has no before/after")
+    if staged is None:
+        with Staged() as own:
+            return plan_reports(source, folder, title=title, staged=own, **options)
+    out, paths = prepare_out_dir(folder), []
+    for pool in pools:
+        name = pool.groups[0].name
+        sub = prepare_sub_dir(out, f"pool-{name}")
+        paths += render_report(sub, layout=pool, title=f"{title}: pool {name}", staged=staged, **options)
+    return paths
 
 
 _CSS = """

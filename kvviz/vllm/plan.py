@@ -151,8 +151,31 @@ def _shared_pool(model, planner: str, groups: tuple[KVGroup, ...], scheduling, d
     )
 
 
+def planned_setting(model, options: Options) -> str:
+    """What was planned beyond the model, for every header: the KV dtype where the family takes one (the
+    option, else the model's, vLLM's 'auto'), the TP size, and every other knob given, in Options' field
+    order (e.g. 'KV cache fp8 (model bf16), TP 2, block_size 32')."""
+    kv = f"KV cache {options.kv_dtype} (model {model.dtype})" if options.kv_dtype else f"KV cache {model.dtype}"
+    # a family whose caches have their own formats (DeepSeek V4: main_format, indexer_format) takes no kv_dtype
+    words = ([kv] if "kv_dtype" in model.reader.knobs_for(model) else []) + [f"TP {options.tensor_parallel_size or 1}"]
+    for name in options.given():
+        if name not in ("kv_dtype", "tensor_parallel_size"):
+            value = getattr(options, name)
+            words.append(f"{name} {value:,}" if type(value) is int else f"{name} {value}")
+    return ", ".join(words)
+
+
 def plan_model(model, planner: str | None = None, options: Options = Options()) -> Plan:
-    """`model` laid out by `planner` (None: the family's default, vLLM's own) with `options`."""
+    """`model` laid out by `planner` (None: the family's default, vLLM's own) with `options`. The Plan carries
+    the model and options it was made from, and says what was planned (`Plan.setting`, in `Plan.describe`)."""
+    plan = _plan_model(model, planner, options)
+    setting = planned_setting(model, options)
+    return replace(
+        plan, describe=f"{plan.describe}; planned: {setting}", setting=setting, source=model, options=options
+    )
+
+
+def _plan_model(model, planner: str | None, options: Options) -> Plan:
     check_knobs(model, options)
     planner = resolve_planner(model, planner)
     family = model.reader
