@@ -1073,7 +1073,7 @@ def test_explorer_misuse_raises_or_names_the_knob():
     from kvviz.base.errors import KvvizError
 
     model = kvviz.load("llama-3.1-8b")
-    cases = [("model", v) for v in WRONG + [kvviz.plan(model), "no-such-model"]]
+    cases = [("model", v) for v in WRONG + ["no-such-model"]]  # a Plan is a right value now (test_plan_everywhere)
     cases += [("budget_gib", v) for v in [0, -1, True, "", b"x", [], {}, object(), float("nan"), "x"]]
     cases += [("block_size", v) for v in [0, -1, 1.5, True, "", b"x", [], {}, object(), float("nan"), 3]]
     cases += [("nonsense", 1), ("head_dim", 512)]
