@@ -141,6 +141,8 @@ def data_parallel(plan, budget_bytes: int, data_parallel_size: int, *, enable_ex
 # ---- TP vs attention DP vs DCP on the same GPUs -------------------------------------------------------------
 
 LAYOUTS = ("tp", "attention_dp", "dcp")
+# kvviz.deploy.kv_budget's terms a layout's budget takes (the weights are kvviz's estimate, split per layout).
+GPU_TERMS = ("gpu", "gpu_memory_gib", "gpu_memory_utilization", "activation_bytes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +153,8 @@ class Layout:
     name: str  # 'tp', 'attention_dp', 'dcp'
     label: str  # 'TP 8', 'attention DP 8 (TP 1 each)', 'TP 8 + DCP 8'
     gpus: int
+    budget_bytes: int = 0  # KV memory on one GPU
+    budget_source: str = ""  # how it was reached from a GPU ("": given)
     engines: int = 0
     bytes_per_block: int = 0  # one GPU's block stride
     tokens_per_block: int = 0
@@ -183,6 +187,8 @@ class Layout:
             "layout": self.name,
             "label": self.label,
             "gpus": self.gpus,
+            "budget_bytes_per_gpu": self.budget_bytes,
+            "budget_source": self.budget_source,
             "engines": self.engines,
             "bytes_per_block": self.bytes_per_block,
             "tokens_per_block": self.tokens_per_block,
@@ -201,7 +207,6 @@ class AttentionLayouts:
     model: str
     gpus: int
     max_model_len: int
-    budget_bytes: int
     layouts: tuple[Layout, ...]
     replicated: bool  # one rank's pages are TP 1's: every TP rank holds the whole KV (MLA: get_num_kv_heads = 1)
 
@@ -218,10 +223,9 @@ class AttentionLayouts:
 
     def lines(self) -> list[str]:
         """The comparison as the CLI prints it: one line per layout, then why."""
-        out = [
-            f"attention on {self.gpus} GPUs, {self.budget_bytes:,} B of KV on each, requests of "
-            f"{self.max_model_len:,} tokens:"
-        ]
+        budgets = {x.budget_bytes for x in self.layouts}
+        each = f"{budgets.pop():,} B of KV on each" if len(budgets) == 1 else "each layout's KV budget a GPU"
+        out = [f"attention on {self.gpus} GPUs, {each}, requests of {self.max_model_len:,} tokens:"]
         for x in self.layouts:
             if x.refused:
                 out.append(f"  {x.label}: refused: {x.refused}")
@@ -232,6 +236,7 @@ class AttentionLayouts:
                 f"{x.bytes_per_block:,} B a GPU; each engine: {x.capacity_line}; in all {x.total_tokens:,} tokens, "
                 f"{x.total_concurrency:.2f} requests ({x.per_gpu_concurrency:.2f} a GPU)"
                 + (f", {r:.2f}x TP {self.gpus}'s" if r is not None and x.name != "tp" else "")
+                + (f" [budget {x.budget_bytes:,} B: {x.budget_source}]" if x.budget_source else "")
             )
         if self.replicated:
             out.append(
@@ -246,26 +251,30 @@ class AttentionLayouts:
         return {
             "gpus": self.gpus,
             "max_model_len": self.max_model_len,
-            "budget_bytes_per_gpu": self.budget_bytes,
             "replicated_under_tp": self.replicated,
             "layouts": [x.to_json() for x in self.layouts],
             "ratio_over_tp": {n: self.ratio(n) for n in LAYOUTS if n != "tp"},
         }
 
 
-def _layout(model, options: Options, name: str, label: str, gpus: int, engines: int, budget: int) -> Layout:
+def _layout(model, options: Options, name: str, label: str, gpus: int, engines: int, budget) -> Layout:
     from kvviz.vllm.plan import check_knobs, plan_model
 
+    budget, where = budget
+    if budget <= 0:
+        return Layout(name, label, gpus, refused=where)
     try:
         check_knobs(model, options)
         plan = plan_model(model, "vllm", options)
         cap = plan.capacity(budget)
     except KvvizError as e:
-        return Layout(name, label, gpus, refused=str(e))
+        return Layout(name, label, gpus, budget_bytes=budget, refused=str(e))
     return Layout(
         name,
         label,
         gpus,
+        budget_bytes=budget,
+        budget_source=where,
         engines=engines,
         bytes_per_block=cap.bytes_per_block,
         tokens_per_block=cap.tokens_per_block or 0,
@@ -276,23 +285,86 @@ def _layout(model, options: Options, name: str, label: str, gpus: int, engines: 
     )
 
 
-def attention_layouts(model, gpus: int, budget_bytes: int, options: Options = Options()) -> AttentionLayouts:
-    """TP `gpus` (one engine), attention DP `gpus` (that many engines of TP 1) and TP `gpus` + DCP `gpus` (one
-    engine) for `model` (a `Model`) with `budget_bytes` of KV memory on every GPU and the other knobs `options`
-    (its TP, DCP and offload are replaced; pipeline parallel is refused: this compares one stage's GPUs). A layout
-    vLLM refuses is kept with its reason."""
-    n = _dp_size(gpus, "gpus")
-    require(
-        type(budget_bytes) is int and budget_bytes > 0, f"budget_bytes={budget_bytes!r}: must be a positive integer"
+def routed_expert_parameters(raw: dict) -> int:
+    """The routed experts' parameters a config.json implies, as kvviz.deploy.weights.estimate_parameters counts
+    them (experts x 3 h I_moe on each MoE layer); 0 for a dense model. Shared experts and the router stay whole on
+    every DP rank (a TP-sharded MLP and a ReplicatedLinear); only the routed experts split over DP x TP."""
+    cfg = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    experts = next((cfg[k] for k in ("n_routed_experts", "num_experts", "num_local_experts") if cfg.get(k)), 0)
+    if not experts:
+        return 0
+    h, n = cfg["hidden_size"], cfg["num_hidden_layers"]
+    i_moe = cfg.get("moe_intermediate_size") or cfg["intermediate_size"]
+    first, only, step = cfg.get("first_k_dense_replace") or 0, set(cfg.get("mlp_only_layers") or ()), 1
+    step = cfg.get("decoder_sparse_step") or 1
+    moe_layers = sum(i >= first and i not in only and (i + 1) % step == 0 for i in range(n))
+    return moe_layers * experts * 3 * h * i_moe
+
+
+def layout_budgets(model, gpus: int, **gpu_terms) -> dict[str, tuple[int, str]]:
+    """Each layout's KV budget on one GPU from a GPU (kvviz.deploy.kv_budget's `gpu_terms`: gpu=, gpu_memory_gib=,
+    gpu_memory_utilization=, activation_bytes=), with the weights each GPU holds: TP and DCP `gpus` the model / TP;
+    attention DP (TP 1) everything but the routed experts whole, the routed experts / `gpus`
+    (FusedMoEParallelConfig.make). The weights are kvviz's estimate from config.json: (bytes, where) a layout, or
+    (0, why) where nothing is left for the KV cache (vLLM's start-up refusal)."""
+    from kvviz.deploy.budget import _weights_term, kv_budget
+    from kvviz.deploy.weights import DTYPE_BYTES, _raw_config
+
+    whole = _weights_term(model, 1, None, None, None, None).value  # the whole model's estimate (TP 1)
+    raw, _ = _raw_config(model, None, None)
+    routed = routed_expert_parameters(raw) * DTYPE_BYTES[model.dtype] if isinstance(raw, dict) else 0
+    dp_weights = whole - routed + cdiv(routed, gpus)
+
+    def budget(tp: int, weights: int, where: str) -> tuple[int, str]:
+        try:
+            return kv_budget(
+                model, tensor_parallel_size=tp, weights_bytes=weights * tp, **gpu_terms
+            ).available_bytes, where
+        except KvvizError as e:
+            return 0, str(e)
+
+    tp = budget(gpus, cdiv(whole, gpus), f"weights a GPU {cdiv(whole, gpus):,} B (/ TP {gpus}), an estimate")
+    dp = budget(
+        1,
+        dp_weights,
+        f"weights a GPU {dp_weights:,} B (all but the routed experts' {routed:,} B whole, those / {gpus}), an estimate",
     )
+    return {"tp": tp, "dcp": tp, "attention_dp": dp}
+
+
+def cdiv(a: int, b: int) -> int:
+    """vLLM's utils.math_utils.cdiv: -(a // -b)."""
+    return -(a // -b)
+
+
+def attention_layouts(
+    model, gpus: int, budget_bytes: int | None = None, options: Options = Options(), **gpu_terms
+) -> AttentionLayouts:
+    """TP `gpus` (one engine), attention DP `gpus` (that many engines of TP 1) and TP `gpus` + DCP `gpus` (one
+    engine) for `model` (a `Model`) with `budget_bytes` of KV memory on every GPU, or each layout's budget from a
+    GPU (`gpu_terms`: gpu=, gpu_memory_utilization=, activation_bytes=; `layout_budgets`), and the other knobs
+    `options` (its TP, DCP and offload are replaced; pipeline parallel is refused: this compares one stage's
+    GPUs). A layout vLLM refuses is kept with its reason."""
+    n = _dp_size(gpus, "gpus")
+    extra = sorted(set(gpu_terms) - set(GPU_TERMS))
+    require(not extra, f"{extra[0] if extra else ''}: not a GPU term here; give {', '.join(GPU_TERMS)}")
+    if gpu_terms:
+        require(budget_bytes is None, "budget_bytes: give a budget or a GPU, not both")
+        budgets = layout_budgets(model, n, **gpu_terms)
+    else:
+        require(
+            type(budget_bytes) is int and budget_bytes > 0,
+            f"budget_bytes={budget_bytes!r}: must be a positive integer",
+        )
+        budgets = {name: (budget_bytes, "") for name in LAYOUTS}
     require(
         (options.pipeline_parallel_size or 1) == 1,
         "pipeline_parallel_size: the attention layouts compare the GPUs of one stage; leave it out",
     )
     base = options.with_(tensor_parallel_size=None, decode_context_parallel_size=None, kv_offloading_size=None)
     rows = (
-        _layout(model, base.with_(tensor_parallel_size=n), "tp", f"TP {n}", n, 1, budget_bytes),
-        _layout(model, base, "attention_dp", f"attention DP {n} (TP 1 each)", n, n, budget_bytes),
+        _layout(model, base.with_(tensor_parallel_size=n), "tp", f"TP {n}", n, 1, budgets["tp"]),
+        _layout(model, base, "attention_dp", f"attention DP {n} (TP 1 each)", n, n, budgets["attention_dp"]),
         _layout(
             model,
             base.with_(tensor_parallel_size=n, decode_context_parallel_size=n),
@@ -300,14 +372,16 @@ def attention_layouts(model, gpus: int, budget_bytes: int, options: Options = Op
             f"TP {n} + DCP {n}",
             n,
             1,
-            budget_bytes,
+            budgets["dcp"],
         ),
     )
-    tp, dp = rows[0], rows[1]
-    if dp.refused:  # TP 1: the model itself does not plan
-        raise KvvizError(dp.refused)
     from kvviz.vllm.plan import plan_model
 
-    length = plan_model(model, "vllm", base).max_model_len
-    replicated = not tp.refused and (tp.bytes_per_block, tp.tokens_per_block) == (dp.bytes_per_block, dp.tokens_per_block)
-    return AttentionLayouts(model.name, n, length, budget_bytes, rows, replicated)
+    one = plan_model(model, "vllm", base)  # TP 1: a model that does not plan at all is refused here
+    tp = rows[0]
+    replicated = not tp.refused and (tp.bytes_per_block, tp.tokens_per_block) == (
+        one.layout.block_stride,
+        one.tokens_per_block or 0,
+    )
+    length = one.max_model_len
+    return AttentionLayouts(model.name, n, length, rows, replicated)
