@@ -167,50 +167,58 @@ def engines_html(knobs: dict) -> str:
 def deploy_lines(plan: Plan, knobs: dict) -> list[str]:
     """The capacity lines past one GPU and one memory tier the knobs ask for (docs/deploy.md), as `kvviz plan`
     prints them: each pipeline stage's blocks (the binding one named), the CPU offload tier, the data-parallel
-    replicas and their total, and what fp8 KV buys here (vllm planner). A view vLLM would refuse says why."""
+    replicas and their total, and what fp8 KV buys here (vllm planner). A view kvviz or vLLM refuses is its line."""
     from kvviz.explorer.sweeps import model_for, options_for
 
     budget = budget_bytes(knobs)
     options = options_for(knobs)
-    lines: list[str] = []
-    if plan.stages:
+
+    def stages() -> list[str]:
         from kvviz.vllm.pipeline import startup_refusal
 
         refusal = startup_refusal(plan, budget)
-        stages = plan.to_json(budget_bytes=budget)["stages"]
-        lines.append(
-            "stages: "
-            + "; ".join(
-                f"{s['stage']}: layers {s['layers'][0]}-{s['layers'][1] - 1}, {s['bytes_per_block']:,} B a block, "
-                f"{s['num_blocks_alone']:,} blocks alone{' (binds)' if s['binds'] else ''}"
-                for s in stages
-            )
-            + (f"; vLLM 0.33 refuses to start: {refusal}" if refusal else "")
+        parts = (
+            f"{s['stage']}: layers {s['layers'][0]}-{s['layers'][1] - 1}, {s['bytes_per_block']:,} B a block, "
+            f"{s['num_blocks_alone']:,} blocks alone{' (binds)' if s['binds'] else ''}"
+            for s in plan.to_json(budget_bytes=budget)["stages"]
         )
-    if options.kv_offloading_size is not None:
+        return ["stages: " + "; ".join(parts) + (f"; vLLM 0.33 refuses to start: {refusal}" if refusal else "")]
+
+    def offload() -> list[str]:
         from kvviz.vllm.offload import offload_for
 
-        lines.append(offload_for(plan, options).line())
-    if (knobs.get("data_parallel_size") or 1) > 1:
+        return [offload_for(plan, options).line()]
+
+    def replicas() -> list[str]:
         from kvviz.deploy.parallel import data_parallel
 
-        lines.extend(data_parallel(plan, budget, knobs["data_parallel_size"]).lines()[::2])
-    if plan.planner == "vllm" and "kv_dtype" in knobs:
+        return data_parallel(plan, budget, knobs["data_parallel_size"]).lines()[::2]
+
+    def fp8() -> list[str]:
         from kvviz.deploy.fp8 import fp8_gain
 
+        return [fp8_gain(model_for(knobs), plan.max_model_len, budget, options).line]
+
+    views = (
+        (bool(plan.stages), stages),
+        (options.kv_offloading_size is not None, offload),
+        ((knobs.get("data_parallel_size") or 1) > 1, replicas),
+        (plan.planner == "vllm" and "kv_dtype" in knobs, fp8),
+    )
+    lines: list[str] = []
+    for wanted, view in views:
+        if not wanted:
+            continue
         try:
-            lines.append(fp8_gain(model_for(knobs), plan.max_model_len, budget, options).line)
+            lines.extend(view())
         except KvvizError as e:
-            lines.append(f"fp8 gain: {e}")
+            lines.append(str(e))
     return lines
 
 
 def deploy_html(plan: Plan, knobs: dict) -> str:
     """`deploy_lines` as the explorer shows them under the capacity line ("" when none applies)."""
-    try:
-        lines = deploy_lines(plan, knobs)
-    except KvvizError as e:
-        lines = [str(e)]
+    lines = deploy_lines(plan, knobs)
     if not lines:
         return ""
     return '<div style="font-size:12px">' + "<br>".join(html.escape(t) for t in lines) + "</div>"
