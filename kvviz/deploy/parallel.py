@@ -39,7 +39,7 @@ def _has_experts(model) -> bool | None:
     raw, _ = _raw_config(model, None, None) if model is not None else (None, "")
     if not isinstance(raw, dict):
         return None
-    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    text: dict = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
     return any(bool(text.get(k)) for k in ("n_routed_experts", "num_experts", "num_local_experts"))
 
 
@@ -289,13 +289,13 @@ def routed_expert_parameters(raw: dict) -> int:
     """The routed experts' parameters a config.json implies, as kvviz.deploy.weights.estimate_parameters counts
     them (experts x 3 h I_moe on each MoE layer); 0 for a dense model. Shared experts and the router stay whole on
     every DP rank (a TP-sharded MLP and a ReplicatedLinear); only the routed experts split over DP x TP."""
-    cfg = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    cfg: dict = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
     experts = next((cfg[k] for k in ("n_routed_experts", "num_experts", "num_local_experts") if cfg.get(k)), 0)
     if not experts:
         return 0
     h, n = cfg["hidden_size"], cfg["num_hidden_layers"]
     i_moe = cfg.get("moe_intermediate_size") or cfg["intermediate_size"]
-    first, only, step = cfg.get("first_k_dense_replace") or 0, set(cfg.get("mlp_only_layers") or ()), 1
+    first, only = cfg.get("first_k_dense_replace") or 0, set(cfg.get("mlp_only_layers") or ())
     step = cfg.get("decoder_sparse_step") or 1
     moe_layers = sum(i >= first and i not in only and (i + 1) % step == 0 for i in range(n))
     return moe_layers * experts * 3 * h * i_moe
@@ -356,7 +356,7 @@ def attention_layouts(
             type(budget_bytes) is int and budget_bytes > 0,
             f"budget_bytes={budget_bytes!r}: must be a positive integer",
         )
-        budgets = {name: (budget_bytes, "") for name in LAYOUTS}
+        budgets = {name: (int(budget_bytes or 0), "") for name in LAYOUTS}
     require(
         (options.pipeline_parallel_size or 1) == 1,
         "pipeline_parallel_size: the attention layouts compare the GPUs of one stage; leave it out",
