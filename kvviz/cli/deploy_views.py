@@ -34,6 +34,24 @@ def add_deploy_view_arguments(p) -> None:
         help="with --transfer: the prefill instance's TP (default: the same as --tensor-parallel-size)",
     )
     g.add_argument(
+        "--data-parallel-size",
+        "-dp",
+        type=_int_in(1, 1 << 16),
+        metavar="N",
+        help="N engines of this plan, each its own pool: one replica's capacity line and the total",
+    )
+    g.add_argument(
+        "--enable-expert-parallel",
+        action="store_true",
+        help="with --data-parallel-size: the routed experts split whole over DP x TP GPUs (the KV is the same)",
+    )
+    g.add_argument(
+        "--attention-layouts",
+        type=_int_in(1, 1 << 16),
+        metavar="GPUS",
+        help="TP GPUS vs attention DP GPUS vs TP + DCP GPUS side by side, per GPU (MLA: vLLM #51454)",
+    )
+    g.add_argument(
         "--fp8-gain",
         action="store_true",
         help="the capacity of fp8 KV over bf16 KV at this context and budget, and the group that explains it",
@@ -75,6 +93,7 @@ def deploy_views(args, planned, budget: int | None) -> DeployViews:
         lines.extend(t.lines())
     else:
         require(getattr(args, "prefill_tp", None) is None, "--prefill-tp: goes with --transfer PROMPT_LEN")
+    _parallel_views(args, planned, budget, lines, out)
     if getattr(args, "fp8_gain", False):
         from kvviz.deploy.fp8 import fp8_gain
 
@@ -83,3 +102,45 @@ def deploy_views(args, planned, budget: int | None) -> DeployViews:
         out["fp8_gain"] = gain.to_json()
         lines.append(gain.line)
     return DeployViews(tuple(lines), out)
+
+
+def _parallel_views(args, planned, budget: int | None, lines: list, out: dict) -> None:
+    """--data-parallel-size [--enable-expert-parallel] and --attention-layouts (kvviz.deploy.parallel)."""
+    dp = getattr(args, "data_parallel_size", None)
+    if dp is not None:
+        from kvviz.deploy.parallel import data_parallel
+
+        require(budget is not None, "--data-parallel-size: counts each replica's pool at a budget; give one")
+        d = data_parallel(planned.plan, budget, dp, enable_expert_parallel=bool(args.enable_expert_parallel))
+        out["data_parallel"] = d.to_json()
+        lines.extend(d.lines())
+    else:
+        require(
+            not getattr(args, "enable_expert_parallel", False),
+            "--enable-expert-parallel: goes with --data-parallel-size N",
+        )
+    gpus = getattr(args, "attention_layouts", None)
+    if gpus is None:
+        return
+    from kvviz.deploy.parallel import attention_layouts
+
+    require(budget is not None, "--attention-layouts: compares capacity at a budget; give one")
+    from_gpu = getattr(args, "kv_budget", None) is not None and args.budget_bytes is None
+    if from_gpu:
+        for option, dest in (("--weights-bytes", "weights_bytes"), ("--checkpoint", "checkpoint")):
+            require(
+                getattr(args, dest, None) is None,
+                f"{option}: --attention-layouts splits the weights per layout from its config.json estimate; "
+                f"leave it out or give --kv-cache-memory-bytes",
+            )
+        terms = {
+            "gpu": args.gpu,
+            "gpu_memory_gib": args.gpu_memory_gib,
+            "gpu_memory_utilization": args.kv_budget.gpu_memory_utilization,
+            "activation_bytes": args.activation_bytes,
+        }
+        a = attention_layouts(planned.model, gpus, None, planned.options, **{k: v for k, v in terms.items() if v})
+    else:
+        a = attention_layouts(planned.model, gpus, budget, planned.options)
+    out["attention_layouts"] = a.to_json()
+    lines.extend(a.lines())

@@ -1,6 +1,6 @@
 """Deploying on a GPU: its memory (`gpus`), the weights a checkpoint or config.json says it holds
 (`weights`), the KV budget vLLM 0.33 is left with (`budget`), the largest context and batch that fit
-(`autofit`) and the fit table across GPUs and TP sizes (`fit`)."""
+(`autofit`), the fit table across GPUs and TP sizes (`fit`) and data parallel / attention DP (`parallel`)."""
 
 from kvviz.base.lazy import lazy_exports
 
@@ -31,6 +31,10 @@ _NAMES = {
     "FitTable": "fit",
     "fit_table": "fit",
     "fit_figure": "fit",
+    "DataParallel": "parallel",
+    "data_parallel": "parallel",
+    "AttentionLayouts": "parallel",
+    "attention_layouts": "parallel",
 }
 __all__ = list(_NAMES)
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)

@@ -38,6 +38,7 @@ from kvviz.explorer.display import (
     Result,
     _caption,
     _pct,
+    deploy_html,
     engines_html,
     plan_for_display,
     result_at,
@@ -104,7 +105,8 @@ class Explorer:
     Public controls (set `.value` to drive it), one per `kvviz.explorer.knobs.KNOBS`; the controls of the
     knobs that do not apply to the chosen model are hidden (`knobs()` returns only those that
     apply). Outputs: stride_label, blocks_label, change_label (against the family's baseline
-    planner), capacity_label (vLLM's own "GPU KV cache size ..." line), summary (waste split,
+    planner), capacity_label (vLLM's own "GPU KV cache size ..." line), deploy_label (stages, offload, DP,
+    fp8 gain), summary (waste split,
     admission, every planner side by side), block_map (a `LiveBlockMap`, drawn by the browser),
     map_caption (names the configuration the map shows), table, derivation, error_label. State:
     `plan` (last good Plan), `layout` (its one pool, or the Plan of separate pools), `result`,
@@ -148,6 +150,7 @@ class Explorer:
         self.blocks_label = widgets.Label(style={"font_size": "16px"})
         self.change_label = widgets.Label()
         self.capacity_label = widgets.Label(style={"font_size": "14px"})
+        self.deploy_label = widgets.HTML()  # stages, CPU offload, DP replicas, fp8 gain (display.deploy_html)
         self.engines_label = widgets.HTML()  # the same model and budget in SGLang and TensorRT-LLM (kvviz.engines)
         self.summary = widgets.HTML()
         self.block_map = LiveBlockMap(layout=widgets.Layout(width="100%", max_width="1000px"))
@@ -176,6 +179,7 @@ class Explorer:
                 self.error_label,
                 numbers,
                 self.capacity_label,
+                self.deploy_label,
                 self.engines_label,
                 self.summary,
                 self.block_map,
@@ -370,6 +374,7 @@ class Explorer:
                 f"blocks {cmp.blocks_before:,} ({_pct(cmp.blocks_change_pct)}); {cmp.stride_note()}"
             )
         self.capacity_label.value = c.line
+        self.deploy_label.value = deploy_html(plan, knobs)
         self.engines_label.value = engines_html(knobs)
         self.summary.value = summary_html(c, result.capacities)
         self.map_caption.value = _caption(planned.map_data["caption"])

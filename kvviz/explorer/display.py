@@ -1,6 +1,7 @@
 """What the explorer shows for one state of its knobs, without widgets: the plan to display
 (`plan_for_display`), its capacity at the chosen budget (`result_at`), the engines' side-by-side
-lines (`engines_html`), and the knobs kept across a model switch."""
+lines (`engines_html`), the deployment's lines (`deploy_html`: stages, offload, DP, fp8), and the knobs kept
+across a model switch."""
 
 from __future__ import annotations
 
@@ -163,6 +164,66 @@ def engines_html(knobs: dict) -> str:
     return '<div style="color:#555;font-size:12px">' + "<br>".join(html.escape(t) for t in [head] + lines) + "</div>"
 
 
+def deploy_lines(plan: Plan, knobs: dict) -> list[str]:
+    """The capacity lines past one GPU and one memory tier the knobs ask for (docs/deploy.md), as `kvviz plan`
+    prints them: each pipeline stage's blocks (the binding one named), the CPU offload tier, the data-parallel
+    replicas and their total, and what fp8 KV buys here (vllm planner). A view kvviz or vLLM refuses is its line."""
+    from kvviz.explorer.sweeps import model_for, options_for
+
+    budget = budget_bytes(knobs)
+    options = options_for(knobs)
+
+    def stages() -> list[str]:
+        from kvviz.vllm.pipeline import startup_refusal
+
+        refusal = startup_refusal(plan, budget)
+        parts = (
+            f"{s['stage']}: layers {s['layers'][0]}-{s['layers'][1] - 1}, {s['bytes_per_block']:,} B a block, "
+            f"{s['num_blocks_alone']:,} blocks alone{' (binds)' if s['binds'] else ''}"
+            for s in plan.to_json(budget_bytes=budget)["stages"]
+        )
+        return ["stages: " + "; ".join(parts) + (f"; vLLM 0.33 refuses to start: {refusal}" if refusal else "")]
+
+    def offload() -> list[str]:
+        from kvviz.vllm.offload import offload_for
+
+        return [offload_for(plan, options).line()]
+
+    def replicas() -> list[str]:
+        from kvviz.deploy.parallel import data_parallel
+
+        return data_parallel(plan, budget, knobs["data_parallel_size"]).lines()[::2]
+
+    def fp8() -> list[str]:
+        from kvviz.deploy.fp8 import fp8_gain
+
+        return [fp8_gain(model_for(knobs), plan.max_model_len, budget, options).line]
+
+    views = (
+        (bool(plan.stages), stages),
+        (options.kv_offloading_size is not None, offload),
+        ((knobs.get("data_parallel_size") or 1) > 1, replicas),
+        (plan.planner == "vllm" and "kv_dtype" in knobs, fp8),
+    )
+    lines: list[str] = []
+    for wanted, view in views:
+        if not wanted:
+            continue
+        try:
+            lines.extend(view())
+        except KvvizError as e:
+            lines.append(str(e))
+    return lines
+
+
+def deploy_html(plan: Plan, knobs: dict) -> str:
+    """`deploy_lines` as the explorer shows them under the capacity line ("" when none applies)."""
+    lines = deploy_lines(plan, knobs)
+    if not lines:
+        return ""
+    return '<div style="font-size:12px">' + "<br>".join(html.escape(t) for t in lines) + "</div>"
+
+
 def _caption(text: str) -> str:
     return f'<div style="font-size:12px;color:#555;line-height:1.35">{html.escape(text, quote=False)}</div>'
 
@@ -205,4 +266,5 @@ CONTROL_COLUMNS = (
         "planner",
     ),
     ("c4", "c128", "swa", "budget_gib", "gpu", "gpu_memory_utilization", "context"),
+    ("pipeline_parallel_size", "data_parallel_size", "kv_offloading_size"),  # docs/deploy.md's axes
 )

@@ -11,8 +11,6 @@ without ipywidgets.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
 from functools import lru_cache
 
 from kvviz.base.defaults import GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
@@ -20,6 +18,7 @@ from kvviz.base.errors import KvvizError, require
 from kvviz.base.formats import INDEXER_FORMATS, MAIN_FORMATS
 from kvviz.base.inputs import short_repr
 from kvviz.base.published import published_row
+from kvviz.explorer.knob_spec import Knob, _applies, _deploys, _has, _mixes_full_layers, _num_layers
 from kvviz.families import Model, load, load_preset, preset_names
 from kvviz.families.deepseek_v4 import BACKENDS
 from kvviz.options import KV_DTYPES, SSM_DTYPES
@@ -41,59 +40,7 @@ def _gpu_names() -> tuple[str, ...]:
 # 16-token block for hybrid models, and 64 is refused while DeepSeek V4 has c128 layers.
 BLOCK_SIZES = (AUTO, 8, 16, 32, 64, 128, 256, 512, 1024)
 TP_SIZES = (1, 2, 4, 8, 16)
-
-
-def _applies(name: str):
-    """A knob that is an Options field applies where the model's family says so."""
-
-    def applies(model: Model) -> bool:
-        return name in model.reader.knobs_for(model)
-
-    return applies
-
-
-def _always(model) -> bool:
-    return True
-
-
-def _has(attr: str):
-    def applies(model: Model) -> bool:
-        return hasattr(model.reader, attr)
-
-    return applies
-
-
-def _num_layers(model: Model) -> int:
-    return model.config.num_hidden_layers
-
-
-def _mixes_full_layers(model: Model) -> bool:
-    """The family can move the model's full-attention layers (Family.mixes_full_layers)."""
-    return getattr(model.reader, "mixes_full_layers", lambda m: False)(model)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Knob:
-    """One knob: its control ("choice", "int", "count", "bool" or "float"), label and range.
-
-    `option`: the Options field it sets (None: a knob of the explorer's own). `model_knob`: the
-    model sets it (changing the model resets it). `applies_to(model)`: whether the knob means
-    something for that model (others are hidden in the explorer). `max_for(model)`: a slider's
-    upper end that depends on the model. "count" is an unbounded integer field: a value out of
-    range is refused with a message, never clamped (a slider would clamp)."""
-
-    name: str
-    label: str
-    control: str
-    choices: Callable[[object], tuple] | None = None  # of the model (None for the model knob)
-    min: float | None = None
-    max: float | None = None
-    step: float | None = None
-    model_knob: bool = False
-    applies_to: Callable[[object], bool] = _always
-    max_for: Callable[[object], int] | None = None
-    option: str | None = None
-    auto: bool = False  # the choice AUTO stands for None (the engine's default)
+PP_SIZES = (1, 2, 3, 4, 8)
 
 
 KNOB_SPECS: tuple[Knob, ...] = (
@@ -249,6 +196,33 @@ KNOB_SPECS: tuple[Knob, ...] = (
         applies_to=_applies("tensor_parallel_size"),
         option="decode_context_parallel_size",
     ),
+    # past one GPU and one memory tier (docs/deploy.md): where TP applies, as kvviz.vllm.plan.check_knobs accepts them
+    Knob(
+        name="pipeline_parallel_size",
+        label="pipeline parallel",
+        control="choice",
+        choices=lambda m: PP_SIZES,
+        applies_to=_deploys,
+        option="pipeline_parallel_size",
+        off=1,  # one stage: no pipeline parallel (Options None)
+    ),
+    Knob(
+        name="kv_offloading_size",
+        label="CPU offload GiB",
+        control="float",
+        step=1.0,
+        applies_to=_deploys,
+        option="kv_offloading_size",
+        off=0,
+    ),
+    # the explorer's own: replicas of the plan, each its own pool (kvviz.deploy.parallel.data_parallel)
+    Knob(
+        name="data_parallel_size",
+        label="data parallel",
+        control="choice",
+        choices=lambda m: TP_SIZES,
+        applies_to=_deploys,
+    ),
     Knob(name="planner", label="planner", control="choice", choices=lambda m: tuple(m.reader.planners)),
     Knob(name="context", label="max_model_len", control="count", model_knob=True, option="max_model_len"),
     Knob(name="budget_gib", label="KV budget GiB", control="float", step=0.01),
@@ -266,6 +240,9 @@ DEPLOYMENT_DEFAULTS = {
     "prefix_caching": True,
     "tensor_parallel_size": TENSOR_PARALLEL_SIZE,
     "decode_context_parallel_size": 1,
+    "pipeline_parallel_size": 1,
+    "kv_offloading_size": 0.0,
+    "data_parallel_size": 1,
     "backend": "flashmla",
     "indexer_format": "mxfp4",
     "main_format": BACKENDS["flashmla"].default_main_format,

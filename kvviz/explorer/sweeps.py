@@ -59,7 +59,8 @@ def options_for(knobs: dict) -> Options:
         knob = KNOB_BY_NAME[name]
         if knob.option is None:
             continue
-        values[knob.option] = None if (knob.auto and value == AUTO) else value
+        off = (knob.auto and value == AUTO) or (knob.off is not None and value == knob.off)
+        values[knob.option] = None if off else value
     return Options(**values)
 
 
@@ -73,21 +74,32 @@ def plan_knobs(knobs: dict, planner: str | None = None) -> Plan:
     return _plan(model_for(knobs), planner or knobs["planner"], options_for(knobs))
 
 
+def _planners(knobs: dict) -> tuple[str, ...]:
+    """The family's planners, or only vllm with pipeline stages (kvviz plans stages with the vllm planner only)."""
+    planners = model_of(knobs).reader.planners
+    return ("vllm",) if (knobs.get("pipeline_parallel_size") or 1) > 1 and "vllm" in planners else planners
+
+
 def baseline_planner(knobs: dict) -> str:
     """The planner the explorer's change line compares with: vLLM before #48993 where the family
-    has it (bucketed), else vLLM itself."""
-    return "bucketed" if "bucketed" in model_of(knobs).reader.planners else "vllm"
+    has it (bucketed) and it plans these knobs, else vLLM itself."""
+    return "bucketed" if "bucketed" in _planners(knobs) else "vllm"
 
 
 def capacities(knobs: dict) -> tuple[Capacity, ...]:
-    """Every planner's capacity at the knobs' budget and max_model_len, in the family's order."""
+    """Every planner's capacity at the knobs' budget and max_model_len, in the family's order (vllm only with
+    pipeline stages)."""
     budget = budget_bytes(knobs)
-    return tuple(plan_knobs(knobs, p).capacity(budget) for p in model_of(knobs).reader.planners)
+    return tuple(plan_knobs(knobs, p).capacity(budget) for p in _planners(knobs))
 
 
 def layout_key(knobs: dict) -> tuple:
     """The knobs that decide the layout (all but the budget)."""
-    return tuple((k, v) for k, v in knobs.items() if k not in ("budget_gib", "gpu", "gpu_memory_utilization"))
+    return tuple(
+        (k, v)
+        for k, v in knobs.items()
+        if k not in ("budget_gib", "gpu", "gpu_memory_utilization", "data_parallel_size")
+    )
 
 
 def describe_knobs(knobs: dict) -> str:

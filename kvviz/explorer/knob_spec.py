@@ -1,0 +1,69 @@
+"""The explorer's knob record and the predicates that say where a knob applies (kept apart from the knob table,
+kvviz.explorer.knobs, which builds `KNOB_SPECS` from them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from kvviz.families import Model
+
+
+def _applies(name: str):
+    """A knob that is an Options field applies where the model's family says so."""
+
+    def applies(model: Model) -> bool:
+        return name in model.reader.knobs_for(model)
+
+    return applies
+
+
+def _always(model) -> bool:
+    return True
+
+
+def _has(attr: str):
+    def applies(model: Model) -> bool:
+        return hasattr(model.reader, attr)
+
+    return applies
+
+
+def _num_layers(model: Model) -> int:
+    return model.config.num_hidden_layers
+
+
+def _mixes_full_layers(model: Model) -> bool:
+    """The family can move the model's full-attention layers (Family.mixes_full_layers)."""
+    return getattr(model.reader, "mixes_full_layers", lambda m: False)(model)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Knob:
+    """One knob: its control ("choice", "int", "count", "bool" or "float"), label and range.
+
+    `option`: the Options field it sets (None: a knob of the explorer's own). `model_knob`: the
+    model sets it (changing the model resets it). `applies_to(model)`: whether the knob means
+    something for that model (others are hidden in the explorer). `max_for(model)`: a slider's
+    upper end that depends on the model. "count" is an unbounded integer field: a value out of
+    range is refused with a message, never clamped (a slider would clamp)."""
+
+    name: str
+    label: str
+    control: str
+    choices: Callable[[object], tuple] | None = None  # of the model (None for the model knob)
+    min: float | None = None
+    max: float | None = None
+    step: float | None = None
+    model_knob: bool = False
+    applies_to: Callable[[object], bool] = _always
+    max_for: Callable[[object], int] | None = None
+    option: str | None = None
+    auto: bool = False  # the choice AUTO stands for None (the engine's default)
+    off: float | None = None  # a value that stands for None (the knob off: no CPU offload at 0 GiB)
+
+
+def _deploys(model: Model) -> bool:
+    """The deployment's axes (pipeline parallel, CPU offload, data parallel) apply wherever tensor_parallel_size
+    does, as kvviz.vllm.plan.check_knobs accepts them."""
+    return "tensor_parallel_size" in model.reader.knobs_for(model)
