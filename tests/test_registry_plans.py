@@ -27,25 +27,17 @@ NOT_YET_PLANNED = frozenset(
         # class (b), another family than the decoder's: MLA (mla.py register) and nemotron_h (state family)
         "AXK1ForCausalLM",
         "HYV4ForCausalLM",
-        "NemotronHPuzzleForCausalLM",
         # class (a)/(c) state models whose transformers default config holds `Infinity` (time_step_limit):
         # kvviz's JSON reader refuses it before any family reads it
-        "FalconH1ForCausalLM",
-        "GraniteMoeHybridForCausalLM",
-        "Mamba2ForCausalLM",
-        "NemotronHForCausalLM",
         # class (c): a rule of their own first (per-kind head size, looped / stacked layers, Falcon's
         # kv-head keys, MiniCPM3's non-MLA head size, Mamba-1 and OLMo-hybrid state readers, DSA indexer)
         "BeamForCausalLM",
         "DoryForCausalLM",
         "FalconForCausalLM",
-        "FalconMambaForCausalLM",
         "Gemma4ForCausalLM",
         "GlmMoeDsaForCausalLM",
         "HrmTextForCausalLM",
-        "MambaForCausalLM",
         "MiniCPM3ForCausalLM",
-        "OlmoHybridForCausalLM",
     )
 )
 

@@ -10,10 +10,11 @@ a config is parsed; `kvviz models` and everything else stay light.
 
 from __future__ import annotations
 
+import math
 import types
 
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import MAX_DIM, MAX_LAYERS, bounded_int, short_repr
+from kvviz.base.inputs import MAX_DIM, MAX_LAYERS, bounded_int, finite_number, short_repr
 from kvviz.base.quiet import quiet_library
 
 # transformers' dtype names -> kvviz's element names (a float16 model is sized like bf16: 2 B)
@@ -80,9 +81,22 @@ def _transformers_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] |
     except Exception as e:  # noqa: BLE001 - any rejection by transformers becomes one line
         cause = e.__cause__ or e
         lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+        odd = _non_finite_fields(raw)  # transformers' own message does not name the field
         raise KvvizError(
             f"{name}: transformers rejects the {model_type} config: {lines[0] if lines else type(cause).__name__}"
+            + (f" (non-finite values in {', '.join(odd)})" if odd else "")
         ) from None
+
+
+def _non_finite_fields(raw: dict) -> list[str]:
+    """The fields of a config.json (and its text_config) holding JSON's Infinity / NaN, for
+    naming them when transformers rejects one (kvviz.base.inputs reads them as floats)."""
+    out = []
+    for where, part in (("", raw), ("text_config.", raw.get("text_config"))):
+        for key, value in part.items() if isinstance(part, dict) else ():
+            if isinstance(value, float) and not math.isfinite(value):
+                out.append(f"{where}{key}")
+    return out
 
 
 # Fields transformers' config classes take a period from when they derive layer_types, or divide
@@ -269,11 +283,10 @@ def derive_max_model_len(text) -> tuple[int, str]:
     if "gemma3" not in str(getattr(text, "model_type", "")):
         for r in ropes:
             factor = r.get("factor")
-            if (
-                r.get("rope_type", r.get("type")) not in _ROPE_NOT_SCALED
-                and isinstance(factor, (int, float))
-                and factor > 1
-            ):
+            scaled = r.get("rope_type", r.get("type")) not in _ROPE_NOT_SCALED
+            if scaled and isinstance(factor, float):  # JSON's Infinity / NaN / 1e999 (vLLM: int(inf) fails)
+                finite_number(factor, field="rope_parameters.factor")
+            if scaled and isinstance(factor, (int, float)) and factor > 1:
                 return int(length * factor), f"{key} x rope factor {factor}"
     return int(length), key
 

@@ -61,7 +61,7 @@ _RULES: dict[str, str] = {
     ),
     "hybrid state layers: state-family reader not written yet": (
         "AliceAIForCausalLM BailingMoeV2_5ForCausalLM BailingMoeV3ForCausalLM InklingForCausalLM "
-        "OlmoHybridForCausalLM BailingMoeV3VLForConditionalGeneration InternS2MobiusForConditionalGeneration "
+        "BailingMoeV3VLForConditionalGeneration InternS2MobiusForConditionalGeneration "
         "KimiK3ForConditionalGeneration InklingForConditionalGeneration"
     ),
     "own attention class: kwargs (KV heads, window) not read yet": (
@@ -91,16 +91,13 @@ _RULES: dict[str, str] = {
         "CohereAsrForConditionalGeneration NemotronParseForConditionalGeneration RadioMBartPrefixForCausalLM "
         "WhisperForConditionalGeneration"
     ),
-    "state-family architecture name not registered yet": (
-        "Lfm2MoeForCausalLM NemotronHPuzzleForCausalLM InternS2PreviewForConditionalGeneration"
-    ),
+    "state-family architecture name not registered yet": ("InternS2PreviewForConditionalGeneration"),
     "KV heads read from multi_query_group_num: reader not written yet": (
         "ChatGLMModel ChatGLMForConditionalGeneration GLM4VForCausalLM"
     ),
     "looped / stacked layers: layer count and names not read yet": (
         "DoryForCausalLM HrmTextForCausalLM IQuestLoopCoderForCausalLM"
     ),
-    "pure Mamba model: state reader not written yet": ("FalconMambaForCausalLM MambaForCausalLM Mamba2ForCausalLM"),
     "static-sink attention (extra KV tokens): rule not written yet": (
         "PanguEmbeddedForCausalLM PanguProMoEV2ForCausalLM OpenPanguVLForConditionalGeneration"
     ),
