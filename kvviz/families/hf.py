@@ -218,7 +218,7 @@ def _namespace(raw: dict):
 
 # model_types vLLM reads with a config class of its own (vllm/transformers_utils/configs/): read
 # from the JSON as it is.
-_NATIVE_ONLY = ("kimi_k2", "kimi_linear")
+_NATIVE_ONLY = ("kimi_k2", "kimi_linear", "pangu_ultra_moe")  # pangu_ultra_moe: custom code (openpangu.py)
 
 
 def field(text, name: str, *, model: str, required: bool = True, default=None):

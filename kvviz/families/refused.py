@@ -80,9 +80,11 @@ _RULES: dict[str, str] = {
         "Step3p7ForConditionalGeneration MiMoV2ForCausalLM Gemma4ForConditionalGeneration "
         "Gemma4UnifiedForConditionalGeneration"
     ),
-    "MLA architecture name not registered yet": (
-        "AXK1ForCausalLM Glm4MoeLiteForCausalLM HYV4ForCausalLM MistralLarge3ForCausalLM "
-        "PanguUltraMoEForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM"
+    # sarvam.py SarvamMoEForCausalLM subclasses BailingMoeForCausalLM (GQA attention, no MLA)
+    "BailingMoe attention (sarvam.py SarvamMoEForCausalLM): decoder name not registered yet": ("SarvamMoEForCausalLM"),
+    # model_arch_config_convertor.py is_deepseek_mla lacks sarvam_mla: ModelConfig.use_mla is False
+    "MLA layers of a model type vLLM's use_mla does not list (sarvam_mla): backend / block size not modelled": (
+        "SarvamMLAForCausalLM"
     ),
     "multimodal wrapper around an MLA LM: wrapper prefix not read yet": (
         "DeepseekVLV2ForCausalLM DeepseekOCRForCausalLM KimiVLForConditionalGeneration KimiK25ForConditionalGeneration"
@@ -103,9 +105,6 @@ _RULES: dict[str, str] = {
     ),
     "KV sharing across layers (kv_sharing_target_layer_name): rule not written yet": (
         "BeamForCausalLM FlintForCausalLM"
-    ),
-    "MLA plus a per-layer indexer cache (two groups): rule not written yet": (
-        "DeepseekV32ForCausalLM GlmMoeDsaForCausalLM"
     ),
     "per-layer window list: rule not written yet": ("DomynEdgeForCausalLM Plamo3ForCausalLM"),
     "QSA sparse-attention cache (own indexer) not modelled": ("Qwen4ExpForCausalLM Qwen4ExpForConditionalGeneration"),
