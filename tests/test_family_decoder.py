@@ -136,3 +136,89 @@ def test_a_float32_checkpoint_is_served_in_bf16():
     # config/model.py _resolve_auto_dtype: a float32 checkpoint -> bfloat16 on CUDA sm >= 80.
     m = model_from_dict(_cfg("llama", "LlamaForCausalLM", torch_dtype="float32"), name="fp32-test")
     assert m.dtype == "bf16"
+
+
+# -- issue 27: KV heads / head sizes of their own (decoder_keys.HEAD_RULES; vLLM's own plans of the default
+# configs: tests/test_registry_plans.py) --------------------------------------------------------------------
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+REGISTRY = Path(__file__).parent / "data" / "vllm-0.33" / "registry" / "configs"
+
+
+def _registry(arch: str, **changes) -> dict:
+    return {**json.loads((REGISTRY / arch / "config.json").read_text()), **changes}
+
+
+@pytest.mark.parametrize(
+    "changes,kv",
+    [
+        (dict(new_decoder_architecture=True, num_kv_heads=8, num_attention_heads=128, hidden_size=8192), 8),
+        (dict(new_decoder_architecture=False, multi_query=True), 1),
+        (dict(new_decoder_architecture=False, multi_query=False), 71),
+    ],
+)
+def test_falcon_kv_heads(changes, kv):
+    """falcon.py FalconAttention.__init__: new_decoder_architecture -> config.num_kv_heads, else multi_query
+    -> 1, else num_attention_heads; head_dim = hidden_size // num_attention_heads; names
+    transformer.h.{i}.self_attention.attn."""
+    raw = _registry("FalconForCausalLM", **changes)
+    m = model_from_dict(raw, name="falcon")
+    caches = m.reader.caches(m, Options())
+    assert caches[0].name == "transformer.h.0.self_attention.attn"
+    assert {(c.num_kv_heads, c.head_size) for c in caches} == {(kv, raw["hidden_size"] // raw["num_attention_heads"])}
+
+
+def test_falcon_kv_dtype_does_not_apply():
+    """falcon.py builds Attention(...) without cache_config (rotary and alibi), so Attention.__init__ takes
+    kv_cache_dtype 'auto': the cache is the model dtype whatever --kv-cache-dtype says. The knob is refused;
+    a multi-query cache at TP 2 keeps one KV head (max(1, 1 // 2))."""
+    m = model_from_dict(_registry("FalconForCausalLM"), name="falcon")
+    assert "kv_dtype" not in m.reader.knobs_for(m)
+    with pytest.raises(KvvizError, match="kv_dtype"):
+        _plan(m, kv_dtype="fp8")
+    m = model_from_dict(_registry("FalconForCausalLM", num_attention_heads=64, hidden_size=4096), name="falcon-64")
+    assert {c.num_kv_heads for c in m.reader.caches(m, Options(tensor_parallel_size=2))} == {1}
+
+
+def test_minicpm3_plain_attention_tp():
+    """minicpm3.py MiniCPM3Attention: Attention(num_local_heads, qk_nope_head_dim + qk_rope_head_dim,
+    num_kv_heads=num_local_heads): not MLA, whatever kv_lora_rank says; at TP 2 half the heads."""
+    raw = _registry("MiniCPM3ForCausalLM")
+    m = model_from_dict(raw, name="minicpm3")
+    assert m.family == "decoder"
+    for tp in (1, 2):
+        caches = m.reader.caches(m, Options(tensor_parallel_size=tp))
+        want = (raw["num_attention_heads"] // tp, raw["qk_nope_head_dim"] + raw["qk_rope_head_dim"])
+        assert {(c.num_kv_heads, c.head_size) for c in caches} == {want}
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_gemma4_per_kind_heads_tp(tp):
+    """gemma4.py Gemma4DecoderLayer: config.per_layer_config[i] gives each layer's head_dim and KV heads
+    (Gemma4TextConfig: full-attention layers head_dim global_head_dim 512, sliding ones head_dim 256);
+    sliding layers carry sliding_window. KV heads per rank max(1, kv // tp)."""
+    raw = _registry("Gemma4ForCausalLM")
+    m = model_from_dict(raw, name="gemma4")
+    caches = m.reader.caches(m, Options(tensor_parallel_size=tp))
+    kv = max(1, raw["num_key_value_heads"] // tp)
+    for i, (c, kind) in enumerate(zip(caches, raw["layer_types"], strict=True)):
+        assert c.name == f"model.layers.{i}.self_attn.attn"
+        if kind == "full_attention":
+            assert (c.num_kv_heads, c.head_size, c.sliding_window) == (kv, 512, None)
+        else:
+            assert (c.num_kv_heads, c.head_size, c.sliding_window) == (kv, raw["head_dim"], raw["sliding_window"])
+
+
+def test_gemma4_kv_shared_layers_reuse_the_last_of_their_type():
+    """gemma4.py Gemma4Attention: a layer among the last num_kv_shared_layers reuses the last earlier layer of
+    its own type (kv_sharing_target_layer_name) and registers no cache of its own."""
+    raw = _registry("Gemma4ForCausalLM", num_kv_shared_layers=10)
+    m = model_from_dict(raw, name="gemma4-shared")
+    first = raw["num_hidden_layers"] - 10
+    names = [c.name for c in m.reader.caches(m, Options())]
+    assert names == [f"model.layers.{i}.self_attn.attn" for i in range(first)]
+    types = raw["layer_types"]
+    for layer, target in m.config.shared_targets:
+        assert target == max(j for j in range(first) if types[j] == types[layer])

@@ -32,10 +32,7 @@ NOT_YET_PLANNED = frozenset(
         # kv-head keys, MiniCPM3's non-MLA head size)
         "BeamForCausalLM",
         "DoryForCausalLM",
-        "FalconForCausalLM",
-        "Gemma4ForCausalLM",
         "HrmTextForCausalLM",
-        "MiniCPM3ForCausalLM",
     )
 )
 

@@ -23,6 +23,7 @@ HEAD_FROM_HIDDEN = frozenset(
         "bloom",  # vllm/model_executor/models/bloom.py BloomAttention.__init__
         "olmoe",  # vllm/model_executor/models/olmoe.py OlmoeAttention.__init__
         "stablelm",  # vllm/model_executor/models/stablelm.py StablelmAttention.__init__
+        "falcon",  # vllm/model_executor/models/falcon.py FalconAttention.__init__
     }
 )
 
@@ -38,7 +39,20 @@ LAYER_NAMES = {
     "opt": ("model.decoder.layers", "self_attn.attn"),
     # vllm/model_executor/models/exaone.py ExaoneDecoderLayer.__init__, ExaoneBlockAttention.__init__
     "exaone": ("model.h", "attn.attention.attn"),
+    # vllm/model_executor/models/falcon.py FalconModel.__init__ (transformer.h), FalconDecoderLayer.__init__
+    "falcon": ("transformer.h", "self_attention.attn"),
 }
+
+# Attention whose KV heads and head size are not num_key_value_heads / head_dim (kvviz.families.decoder
+# _heads): vllm/model_executor/models/minicpm3.py MiniCPM3Attention.__init__ (Attention(num_local_heads,
+# qk_nope_head_dim + qk_rope_head_dim, num_kv_heads=num_local_heads)); falcon.py FalconAttention.__init__
+# (new_decoder_architecture: num_kv_heads, else multi_query: 1, else num_attention_heads); gemma4.py
+# Gemma4DecoderLayer.__init__ (config.per_layer_config[i].head_dim / .num_key_value_heads).
+HEAD_RULES = frozenset({"minicpm3", "falcon", "gemma4_text"})
+# Models whose Attention gets no cache_config, so its kv_cache_dtype is 'auto' (the model dtype) whatever
+# --kv-cache-dtype says (layers/attention/attention.py Attention.__init__): falcon.py's rotary and alibi
+# Attention(...) calls.
+NO_CACHE_CONFIG = frozenset({"falcon"})
 
 # vllm/model_executor/models/hyperclovax_vision_v2.py HCXVisionV2ForCausalLM.__init__ (language_model)
 WRAPPERS = frozenset({"HCXVisionV2ForCausalLM"})
@@ -140,4 +154,11 @@ NAMES = (
     "ExaoneForCausalLM",
     "exaone",
     "HCXVisionV2ForCausalLM",  # WRAPPERS above
+    # HEAD_RULES above
+    "MiniCPM3ForCausalLM",
+    "minicpm3",
+    "FalconForCausalLM",
+    "falcon",
+    "Gemma4ForCausalLM",  # vllm/model_executor/models/gemma4.py
+    "gemma4_text",
 )

@@ -76,7 +76,7 @@ _RULES: dict[str, str] = {
         "NemotronH_Nano_Omni_Reasoning_V3 NemotronH_Super_Omni_Reasoning_V3 NemotronH_Omni_Reasoning_V3"
     ),
     "per-kind KV heads / head size: rule not written yet": (
-        "Gemma4ForCausalLM MiMoV2FlashForCausalLM Step3p5ForCausalLM MiMoV2OmniForCausalLM "
+        "MiMoV2FlashForCausalLM Step3p5ForCausalLM MiMoV2OmniForCausalLM "
         "Step3p7ForConditionalGeneration MiMoV2ForCausalLM Gemma4ForConditionalGeneration "
         "Gemma4UnifiedForConditionalGeneration"
     ),
@@ -119,9 +119,7 @@ _RULES: dict[str, str] = {
     "KV heads in nested attn_config: reader not written yet": ("DbrxForCausalLM"),
     "per-layer KV heads / attention-free layers (block_configs): rule not written yet": ("DeciLMForCausalLM"),
     "layer names other than model.layers.N.self_attn.attn: reader not written yet": ("ExaoneForCausalLM"),
-    "Falcon KV-head keys (multi_query / new_decoder_architecture): reader not written yet": ("FalconForCausalLM"),
     "chunk_lookback windows: rule not confirmed": ("Rnj1ForCausalLM"),
-    "KV heads = heads, head size qk_nope + qk_rope: rule not written yet": ("MiniCPM3ForCausalLM"),
     "causal audio encoder that may register KV: not confirmed": ("VoxtralRealtimeGeneration"),
     "own sparse-attention LM: cache layout not read yet": ("Dots3NoteForCausalLM"),
     "block-diffusion (non-causal) decoding: cache rule not modelled": ("DiffusionGemmaForBlockDiffusion"),
