@@ -222,3 +222,58 @@ def test_gemma4_kv_shared_layers_reuse_the_last_of_their_type():
     types = raw["layer_types"]
     for layer, target in m.config.shared_targets:
         assert target == max(j for j in range(first) if types[j] == types[layer])
+
+
+def test_hrm_text_stacked_steps_tp():
+    """hrm_text.py: L_module then H_module; layer k of num_layers_per_stack registers one cache per step it
+    runs at (L: h x (L_cycles + 1) + l, H: h x (L_cycles + 1) + L_cycles) named
+    model.{L,H}_module.layers.{step x num_layers_per_stack + k}.self_attn.attn; KV heads = heads / tp."""
+    raw = _registry("HrmTextForCausalLM", H_cycles=2, L_cycles=2, num_layers_per_stack=3)
+    m = model_from_dict(raw, name="hrm")
+    caches = m.reader.caches(m, Options(tensor_parallel_size=2))
+    # L steps 0, 1, 3, 4; H steps 2, 5; three layers a stack
+    want = [f"model.L_module.layers.{s * 3 + k}.self_attn.attn" for k in range(3) for s in (0, 1, 3, 4)]
+    want += [f"model.H_module.layers.{s * 3 + k}.self_attn.attn" for k in range(3) for s in (2, 5)]
+    assert [c.name for c in caches] == want
+    assert {(c.num_kv_heads, c.head_size, c.sliding_window) for c in caches} == {
+        (raw["num_attention_heads"] // 2, raw["head_dim"], None)
+    }
+
+
+def test_dory_per_loop_caches_and_tp():
+    """dory.py: an attention layer of the recurrent range registers n_recurrent_loops caches with
+    recurrent_kv_cache_mode 'per_loop' (loop j: backbone.layers.{j x num_hidden_layers + i}.mixer.attn),
+    one otherwise; 'mlp' layers none; DoryForCausalLM refuses TP != 1."""
+    layer_types = ["sliding_attention", "mlp", "full_attention", "mlp"]
+    base = dict(num_hidden_layers=4, layer_types=layer_types, n_input_layers=1, n_output_layers=1)
+    m = model_from_dict(_registry("DoryForCausalLM", n_recurrent_layers=2, n_recurrent_loops=3, **base), name="d")
+    caches = m.reader.caches(m, Options())
+    assert [(c.name, c.sliding_window) for c in caches] == [
+        ("backbone.layers.0.mixer.attn", 1024),  # input layer: one cache
+        ("backbone.layers.2.mixer.attn", None),  # recurrent layer 2: loops 0, 1, 2
+        ("backbone.layers.6.mixer.attn", None),
+        ("backbone.layers.10.mixer.attn", None),
+    ]
+    shared = model_from_dict(
+        _registry(
+            "DoryForCausalLM", n_recurrent_layers=2, n_recurrent_loops=3, recurrent_kv_cache_mode="shared", **base
+        ),
+        name="d",
+    )
+    assert len(shared.reader.caches(shared, Options())) == 2
+    with pytest.raises(KvvizError, match="tensor_parallel_size=2"):
+        m.reader.caches(m, Options(tensor_parallel_size=2))
+
+
+def test_beam_and_dory_read_with_vllm_config_defaults():
+    """vLLM reads beam and dory with its own config classes (transformers_utils/config.py _CONFIG_REGISTRY),
+    not transformers': BeamConfig's head_dim None (BeamAttention: hidden_size // heads) and layer_types all
+    sliding; DoryConfig's 72 layers and its layer pattern (mlp at odd layers, full at i % 8 == 6)."""
+    beam = model_from_dict({"architectures": ["BeamForCausalLM"], "model_type": "beam"}, name="beam")
+    caches = beam.reader.caches(beam, Options())
+    assert len(caches) == 24 and {(c.num_kv_heads, c.head_size, c.sliding_window) for c in caches} == {(4, 64, 4096)}
+    dory = model_from_dict({"architectures": ["DoryForCausalLM"], "model_type": "dory"}, name="dory")
+    caches = dory.reader.caches(dory, Options())
+    full = [i for i in range(72) if i % 2 == 0 and i % 8 == 6]
+    assert [c.name for c in caches if c.sliding_window is None] == [f"backbone.layers.{i}.mixer.attn" for i in full]
+    assert len(caches) == 36 and {c.head_size for c in caches} == {256}

@@ -28,11 +28,6 @@ NOT_YET_PLANNED = frozenset(
         # validates (HYV4MLAAttention._resolve_sink_backend: FLASHMLA_SPARSE on Hopper), whose block kvviz does
         # not model: refused. vLLM's recorded plan is the no-sink path; tests/test_family_mla.py plans that.
         "HYV4ForCausalLM",
-        # class (c): a rule of their own first (per-kind head size, looped / stacked layers, Falcon's
-        # kv-head keys, MiniCPM3's non-MLA head size)
-        "BeamForCausalLM",
-        "DoryForCausalLM",
-        "HrmTextForCausalLM",
     )
 )
 

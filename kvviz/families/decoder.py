@@ -41,9 +41,11 @@ from kvviz.families.decoder_keys import (
     HEAD_FROM_HIDDEN,
     HEAD_RULES,
     LAYER_NAMES,
+    LOOPED,
     NAMES,
     NO_CACHE_CONFIG,
     WRAPPERS,
+    looped_layers,
 )
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
 from kvviz.families.registry import Family, Model, model_method, register
@@ -70,6 +72,7 @@ class DecoderConfig:
     kind_source: str
     shared_targets: tuple[tuple[int, int], ...] = ()  # (layer, the layer whose KV it reuses)
     layer_heads: tuple[tuple[int, int], ...] = ()  # per layer (KV heads, head size) where they differ (Gemma 4)
+    layer_names: tuple[str, ...] = ()  # per cache, where not `{layer_prefix}.{i}.{attn_suffix}` (LOOPED)
 
     @property
     def kind_counts(self) -> dict[str, int]:
@@ -122,6 +125,8 @@ def _heads(text, model_type: str, heads: int, kv: int, head_dim: int, n: int, *,
     if model_type == "minicpm3":  # minicpm3.py: Attention(num_local_heads, qk_head_dim, num_kv_heads=num_local_heads)
         nope, rope = field(text, "qk_nope_head_dim", model=name), field(text, "qk_rope_head_dim", model=name)
         return heads, nope + rope, ()
+    if model_type == "hrm_text":  # hrm_text.py HrmTextAttention: total_num_kv_heads = num_attention_heads
+        return heads, head_dim, ()
     if model_type == "falcon":  # falcon.py FalconAttention.__init__
         if getattr(text, "new_decoder_architecture", False):
             return field(text, "num_kv_heads", model=name, required=False, default=heads), head_dim, ()
@@ -164,7 +169,8 @@ class DecoderFamily(Family):
     )
 
     def read(self, raw: dict, *, name: str) -> Model:
-        top, text = read_config(raw, name=name, known_kinds=LAYER_KINDS)
+        dory = raw.get("model_type") == "dory"  # its layer_types also names MLP-only layers (dory.py)
+        top, text = read_config(raw, name=name, known_kinds=LAYER_KINDS + (("mlp",) if dory else ()))
         model_type = getattr(text, "model_type", raw.get("model_type"))
         n = field(text, "num_hidden_layers", model=name)
         heads = field(text, "num_attention_heads", model=name)
@@ -185,7 +191,14 @@ class DecoderFamily(Family):
         for fname, value in (("num_attention_heads", heads), ("num_key_value_heads", kv), ("head_dim", head_dim)):
             bounded_int(value, field=f"{name}: {fname}", low=1, high=MAX_DIM)
         require(heads % kv == 0, f"{name}: num_key_value_heads={kv}: must divide num_attention_heads={heads}")
-        kinds, source = _kinds(text, model_type, n, name=name)
+        names: tuple[str, ...] = ()
+        if model_type in LOOPED:
+            names, looped = looped_layers(text, model_type, name=name)
+            n, window = len(names), getattr(text, "sliding_window", None)
+            kinds = [SLIDING if k == SLIDING and window else FULL for k in looped]
+            source = f"{model_type}: looped / stacked layers (decoder_keys.looped_layers)"
+        else:
+            kinds, source = _kinds(text, model_type, n, name=name)
         window = getattr(text, "sliding_window", None) if SLIDING in kinds else None
         if window is not None and model_type == "cohere2":
             window += 1  # commandr.py: "cohere swa layer sees [pos - sliding_window, pos]"
@@ -222,6 +235,7 @@ class DecoderFamily(Family):
             kind_source=source,
             shared_targets=shared,
             layer_heads=layer_heads,
+            layer_names=names,
         )
         length, key = derive_max_model_len(text)
         return Model(
@@ -248,6 +262,10 @@ class DecoderFamily(Family):
         c: DecoderConfig = model.config
         tp = options.tensor_parallel_size or 1
         check_tp_heads(c.num_attention_heads, tp, model=model.name)
+        require(
+            tp == 1 or model.model_type != "dory",
+            f"tensor_parallel_size={tp}: vLLM's Dory runs on one GPU only (dory.py DoryForCausalLM.__init__)",
+        )
         kv = kv_heads_per_rank(c.num_key_value_heads, tp, model=model.name)
         dtype = options.kv_dtype or model.dtype
         window = options.sliding_window or c.sliding_window
@@ -259,7 +277,7 @@ class DecoderFamily(Family):
             heads, size = (per_rank[c.layer_heads[i][0]], c.layer_heads[i][1]) if c.layer_heads else (kv, c.head_dim)
             out.append(
                 AttentionCache(
-                    name=f"{c.layer_prefix}.{i}.{c.attn_suffix}",
+                    name=c.layer_names[i] if c.layer_names else f"{c.layer_prefix}.{i}.{c.attn_suffix}",
                     layer=i,
                     num_kv_heads=heads,
                     head_size=size,

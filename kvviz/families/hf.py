@@ -203,6 +203,8 @@ def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = N
     if model_type in _NATIVE_ONLY:
         top = _namespace(raw)
         text = _namespace(raw["text_config"]) if isinstance(raw.get("text_config"), dict) else top
+    elif model_type in VLLM_OWN_DEFAULTS:
+        top = text = _namespace(_with_vllm_defaults(raw, model_type))
     else:
         with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
             top = _transformers_config(raw, name=name, known_kinds=known_kinds)
@@ -214,6 +216,58 @@ def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = N
 
 def _namespace(raw: dict):
     return types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str) and k.isidentifier()})
+
+
+# model_types that transformers knows but vLLM 0.33 reads with a config class of its own
+# (transformers_utils/config.py _CONFIG_REGISTRY), whose defaults differ from transformers': the fields
+# kvviz reads with that class's defaults (transformers_utils/configs/beam.py BeamConfig.__init__,
+# dory.py DoryConfig), and its __post_init__ fill-ins in _with_vllm_defaults.
+VLLM_OWN_DEFAULTS: dict[str, dict] = {
+    "beam": dict(
+        hidden_size=2048,
+        num_hidden_layers=24,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        head_dim=None,
+        max_position_embeddings=32768,
+        sliding_window=4096,
+        layer_types=None,
+    ),
+    "dory": dict(
+        hidden_size=2560,
+        num_hidden_layers=72,
+        num_attention_heads=16,
+        num_key_value_heads=4,
+        head_dim=256,
+        max_position_embeddings=8192,
+        sliding_window=1024,
+        layer_types=None,
+        n_input_layers=0,
+        n_recurrent_layers=None,
+        n_output_layers=0,
+        n_recurrent_loops=1,
+        recurrent_kv_cache_mode="per_loop",
+    ),
+}
+
+
+def _with_vllm_defaults(raw: dict, model_type: str) -> dict:
+    """config.json over the vLLM config class's defaults, with its __post_init__ fill-ins."""
+    out = {**VLLM_OWN_DEFAULTS[model_type], **raw}
+    n = out["num_hidden_layers"]
+    if not isinstance(n, int) or isinstance(n, bool):
+        return out  # the family names the field
+    if out["layer_types"] is None and model_type == "beam":  # BeamConfig: every layer sliding
+        out["layer_types"] = ["sliding_attention"] * n
+    if out["layer_types"] is None and model_type == "dory":  # DoryConfig.__post_init__
+        out["layer_types"] = [
+            "mlp" if i % 2 else "full_attention" if i % 8 == 6 else "sliding_attention" for i in range(n)
+        ]
+    if model_type == "dory" and out["n_recurrent_layers"] is None:
+        first, last = out["n_input_layers"], out["n_output_layers"]
+        if all(isinstance(x, int) for x in (first, last)):
+            out["n_recurrent_layers"] = n - first - last
+    return out
 
 
 # model_types vLLM reads with a config class of its own (vllm/transformers_utils/configs/): read

@@ -97,15 +97,11 @@ _RULES: dict[str, str] = {
     "KV heads read from multi_query_group_num: reader not written yet": (
         "ChatGLMModel ChatGLMForConditionalGeneration GLM4VForCausalLM"
     ),
-    "looped / stacked layers: layer count and names not read yet": (
-        "DoryForCausalLM HrmTextForCausalLM IQuestLoopCoderForCausalLM"
-    ),
+    "looped / stacked layers: layer count and names not read yet": ("IQuestLoopCoderForCausalLM"),
     "static-sink attention (extra KV tokens): rule not written yet": (
         "PanguEmbeddedForCausalLM PanguProMoEV2ForCausalLM OpenPanguVLForConditionalGeneration"
     ),
-    "KV sharing across layers (kv_sharing_target_layer_name): rule not written yet": (
-        "BeamForCausalLM FlintForCausalLM"
-    ),
+    "KV sharing across layers (kv_sharing_target_layer_name): rule not written yet": ("FlintForCausalLM"),
     "per-layer window list: rule not written yet": ("DomynEdgeForCausalLM Plamo3ForCausalLM"),
     "QSA sparse-attention cache (own indexer) not modelled": ("Qwen4ExpForCausalLM Qwen4ExpForConditionalGeneration"),
     "custom code config with no public schema": ("Glm5NextForCausalLM Glm5NextForConditionalGeneration"),
