@@ -277,3 +277,15 @@ def test_beam_and_dory_read_with_vllm_config_defaults():
     full = [i for i in range(72) if i % 2 == 0 and i % 8 == 6]
     assert [c.name for c in caches if c.sliding_window is None] == [f"backbone.layers.{i}.mixer.attn" for i in full]
     assert len(caches) == 36 and {c.head_size for c in caches} == {256}
+
+
+@pytest.mark.parametrize("tp", [1, 8])
+def test_sarvam_moe_is_bailing_attention(tp):
+    """sarvam.py SarvamMoEForCausalLM subclasses bailing_moe.py BailingMoeForCausalLM: BailingAttention with
+    head_dim = config.head_dim or hidden_size // heads, KV heads max(1, num_key_value_heads // tp), named
+    model.layers.{i}.attention.attn (BailingMoeBlock: prefix .attention). Not MLA. transformers' default
+    SarvamMoeConfig: 19 layers, 64 heads, 4 KV heads, head_dim 64."""
+    m = model_from_dict({"architectures": ["SarvamMoEForCausalLM"], "model_type": "sarvam_moe"}, name="sarvam")
+    caches = m.reader.caches(m, Options(tensor_parallel_size=tp))
+    assert [c.name for c in caches] == [f"model.layers.{i}.attention.attn" for i in range(19)]
+    assert {(c.num_kv_heads, c.head_size, c.sliding_window) for c in caches} == {(max(1, 4 // tp), 64, None)}

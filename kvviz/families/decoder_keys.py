@@ -44,6 +44,9 @@ LAYER_NAMES = {
     "exaone": ("model.h", "attn.attention.attn"),
     # vllm/model_executor/models/falcon.py FalconModel.__init__ (transformer.h), FalconDecoderLayer.__init__
     "falcon": ("transformer.h", "self_attention.attn"),
+    # vllm/model_executor/models/sarvam.py SarvamMoEForCausalLM(BailingMoeForCausalLM): bailing_moe.py
+    # BailingMoeBlock.__init__ (.attention), BailingAttention.__init__ (.attn)
+    "sarvam_moe": ("model.layers", "attention.attn"),
 }
 
 # Attention whose KV heads and head size are not num_key_value_heads / head_dim (kvviz.families.decoder
@@ -222,4 +225,7 @@ NAMES = (
     "hrm_text",
     "DoryForCausalLM",
     "dory",
+    # LAYER_NAMES above: BailingAttention (head_dim, else hidden_size // heads; num_key_value_heads)
+    "SarvamMoEForCausalLM",
+    "sarvam_moe",
 )

@@ -80,8 +80,6 @@ _RULES: dict[str, str] = {
         "Step3p7ForConditionalGeneration MiMoV2ForCausalLM Gemma4ForConditionalGeneration "
         "Gemma4UnifiedForConditionalGeneration"
     ),
-    # sarvam.py SarvamMoEForCausalLM subclasses BailingMoeForCausalLM (GQA attention, no MLA)
-    "BailingMoe attention (sarvam.py SarvamMoEForCausalLM): decoder name not registered yet": ("SarvamMoEForCausalLM"),
     # model_arch_config_convertor.py is_deepseek_mla lacks sarvam_mla: ModelConfig.use_mla is False
     "MLA layers of a model type vLLM's use_mla does not list (sarvam_mla): backend / block size not modelled": (
         "SarvamMLAForCausalLM"
