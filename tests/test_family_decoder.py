@@ -289,3 +289,13 @@ def test_sarvam_moe_is_bailing_attention(tp):
     caches = m.reader.caches(m, Options(tensor_parallel_size=tp))
     assert [c.name for c in caches] == [f"model.layers.{i}.attention.attn" for i in range(19)]
     assert {(c.num_kv_heads, c.head_size, c.sliding_window) for c in caches} == {(max(1, 4 // tp), 64, None)}
+
+
+def test_gemma4_layer_mix_moves_head_sizes_with_kinds():
+    """The explorer's full_layers what-if on Gemma 4: a layer made full takes the full layers' head size
+    (per_layer_config: global_head_dim 512), one made sliding the sliding layers' (head_dim)."""
+    raw = _registry("Gemma4ForCausalLM")
+    m = model_from_dict(raw, name="gemma4")
+    mixed = m.reader.with_full_layers(m, 10)
+    for c in mixed.reader.caches(mixed, Options()):
+        assert c.head_size == (512 if c.sliding_window is None else raw["head_dim"])

@@ -325,7 +325,13 @@ class DecoderFamily(Family):
         kinds = _spread_full(c.layer_kinds, full, name=model.name)
         if kinds == c.layer_kinds:
             return model
-        cfg = dataclasses.replace(c, layer_kinds=kinds, kind_source=f"kvviz: {full} full layers spread evenly")
+        heads = c.layer_heads
+        if heads:  # Gemma 4: a layer takes the KV heads / head size of its new kind
+            by_kind = {k: pair for k, pair in zip(c.layer_kinds, heads)}
+            heads = tuple(by_kind.get(k, heads[i]) for i, k in enumerate(kinds))
+        cfg = dataclasses.replace(
+            c, layer_kinds=kinds, layer_heads=heads, kind_source=f"kvviz: {full} full layers spread evenly"
+        )
         return dataclasses.replace(model, name=f"{model.name} ({full} full)", config=cfg)
 
 
