@@ -409,3 +409,91 @@ def check_cli_against_vllm(case: dict) -> None:
 @pytest.mark.parametrize("case", STATE_CASES, ids=[c["case"] for c in STATE_CASES])
 def test_cli_matches_vllm(case):
     check_cli_against_vllm(case)
+
+
+# -- issue 27: pure Mamba models, LFM2-MoE, OLMo-hybrid (vLLM's own plans: tests/test_registry_plans.py) --------
+
+REGISTRY = DATA / "registry" / "configs"
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_mamba2_pure_tp(tp):
+    """Mamba2ForCausalLM (mamba2.py get_mamba_state_shape_from_config): intermediate = expand x hidden_size,
+    mamba2_state_shape: conv (conv_kernel - 1, (intermediate + 2 x n_groups x state_size) / tp), ssm
+    (num_heads / tp, head_dim, state_size); n_groups % tp == 0 here, so no extra groups. Every layer's
+    mixer at backbone.layers.{i}.mixer, no attention; attention-free (IsAttentionFree), so prefix caching
+    is off by default: 'none' mode, one block of max_model_len tokens a request."""
+    raw = json.loads(
+        (REGISTRY / "Mamba2ForCausalLM" / "config.json").read_text(encoding="utf-8").replace("Infinity", "1e30")
+    )
+    m = load_path(REGISTRY / "Mamba2ForCausalLM")
+    inter = raw["expand"] * raw["hidden_size"]
+    conv = (raw["conv_kernel"] - 1, (inter + 2 * raw["n_groups"] * raw["state_size"]) // tp)
+    ssm = (raw["num_heads"] // tp, raw["head_dim"], raw["state_size"])
+    caches = m.reader.caches(m, Options(tensor_parallel_size=tp))
+    assert [c.name for c in caches] == [f"backbone.layers.{i}.mixer" for i in range(raw["num_hidden_layers"])]
+    assert {tuple(tuple(p.shape) for p in c.parts) for c in caches} == {(conv, ssm)}
+    p = plan_model(m, options=Options(tensor_parallel_size=tp))
+    assert p.scheduling.mamba_cache_mode == "none"
+    # MambaModelConfig.verify_and_update_config: mamba_block_size = max_model_len without prefix caching
+    assert {c.tokens_per_block for g in p.layout.groups for c in g.layers} == {m.max_model_len}
+    assert p.layout.block_stride == raw["num_hidden_layers"] * 2 * (math.prod(conv) + math.prod(ssm))
+
+
+def test_mamba1_falcon_mamba_reads_like_mamba():
+    """registry.py maps FalconMambaForCausalLM to mamba.py's MambaForCausalLM: mamba1_state_shape
+    (conv (conv_kernel - 1, intermediate), ssm (intermediate, state_size)) with transformers'
+    intermediate_size = expand x hidden_size; prefix caching given explicitly turns 'align' mode on."""
+    raw = json.loads((REGISTRY / "FalconMambaForCausalLM" / "config.json").read_text(encoding="utf-8"))
+    m = load_path(REGISTRY / "FalconMambaForCausalLM")
+    inter = raw["expand"] * raw["hidden_size"]
+    c = m.reader.caches(m, Options())[0]
+    assert c.name == "backbone.layers.0.mixer" and c.mamba_type == "mamba1"
+    assert [tuple(p.shape) for p in c.parts] == [(raw["conv_kernel"] - 1, inter), (inter, raw["state_size"])]
+    assert plan(m, prefix_caching=True).scheduling.mamba_cache_mode == "align"
+
+
+def test_mamba2_intermediate_size_disagreeing_is_refused():
+    from kvviz.families.loader import model_from_dict
+
+    raw = json.loads(
+        (REGISTRY / "Mamba2ForCausalLM" / "config.json").read_text(encoding="utf-8").replace("Infinity", "1e30")
+    )
+    raw["intermediate_size"] = 1000
+    with pytest.raises(KvvizError, match="intermediate_size=1000"):
+        model_from_dict(raw, name="m2")
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_lfm2_moe_hand_derived(tp):
+    """LFM2-MoE (lfm2_moe.py; vLLM could not build transformers' default config, whose layer_types is None,
+    so this is derived by hand). Lfm2MoeShortConvDecoderLayer: ShortConv(dim=config.hidden_size) at
+    `model.layers.{i}.short_conv`, get_mamba_state_shape_from_config short_conv_state_shape(intermediate_size=
+    hidden_size): conv (conv_L_cache - 1, hidden_size / tp); Lfm2MoeAttention: head_dim = hidden_size //
+    num_attention_heads, KV heads num_key_value_heads / tp, at `model.layers.{i}.self_attn.attn`. Short conv
+    has no checkpoint alignment: the attention block is the smallest multiple of 16 whose page holds a state."""
+    from kvviz.families.loader import model_from_dict
+
+    full = {2, 6, 10, 14, 18, 21}  # a layer mix of our own choosing: 6 attention layers of 24
+    raw = {
+        "architectures": ["Lfm2MoeForCausalLM"],
+        "model_type": "lfm2_moe",
+        "hidden_size": 2048,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "conv_L_cache": 3,
+        "max_position_embeddings": 128000,
+        "dtype": "bfloat16",
+        "layer_types": ["full_attention" if i in full else "conv" for i in range(24)],
+    }
+    m = model_from_dict(raw, name="lfm2-moe")
+    caches = m.reader.caches(m, Options(tensor_parallel_size=tp))
+    assert [c.name for c in caches] == [
+        f"model.layers.{i}.self_attn.attn" if i in full else f"model.layers.{i}.short_conv" for i in range(24)
+    ]
+    state = 2 * (3 - 1) * (2048 // tp)
+    token = 2 * (8 // tp) * (2048 // 32) * 2  # K and V, bf16
+    p = plan(m, tensor_parallel_size=tp)
+    assert p.tokens_per_block == _attn_block(state, token)
+    assert {c.page_bytes for g in p.layout.groups for c in g.layers} == {p.tokens_per_block * token}

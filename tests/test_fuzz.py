@@ -347,6 +347,8 @@ def test_bool_where_a_count_belongs(files):
         b"{}",
         b'"text"',
         b"1e999",
+        # JSON's NaN / Infinity are read as floats since issue 27 (transformers writes them, vLLM reads them):
+        # a whole file of one is refused because a config or groups file must be an object, not for the constant
         b"NaN",
         b"Infinity",
         b"\xef\xbb\xbf{}",
@@ -357,7 +359,97 @@ def test_bool_where_a_count_belongs(files):
     ],
 )
 def test_odd_file_contents(files, option, content):
-    assert_refused(["plan", option, files(content)])
+    err = assert_refused(["plan", option, files(content)])
+    if content in (b"NaN", b"Infinity", b"1e999"):
+        assert "must be a JSON object" in err or "groups" in err, err
+
+
+# ---- JSON's Infinity / NaN (issue 27) -------------------------------------------------------
+# transformers' default configs of Mamba2, FalconH1, GraniteMoeHybrid and NemotronH hold
+# "time_step_limit": [0.0, Infinity], and vLLM reads them (Python's json): kvviz reads the constants as
+# floats too (it refused the whole file before), and each field it reads refuses a non-finite value
+# naming itself.
+NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e999"]
+REGISTRY_CONFIGS = ROOT / "tests" / "data" / "vllm-0.33" / "registry" / "configs"
+
+
+@pytest.mark.parametrize("constant", NON_FINITE)
+@pytest.mark.parametrize(
+    "at", [(0, "layers", 0, "page_bytes"), (0, "layers", 0, "tokens_per_block"), (0, "layers", 1, "sliding_window")]
+)
+def test_non_finite_in_a_groups_field(files, constant, at):
+    assert_refused(["plan", "--groups", files(groups_with(constant, at))], at[-1])
+
+
+@pytest.mark.parametrize("constant", NON_FINITE)
+@pytest.mark.parametrize("field", ["num_hidden_layers", "head_dim", "sliding_window", "index_head_dim"])
+def test_non_finite_in_a_config_field(files, constant, field):
+    assert_refused(["plan", "--config", files(config_with(field, constant))], field)
+
+
+@pytest.mark.parametrize("constant", NON_FINITE)
+def test_non_finite_rope_factor(files, constant):
+    """vLLM multiplies max_model_len by a linear / dynamic rope factor (config/model.py
+    _get_and_verify_max_len: int(inf) fails there): refused naming the factor, not a traceback."""
+    doc = json.loads((REGISTRY_CONFIGS / "LlamaForCausalLM" / "config.json").read_text())
+    doc["rope_scaling"] = {"rope_type": "linear", "factor": "@@"}
+    path = files(json.dumps(doc).replace('"@@"', constant))
+    assert_refused(["plan", "--hf-config", path], "rope_parameters.factor")
+
+
+def test_time_step_limit_infinity_is_read():
+    """The four default configs that hold Infinity load (tests/test_registry_plans.py compares their
+    plans with vLLM's): the constant sits in time_step_limit, a field no cache size depends on."""
+    from kvviz.families.loader import load_path
+
+    for arch in ("Mamba2ForCausalLM", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM", "NemotronHForCausalLM"):
+        path = REGISTRY_CONFIGS / arch / "config.json"
+        assert "Infinity" in path.read_text(), arch
+        assert load_path(path).architecture == arch
+
+
+def _plan_signature(raw: dict):
+    from kvviz import plan
+    from kvviz.families.loader import model_from_dict
+
+    p = plan(model_from_dict(raw, name="x"))
+    return p.block_stride, p.max_model_len, [[(c.name, c.page_bytes) for c in g.layers] for g in p.groups]
+
+
+@pytest.mark.parametrize(
+    "arch",
+    [
+        "LlamaForCausalLM",
+        "Gemma3ForCausalLM",
+        "DeepseekV3ForCausalLM",
+        "NemotronHForCausalLM",
+        "FalconH1ForCausalLM",
+        "Qwen3NextForCausalLM",
+        "Llama4ForCausalLM",
+        "Zamba2ForCausalLM",
+    ],
+)
+def test_non_finite_anywhere_in_a_config(arch):
+    """Second method: every top-level number of a real config set to NaN, then Infinity, one at a time.
+    Either the plan is the original's to the byte (kvviz and vLLM never size anything from the field), or
+    the refusal is one KvvizError naming the field (kvviz's own check, or transformers' rejection with
+    the non-finite field named)."""
+    from kvviz.base.errors import KvvizError
+    from kvviz.base.inputs import parse_json
+
+    text = (REGISTRY_CONFIGS / arch / "config.json").read_text()
+    raw = parse_json(text.encode(), what=arch)
+    base = _plan_signature(raw)
+    numbers = [k for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    assert len(numbers) >= 10, arch
+    for key in numbers:
+        for constant in ("NaN", "Infinity"):
+            doc = dict(raw, **{key: "@@"})
+            bad = parse_json(json.dumps(doc).replace('"@@"', constant).encode(), what=arch)
+            try:
+                assert _plan_signature(bad) == base, (arch, key, constant)
+            except KvvizError as e:
+                assert key in str(e) and "\n" not in str(e), (arch, key, constant, str(e))
 
 
 @pytest.mark.parametrize("option", ["--groups", "--config"])

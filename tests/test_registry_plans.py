@@ -24,28 +24,10 @@ MNBT = "max_num_batched_tokens=8192"
 # Architectures with a vLLM plan that kvviz does not plan yet (docs/registry-work.md says why).
 NOT_YET_PLANNED = frozenset(
     (
-        # class (b), another family than the decoder's: MLA (mla.py register) and nemotron_h (state family)
-        "AXK1ForCausalLM",
+        # MLA family: HY-V4's learnable_sink (true in vLLM's HYV4Config) binds a sink-capable backend where one
+        # validates (HYV4MLAAttention._resolve_sink_backend: FLASHMLA_SPARSE on Hopper), whose block kvviz does
+        # not model: refused. vLLM's recorded plan is the no-sink path; tests/test_family_mla.py plans that.
         "HYV4ForCausalLM",
-        "NemotronHPuzzleForCausalLM",
-        # class (a)/(c) state models whose transformers default config holds `Infinity` (time_step_limit):
-        # kvviz's JSON reader refuses it before any family reads it
-        "FalconH1ForCausalLM",
-        "GraniteMoeHybridForCausalLM",
-        "Mamba2ForCausalLM",
-        "NemotronHForCausalLM",
-        # class (c): a rule of their own first (per-kind head size, looped / stacked layers, Falcon's
-        # kv-head keys, MiniCPM3's non-MLA head size, Mamba-1 and OLMo-hybrid state readers, DSA indexer)
-        "BeamForCausalLM",
-        "DoryForCausalLM",
-        "FalconForCausalLM",
-        "FalconMambaForCausalLM",
-        "Gemma4ForCausalLM",
-        "GlmMoeDsaForCausalLM",
-        "HrmTextForCausalLM",
-        "MambaForCausalLM",
-        "MiniCPM3ForCausalLM",
-        "OlmoHybridForCausalLM",
     )
 )
 

@@ -8,7 +8,9 @@ where the problem arises (never a blanket catch-all further up):
 * the text must be UTF-8 (a latin-1 or UTF-16 file is refused, not half-decoded);
 * the JSON must parse, hold no key twice in one object, nest at most as deep as Python's parser
   allows, hold no integer longer than
-  `MAX_INT_DIGITS` digits and no string that is not valid Unicode (a lone surrogate);
+  `MAX_INT_DIGITS` digits and no string that is not valid Unicode (a lone surrogate); `Infinity` and
+  `NaN` are read as Python's json reads them (floats: transformers writes them), and a field kvviz
+  reads refuses a non-finite value naming itself (`finite_number`);
 * the counts that size work (layers, page bytes, dimensions, tokens per block) have a bound, and
   the message says it.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import stat
 
@@ -63,6 +66,18 @@ def bounded_items(values: object, *, field: str, high: int = MAX_VARIANTS) -> tu
     return items
 
 
+def finite_number(value: object, *, field: str) -> float | int:
+    """`value` if it is a finite int or float (not a bool): a KvvizError naming `field` otherwise.
+    JSON's `Infinity`, `NaN` and `1e999` are read as floats (parse_json); a field that kvviz computes
+    with checks it here."""
+    require(
+        isinstance(value, (int, float)) and not isinstance(value, bool),
+        f"{field}={short_repr(value)}: must be a number",
+    )
+    require(math.isfinite(value), f"{field}={short_repr(value)}: must be a finite number")
+    return value
+
+
 def printable(path) -> str:
     """A path (or any text) as a terminal, a log or a UTF-8 file can take it: bytes that were not
     UTF-8 (the surrogate escapes os.fsdecode makes of them) shown as \\x escapes."""
@@ -83,7 +98,12 @@ def _parse_int(text: str) -> int:
 
 
 def _parse_constant(name: str) -> float:
-    raise KvvizError(f"{name} is not a JSON number")
+    # `Infinity`, `-Infinity` and `NaN` are not JSON, but Python's json (hence transformers and vLLM) reads
+    # them, and transformers writes them: the default configs of Mamba2, FalconH1, GraniteMoeHybrid and
+    # NemotronH carry `"time_step_limit": [0.0, Infinity]`. Read them as floats, as vLLM does; a field kvviz
+    # reads checks its own value (an integer field refuses a float, a float field a non-finite one:
+    # kvviz.base.inputs.finite_number), naming the field.
+    return float(name)
 
 
 def _object_without_duplicates(pairs: list) -> dict:

@@ -82,6 +82,7 @@ class MambaCache:
     layer: int
     mamba_type: str
     parts: tuple[StatePart, ...]
+    backend: str = ""  # kvviz.vllm.pages.STATE_BACKENDS key when the layer's spec is not its mamba_type's default
 
     @property
     def state_bytes(self) -> int:

@@ -19,6 +19,12 @@ Rules, each from vLLM 0.33's model file (vllm/model_executor/models/):
 * names: model.layers.{i}.self_attn.attn, or the model type's (decoder_keys.LAYER_NAMES: gpt-oss
   .attn.attn, GPT-2 transformer.h.{i}.attn.attn, ...); a multimodal wrapper (…ForConditionalGeneration,
   decoder_keys.WRAPPERS) puts its language model under `language_model.`;
+* KV heads / head size other than num_key_value_heads / head_dim (decoder_keys.HEAD_RULES): MiniCPM3
+  (heads, qk_nope_head_dim + qk_rope_head_dim), Falcon (num_kv_heads, 1 or heads by
+  new_decoder_architecture / multi_query), Gemma 4 (per layer: per_layer_config[i]); Gemma 4's KV-shared
+  layers reuse the last earlier layer of their own type (gemma4.py Gemma4Attention);
+* Falcon's Attention gets no cache_config: its cache is the model dtype whatever kv_dtype says, so the
+  knob does not apply (decoder_keys.NO_CACHE_CONFIG);
 * TP: ModelConfig.get_num_kv_heads, max(1, kv_heads // tp).
 """
 
@@ -30,7 +36,17 @@ from collections import Counter
 from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, bounded_int
 from kvviz.core.declare import AttentionCache
-from kvviz.families.decoder_keys import DEFAULT_LAYER_NAMES, HEAD_FROM_HIDDEN, LAYER_NAMES, NAMES, WRAPPERS
+from kvviz.families.decoder_keys import (
+    DEFAULT_LAYER_NAMES,
+    HEAD_FROM_HIDDEN,
+    HEAD_RULES,
+    LAYER_NAMES,
+    LOOPED,
+    NAMES,
+    NO_CACHE_CONFIG,
+    WRAPPERS,
+    looped_layers,
+)
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.options import Options
@@ -55,6 +71,8 @@ class DecoderConfig:
     attn_suffix: str  # "self_attn.attn" or "attn.attn"
     kind_source: str
     shared_targets: tuple[tuple[int, int], ...] = ()  # (layer, the layer whose KV it reuses)
+    layer_heads: tuple[tuple[int, int], ...] = ()  # per layer (KV heads, head size) where they differ (Gemma 4)
+    layer_names: tuple[str, ...] = ()  # per cache, where not `{layer_prefix}.{i}.{attn_suffix}` (LOOPED)
 
     @property
     def kind_counts(self) -> dict[str, int]:
@@ -102,6 +120,38 @@ def _kinds(text, model_type: str, n: int, *, name: str) -> tuple[list[str], str]
     return kinds, SOURCE_LAYER_TYPES + ("" if window else " (no sliding_window: sliding layers are full attention)")
 
 
+def _heads(text, model_type: str, heads: int, kv: int, head_dim: int, n: int, *, name: str):
+    """(KV heads, head size, per-layer (KV heads, head size) or ()) for decoder_keys.HEAD_RULES."""
+    if model_type == "minicpm3":  # minicpm3.py: Attention(num_local_heads, qk_head_dim, num_kv_heads=num_local_heads)
+        nope, rope = field(text, "qk_nope_head_dim", model=name), field(text, "qk_rope_head_dim", model=name)
+        return heads, nope + rope, ()
+    if model_type == "hrm_text":  # hrm_text.py HrmTextAttention: total_num_kv_heads = num_attention_heads
+        return heads, head_dim, ()
+    if model_type == "falcon":  # falcon.py FalconAttention.__init__
+        if getattr(text, "new_decoder_architecture", False):
+            return field(text, "num_kv_heads", model=name, required=False, default=heads), head_dim, ()
+        return (1 if getattr(text, "multi_query", True) else heads), head_dim, ()
+    per_layer = getattr(text, "per_layer_config", None)  # gemma4.py Gemma4DecoderLayer.__init__
+    require(per_layer is not None and len(per_layer) == n, f"{name}: config has no per_layer_config for {n} layers")
+    pairs = []
+    for i in range(n):
+        lc = per_layer[i]
+        pairs.append(
+            (
+                bounded_int(
+                    lc.num_key_value_heads,
+                    field=f"{name}: per_layer_config[{i}].num_key_value_heads",
+                    low=1,
+                    high=MAX_DIM,
+                ),
+                bounded_int(lc.head_dim, field=f"{name}: per_layer_config[{i}].head_dim", low=1, high=MAX_DIM),
+            )
+        )
+    for i, (k, _) in enumerate(pairs):
+        require(heads % k == 0, f"{name}: per_layer_config[{i}].num_key_value_heads={k}: must divide {heads} heads")
+    return pairs[0][0], pairs[0][1], tuple(pairs)
+
+
 class DecoderFamily(Family):
     """Attention-only decoders (Llama, Mistral, Phi-3, Qwen2/3, Gemma 2/3/3n, Cohere2, OLMo 3, gpt-oss, Llama 4):
     one K|V page per layer as vLLM 0.33's model files register it (docs/model-core.md#attention-decoders)."""
@@ -119,20 +169,36 @@ class DecoderFamily(Family):
     )
 
     def read(self, raw: dict, *, name: str) -> Model:
-        top, text = read_config(raw, name=name, known_kinds=LAYER_KINDS)
+        dory = raw.get("model_type") == "dory"  # its layer_types also names MLP-only layers (dory.py)
+        top, text = read_config(raw, name=name, known_kinds=LAYER_KINDS + (("mlp",) if dory else ()))
         model_type = getattr(text, "model_type", raw.get("model_type"))
         n = field(text, "num_hidden_layers", model=name)
         heads = field(text, "num_attention_heads", model=name)
-        kv = field(text, "num_key_value_heads", model=name, required=False, default=heads)
+        per_layer = model_type == "gemma4_text"  # per-layer attributes: transformers refuses the global read
+        kv = heads if per_layer else field(text, "num_key_value_heads", model=name, required=False, default=heads)
         hidden = field(text, "hidden_size", model=name, required=False)
-        head_dim = getattr(text, "head_dim", None)
+        head_dim = 1 if per_layer else getattr(text, "head_dim", None)
         if model_type in HEAD_FROM_HIDDEN or not head_dim:
             require(hidden is not None and heads > 0, f"{name}: config is missing field 'head_dim'")
             head_dim = hidden // heads
+        layer_heads: tuple[tuple[int, int], ...] = ()
+        if model_type in HEAD_RULES:
+            require(
+                getattr(text, "use_bidirectional_attention", None) != "all",
+                f"{name}: use_bidirectional_attention='all': non-causal attention is not modelled",
+            )
+            kv, head_dim, layer_heads = _heads(text, model_type, heads, kv, head_dim, n, name=name)
         for fname, value in (("num_attention_heads", heads), ("num_key_value_heads", kv), ("head_dim", head_dim)):
             bounded_int(value, field=f"{name}: {fname}", low=1, high=MAX_DIM)
         require(heads % kv == 0, f"{name}: num_key_value_heads={kv}: must divide num_attention_heads={heads}")
-        kinds, source = _kinds(text, model_type, n, name=name)
+        names: tuple[str, ...] = ()
+        if model_type in LOOPED:
+            names, looped = looped_layers(text, model_type, name=name)
+            n, window = len(names), getattr(text, "sliding_window", None)
+            kinds = [SLIDING if k == SLIDING and window else FULL for k in looped]
+            source = f"{model_type}: looped / stacked layers (decoder_keys.looped_layers)"
+        else:
+            kinds, source = _kinds(text, model_type, n, name=name)
         window = getattr(text, "sliding_window", None) if SLIDING in kinds else None
         if window is not None and model_type == "cohere2":
             window += 1  # commandr.py: "cohere swa layer sees [pos - sliding_window, pos]"
@@ -145,6 +211,9 @@ class DecoderFamily(Family):
             targets = []
             for i in range(first, n):
                 target = first - (2 if kinds[i] == SLIDING else 1)
+                if model_type == "gemma4_text":  # gemma4.py: the last earlier layer of the same type
+                    same = [j for j in range(first) if kinds[j] == kinds[i]]
+                    target = same[-1] if same else -1
                 if target >= 0:
                     targets.append((i, target))
                     kinds[i] = SHARED
@@ -165,6 +234,8 @@ class DecoderFamily(Family):
             attn_suffix=suffix,
             kind_source=source,
             shared_targets=shared,
+            layer_heads=layer_heads,
+            layer_names=names,
         )
         length, key = derive_max_model_len(text)
         return Model(
@@ -181,27 +252,36 @@ class DecoderFamily(Family):
     @model_method
     def knobs_for(self, model: Model) -> tuple[str, ...]:
         has_sliding = SLIDING in model.config.layer_kinds
-        return tuple(k for k in self.knobs if k != "sliding_window" or has_sliding)
+        fixed_dtype = model.model_type in NO_CACHE_CONFIG
+        return tuple(
+            k for k in self.knobs if (k != "sliding_window" or has_sliding) and (k != "kv_dtype" or not fixed_dtype)
+        )
 
     @model_method
     def caches(self, model: Model, options: Options) -> tuple[AttentionCache, ...]:
         c: DecoderConfig = model.config
         tp = options.tensor_parallel_size or 1
         check_tp_heads(c.num_attention_heads, tp, model=model.name)
+        require(
+            tp == 1 or model.model_type != "dory",
+            f"tensor_parallel_size={tp}: vLLM's Dory runs on one GPU only (dory.py DoryForCausalLM.__init__)",
+        )
         kv = kv_heads_per_rank(c.num_key_value_heads, tp, model=model.name)
         dtype = options.kv_dtype or model.dtype
         window = options.sliding_window or c.sliding_window
+        per_rank = {k: kv_heads_per_rank(k, tp, model=model.name) for k in {k for k, _ in c.layer_heads}}
         out = []
         for i, kind in enumerate(c.layer_kinds):
             if kind == SHARED:
                 continue
+            heads, size = (per_rank[c.layer_heads[i][0]], c.layer_heads[i][1]) if c.layer_heads else (kv, c.head_dim)
             out.append(
                 AttentionCache(
-                    name=f"{c.layer_prefix}.{i}.{c.attn_suffix}",
+                    name=c.layer_names[i] if c.layer_names else f"{c.layer_prefix}.{i}.{c.attn_suffix}",
                     layer=i,
-                    num_kv_heads=kv,
-                    head_size=c.head_dim,
-                    head_size_v=c.head_dim,
+                    num_kv_heads=heads,
+                    head_size=size,
+                    head_size_v=size,
                     kv_dtype=dtype,
                     sliding_window=window if kind == SLIDING else None,
                     attention_chunk_size=c.attention_chunk_size if kind == CHUNKED else None,
@@ -245,7 +325,13 @@ class DecoderFamily(Family):
         kinds = _spread_full(c.layer_kinds, full, name=model.name)
         if kinds == c.layer_kinds:
             return model
-        cfg = dataclasses.replace(c, layer_kinds=kinds, kind_source=f"kvviz: {full} full layers spread evenly")
+        heads = c.layer_heads
+        if heads:  # Gemma 4: a layer takes the KV heads / head size of its new kind
+            by_kind = {k: pair for k, pair in zip(c.layer_kinds, heads)}
+            heads = tuple(by_kind.get(k, heads[i]) for i, k in enumerate(kinds))
+        cfg = dataclasses.replace(
+            c, layer_kinds=kinds, layer_heads=heads, kind_source=f"kvviz: {full} full layers spread evenly"
+        )
         return dataclasses.replace(model, name=f"{model.name} ({full} full)", config=cfg)
 
 

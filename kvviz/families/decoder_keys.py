@@ -11,6 +11,9 @@ vLLM 0.33 model file (vllm/model_executor/models/<file>.py), and the names the f
 
 from __future__ import annotations
 
+from kvviz.base.errors import require
+from kvviz.base.inputs import MAX_LAYERS, bounded_int
+
 HEAD_FROM_HIDDEN = frozenset(
     {
         "qwen2",  # vllm/model_executor/models/qwen2.py Qwen2Attention.__init__
@@ -23,6 +26,7 @@ HEAD_FROM_HIDDEN = frozenset(
         "bloom",  # vllm/model_executor/models/bloom.py BloomAttention.__init__
         "olmoe",  # vllm/model_executor/models/olmoe.py OlmoeAttention.__init__
         "stablelm",  # vllm/model_executor/models/stablelm.py StablelmAttention.__init__
+        "falcon",  # vllm/model_executor/models/falcon.py FalconAttention.__init__
     }
 )
 
@@ -38,10 +42,77 @@ LAYER_NAMES = {
     "opt": ("model.decoder.layers", "self_attn.attn"),
     # vllm/model_executor/models/exaone.py ExaoneDecoderLayer.__init__, ExaoneBlockAttention.__init__
     "exaone": ("model.h", "attn.attention.attn"),
+    # vllm/model_executor/models/falcon.py FalconModel.__init__ (transformer.h), FalconDecoderLayer.__init__
+    "falcon": ("transformer.h", "self_attention.attn"),
+    # vllm/model_executor/models/sarvam.py SarvamMoEForCausalLM(BailingMoeForCausalLM): bailing_moe.py
+    # BailingMoeBlock.__init__ (.attention), BailingAttention.__init__ (.attn)
+    "sarvam_moe": ("model.layers", "attention.attn"),
 }
+
+# Attention whose KV heads and head size are not num_key_value_heads / head_dim (kvviz.families.decoder
+# _heads): vllm/model_executor/models/minicpm3.py MiniCPM3Attention.__init__ (Attention(num_local_heads,
+# qk_nope_head_dim + qk_rope_head_dim, num_kv_heads=num_local_heads)); falcon.py FalconAttention.__init__
+# (new_decoder_architecture: num_kv_heads, else multi_query: 1, else num_attention_heads); gemma4.py
+# Gemma4DecoderLayer.__init__ (config.per_layer_config[i].head_dim / .num_key_value_heads); hrm_text.py
+# HrmTextAttention.__init__ (KV heads = num_attention_heads, head_dim).
+HEAD_RULES = frozenset({"minicpm3", "falcon", "gemma4_text", "hrm_text"})
+# Models whose Attention gets no cache_config, so its kv_cache_dtype is 'auto' (the model dtype) whatever
+# --kv-cache-dtype says (layers/attention/attention.py Attention.__init__): falcon.py's rotary and alibi
+# Attention(...) calls.
+NO_CACHE_CONFIG = frozenset({"falcon"})
 
 # vllm/model_executor/models/hyperclovax_vision_v2.py HCXVisionV2ForCausalLM.__init__ (language_model)
 WRAPPERS = frozenset({"HCXVisionV2ForCausalLM"})
+
+# Models whose attention caches are not one per decoder layer (`looped_layers`).
+LOOPED = frozenset({"hrm_text", "dory"})
+
+
+def looped_layers(text, model_type: str, *, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(vLLM's cache names, each one's layer kind) in registration order, for LOOPED model types:
+
+    * hrm_text.py HrmTextModel: the L_module stack is built before the H_module one; in each, layer k of
+      num_layers_per_stack registers one PrefillPrefixLMAttention per recurrence step it runs at (L: steps
+      h x (L_cycles + 1) + l, H: h x (L_cycles + 1) + L_cycles, h < H_cycles, l < L_cycles), named
+      model.{L,H}_module.layers.{step x num_layers_per_stack + k}.self_attn.attn; all full attention;
+    * dory.py DoryBackbone: layer i of num_hidden_layers is attention unless layer_types[i] == 'mlp'; an
+      attention layer of the recurrent range [n_input_layers, n_input_layers + n_recurrent_layers)
+      registers n_recurrent_loops caches when recurrent_kv_cache_mode == 'per_loop' (else one), loop j
+      named backbone.layers.{j x num_hidden_layers + i}.mixer.attn; sliding_attention layers carry
+      config.sliding_window (DoryAttention per_layer_sliding_window)."""
+
+    def count(key: str, low: int = 1) -> int:
+        return bounded_int(getattr(text, key, None), field=f"{name}: {key}", low=low, high=MAX_LAYERS)
+
+    names, kinds = [], []
+    if model_type == "hrm_text":
+        h, low, per = count("H_cycles"), count("L_cycles"), count("num_layers_per_stack")
+        for stack, steps in (
+            ("L", [c * (low + 1) + j for c in range(h) for j in range(low)]),
+            ("H", [c * (low + 1) + low for c in range(h)]),
+        ):
+            for k in range(per):
+                for step in steps:
+                    names.append(f"model.{stack}_module.layers.{step * per + k}.self_attn.attn")
+                    kinds.append("full_attention")
+        return tuple(names), tuple(kinds)
+    n = count("num_hidden_layers")
+    types = getattr(text, "layer_types", None)
+    require(isinstance(types, (list, tuple)) and len(types) == n, f"{name}: layer_types: must list {n} layers")
+    first, recurrent, loops = count("n_input_layers", 0), count("n_recurrent_layers", 0), count("n_recurrent_loops")
+    per_loop = getattr(text, "recurrent_kv_cache_mode", None) == "per_loop"
+    for i, kind in enumerate(types):
+        require(
+            kind in ("full_attention", "sliding_attention", "mlp"),
+            f"{name}: layer_types[{i}]={kind!r}: Dory layers are full_attention, sliding_attention or mlp",
+        )
+        if kind == "mlp":
+            continue
+        for j in range(loops if per_loop and first <= i < first + recurrent else 1):
+            names.append(f"backbone.layers.{j * n + i}.mixer.attn")
+            kinds.append(kind)
+    return tuple(names), tuple(kinds)
+
 
 # HF architectures (architectures[0]) and model types the decoder family reads.
 NAMES = (
@@ -140,4 +211,21 @@ NAMES = (
     "ExaoneForCausalLM",
     "exaone",
     "HCXVisionV2ForCausalLM",  # WRAPPERS above
+    # HEAD_RULES above
+    "MiniCPM3ForCausalLM",
+    "minicpm3",
+    "FalconForCausalLM",
+    "falcon",
+    "Gemma4ForCausalLM",  # vllm/model_executor/models/gemma4.py
+    "gemma4_text",
+    "BeamForCausalLM",  # vllm/models/beam/nvidia/attention.py BeamAttention: per-layer window from layer_types
+    "beam",
+    # LOOPED above
+    "HrmTextForCausalLM",
+    "hrm_text",
+    "DoryForCausalLM",
+    "dory",
+    # LAYER_NAMES above: BailingAttention (head_dim, else hidden_size // heads; num_key_value_heads)
+    "SarvamMoEForCausalLM",
+    "sarvam_moe",
 )

@@ -10,10 +10,11 @@ a config is parsed; `kvviz models` and everything else stay light.
 
 from __future__ import annotations
 
+import math
 import types
 
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import MAX_DIM, MAX_LAYERS, bounded_int, short_repr
+from kvviz.base.inputs import MAX_DIM, MAX_LAYERS, bounded_int, finite_number, short_repr
 from kvviz.base.quiet import quiet_library
 
 # transformers' dtype names -> kvviz's element names (a float16 model is sized like bf16: 2 B)
@@ -80,9 +81,22 @@ def _transformers_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] |
     except Exception as e:  # noqa: BLE001 - any rejection by transformers becomes one line
         cause = e.__cause__ or e
         lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+        odd = _non_finite_fields(raw)  # transformers' own message does not name the field
         raise KvvizError(
             f"{name}: transformers rejects the {model_type} config: {lines[0] if lines else type(cause).__name__}"
+            + (f" (non-finite values in {', '.join(odd)})" if odd else "")
         ) from None
+
+
+def _non_finite_fields(raw: dict) -> list[str]:
+    """The fields of a config.json (and its text_config) holding JSON's Infinity / NaN, for
+    naming them when transformers rejects one (kvviz.base.inputs reads them as floats)."""
+    out = []
+    for where, part in (("", raw), ("text_config.", raw.get("text_config"))):
+        for key, value in part.items() if isinstance(part, dict) else ():
+            if isinstance(value, float) and not math.isfinite(value):
+                out.append(f"{where}{key}")
+    return out
 
 
 # Fields transformers' config classes take a period from when they derive layer_types, or divide
@@ -189,6 +203,8 @@ def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = N
     if model_type in _NATIVE_ONLY:
         top = _namespace(raw)
         text = _namespace(raw["text_config"]) if isinstance(raw.get("text_config"), dict) else top
+    elif model_type in VLLM_OWN_DEFAULTS:
+        top = text = _namespace(_with_vllm_defaults(raw, model_type))
     else:
         with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
             top = _transformers_config(raw, name=name, known_kinds=known_kinds)
@@ -202,9 +218,61 @@ def _namespace(raw: dict):
     return types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str) and k.isidentifier()})
 
 
+# model_types that transformers knows but vLLM 0.33 reads with a config class of its own
+# (transformers_utils/config.py _CONFIG_REGISTRY), whose defaults differ from transformers': the fields
+# kvviz reads with that class's defaults (transformers_utils/configs/beam.py BeamConfig.__init__,
+# dory.py DoryConfig), and its __post_init__ fill-ins in _with_vllm_defaults.
+VLLM_OWN_DEFAULTS: dict[str, dict] = {
+    "beam": dict(
+        hidden_size=2048,
+        num_hidden_layers=24,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        head_dim=None,
+        max_position_embeddings=32768,
+        sliding_window=4096,
+        layer_types=None,
+    ),
+    "dory": dict(
+        hidden_size=2560,
+        num_hidden_layers=72,
+        num_attention_heads=16,
+        num_key_value_heads=4,
+        head_dim=256,
+        max_position_embeddings=8192,
+        sliding_window=1024,
+        layer_types=None,
+        n_input_layers=0,
+        n_recurrent_layers=None,
+        n_output_layers=0,
+        n_recurrent_loops=1,
+        recurrent_kv_cache_mode="per_loop",
+    ),
+}
+
+
+def _with_vllm_defaults(raw: dict, model_type: str) -> dict:
+    """config.json over the vLLM config class's defaults, with its __post_init__ fill-ins."""
+    out = {**VLLM_OWN_DEFAULTS[model_type], **raw}
+    n = out["num_hidden_layers"]
+    if not isinstance(n, int) or isinstance(n, bool):
+        return out  # the family names the field
+    if out["layer_types"] is None and model_type == "beam":  # BeamConfig: every layer sliding
+        out["layer_types"] = ["sliding_attention"] * n
+    if out["layer_types"] is None and model_type == "dory":  # DoryConfig.__post_init__
+        out["layer_types"] = [
+            "mlp" if i % 2 else "full_attention" if i % 8 == 6 else "sliding_attention" for i in range(n)
+        ]
+    if model_type == "dory" and out["n_recurrent_layers"] is None:
+        first, last = out["n_input_layers"], out["n_output_layers"]
+        if all(isinstance(x, int) for x in (first, last)):
+            out["n_recurrent_layers"] = n - first - last
+    return out
+
+
 # model_types vLLM reads with a config class of its own (vllm/transformers_utils/configs/): read
 # from the JSON as it is.
-_NATIVE_ONLY = ("kimi_k2", "kimi_linear")
+_NATIVE_ONLY = ("kimi_k2", "kimi_linear", "pangu_ultra_moe")  # pangu_ultra_moe: custom code (openpangu.py)
 
 
 def field(text, name: str, *, model: str, required: bool = True, default=None):
@@ -269,11 +337,10 @@ def derive_max_model_len(text) -> tuple[int, str]:
     if "gemma3" not in str(getattr(text, "model_type", "")):
         for r in ropes:
             factor = r.get("factor")
-            if (
-                r.get("rope_type", r.get("type")) not in _ROPE_NOT_SCALED
-                and isinstance(factor, (int, float))
-                and factor > 1
-            ):
+            scaled = r.get("rope_type", r.get("type")) not in _ROPE_NOT_SCALED
+            if scaled and isinstance(factor, float):  # JSON's Infinity / NaN / 1e999 (vLLM: int(inf) fails)
+                finite_number(factor, field="rope_parameters.factor")
+            if scaled and isinstance(factor, (int, float)) and factor > 1:
                 return int(length * factor), f"{key} x rope factor {factor}"
     return int(length), key
 

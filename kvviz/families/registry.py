@@ -57,6 +57,7 @@ MODEL_METHODS = (
     "config_for",
     "state_parts",
     "resolved_ssm_dtype",
+    "attention_free",
 )
 # ... and those whose next argument is an Options record.
 OPTIONS_METHODS = ("caches", "comparisons", "compare_notes", "config_for", "state_parts")
@@ -121,6 +122,13 @@ class Family:
         """What each layer of `model` registers under `options`, in vLLM's registration order: declared caches
         (kvviz.core.declare, paged by kvviz.vllm.pages) or CacheSpecs already paged (DeepSeek V4)."""
         raise NotImplementedError
+
+    @model_method
+    def attention_free(self, model: Model) -> bool:
+        """Whether vLLM's model class is attention-free (interfaces.py IsAttentionFree: Mamba, Mamba2):
+        vLLM then turns prefix caching off by default (config/model.py ModelConfig.is_prefix_caching_supported).
+        Base: no."""
+        return False
 
     @model_method
     def describe(self, model: Model) -> str:

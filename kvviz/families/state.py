@@ -19,7 +19,11 @@ fed as each model's get_mamba_state_shape_from_config feeds them), at tensor-par
   naming its slots `model.attn.{j}` from j = b x (H + M - 1) // M; then every layer's Mamba-2
   `{H + i}.mixer` (H hybrid layers, M num_mem_blocks);
 * LFM2 (models/lfm2.py): 'conv' -> short conv `model.layers.{i}.short_conv`, 'full_attention' ->
-  `model.layers.{i}.self_attn.attn`;
+  `model.layers.{i}.self_attn.attn`; LFM2-MoE (models/lfm2_moe.py) alike, its conv dim hidden_size;
+* Mamba / FalconMamba (models/mamba.py) and Mamba2 (models/mamba2.py): no attention; every layer's
+  Mamba-1 / Mamba-2 state at `backbone.layers.{i}.mixer` (Mamba2: intermediate expand x hidden_size);
+* OLMo-hybrid (models/olmo_hybrid.py): a gated delta net hybrid like Qwen3-Next, its attention head
+  size hidden_size // num_attention_heads;
 * Qwen3-Next / Qwen3.5 (models/qwen3_next.py, qwen3_5.py): 'linear_attention' is a gated delta net
   `model.layers.{i}.linear_attn`; the ConditionalGeneration wrappers put it under `language_model.`;
   Qwen3.5's SSM dtype is the text config's mamba_ssm_dtype when given
@@ -148,7 +152,11 @@ class StateFamily(Family):
         out = []
         for s in c.slots:
             if s.kind == STATE:
-                out.append(MambaCache(name=s.name, layer=s.layer, mamba_type=c.mamba_type, parts=parts))
+                out.append(
+                    MambaCache(
+                        name=s.name, layer=s.layer, mamba_type=c.mamba_type, parts=parts, backend=c.state_backend
+                    )
+                )
             elif s.kind == MLA:
                 out.append(
                     MLACache(
@@ -204,6 +212,11 @@ STATE_FAMILY = register(
         "qwen3_5",
         "qwen3_5_moe",
         "kimi_linear",
+        "lfm2_moe",
+        "olmo_hybrid",
+        "mamba",
+        "falcon_mamba",
+        "mamba2",
     ),
 )
 
@@ -275,6 +288,12 @@ def _kind_counts(model: Model) -> dict[str, int]:
     return {"full": c.count(ATTN), state: c.count(STATE)} | ({"mla": c.count(MLA)} if c.count(MLA) else {})
 
 
+def _attention_free(model: Model) -> bool:
+    """Whether vLLM's class is IsAttentionFree (mamba.py, mamba2.py): prefix caching is then off by default
+    (ModelConfig.is_prefix_caching_supported), so the state runs in 'none' mode, mamba_block_size = max_model_len."""
+    return model.config.attention_free
+
+
 def _resolved_ssm_dtype(model: Model) -> str:
     """The SSM state's dtype when the knob is 'auto': the config's own, else the model dtype
     (KDA: float32), as vLLM's name."""
@@ -283,5 +302,12 @@ def _resolved_ssm_dtype(model: Model) -> str:
     return {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[element]
 
 
-for _fn in (_with_full_layers, _mixes_full_layers, _full_layer_count, _kind_counts, _resolved_ssm_dtype):
+for _fn in (
+    _with_full_layers,
+    _mixes_full_layers,
+    _full_layer_count,
+    _kind_counts,
+    _resolved_ssm_dtype,
+    _attention_free,
+):
     setattr(StateFamily, _fn.__name__.lstrip("_"), _as_method(_fn))

@@ -56,6 +56,8 @@ class StateConfig:
     ssm_dtype: str | None = None  # the config's own SSM dtype (element name), None: the model dtype
     ssm_dtype_source: str = ""
     kv_heads_replicated: bool = False  # Zamba2: num_kv_heads = num_heads // tp, no kv-head rule
+    state_backend: str = ""  # the state layers' kvviz.vllm.pages.STATE_BACKENDS key when not the mamba_type's
+    attention_free: bool = False  # vLLM's class is IsAttentionFree (Mamba, Mamba2): prefix caching off by default
 
     @property
     def args(self) -> dict[str, int]:

@@ -1,11 +1,14 @@
 """One reader per state-hybrid architecture (Jamba, Nemotron-H, Falcon-H1, Granite-4.0-H, Zamba2,
-LFM2, Qwen3-Next, Qwen3.5, Kimi-Linear): config.json -> `StateConfig`, each citing its vLLM 0.33
-model file (the family's docstring, kvviz.families.state, says what each registers)."""
+LFM2 / LFM2-MoE, Qwen3-Next, Qwen3.5, OLMo-hybrid, Kimi-Linear) and the pure Mamba-1 / Mamba-2 models:
+config.json -> `StateConfig`, each citing its vLLM 0.33 model file (the family's docstring,
+kvviz.families.state, says what each registers)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from kvviz.base.errors import require
-from kvviz.base.inputs import short_repr
+from kvviz.base.inputs import finite_number, short_repr
 from kvviz.families.mla import mla_dims
 from kvviz.families.state_config import (
     ATTN,
@@ -86,8 +89,9 @@ def _falcon_h1(raw, top, text, *, name):
         slots.append(Slot(ATTN, f"model.layers.{i}.attn", i))
         slots.append(Slot(STATE, f"model.{n + i}.mixer", i))
     d_ssm = getattr(text, "mamba_d_ssm", None)
+    expand = getattr(text, "mamba_expand", 0) if d_ssm is None else 0
     inter = (
-        int(getattr(text, "mamba_expand", 0) * _int(text, "hidden_size", name=name))
+        int(finite_number(expand, field=f"{name}: mamba_expand") * _int(text, "hidden_size", name=name))
         if d_ssm is None
         else _int(text, "mamba_d_ssm", name=name)
     )
@@ -182,7 +186,7 @@ def _zamba2(raw, top, text, *, name):
     )
 
 
-def _lfm2(raw, top, text, *, name):
+def _lfm2(raw, top, text, *, name, conv_dim: str = "conv_dim"):
     n = _int(text, "num_hidden_layers", name=name)
     slots = _one_cache_a_layer(
         text,
@@ -193,7 +197,7 @@ def _lfm2(raw, top, text, *, name):
         state=("conv", "short_conv"),
         attention=("full_attention", "self_attn.attn"),
     )
-    args = (("conv_dim", _int(text, "conv_dim", name=name)), ("conv_kernel", _int(text, "conv_L_cache", name=name)))
+    args = (("conv_dim", _int(text, conv_dim, name=name)), ("conv_kernel", _int(text, "conv_L_cache", name=name)))
     return StateConfig(
         mamba_type="short_conv",
         slots=tuple(slots),
@@ -203,7 +207,7 @@ def _lfm2(raw, top, text, *, name):
     )
 
 
-def _gated_delta_net(raw, top, text, *, name, prefix: str, ssm_field: str | None):
+def _gated_delta_net(raw, top, text, *, name, prefix: str, ssm_field: str | None, head_from_hidden: bool = False):
     n = _int(text, "num_hidden_layers", name=name)
     kinds = _list(text, "layer_types", n, name=name)
     slots = []
@@ -236,7 +240,7 @@ def _gated_delta_net(raw, top, text, *, name, prefix: str, ssm_field: str | None
         state_args=args,
         ssm_dtype=ssm,
         ssm_dtype_source=source,
-        **_attn_fields(text, name=name, head_dim=_head_dim_or_split(text, name=name)),
+        **_attn_fields(text, name=name, head_dim=None if head_from_hidden else _head_dim_or_split(text, name=name)),
     )
 
 
@@ -250,6 +254,49 @@ def _qwen3_5(raw, top, text, *, name):
     return _gated_delta_net(
         raw, top, text, name=name, prefix="language_model." if wrapper else "", ssm_field="mamba_ssm_dtype"
     )
+
+
+def _lfm2_moe(raw, top, text, *, name):
+    # lfm2_moe.py Lfm2MoeShortConvDecoderLayer: ShortConv(dim=config.hidden_size), and
+    # get_mamba_state_shape_from_config(intermediate_size=hf_config.hidden_size); attention head_dim
+    # hidden_size // num_attention_heads (Lfm2MoeAttention), as LFM2's.
+    return _lfm2(raw, top, text, name=name, conv_dim="hidden_size")
+
+
+def _olmo_hybrid(raw, top, text, *, name):
+    # olmo_hybrid.py: 'linear_attention' -> OlmoHybridGatedDeltaNetAttention `.linear_attn` (the linear_*
+    # fields, gated_delta_net_state_shape), else OlmoHybridAttention `.self_attn.attn` with head_dim
+    # hidden_size // num_attention_heads whatever config.head_dim says, no window.
+    config = _gated_delta_net(raw, top, text, name=name, prefix="", ssm_field=None, head_from_hidden=True)
+    return dataclasses.replace(config, state_backend="gdn/base")  # no FlashInfer prefill checkpoint
+
+
+def _pure_mamba(raw, top, text, *, name, mamba_type: str):
+    """Mamba / FalconMamba (mamba.py) and Mamba2 (mamba2.py): every layer's MambaMixer(2) registers a state
+    at `backbone.layers.{i}.mixer` (MambaForCausalLM.backbone -> MambaModel layers -> `.mixer`)."""
+    n = _int(text, "num_hidden_layers", name=name)
+    slots = tuple(Slot(STATE, f"backbone.layers.{i}.mixer", i) for i in range(n))
+    state, kernel = _int(text, "state_size", name=name), _int(text, "conv_kernel", name=name)
+    if mamba_type == "mamba1":  # MambaDecoderLayer: intermediate_size=config.intermediate_size
+        args = (("intermediate_size", _int(text, "intermediate_size", name=name)),)
+        args += (("state_size", state), ("conv_kernel", kernel))
+    else:  # Mamba2ForCausalLM.get_mamba_state_shape_from_config: expand x hidden_size
+        expand, hidden = _int(text, "expand", name=name), _int(text, "hidden_size", name=name)
+        inter = getattr(text, "intermediate_size", None)  # Mamba2DecoderLayer: getattr(..., expand x hidden)
+        require(
+            inter is None or inter == expand * hidden,
+            f"{name}: intermediate_size={short_repr(inter)}: vLLM's Mamba2 layer sizes its state from it and "
+            f"its planner from expand x hidden_size = {expand * hidden}; they must agree",
+        )
+        args = (
+            ("intermediate_size", expand * hidden),
+            ("n_groups", _int(text, "n_groups", name=name)),
+            ("num_heads", _int(text, "num_heads", name=name)),
+            ("head_dim", _int(text, "head_dim", name=name)),
+            ("state_size", state),
+            ("conv_kernel", kernel),
+        )
+    return StateConfig(mamba_type=mamba_type, slots=slots, num_hidden_layers=n, state_args=args, attention_free=True)
 
 
 def _kimi_linear(raw, top, text, *, name):
@@ -302,6 +349,11 @@ READERS = {
     "qwen3_5_text": _qwen3_5,
     "qwen3_5_moe_text": _qwen3_5,
     "kimi_linear": _kimi_linear,
+    "lfm2_moe": _lfm2_moe,
+    "olmo_hybrid": _olmo_hybrid,
+    "mamba": lambda raw, top, text, *, name: _pure_mamba(raw, top, text, name=name, mamba_type="mamba1"),
+    "falcon_mamba": lambda raw, top, text, *, name: _pure_mamba(raw, top, text, name=name, mamba_type="mamba1"),
+    "mamba2": lambda raw, top, text, *, name: _pure_mamba(raw, top, text, name=name, mamba_type="mamba2"),
 }
 
 
@@ -319,4 +371,10 @@ ARCH_READER = {
     "Qwen3_5ForConditionalGeneration": "qwen3_5",
     "Qwen3_5MoeForConditionalGeneration": "qwen3_5",
     "KimiLinearForCausalLM": "kimi_linear",
+    "Lfm2MoeForCausalLM": "lfm2_moe",
+    "OlmoHybridForCausalLM": "olmo_hybrid",
+    "NemotronHPuzzleForCausalLM": "nemotron_h",  # registry.py: ("nemotron_h", "NemotronHForCausalLM")
+    "MambaForCausalLM": "mamba",
+    "FalconMambaForCausalLM": "mamba",  # registry.py: ("mamba", "MambaForCausalLM")
+    "Mamba2ForCausalLM": "mamba2",
 }

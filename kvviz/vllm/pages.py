@@ -58,6 +58,9 @@ STATE_BACKENDS = {
     "short_conv": StateBackend(0, None),
     "gdn": StateBackend(1, 64),
     "kda": StateBackend(0, None),
+    # olmo_gdn_linear_attn.py OlmoHybridGatedDeltaNetAttention: a gated delta net that keeps MambaBase's
+    # get_kv_cache_spec and get_prefill_checkpoint_alignment (no checkpoint block, no alignment)
+    "gdn/base": StateBackend(0, None),
 }
 
 KV_DTYPES = ("bf16", "fp16", "fp32", "fp8")
@@ -83,7 +86,7 @@ def checkpoint_alignment(declared, mode: str) -> int | None:
     of every state layer's alignment, None as soon as one layer has none."""
     if mode != "align":
         return None
-    values = [STATE_BACKENDS[d.mamba_type].checkpoint_alignment for d in declared if isinstance(d, MambaCache)]
+    values = [_state_backend(d).checkpoint_alignment for d in declared if isinstance(d, MambaCache)]
     alignments = [v for v in values if v is not None]
     if not values or len(alignments) < len(values):
         return None
@@ -91,9 +94,10 @@ def checkpoint_alignment(declared, mode: str) -> int | None:
 
 
 def _state_backend(d: MambaCache) -> StateBackend:
-    if d.mamba_type not in STATE_BACKENDS:
-        raise KvvizError(f"{d.name}: mamba_type {d.mamba_type!r}: kvviz knows {', '.join(STATE_BACKENDS)}")
-    return STATE_BACKENDS[d.mamba_type]
+    key = d.backend or d.mamba_type
+    if key not in STATE_BACKENDS:
+        raise KvvizError(f"{d.name}: mamba_type {key!r}: kvviz knows {', '.join(STATE_BACKENDS)}")
+    return STATE_BACKENDS[key]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -184,7 +184,8 @@ def _plan_model(model, planner: str | None, options: Options) -> Plan:
     specs, declared = _layered(caches)
     if declared and specs:
         raise KvvizError(f"{model.name}: a family may not mix paged and declared caches")
-    prefix = True if options.prefix_caching is None else options.prefix_caching
+    # EngineArgs._set_default_chunked_prefill_and_prefix_caching_args: on unless the model is attention-free
+    prefix = not family.attention_free(model) if options.prefix_caching is None else options.prefix_caching
     rules = PageRules(
         block_size=options.block_size, prefix_caching=prefix, max_model_len=options.max_model_len or model.max_model_len
     )
