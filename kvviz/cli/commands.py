@@ -19,7 +19,7 @@ from kvviz.cli.args import (
     plan_from_args,
     refuse_knobs,
 )
-from kvviz.cli.budget_args import budget_from_args, require_budget_holds_a_block
+from kvviz.cli.budget_args import budget_from_args, require_budget_holds_a_block, weights_sources
 from kvviz.cli.engines import _run_compare_engines, _run_plan_engine
 from kvviz.cli.output import (
     CAPACITY_HEADER,
@@ -193,15 +193,9 @@ def _run_fit(args) -> int:
 
     model = model_from_args(args)
     knobs = {} if args.kv_dtype in (None, "auto") else {"kv_dtype": args.kv_dtype}
-    extra = {
-        k: v
-        for k, v in (
-            ("gpu_memory_utilization", args.gpu_memory_utilization),
-            ("weights_bytes", args.weights_bytes),
-            ("checkpoint_dir", args.checkpoint),
-        )
-        if v is not None
-    }
+    extra = weights_sources(args)
+    if args.gpu_memory_utilization is not None:
+        extra["gpu_memory_utilization"] = args.gpu_memory_utilization
     gpus = tuple(g.strip() for g in args.gpus.split(",") if g.strip())
     for g in gpus:
         gpus_module.gpu_spec(g)  # an unknown name: one line listing the known

@@ -181,6 +181,9 @@ VERIFY_FLAGS = {
 
 def _as_flags(message: str) -> str:
     """The library names Python arguments (`backend='x': ...`); the CLI says which flag set it."""
+    from kvviz.deploy.weights import CLI_HINT, PYTHON_HINT
+
+    message = message.replace(PYTHON_HINT, CLI_HINT)
     field, sep, rest = message.partition("=")
     if sep and field in VERIFY_FLAGS:
         return f"{VERIFY_FLAGS[field]}: {field}={rest}"

@@ -23,7 +23,7 @@ import math
 from kvviz.base.defaults import GIB, GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
 from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
-from kvviz.deploy.weights import DTYPE_BYTES, _raw_config, checkpoint_weight_bytes, estimate_parameters
+from kvviz.deploy.weights import PYTHON_HINT, _raw_config, checkpoint_weight_bytes, estimate_weight_bytes
 
 # vLLM 0.33's CacheConfig.gpu_memory_utilization default (config/cache.py: Field(default=0.92, gt=0, le=1)).
 DEFAULT_GPU_MEMORY_UTILIZATION = GPU_MEMORY_UTILIZATION
@@ -315,34 +315,11 @@ def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -
                 False,
                 f"{how} = {w:,} B / TP (sharded linears and vocab-parallel embeddings; replicated norms ignored)",
             )
-    if model.family not in ("decoder", "mla"):
-        raise KvvizError(
-            f"weights_bytes: kvviz estimates weights of dense, MoE and MLA decoders only; "
-            f"{model.name} is a {model.reader.title}: pass weights_bytes= or checkpoint_dir="
-        )
     raw, where = _raw_config(model, checkpoint_dir, raw_config)
     if raw is None:
-        raise KvvizError(
-            f"weights_bytes: no config.json to estimate {model.name}'s weights from; pass weights_bytes=, "
-            f"checkpoint_dir= or raw_config="
-        )
-    params, how = estimate_parameters(raw, model=model.name)
-    per = DTYPE_BYTES[model.dtype]
-    w = params * per
-    quant = raw.get("quantization_config") or (raw.get("text_config") or {}).get("quantization_config")
-    note = ""
-    if isinstance(quant, dict):
-        note = (
-            f"; the checkpoint is quantized ({quant.get('quant_method', '?')}): counting {model.dtype} "
-            f"overstates it, pass checkpoint_dir="
-        )
-    return Term(
-        "weights",
-        label,
-        -(-w // tp),
-        True,
-        f"estimate from {where}: {how} x {per} B ({model.dtype}) = {w:,} B / TP{note}",
-    )
+        raise KvvizError(f"weights: no config.json to estimate {model.name}'s weights from; {PYTHON_HINT}")
+    w, how = estimate_weight_bytes(model, raw, hint=PYTHON_HINT)
+    return Term("weights", label, -(-w // tp), True, f"estimate from {where}: {how} / TP")
 
 
 # ---- the longest request -------------------------------------------------------------------------
