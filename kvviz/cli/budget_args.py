@@ -103,8 +103,6 @@ def weights_sources(args) -> dict:
         path = getattr(args, dest, None)
         if path is None or getattr(args, "model", None) is not None:
             continue
-        from pathlib import Path
-
         from kvviz.base.inputs import read_json
         from kvviz.families.loader import config_json_path
 

@@ -69,9 +69,11 @@ def weight_format(quant, *, hint: str) -> WeightFormat | None:
     algo = str(quant.get("quant_algo", "") or "").upper()
     if method == "fp8" or (method == "modelopt" and algo == "FP8"):
         block = quant.get("weight_block_size")
-        per = 4 / (block[0] * block[1]) if isinstance(block, list) and len(block) == 2 and all(
-            type(b) is int and b > 0 for b in block
-        ) else 0.0
+        per = (
+            4 / (block[0] * block[1])
+            if isinstance(block, list) and len(block) == 2 and all(type(b) is int and b > 0 for b in block)
+            else 0.0
+        )
         how = f"fp8 (1 B + a float32 scale per {block[0]}x{block[1]} block)" if per else "fp8 (1 B)"
         return WeightFormat(how, 1 + per, LINEAR_PARTS, "quantization/fp8.py Fp8Config")
     if method == "mxfp4":
@@ -90,10 +92,8 @@ def weight_format(quant, *, hint: str) -> WeightFormat | None:
         return _integer_format(f"{method} {bits}-bit, group {group}", bits, group, f"quantization/auto_{method[:4]}.py")
     if method == "compressed-tensors":
         groups = quant.get("config_groups")
-        weights = next(
-            (g.get("weights") for g in (groups or {}).values() if isinstance(g, dict) and isinstance(g.get("weights"), dict)),
-            None,
-        ) if isinstance(groups, dict) else None
+        found = [g.get("weights") for g in groups.values() if isinstance(g, dict)] if isinstance(groups, dict) else []
+        weights = next((w for w in found if isinstance(w, dict)), None)
         if isinstance(weights, dict):
             bits = _int_field(weights, ("num_bits",), 8, hint=hint)
             group = weights.get("group_size")
