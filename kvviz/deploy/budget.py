@@ -317,7 +317,7 @@ def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -
             )
     raw, where = _raw_config(model, checkpoint_dir, raw_config)
     if raw is None:
-        raise KvvizError(f"weights: no config.json to estimate {model.name}'s weights from; {PYTHON_HINT}")
+        raise KvvizError(f"weights_bytes: no config.json to estimate {model.name}'s weights from; {PYTHON_HINT}")
     w, how = estimate_weight_bytes(model, raw, hint=PYTHON_HINT)
     return Term("weights", label, -(-w // tp), True, f"estimate from {where}: {how} / TP")
 

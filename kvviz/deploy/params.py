@@ -13,6 +13,7 @@ loads them only with MTP speculative decoding); vision towers are left out (name
 from __future__ import annotations
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import short_repr
 
 PARTS = ("embeddings", "linear", "experts", "other")
 
@@ -26,10 +27,10 @@ class Need:
     def __call__(self, key: str, default=None) -> int:
         value = self.cfg.get(key, default)
         if value is None:
-            raise KvvizError(f"weights: {self.model}'s config has no {key!r} to estimate the weights from; {self.hint}")
+            raise KvvizError(f"weights_bytes: {self.model}'s config has no {key!r} to estimate the weights from; {self.hint}")
         require(
             type(value) is int and 0 <= value <= 1 << 40,
-            f"weights: {self.model}: {key}={value!r} must be a non-negative integer; {self.hint}",
+            f"weights_bytes: {self.model}: {key}={short_repr(value)} must be a non-negative integer; {self.hint}",
         )
         return value
 
@@ -185,7 +186,7 @@ def _state_mixer(need: Need, h: int, mamba_type: str, args: dict) -> tuple[int, 
         hd = heads * d
         linear = 3 * h * hd + 2 * (h * d + d * hd) + h * heads + hd * h
         return linear, 3 * hd * k + heads + hd + d
-    raise KvvizError(f"weights: kvviz does not size a {mamba_type} mixer; {need.hint}")
+    raise KvvizError(f"weights_bytes: kvviz does not size a {mamba_type} mixer; {need.hint}")
 
 
 def _lfm2_ff(need: Need) -> int:

@@ -158,7 +158,7 @@ def estimate_weight_bytes(model, raw: dict, *, hint: str = "") -> tuple[int, str
         parts, how = decoder_parts(raw, model=model.name, hint=hint)
     else:
         raise KvvizError(
-            f"weights: kvviz does not estimate the weights of {model.name}, a {model.reader.title}; {hint}"
+            f"weights_bytes: kvviz does not estimate the weights of {model.name}, a {model.reader.title}; {hint}"
         )
     quant = raw.get("quantization_config") or text_config(raw).get("quantization_config")
     fmt = weight_format(quant, hint=hint)
