@@ -27,7 +27,9 @@ class Need:
     def __call__(self, key: str, default=None) -> int:
         value = self.cfg.get(key, default)
         if value is None:
-            raise KvvizError(f"weights_bytes: {self.model}'s config has no {key!r} to estimate the weights from; {self.hint}")
+            raise KvvizError(
+                f"weights_bytes: {self.model}'s config has no {key!r} to estimate the weights from; {self.hint}"
+            )
         require(
             type(value) is int and 0 <= value <= 1 << 40,
             f"weights_bytes: {self.model}: {key}={short_repr(value)} must be a non-negative integer; {self.hint}",
