@@ -15,6 +15,7 @@ import types
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import MAX_DIM, MAX_LAYERS, bounded_int, short_repr
 from kvviz.base.quiet import quiet_library
+from kvviz.families.hf_fast import fast_read
 
 # transformers' dtype names -> kvviz's element names (a float16 model is sized like bf16: 2 B)
 _DTYPES = {
@@ -48,6 +49,20 @@ _ROPE_NOT_SCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepse
 DEFAULT_MAX_MODEL_LEN = 2048
 
 
+def check_kinds(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None) -> None:
+    """An unknown entry of layer_types is named before any reader (transformers' own error, or the
+    table's reader, which would pass it on)."""
+    for where, part in (("", raw), ("text_config.", raw.get("text_config"))):
+        kinds = part.get("layer_types") if isinstance(part, dict) else None
+        if isinstance(kinds, list) and known_kinds is not None:
+            for i, kind in enumerate(kinds):
+                if kind not in known_kinds:
+                    raise KvvizError(
+                        f"{name}: {where}layer_types[{i}]={short_repr(kind)}: unknown layer kind; "
+                        f"kvviz knows {', '.join(known_kinds)}"
+                    )
+
+
 def _transformers_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = None):
     """The transformers config object for a parsed config.json (no download)."""
     model_type = raw.get("model_type")
@@ -63,17 +78,8 @@ def _transformers_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] |
 
     if model_type not in CONFIG_MAPPING:
         raise KvvizError(
-            f"{name}: model_type {model_type!r}: unknown to transformers; kvviz cannot read this architecture"
+            f"{name}: model_type {short_repr(model_type)}: unknown to transformers; kvviz cannot read this architecture"
         )
-    for where, part in (("", raw), ("text_config.", raw.get("text_config"))):
-        kinds = part.get("layer_types") if isinstance(part, dict) else None
-        if isinstance(kinds, list) and known_kinds is not None:  # name an unknown kind before transformers' own error
-            for i, kind in enumerate(kinds):
-                if kind not in known_kinds:
-                    raise KvvizError(
-                        f"{name}: {where}layer_types[{i}]={short_repr(kind)}: unknown layer kind; "
-                        f"kvviz knows {', '.join(known_kinds)}"
-                    )
     check_text_config(raw, CONFIG_MAPPING[model_type], name=name)
     try:
         return CONFIG_MAPPING[model_type].from_dict(raw)
@@ -190,9 +196,14 @@ def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = N
         top = _namespace(raw)
         text = _namespace(raw["text_config"]) if isinstance(raw.get("text_config"), dict) else top
     else:
-        with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
-            top = _transformers_config(raw, name=name, known_kinds=known_kinds)
-        text = top.get_text_config()
+        check_kinds(raw, name=name, known_kinds=known_kinds)
+        fast = fast_read(raw)  # the class defaults from kvviz's table: no transformers, no torch
+        if fast is not None:
+            top, text = fast
+        else:
+            with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
+                top = _transformers_config(raw, name=name, known_kinds=known_kinds)
+            text = top.get_text_config()
     if text is not top:
         check_top_level(raw, text, name=name)
     return top, text
