@@ -86,6 +86,8 @@ def _run_compare(args) -> int:
     V4: vLLM #48993's before/after with the published table)."""
     if args.engines is not None:
         return _run_compare_engines(args)
+    if getattr(args, "figure", None) is not None:
+        raise KvvizError("--figure: applies only with --engines (the engines figure); `kvviz render` draws the plans")
     model = model_from_args(args)
     options = options_from_args(args)
     refuse_knobs(model, options)

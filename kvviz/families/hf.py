@@ -63,6 +63,21 @@ def check_kinds(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None) ->
                     )
 
 
+def check_layer_lists(configs, *, name: str) -> None:
+    """What transformers' PreTrainedConfig.validate_layer_type checks, for a config read from the
+    table: layer_types (and mlp_layer_types) lists one entry per layer."""
+    for config in configs:
+        n = getattr(config, "num_hidden_layers", None)
+        for key in ("layer_types", "mlp_layer_types"):
+            layers = getattr(config, key, None)
+            if isinstance(layers, (list, tuple)) and isinstance(n, int):
+                require(
+                    len(layers) == n,
+                    f"{name}: {key} has {len(layers)} entries, num_hidden_layers is {n} (transformers, which "
+                    f"vLLM 0.33 reads, refuses)",
+                )
+
+
 def _transformers_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = None):
     """The transformers config object for a parsed config.json (no download)."""
     model_type = raw.get("model_type")
@@ -200,6 +215,7 @@ def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = N
         fast = fast_read(raw)  # the class defaults from kvviz's table: no transformers, no torch
         if fast is not None:
             top, text = fast
+            check_layer_lists((top, text), name=name)
         else:
             with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
                 top = _transformers_config(raw, name=name, known_kinds=known_kinds)

@@ -116,13 +116,16 @@ class Staged:
     interrupt) leaves the previous report as it was. As a context manager: commit() when the block
     succeeds, discard() (remove every temporary file) when it raises, KeyboardInterrupt too."""
 
-    def __init__(self):
+    def __init__(self, what: str = "out_dir"):
         self._pending: list[tuple[str, Path]] = []
+        self.what = what  # the argument or flag the refusals name
 
     def add(self, path: Path, data: bytes | str | Callable[[Path], None]) -> None:
         """Write `data` (bytes, text, or a function that writes a given path) to a fresh temporary
         file in `path`'s folder (O_EXCL: never an existing file or link)."""
-        require(not path.is_symlink(), f"out_dir: {printable(path)!r} is a symbolic link; refusing to write through it")
+        require(
+            not path.is_symlink(), f"{self.what}: {printable(path)!r} is a symbolic link; refusing to write through it"
+        )
         tmp = None
         try:
             # Same suffix, so a writer that picks the format from the name (save_figure) still can.
@@ -135,14 +138,15 @@ class Staged:
             if callable(data):
                 data(Path(tmp))
         except OSError as e:
-            raise KvvizError(f"out_dir: cannot write {printable(path)!r} ({e.strerror or e})") from None
+            raise KvvizError(f"{self.what}: cannot write {printable(path)!r} ({e.strerror or e})") from None
 
     def commit(self) -> list[Path]:
         """Rename every temporary file into place (os.replace: a link at the final name is replaced
         itself, never followed); the final paths, in the order added."""
         for _, path in self._pending:  # checked again: a link planted while the files were written
             require(
-                not path.is_symlink(), f"out_dir: {printable(path)!r} is a symbolic link; refusing to write through it"
+                not path.is_symlink(),
+                f"{self.what}: {printable(path)!r} is a symbolic link; refusing to write through it",
             )
         done = []
         try:
@@ -152,7 +156,7 @@ class Staged:
                 self._pending.pop(0)
                 done.append(path)
         except OSError as e:
-            raise KvvizError(f"out_dir: cannot write {printable(path)!r} ({e.strerror or e})") from None
+            raise KvvizError(f"{self.what}: cannot write {printable(path)!r} ({e.strerror or e})") from None
         return done
 
     def discard(self) -> None:
@@ -173,11 +177,11 @@ class Staged:
             self.discard()  # what commit() did not rename: a failure, an interrupt
 
 
-def write_file(path: Path, data: bytes | str | Callable[[Path], None]) -> None:
+def write_file(path: Path, data: bytes | str | Callable[[Path], None], *, what: str = "out_dir") -> None:
     """Write `data` (bytes, text, or a function that writes a given path) to `path` through a
     temporary file in the same folder renamed into place: never follows a link, and never leaves
-    a half-written file under the final name."""
-    with Staged() as staged:
+    a half-written file under the final name. Refusals name `what` (the argument or flag)."""
+    with Staged(what) as staged:
         staged.add(path, data)
 
 
