@@ -1,0 +1,83 @@
+"""The hostile campaign's defects (issue 29), each reproduced: writes that follow a planted link,
+OSErrors as tracebacks, silently renamed or ignored paths, absurd or zero sizes taken as given,
+bare exceptions from render_report, errors echoing unbounded input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvviz.base.errors import KvvizError
+from kvviz.cli.main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPARE = ["compare", "--model", "llama-3.1-8b", "--budget-gib", "10", "--engines", "vllm,sglang"]
+
+
+def _run(*argv, cwd=None, stdout=subprocess.PIPE):
+    return subprocess.run(
+        [sys.executable, "-m", "kvviz", *argv],
+        cwd=cwd or ROOT,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+
+
+def test_engines_figure_never_writes_through_a_link(tmp_path, capsys):
+    target = tmp_path / "target.png"
+    target.write_text("not yours")
+    (tmp_path / "fig.png").symlink_to(target)
+    assert main(COMPARE + ["--figure", str(tmp_path / "fig.png")]) == 2
+    assert "symbolic link" in capsys.readouterr().err
+    assert target.read_text() == "not yours"
+
+
+def test_engines_figure_is_written_staged(tmp_path, capsys):
+    out = tmp_path / "fig.png"
+    assert main(COMPARE + ["--figure", str(out)]) == 0
+    assert out.read_bytes()[:4] == b"\x89PNG" and not [p for p in tmp_path.iterdir() if p.name.startswith(".kvviz")]
+
+
+@pytest.mark.parametrize(
+    "name, needle",
+    [("missing/fig.png", "does not exist"), ("folder", "name the file with its format"), ("fig", "format")],
+)
+def test_engines_figure_path_problems_are_one_line(tmp_path, capsys, name, needle):
+    (tmp_path / "folder").mkdir()
+    assert main(COMPARE + ["--figure", str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "folder.png").exists() and not (tmp_path / "fig.png").exists()  # never renamed
+
+
+def test_figure_without_engines_is_refused(tmp_path, capsys):
+    assert main(["compare", "--model", "llama-3.1-8b", "--budget-gib", "10", "--figure", str(tmp_path / "f.png")]) == 2
+    assert "--figure: applies only with --engines" in capsys.readouterr().err
+
+
+def test_output_to_a_full_device_is_one_line():
+    with open("/dev/full", "w") as full:
+        out = _run("plan", "--model", "llama-3.1-8b", stdout=full)
+    assert out.returncode == 1
+    assert out.stderr.strip() == "kvviz: error: No space left on device (writing the output)"
+
+
+@pytest.mark.parametrize("path", ["a" * 5000, "a/" * 3000])
+def test_a_path_too_long_is_one_line(path):
+    out = _run("plan", "--hf-config", path)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert "--hf-config" in out.stderr and len(out.stderr) < 200  # the path is not echoed whole
+
+
+def test_errors_echo_bounded_input(tmp_path, capsys):
+    assert main(["render", "--model", "llama-3.1-8b", "--no-svg", "--out", str(tmp_path / ("b" * 300) / "c")]) != 0
+    assert len(capsys.readouterr().err) < 300
+    assert main(COMPARE[:-1] + ["vllm," + "x" * 5000]) == 2
+    assert len(capsys.readouterr().err) < 300
