@@ -4,7 +4,6 @@ bare exceptions from render_report, errors echoing unbounded input."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -81,3 +80,34 @@ def test_errors_echo_bounded_input(tmp_path, capsys):
     assert len(capsys.readouterr().err) < 300
     assert main(COMPARE[:-1] + ["vllm," + "x" * 5000]) == 2
     assert len(capsys.readouterr().err) < 300
+
+
+def test_render_into_another_models_report_leaves_none_of_its_figures(tmp_path, capsys):
+    out = tmp_path / "report"
+    assert main(["render", "--model", "deepseek-v3", "--no-svg", "--out", str(out)]) == 0
+    first = {p.name for p in out.iterdir()}
+    capsys.readouterr()
+    assert main(["render", "--model", "llama-3.1-8b", "--no-svg", "--out", str(out)]) == 0
+    written = {Path(line).name for line in capsys.readouterr().out.split() if line.endswith((".png", ".html"))}
+    assert {p.name for p in out.iterdir()} == written and first - written  # the old anatomies went
+
+
+def test_a_users_own_files_beside_a_report_stay(tmp_path):
+    (tmp_path / "notes.png").write_text("mine")
+    assert main(["render", "--model", "llama-3.1-8b", "--no-svg", "--out", str(tmp_path)]) == 0
+    assert main(["render", "--model", "deepseek-v3", "--no-svg", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "notes.png").read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [(dict(out_dir=None, title="t"), "out_dir=None"), (dict(title=None), "title=None"), (dict(title=7), "title=7")],
+)
+def test_render_report_bad_arguments_are_one_line(tmp_path, kwargs, needle):
+    import kvviz
+    from kvviz.views.report import render_report
+
+    layout = kvviz.plan(kvviz.load("llama-3.1-8b")).pools[0]
+    args = dict(out_dir=tmp_path, title="t") | kwargs
+    with pytest.raises(KvvizError, match=needle):
+        render_report(args.pop("out_dir"), layout=layout, **args)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import DPI_RANGE, printable
+from kvviz.base.inputs import DPI_RANGE, printable, short_repr
 from kvviz.base.text import plural
 from kvviz.core.layout import Layout, Placement
 from kvviz.views.anatomy import page_anatomy
@@ -118,7 +118,13 @@ class Staged:
 
     def __init__(self, what: str = "out_dir"):
         self._pending: list[tuple[str, Path]] = []
+        self._retired: list[Path] = []
         self.what = what  # the argument or flag the refusals name
+
+    def retire(self, path: Path) -> None:
+        """Remove `path` (a file of an earlier report this one does not write) once commit() has
+        renamed every new file into place; a failed run leaves it with the report it belongs to."""
+        self._retired.append(path)
 
     def add(self, path: Path, data: bytes | str | Callable[[Path], None]) -> None:
         """Write `data` (bytes, text, or a function that writes a given path) to a fresh temporary
@@ -157,6 +163,11 @@ class Staged:
                 done.append(path)
         except OSError as e:
             raise KvvizError(f"{self.what}: cannot write {printable(path)!r} ({e.strerror or e})") from None
+        for path in self._retired:
+            if path not in done:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)  # a link itself, never its target
+        self._retired.clear()
         return done
 
     def discard(self) -> None:
@@ -250,6 +261,11 @@ def render_report(
     reports at once, `kvviz render` of separate pools)."""
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
     require((before is None) == (after is None), "before/after: give both layouts or neither")
+    require(
+        isinstance(out_dir, (str, os.PathLike)),
+        f"out_dir={short_repr(out_dir)}: give a folder (a str or pathlib.Path)",
+    )
+    require(isinstance(title, str), f"title={short_repr(title)}: must be a string (the report's heading)")
     low, high = DPI_RANGE
     require(type(dpi) is int and low <= dpi <= high, f"dpi={dpi!r}: must be an integer from {low} to {high}")
     out = prepare_out_dir(out_dir)
@@ -265,6 +281,7 @@ def render_report(
             return render_report(
                 out, layout=layout, before=before, after=after, title=title, dpi=dpi, svg=svg, staged=own
             )
+    _retire_old_figures(out, names, staged)
     rendered = []
     for name, caption, build in figures:
         fig = build()
@@ -275,6 +292,21 @@ def render_report(
         rendered.append(RenderedFigure(name, caption, png))
     staged.add(out / "report.html", report_html(layout, rendered, title=title, before=before, after=after))
     return [out / name for name in names]
+
+
+# The figure files a report writes (report_figures' names): a report folder's other ones belong to
+# an earlier report (another model's anatomy formats, its before/after) and go when this one lands.
+REPORT_FIGURE = re.compile(r"(block-map|pool-planes|before-after|anatomy-[A-Za-z0-9_.+-]+)\.(png|svg)")
+
+
+def _retire_old_figures(out: Path, names: list[str], staged: Staged) -> None:
+    if not (out / "report.html").is_file():
+        return  # not a report's folder: nothing there is kvviz's to remove
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(out):
+            if REPORT_FIGURE.fullmatch(entry.name) and entry.name not in names:
+                if not entry.is_dir(follow_symlinks=False):
+                    staged.retire(out / entry.name)
 
 
 _CSS = """
