@@ -111,3 +111,46 @@ def test_render_report_bad_arguments_are_one_line(tmp_path, kwargs, needle):
     args = dict(out_dir=tmp_path, title="t") | kwargs
     with pytest.raises(KvvizError, match=needle):
         render_report(args.pop("out_dir"), layout=layout, **args)
+
+
+def _read(name, **changes):
+    from kvviz.families import preset_raw
+    from kvviz.families.loader import model_from_dict
+
+    raw = preset_raw(name)
+    part = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
+    for key, value in changes.items():
+        outer, _, inner = key.partition("__")
+        (part[outer].__setitem__(inner, value) if inner else part.__setitem__(key, value))
+    return model_from_dict(raw, name=name)
+
+
+@pytest.mark.parametrize(
+    "name, field",
+    [
+        ("qwen3-next-80b-a3b", "head_dim"),
+        ("nemotron-nano-9b-v2", "head_dim"),
+        ("falcon-h1", "head_dim"),
+        ("zamba2", "head_dim"),
+        ("kimi-linear", "kv_lora_rank"),
+        ("kimi-linear", "linear_attn_config__head_dim"),
+        ("deepseek-v3", "kv_lora_rank"),
+        ("jamba-v0.1", "mamba_d_state"),
+    ],
+)
+def test_absurd_sizes_are_refused_per_field(name, field):
+    with pytest.raises(KvvizError, match=field.replace("__", ".") + "=9223372036854775808: must be from 1"):
+        _read(name, **{field: 2**63})
+
+
+def test_zero_head_dim_is_derived_as_vllm_does():
+    # vLLM 0.33 get_head_size takes head_dim only when > 0, else hidden_size // num_attention_heads
+    model = _read("llama-3.1-8b", head_dim=0)
+    assert model.config.head_dim == 4096 // 32
+
+
+def test_zero_sliding_window_means_none_as_vllm_does():
+    # vLLM 0.33 ModelConfig.__post_init__: sliding_window 0 -> None (disabled): every layer full attention
+    model = _read("gemma-3-27b", sliding_window=0)
+    assert set(model.config.layer_kinds) == {"full_attention"} and model.config.sliding_window is None
+    assert model.max_model_len == 131072  # not capped to the window

@@ -130,6 +130,35 @@ HEAD_COUNT_FIELDS = (
     "mamba_ngroups",
     "num_mem_blocks",
 )
+# Per-head and per-state sizes every family multiplies into a page: each is bounded by MAX_DIM
+# before any reader sees it (2**63 would be planned as given), naming the field. head_dim may be 0:
+# vLLM's get_head_size (transformers_utils/model_arch_config_convertor.py) takes head_dim only when
+# it is > 0 and derives hidden_size // num_attention_heads otherwise, as kvviz's readers do.
+DIM_FIELDS = (
+    "head_dim",
+    "attention_head_dim",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "index_head_dim",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+    "mamba_d_head",
+    "mamba_head_dim",
+    "mamba_headdim",
+    "mamba_d_state",
+    "ssm_state_size",
+    "state_size",
+    "mamba_d_conv",
+    "conv_kernel",
+    "conv_L_cache",
+    "mamba_dt_rank",
+)
+# The same inside Kimi-Linear's linear_attn_config.
+NESTED_DIM_FIELDS = {"linear_attn_config": ("head_dim", "num_heads", "short_conv_kernel_size")}
 # Fields a multimodal model's text config holds; the same field at the top level is not read.
 TEXT_FIELDS = ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "sliding_window")
 
@@ -139,8 +168,9 @@ def _parts(raw: dict):
 
 
 def bound_layers(raw: dict, *, name: str) -> None:
-    """Bound num_hidden_layers, the layer periods and the head counts before transformers builds
-    per-layer lists from them or divides by them (each refusal names its field)."""
+    """Bound num_hidden_layers, the layer periods, the head counts and the per-head and state sizes
+    before transformers builds per-layer lists from them or divides by them, and before a reader
+    multiplies them into a page (each refusal names its field)."""
     for where, part in _parts(raw):
         if not isinstance(part, dict):
             continue
@@ -156,6 +186,14 @@ def bound_layers(raw: dict, *, name: str) -> None:
         for key in HEAD_COUNT_FIELDS:
             if part.get(key) is not None:
                 bounded_int(part[key], field=f"{name}: {where}{key}", low=1, high=MAX_DIM)
+        for key in DIM_FIELDS:
+            if part.get(key) is not None and not (key == "head_dim" and part[key] == 0):
+                bounded_int(part[key], field=f"{name}: {where}{key}", low=1, high=MAX_DIM)
+        for outer, keys in NESTED_DIM_FIELDS.items():
+            inner = part.get(outer)
+            for key in keys if isinstance(inner, dict) else ():
+                if inner.get(key) is not None:
+                    bounded_int(inner[key], field=f"{name}: {where}{outer}.{key}", low=1, high=MAX_DIM)
         for key in ("torch_dtype", "dtype"):
             value = part.get(key)
             require(
@@ -222,6 +260,10 @@ def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = N
             text = top.get_text_config()
     if text is not top:
         check_top_level(raw, text, name=name)
+    if getattr(text, "sliding_window", None) == 0:
+        # vLLM 0.33 config/model.py ModelConfig.__post_init__: "Some checkpoints set sliding_window to
+        # 0 to indicate that sliding window is disabled": it becomes None, every layer full attention.
+        text.sliding_window = None
     return top, text
 
 
