@@ -139,3 +139,27 @@ def test_fit_prints_budgets_for_an_own_config(capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "weights_bytes" not in out and "no config.json" not in out
+
+
+def test_no_room_names_the_tp_flag_on_the_cli(capsys):
+    assert main(["plan", "--model", "deepseek-v3", "--gpu", "H200"]) == 2
+    err = capsys.readouterr().err
+    assert "(or --tensor-parallel-size / -tp)" in err and "`gpu_memory_utilization`'" in err
+    with pytest.raises(KvvizError, match=r"\(or tensor_parallel_size\)"):
+        kv_budget(kvviz.load("deepseek-v3"), gpu="H200")
+
+
+def test_presets_with_a_full_config_print_a_full_budget():
+    """Every preset whose config carries (or is filled with) the fields the estimate reads has a
+    budget on 8 x H200; the rest are refused naming what to give."""
+    from kvviz.families import preset_names
+
+    refused = {}
+    for name in preset_names():
+        try:
+            b = kv_budget(kvviz.load(name), gpu="H200", gpu_memory_utilization=0.9, tensor_parallel_size=8)
+            assert b.available_bytes > 0 and b.term("weights").estimate
+        except KvvizError as e:
+            refused[name] = str(e)
+    assert set(refused) <= {"deepseek-v4-flash", "deepseek-v4-pro", "falcon-h1", "gemma-3n-e4b", "qwen3.5"}, refused
+    assert all("weights_bytes=" in msg for msg in refused.values())

@@ -183,9 +183,10 @@ VERIFY_FLAGS = {
 
 def _as_flags(message: str) -> str:
     """The library names Python arguments (`backend='x': ...`); the CLI says which flag set it."""
+    from kvviz.deploy.budget import NO_ROOM_HINT
     from kvviz.deploy.weights import CLI_HINT, PYTHON_HINT
 
-    message = message.replace(PYTHON_HINT, CLI_HINT)
+    message = message.replace(PYTHON_HINT, CLI_HINT).replace(NO_ROOM_HINT, "(or --tensor-parallel-size / -tp)")
     field, sep, rest = message.partition("=")
     if sep and field in VERIFY_FLAGS:
         return f"{VERIFY_FLAGS[field]}: {field}={rest}"
@@ -249,13 +250,13 @@ def _drop_stdout() -> None:
         pass
 
 
-def _bounded(message: str, limit: int = 80) -> str:
-    """Every quoted piece of an error longer than `limit` characters cut to it: a message never
-    echoes a whole 5,000-character path or value back."""
+def _bounded(message: str, limit: int = 160, keep: int = 80) -> str:
+    """Every quoted piece of an error longer than `limit` characters cut to its first `keep`: a
+    message never echoes a whole 5,000-character path or value back."""
 
     def cut(m: re.Match) -> str:
         q, body = m.group(1), m.group(2)
-        return f"{q}{body[: limit - 3]}...{q}"
+        return f"{q}{body[: keep - 3]}...{q}"
 
     return re.sub(r"""(['"])([^'"]{%d,})\1""" % (limit + 1), cut, message)
 

@@ -38,6 +38,10 @@ ACTIVATION_SOURCE = (
 )
 
 
+# What else makes room, in Python; the CLI names its flag (kvviz.cli.main._as_flags).
+NO_ROOM_HINT = "(or tensor_parallel_size)"
+
+
 def format_gib(num_bytes: int) -> str:
     """vLLM's utils/mem_utils.py format_gib: f"{round(b / 2**30, 2)}"."""
     return f"{round(num_bytes / GIB, 2)}"
@@ -292,7 +296,7 @@ def kv_budget(
             f"no memory left for the KV cache: gpu_memory_utilization {util} of {total / GIB:.2f} GiB "
             f"= {requested / GIB:.2f} GiB - weights {weights / GIB:.2f} GiB (TP {tp}) - allowance "
             f"{act / GIB:.2f} GiB = {available / GIB:.2f} GiB{est}; vLLM: 'No available memory for the "
-            f"cache blocks. Try increasing `gpu_memory_utilization`' (or tensor_parallel_size)"
+            f"cache blocks. Try increasing `gpu_memory_utilization`' {NO_ROOM_HINT}"
         )
     return KVBudget(model.name, name, total, util, tp, tuple(terms), available)
 
