@@ -1,7 +1,8 @@
 """Whole-process start-up of the light commands against `python -c pass`, in one run.
 
 Goal (the issue): `kvviz --help`, `kvviz models`, and `kvviz plan` / `compare` of every model kind
-(DeepSeek V4, a preset hybrid, an --hf-config model on a parsed-config cache hit) finish in under
+(DeepSeek V4, a preset hybrid, an --hf-config model on a parsed-config cache hit, and the first
+sight of four models' own config.json, read through kvviz/families/hf_table.json) finish in under
 0.3 s wall and 40 MiB peak memory: they import neither torch, transformers nor matplotlib. A cache
 miss (transformers imported) and `render` are shown against the same `python -c pass`. Each command runs
 REPEATS times as its own process; wall time is measured around the process ("x pass": its median
@@ -25,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GOAL_S, GOAL_MIB = 0.3, 40
 KVVIZ = [sys.executable, "-m", "kvviz"]
 CACHE = tempfile.mkdtemp(prefix="kvviz-bench-cache-")  # the parsed-config cache of this run
+OWN = ROOT / "tests" / "data" / "own-configs"  # four models' own config.json (README there)
 HF_CONFIG = str(ROOT / "tests" / "data" / "vllm-0.33" / "configs" / "nemotron-nano-9b-v2" / "config.json")
 COMMANDS = [
     ("python -c pass", [sys.executable, "-c", "pass"], False),
@@ -55,6 +57,19 @@ COMMANDS = [
         "kvviz plan --hf-config nemotron-nano-9b-v2 --json (cache miss: transformers)",
         KVVIZ + ["plan", "--hf-config", HF_CONFIG, "--json"],
         False,
+    ),
+    *(
+        (
+            f"kvviz plan --hf-config {name} --json (first sight, cache miss: table)",
+            KVVIZ + ["plan", "--hf-config", str(OWN / name), "--json"],
+            True,
+        )
+        for name in ("qwen3-30b-a3b", "llama-3.3-70b", "gpt-oss-120b", "deepseek-v3")
+    ),
+    (
+        "kvviz plan --hf-config deepseek-v3 -tp 8 --gpu H200 (first sight, cache miss: table)",
+        KVVIZ + ["plan", "--hf-config", str(OWN / "deepseek-v3"), "-tp", "8", "--gpu", "H200"],
+        True,
     ),
     (
         "kvviz render --model deepseek-v4-pro --no-svg",

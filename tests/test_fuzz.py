@@ -1257,7 +1257,7 @@ def test_no_count_of_one_takes_a_plural(preset):
     """At a budget of exactly one block (and a model of one group), every text kvviz prints says
     "1 block", "1 group", "1 whole request", never "1 blocks"."""
     import kvviz
-    from kvviz.views.report import report_html
+    from kvviz.views.report_html import report_html
 
     model = kvviz.load(preset)
     texts = []

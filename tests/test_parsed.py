@@ -108,6 +108,6 @@ def test_presets_plan_without_transformers_or_torch(model):
 
 def test_user_config_on_a_cache_hit_plans_without_transformers(tmp_path):
     env = dict(os.environ, KVVIZ_CACHE_DIR=str(tmp_path / "cache"))
-    folder = _copy(tmp_path, "lfm2-1.2b")
+    folder = _copy(tmp_path, "jamba-v0.1")  # Jamba's layer kinds are a property: only transformers gives them
     assert "transformers" in _imports_after(["plan", "--hf-config", str(folder), "--json"], env)  # the miss
     assert _imports_after(["plan", "--hf-config", str(folder), "--json"], env) == "HEAVY []"  # the hit

@@ -14,7 +14,9 @@ from kvviz.base.inputs import (
     MAX_DIM,
     MAX_SLIDING_WINDOW,
     MAX_TOKENS_PER_BLOCK,
+    printable,
     read_json,
+    short_repr,
 )
 from kvviz.cli.budget_args import budget_from_args
 from kvviz.cli.values import _gib, _int_in, _nonempty
@@ -227,6 +229,13 @@ def _given_options(options: Options) -> list[str]:
 
 
 def _load_config_file(path: str, what: str):
+    try:
+        return _load_config(path, what)
+    except OSError as e:  # a path the system refuses (a name too long, a loop): one line naming the flag
+        raise KvvizError(f"{what} {short_repr(printable(path))}: cannot read ({e.strerror or e})") from None
+
+
+def _load_config(path: str, what: str):
     raw = read_json(path, what=what) if not Path(path).is_dir() else None
     if isinstance(raw, dict) and "groups" in raw and "num_hidden_layers" not in raw:
         raise KvvizError(f"{what} {path!r}: this is a groups file, not a model config; give it with --groups")

@@ -71,10 +71,9 @@ def budget_from_args(args, model=None) -> int | None:
             gpu_memory_gib=args.gpu_memory_gib,
             gpu_memory_utilization=util,
             tensor_parallel_size=args.tensor_parallel_size or TENSOR_PARALLEL_SIZE,
-            weights_bytes=args.weights_bytes,
-            checkpoint_dir=args.checkpoint,
             activation_bytes=args.activation_bytes,
             kv_cache_memory_bytes=args.budget_bytes,
+            **weights_sources(args),
         )
         args.kv_budget = b
         return b.available_bytes
@@ -93,6 +92,26 @@ def budget_from_args(args, model=None) -> int | None:
         )
         return None
     return capacity.budget_bytes(gib=args.budget_gib, num_bytes=args.budget_bytes)
+
+
+def weights_sources(args) -> dict:
+    """What kvviz.deploy.kv_budget sizes the weights from: --weights-bytes, --checkpoint, and for a
+    --hf-config / --config source its parsed config.json (raw_config) and, when the folder beside it
+    holds a safetensors index and no --checkpoint is given, that folder (exact weights)."""
+    out = {"weights_bytes": args.weights_bytes, "checkpoint_dir": args.checkpoint}
+    for flag, dest in (("--hf-config", "hf_config"), ("--config", "config")):
+        path = getattr(args, dest, None)
+        if path is None or getattr(args, "model", None) is not None:
+            continue
+        from kvviz.base.inputs import read_json
+        from kvviz.families.loader import config_json_path
+
+        config = config_json_path(path, what=flag)
+        out["raw_config"] = read_json(config, what=flag)
+        if args.checkpoint is None and (config.parent / "model.safetensors.index.json").is_file():
+            out["checkpoint_dir"] = str(config.parent)
+        break
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _budget_option(args) -> str:

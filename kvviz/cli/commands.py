@@ -19,7 +19,7 @@ from kvviz.cli.args import (
     plan_from_args,
     refuse_knobs,
 )
-from kvviz.cli.budget_args import budget_from_args, require_budget_holds_a_block
+from kvviz.cli.budget_args import budget_from_args, require_budget_holds_a_block, weights_sources
 from kvviz.cli.deploy_views import deploy_views
 from kvviz.cli.engines import _run_compare_engines, _run_plan_engine
 from kvviz.cli.output import (
@@ -90,6 +90,8 @@ def _run_compare(args) -> int:
     V4: vLLM #48993's before/after with the published table)."""
     if args.engines is not None:
         return _run_compare_engines(args)
+    if getattr(args, "figure", None) is not None:
+        raise KvvizError("--figure: applies only with --engines (the engines figure); `kvviz render` draws the plans")
     model = model_from_args(args)
     options = options_from_args(args)
     refuse_knobs(model, options)
@@ -196,15 +198,9 @@ def _run_fit(args) -> int:
 
     model = model_from_args(args)
     knobs = {} if args.kv_dtype in (None, "auto") else {"kv_dtype": args.kv_dtype}
-    extra = {
-        k: v
-        for k, v in (
-            ("gpu_memory_utilization", args.gpu_memory_utilization),
-            ("weights_bytes", args.weights_bytes),
-            ("checkpoint_dir", args.checkpoint),
-        )
-        if v is not None
-    }
+    extra = weights_sources(args)
+    if args.gpu_memory_utilization is not None:
+        extra["gpu_memory_utilization"] = args.gpu_memory_utilization
     gpus = tuple(g.strip() for g in args.gpus.split(",") if g.strip())
     for g in gpus:
         gpus_module.gpu_spec(g)  # an unknown name: one line listing the known
@@ -238,7 +234,8 @@ def _run_models(args) -> int:
 
 def _run_architectures(args) -> int:
     """vLLM 0.33's registry with kvviz's status of each architecture: the table of docs/models.md."""
-    from kvviz.families.catalog import architecture_status, models_table, table_counts, vllm_registry
+    from kvviz.families.catalog import architecture_status, models_table, table_counts
+    from kvviz.families.refused import vllm_registry
 
     registry = vllm_registry()
     if not args.json:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import printable, short_repr
 from kvviz.cli.args import model_from_args, options_from_args, refuse_knobs
 from kvviz.cli.budget_args import budget_from_args
 from kvviz.cli.output import _budget_json, _budget_lines, _print_json
@@ -76,9 +79,10 @@ def _run_compare_engines(args) -> int:
     """The same model and budget through each engine, side by side (kvviz.engines)."""
     from kvviz import engines
 
+    figure = figure_path(getattr(args, "figure", None))
     names = tuple(e.strip() for e in args.engines.split(",") if e.strip())
     for e in names:
-        require(e in engines.ENGINES, f"--engines: {e!r}: unknown; choose from {', '.join(engines.ENGINES)}")
+        require(e in engines.ENGINES, f"--engines: {short_repr(e)}: unknown; choose from {', '.join(engines.ENGINES)}")
     model, options, budget = _engine_inputs(args)
     knobs = _engine_knobs(args)
     own = _engine_own_budgets(args, model, names)
@@ -91,9 +95,12 @@ def _run_compare_engines(args) -> int:
         budgets={e: b.kv_budget_bytes for e, b in own.items()},
     )
     if args.json:
+        if figure is not None:
+            _write_figure(figure, rows_, model, budget, announce=False)
         _print_json(
             {
                 "model": model.name,
+                "figure": None if figure is None else printable(str(figure)),
                 "budget_bytes": budget,
                 "engines": [r.plan.to_json() if r.plan else {"engine": r.engine, "refusal": r.refusal} for r in rows_],
             }
@@ -150,12 +157,43 @@ def _run_compare_engines(args) -> int:
     for line in _budget_lines(args):
         print(line)
     _print_engine_budget_lines(args, own)
-    if getattr(args, "figure", None):
-        from kvviz.engines.figure import compare_figure
-
-        compare_figure(rows_, model=model.name, budget_bytes=budget).savefig(args.figure)
-        print(f"figure: {args.figure}")
+    if figure is not None:
+        _write_figure(figure, rows_, model, budget, announce=True)
     return 0
+
+
+def _write_figure(figure: Path, rows_, model, budget: int, *, announce: bool) -> None:
+    """The engines figure to --figure: staged, renamed into place, never through a link."""
+    from kvviz.engines.figure import compare_figure
+    from kvviz.views.query import save_figure
+    from kvviz.views.report import write_file
+
+    fig = compare_figure(rows_, model=model.name, budget_bytes=budget)
+    write_file(figure, lambda tmp: save_figure(fig, tmp), what="--figure")
+    if announce:
+        print(f"figure: {printable(str(figure))}")
+
+
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def figure_path(value) -> Path | None:
+    """--figure checked before anything is planned: a file name ending in .png, .svg or .pdf
+    (matplotlib would add .png to any other name, silently) in a folder that exists, not a folder
+    itself and not a symbolic link (the write is staged and never follows one)."""
+    if value is None:
+        return None
+    p = Path(value)
+    name = printable(str(value))
+    require(
+        p.suffix.lower() in FIGURE_SUFFIXES,
+        f"--figure {short_repr(name)}: name the file with its format: .png, .svg or .pdf",
+    )
+    require(not p.is_symlink(), f"--figure {short_repr(name)}: is a symbolic link; refusing to write through it")
+    require(not p.is_dir(), f"--figure {short_repr(name)}: is a folder; name a file in it")
+    parent = p.parent
+    require(parent.is_dir(), f"--figure {short_repr(name)}: folder {short_repr(printable(str(parent)))} does not exist")
+    return p
 
 
 def _engine_knobs(args):

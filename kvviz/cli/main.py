@@ -12,12 +12,14 @@ line `kvviz: interrupted` and exit status 130, SIGTERM/SIGHUP with `kvviz: termi
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 
 from kvviz.base import signals
 from kvviz.base.defaults import DPI, SEED, VERIFY_BLOCKS
 from kvviz.base.errors import KvvizError
-from kvviz.base.inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES
+from kvviz.base.inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES, printable
 from kvviz.cli.args import _Parser, add_knob_arguments, add_model_arguments, add_source_arguments
 from kvviz.cli.budget_args import add_budget_arguments
 from kvviz.cli.commands import _run_compare, _run_fit, _run_models, _run_plan, _run_render, _run_verify
@@ -183,6 +185,10 @@ VERIFY_FLAGS = {
 
 def _as_flags(message: str) -> str:
     """The library names Python arguments (`backend='x': ...`); the CLI says which flag set it."""
+    from kvviz.deploy.budget import NO_ROOM_HINT
+    from kvviz.deploy.weights import CLI_HINT, PYTHON_HINT
+
+    message = message.replace(PYTHON_HINT, CLI_HINT).replace(NO_ROOM_HINT, "(or --tensor-parallel-size / -tp)")
     field, sep, rest = message.partition("=")
     if sep and field in VERIFY_FLAGS:
         return f"{VERIFY_FLAGS[field]}: {field}={rest}"
@@ -209,9 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with signals.handled():  # SIGTERM/SIGHUP: as Ctrl-C, `kvviz: terminated`, 128 + N
             args = build_parser().parse_args(argv)
-            return args.func(args)
+            status = args.func(args)
+            sys.stdout.flush()  # a full disk or a closed pipe under the output: reported here, one line
+            return status
     except KvvizError as e:
-        print(f"kvviz: error: {_one_line(_as_flags(str(e)))}", file=sys.stderr)
+        print(f"kvviz: error: {_bounded(_one_line(_as_flags(str(e))))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except signals.Terminated as e:
         print("kvviz: terminated", file=sys.stderr)
@@ -222,6 +230,37 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head`
         sys.stderr.close()
         return 0
+    except OSError as e:  # the output cannot be written (`> /dev/full`), a path the system refuses
+        _drop_stdout()
+        where = f" ({_bounded(_one_line(repr(printable(e.filename))))})" if e.filename else " (writing the output)"
+        print(f"kvviz: error: {e.strerror or type(e).__name__}{where}", file=sys.stderr)
+        return EXIT_OS_ERROR
+
+
+# Exit status of an operating-system failure (a full disk, a name too long): not bad input.
+EXIT_OS_ERROR = 1
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's own flush at exit does not fail again on
+    the output that could not be written (and print a second, multi-line error)."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # no real stdout (a notebook, a test's capture)
+        pass
+
+
+def _bounded(message: str, limit: int = 160, keep: int = 80) -> str:
+    """Every quoted piece of an error longer than `limit` characters cut to its first `keep`: a
+    message never echoes a whole 5,000-character path or value back."""
+
+    def cut(m: re.Match) -> str:
+        q, body = m.group(1), m.group(2)
+        return f"{q}{body[: keep - 3]}...{q}"
+
+    return re.sub(r"""(['"])([^'"]{%d,})\1""" % (limit + 1), cut, message)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ from kvviz.base.errors import KvvizError
 def add_parser(subparsers) -> None:
     """Register `kvviz replay` on an argparse subparsers object."""
     from kvviz.base.inputs import MAX_BUDGET_BYTES, MAX_CONTEXT_TOKENS
-    from kvviz.cli.args import _int_in, _nonempty, add_source_arguments
+    from kvviz.cli.args import add_source_arguments
+    from kvviz.cli.values import _int_in, _nonempty
 
     p = subparsers.add_parser("replay", help="replay a workload step by step as vLLM 0.33's scheduler runs it")
     add_source_arguments(p, groups=False)

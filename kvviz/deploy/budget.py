@@ -23,7 +23,7 @@ import math
 from kvviz.base.defaults import GIB, GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
 from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
-from kvviz.deploy.weights import DTYPE_BYTES, _raw_config, checkpoint_weight_bytes, estimate_parameters
+from kvviz.deploy.weights import PYTHON_HINT, _raw_config, checkpoint_weight_bytes, estimate_weight_bytes
 
 # vLLM 0.33's CacheConfig.gpu_memory_utilization default (config/cache.py: Field(default=0.92, gt=0, le=1)).
 DEFAULT_GPU_MEMORY_UTILIZATION = GPU_MEMORY_UTILIZATION
@@ -36,6 +36,10 @@ ACTIVATION_SOURCE = (
     "kvviz's stated default (non-torch + peak activation + CUDA graphs; docs/deploy.md#the-kv-budget-on-a-gpu); "
     "vLLM measures it (memory_profiling, profile_cudagraph_memory)"
 )
+
+
+# What else makes room, in Python; the CLI names its flag (kvviz.cli.main._as_flags).
+NO_ROOM_HINT = "(or tensor_parallel_size)"
 
 
 def format_gib(num_bytes: int) -> str:
@@ -305,7 +309,7 @@ def kv_budget(
             f"no memory left for the KV cache: gpu_memory_utilization {util} of {total / GIB:.2f} GiB "
             f"= {requested / GIB:.2f} GiB - weights {weights / GIB:.2f} GiB (TP {tp}) - allowance "
             f"{act / GIB:.2f} GiB = {available / GIB:.2f} GiB{est}; vLLM: 'No available memory for the "
-            f"cache blocks. Try increasing `gpu_memory_utilization`' (or tensor_parallel_size)"
+            f"cache blocks. Try increasing `gpu_memory_utilization`' {NO_ROOM_HINT}"
         )
     return KVBudget(model.name, name, total, util, tp, tuple(terms), available)
 
@@ -328,34 +332,11 @@ def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -
                 False,
                 f"{how} = {w:,} B / TP (sharded linears and vocab-parallel embeddings; replicated norms ignored)",
             )
-    if model.family not in ("decoder", "mla"):
-        raise KvvizError(
-            f"weights_bytes: kvviz estimates weights of dense, MoE and MLA decoders only; "
-            f"{model.name} is a {model.reader.title}: pass weights_bytes= or checkpoint_dir="
-        )
     raw, where = _raw_config(model, checkpoint_dir, raw_config)
     if raw is None:
-        raise KvvizError(
-            f"weights_bytes: no config.json to estimate {model.name}'s weights from; pass weights_bytes=, "
-            f"checkpoint_dir= or raw_config="
-        )
-    params, how = estimate_parameters(raw, model=model.name)
-    per = DTYPE_BYTES[model.dtype]
-    w = params * per
-    quant = raw.get("quantization_config") or (raw.get("text_config") or {}).get("quantization_config")
-    note = ""
-    if isinstance(quant, dict):
-        note = (
-            f"; the checkpoint is quantized ({quant.get('quant_method', '?')}): counting {model.dtype} "
-            f"overstates it, pass checkpoint_dir="
-        )
-    return Term(
-        "weights",
-        label,
-        -(-w // tp),
-        True,
-        f"estimate from {where}: {how} x {per} B ({model.dtype}) = {w:,} B / TP{note}",
-    )
+        raise KvvizError(f"weights_bytes: no config.json to estimate {model.name}'s weights from; {PYTHON_HINT}")
+    w, how = estimate_weight_bytes(model, raw, hint=PYTHON_HINT)
+    return Term("weights", label, -(-w // tp), True, f"estimate from {where}: {how} / TP")
 
 
 # ---- the longest request -------------------------------------------------------------------------

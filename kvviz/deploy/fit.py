@@ -187,6 +187,8 @@ def fit_table(
                 )
                 budget_note = ""
             except KvvizError as e:
+                if str(e).startswith(("weights_bytes:", "checkpoint_dir", "raw_config", "quantization_config")):
+                    raise  # the weights are unknown on every GPU and TP: one line, not one per row
                 budget, budget_note = None, str(e)
             budgets.append((g.name, tp, budget))
             mnbt = knobs.get("max_num_batched_tokens") or g.serve_max_num_batched_tokens

@@ -58,13 +58,56 @@ def checkpoint_weight_bytes(checkpoint_dir) -> tuple[int, str] | None:
     return None
 
 
+# DeepSeek-V3's and Kimi-K2's checkpoints: block-wise FP8 (their config.json's quantization_config).
+FP8_BLOCK_128 = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}
 # The fields a shipped preset leaves out (its config.json is trimmed to the KV-relevant part), from
-# the model's Hugging Face config.json (also /work/notes/configs/<name>/config.json), so the weight
-# estimate can be made for them.
+# the model's Hugging Face config.json, so the weight estimate can be made for them (the presets not
+# named here either carry every field the estimate reads or are refused naming the missing field).
 PRESET_FILL = {
     "meta-llama/Llama-3.1-8B": {"intermediate_size": 14336, "vocab_size": 128256, "tie_word_embeddings": False},
     "mistralai/Mistral-7B-v0.1": {"intermediate_size": 14336, "vocab_size": 32000, "tie_word_embeddings": False},
     "microsoft/Phi-3-mini-4k-instruct": {"intermediate_size": 8192, "vocab_size": 32064, "tie_word_embeddings": False},
+    "google/gemma-3-27b-it": {"intermediate_size": 21504, "vocab_size": 262208, "tie_word_embeddings": True},
+    "openai/gpt-oss-120b": {
+        "intermediate_size": 2880,
+        "vocab_size": 201088,
+        "num_local_experts": 128,
+        "attention_bias": True,
+        "tie_word_embeddings": False,
+        "quantization_config": {
+            "modules_to_not_convert": [
+                "model.layers.*.self_attn",
+                "model.layers.*.mlp.router",
+                "model.embed_tokens",
+                "lm_head",
+            ],
+            "quant_method": "mxfp4",
+        },
+    },
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": {
+        "intermediate_size": 8192,
+        "intermediate_size_mlp": 16384,
+        "vocab_size": 202048,
+        "num_local_experts": 16,
+        "interleave_moe_layer_step": 1,
+        "tie_word_embeddings": False,
+    },
+    "deepseek-ai/DeepSeek-V3": {"quantization_config": FP8_BLOCK_128},
+    "moonshotai/Kimi-K2-Instruct": {
+        "intermediate_size": 18432,
+        "topk_method": "noaux_tc",
+        "tie_word_embeddings": False,
+        "quantization_config": FP8_BLOCK_128,
+    },
+    "Qwen/Qwen3-Next-80B-A3B-Instruct": {
+        "intermediate_size": 5120,
+        "moe_intermediate_size": 512,
+        "num_experts": 512,
+        "shared_expert_intermediate_size": 512,
+        "decoder_sparse_step": 1,
+        "vocab_size": 151936,
+        "tie_word_embeddings": False,
+    },
 }
 
 
@@ -90,76 +133,51 @@ def _raw_config(model, checkpoint_dir, raw_config) -> tuple[dict | None, str]:
     return None, ""
 
 
-def _int(cfg: dict, key: str, *, model: str, default=None) -> int:
-    value = cfg.get(key, default)
-    if value is None:
-        raise KvvizError(
-            f"weights_bytes: {model}'s config has no {key!r} to estimate the weights from; pass "
-            f"weights_bytes= or checkpoint_dir="
-        )
-    require(
-        type(value) is int and value >= 0, f"weights_bytes: {model}: {key}={value!r} must be a non-negative integer"
-    )
-    return value
-
-
 def estimate_parameters(raw: dict, *, model: str = "model") -> tuple[int, str]:
-    """(parameters, how) a config.json implies for a dense, MoE or MLA decoder (docs/deploy.md#the-kv-budget-on-a-gpu):
-    attention (GQA q/k/v/o, or MLA's low-rank projections) + MLP (gated: 3 h I; MoE: every routed
-    and shared expert and the router) + norms per layer, + embeddings (+ lm_head unless tied).
-    MTP layers are left out (vLLM loads them only with MTP speculative decoding)."""
-    cfg = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
-    h = _int(cfg, "hidden_size", model=model)
-    n = _int(cfg, "num_hidden_layers", model=model)
-    vocab = _int(cfg, "vocab_size", model=model)
-    hq = _int(cfg, "num_attention_heads", model=model)
-    tie = cfg.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))
-    kinds = []
-    if cfg.get("kv_lora_rank"):
-        rank = _int(cfg, "kv_lora_rank", model=model)
-        rope = _int(cfg, "qk_rope_head_dim", model=model)
-        nope = _int(cfg, "qk_nope_head_dim", model=model)
-        v = _int(cfg, "v_head_dim", model=model)
-        q_rank = cfg.get("q_lora_rank")
-        q = (h * q_rank + q_rank + q_rank * hq * (nope + rope)) if q_rank else h * hq * (nope + rope)
-        attn = q + h * (rank + rope) + rank + rank * hq * (nope + v) + hq * v * h
-        kinds.append("MLA")
+    """(parameters, how) a dense, MoE or MLA decoder's config.json implies (kvviz.deploy.params
+    decoder_parts): attention + MLP (gated: 3 h I; MoE: every routed and shared expert and the
+    router) + norms per layer, + embeddings (+ lm_head unless tied). MTP layers are left out (vLLM
+    loads them only with MTP speculative decoding)."""
+    from kvviz.deploy.params import decoder_parts
+
+    parts, how = decoder_parts(raw, model=model, hint=PYTHON_HINT)
+    return sum(parts.values()), how
+
+
+def estimate_weight_bytes(model, raw: dict, *, hint: str = "") -> tuple[int, str]:
+    """(bytes, how) of the whole model's weights estimated from its config.json: the parameters of
+    each part (kvviz.deploy.params) times the bytes the checkpoint's `quantization_config` gives that
+    part (kvviz.deploy.quantized), the model dtype's for the parts it leaves alone."""
+    from kvviz.deploy.params import decoder_parts, state_parts, text_config
+    from kvviz.deploy.quantized import weight_format
+
+    hint = hint or PYTHON_HINT
+    if model.family == "state":
+        parts, how = state_parts(model, raw, hint=hint)
+    elif model.family in ("decoder", "mla"):
+        parts, how = decoder_parts(raw, model=model.name, hint=hint)
     else:
-        hkv = _int(cfg, "num_key_value_heads", model=model, default=hq)
-        d = cfg.get("head_dim") or h // hq
-        attn = h * hq * d + 2 * h * hkv * d + hq * d * h
-        if cfg.get("attention_bias") or cfg.get("model_type") == "qwen2":
-            attn += (hq + 2 * hkv) * d
-        kinds.append("GQA" if hkv != hq else "MHA")
-    experts = next((cfg[k] for k in ("n_routed_experts", "num_experts", "num_local_experts") if cfg.get(k)), 0)
-    dense_mlp = 0
-    if (
-        not experts
-        or cfg.get("first_k_dense_replace")
-        or cfg.get("mlp_only_layers")
-        or (cfg.get("decoder_sparse_step") or 1) > 1
-    ):
-        dense_mlp = 3 * h * _int(cfg, "intermediate_size", model=model)
-    if experts:
-        i_moe = cfg.get("moe_intermediate_size") or _int(cfg, "intermediate_size", model=model)
-        moe = experts * 3 * h * i_moe + h * experts
-        moe += (cfg.get("n_shared_experts") or 0) * 3 * h * i_moe
-        if cfg.get("shared_expert_intermediate_size"):
-            moe += 3 * h * cfg["shared_expert_intermediate_size"] + h
-        first_dense = cfg.get("first_k_dense_replace") or 0
-        only_dense = set(cfg.get("mlp_only_layers") or ())
-        step = cfg.get("decoder_sparse_step") or 1
-        is_moe = [i >= first_dense and i not in only_dense and (i + 1) % step == 0 for i in range(n)]
-        mlp_total = sum(moe if m else dense_mlp for m in is_moe)
-        kinds.append(f"MoE ({experts} experts, {sum(is_moe)} MoE layers)")
+        raise KvvizError(
+            f"weights_bytes: kvviz does not estimate the weights of {model.name}, a {model.reader.title}; {hint}"
+        )
+    quant = raw.get("quantization_config") or text_config(raw).get("quantization_config")
+    fmt = weight_format(quant, hint=hint)
+    dtype_bytes = DTYPE_BYTES[model.dtype]
+    total = 0.0
+    for part, count in parts.items():
+        total += count * (fmt.bytes_per_param if fmt is not None and part in fmt.parts else dtype_bytes)
+    w = int(round(total))
+    if fmt is None:
+        how += f" x {dtype_bytes} B ({model.dtype}) = {w:,} B"
     else:
-        mlp_total = n * dense_mlp
-        kinds.append("dense")
-    norms = n * 2 * h + h
-    embed = vocab * h * (1 if tie else 2)
-    total = n * attn + mlp_total + norms + embed
-    how = (
-        f"{' '.join(kinds)}: {n} layers x attention {attn:,} + MLP {mlp_total:,} + norms {norms:,} + "
-        f"embeddings {embed:,}{' (tied)' if tie else ' (+ lm_head)'} = {total:,} parameters"
-    )
-    return total, how
+        q = sum(parts[p] for p in fmt.parts)
+        how += (
+            f"; {fmt.name}: {q:,} of them x {fmt.bytes_per_param:g} B ({fmt.source}), the rest x {dtype_bytes} B "
+            f"({model.dtype}) = {w:,} B"
+        )
+    return w, how
+
+
+# How to give the weights instead of the estimate, in Python; the CLI names its flags (CLI_HINT).
+PYTHON_HINT = "pass weights_bytes= (the whole checkpoint's bytes) or checkpoint_dir= (its safetensors index)"
+CLI_HINT = "give --weights-bytes (the whole checkpoint's bytes) or --checkpoint DIR (its safetensors index)"

@@ -14,21 +14,11 @@ import math
 import types
 
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import MAX_DIM, MAX_LAYERS, bounded_int, finite_number, short_repr
+from kvviz.base.inputs import finite_number, short_repr
 from kvviz.base.quiet import quiet_library
+from kvviz.families.hf_bounds import _DTYPES, bound_layers, check_text_config, check_top_level
+from kvviz.families.hf_fast import fast_read
 
-# transformers' dtype names -> kvviz's element names (a float16 model is sized like bf16: 2 B)
-_DTYPES = {
-    "torch.bfloat16": "bf16",
-    "bfloat16": "bf16",
-    "torch.float16": "fp16",
-    "float16": "fp16",
-    "torch.float32": "fp32",
-    "float32": "fp32",
-    "bf16": "bf16",
-    "fp16": "fp16",
-    "fp32": "fp32",
-}
 # vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS: a float16 checkpoint of these is served in bf16.
 FLOAT16_NOT_SUPPORTED = ("gemma2", "gemma3", "gemma3_text", "glm4")
 # transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key: the keys read.
@@ -49,6 +39,35 @@ _ROPE_NOT_SCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepse
 DEFAULT_MAX_MODEL_LEN = 2048
 
 
+def check_kinds(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None) -> None:
+    """An unknown entry of layer_types is named before any reader (transformers' own error, or the
+    table's reader, which would pass it on)."""
+    for where, part in (("", raw), ("text_config.", raw.get("text_config"))):
+        kinds = part.get("layer_types") if isinstance(part, dict) else None
+        if isinstance(kinds, list) and known_kinds is not None:
+            for i, kind in enumerate(kinds):
+                if kind not in known_kinds:
+                    raise KvvizError(
+                        f"{name}: {where}layer_types[{i}]={short_repr(kind)}: unknown layer kind; "
+                        f"kvviz knows {', '.join(known_kinds)}"
+                    )
+
+
+def check_layer_lists(configs, *, name: str) -> None:
+    """What transformers' PreTrainedConfig.validate_layer_type checks, for a config read from the
+    table: layer_types (and mlp_layer_types) lists one entry per layer."""
+    for config in configs:
+        n = getattr(config, "num_hidden_layers", None)
+        for key in ("layer_types", "mlp_layer_types"):
+            layers = getattr(config, key, None)
+            if isinstance(layers, (list, tuple)) and isinstance(n, int):
+                require(
+                    len(layers) == n,
+                    f"{name}: {key} has {len(layers)} entries, num_hidden_layers is {n} (transformers, which "
+                    f"vLLM 0.33 reads, refuses)",
+                )
+
+
 def _transformers_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = None):
     """The transformers config object for a parsed config.json (no download)."""
     model_type = raw.get("model_type")
@@ -64,17 +83,8 @@ def _transformers_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] |
 
     if model_type not in CONFIG_MAPPING:
         raise KvvizError(
-            f"{name}: model_type {model_type!r}: unknown to transformers; kvviz cannot read this architecture"
+            f"{name}: model_type {short_repr(model_type)}: unknown to transformers; kvviz cannot read this architecture"
         )
-    for where, part in (("", raw), ("text_config.", raw.get("text_config"))):
-        kinds = part.get("layer_types") if isinstance(part, dict) else None
-        if isinstance(kinds, list) and known_kinds is not None:  # name an unknown kind before transformers' own error
-            for i, kind in enumerate(kinds):
-                if kind not in known_kinds:
-                    raise KvvizError(
-                        f"{name}: {where}layer_types[{i}]={short_repr(kind)}: unknown layer kind; "
-                        f"kvviz knows {', '.join(known_kinds)}"
-                    )
     check_text_config(raw, CONFIG_MAPPING[model_type], name=name)
     try:
         return CONFIG_MAPPING[model_type].from_dict(raw)
@@ -99,99 +109,6 @@ def _non_finite_fields(raw: dict) -> list[str]:
     return out
 
 
-# Fields transformers' config classes take a period from when they derive layer_types, or divide
-# by: a 0 would end in transformers' bare "integer modulo by zero", a -1 be read silently (every
-# layer full: `(i + 1) % -1 == 0` in Gemma3TextConfig / Cohere2Config / Qwen3NextConfig /
-# Qwen3_5TextConfig, which vLLM 0.33 reads through AutoConfig). Each must be a positive integer.
-PERIOD_FIELDS = (
-    "sliding_window_pattern",
-    "full_attention_interval",
-    "attn_layer_period",
-    "expert_layer_period",
-    "no_rope_layer_interval",
-)
-HEAD_COUNT_FIELDS = (
-    "num_attention_heads",
-    "num_key_value_heads",
-    "n_mamba_heads",
-    "mamba_n_heads",
-    "mamba_num_heads",
-    "linear_num_key_heads",
-    "linear_num_value_heads",
-    "n_groups",
-    "mamba_n_groups",
-    "mamba_ngroups",
-    "num_mem_blocks",
-)
-# Fields a multimodal model's text config holds; the same field at the top level is not read.
-TEXT_FIELDS = ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "sliding_window")
-
-
-def _parts(raw: dict):
-    return (("", raw), ("text_config.", raw.get("text_config")))
-
-
-def bound_layers(raw: dict, *, name: str) -> None:
-    """Bound num_hidden_layers, the layer periods and the head counts before transformers builds
-    per-layer lists from them or divides by them (each refusal names its field)."""
-    for where, part in _parts(raw):
-        if not isinstance(part, dict):
-            continue
-        if "num_hidden_layers" in part:
-            bounded_int(part["num_hidden_layers"], field=f"{name}: {where}num_hidden_layers", low=1, high=MAX_LAYERS)
-        for key in PERIOD_FIELDS:
-            value = part.get(key)
-            require(
-                value is None or (type(value) is int and 1 <= value <= MAX_LAYERS),
-                f"{name}: {where}{key}={short_repr(value)}: must be a period of layers from 1 to {MAX_LAYERS:,} "
-                f"(transformers, which vLLM 0.33 reads, takes -1 as every layer full and divides by 0)",
-            )
-        for key in HEAD_COUNT_FIELDS:
-            if part.get(key) is not None:
-                bounded_int(part[key], field=f"{name}: {where}{key}", low=1, high=MAX_DIM)
-        for key in ("torch_dtype", "dtype"):
-            value = part.get(key)
-            require(
-                value is None or (isinstance(value, str) and value in _DTYPES),
-                f"{name}: {where}{key}={short_repr(value)}: kvviz (like vLLM 0.33, through transformers) reads "
-                f"a checkpoint's bfloat16, float16 or float32",
-            )
-
-
-def check_text_config(raw: dict, config_class, *, name: str) -> None:
-    """A multimodal config (one whose transformers class has a text_config sub-config) must carry
-    its text model's config, of that text model's type: transformers would otherwise build its
-    default text model (or another architecture's) and kvviz would plan it under this name."""
-    expected = (getattr(config_class, "sub_configs", None) or {}).get("text_config")
-    if expected is None:
-        return
-    part, model_type = raw.get("text_config"), raw.get("model_type")
-    require(
-        isinstance(part, dict),
-        f"{name}: text_config={short_repr(part)}: a {model_type} config must hold its "
-        f"language model's config (transformers would read its defaults instead)",
-    )
-    want = getattr(expected, "model_type", None)
-    got = part.get("model_type")
-    require(
-        got is None or not want or got == want,
-        f"{name}: text_config.model_type={short_repr(got)}: a {model_type} model's text config is {want!r}",
-    )
-
-
-def check_top_level(raw: dict, text, *, name: str) -> None:
-    """A field given at the top level of a config whose text config is read instead must agree
-    with the text config (vLLM 0.33 reads get_text_config(); the top-level value is ignored)."""
-    for key in TEXT_FIELDS:
-        if key in raw and raw[key] is not None:
-            used = getattr(text, key, None)
-            require(
-                used == raw[key],
-                f"{name}: {key}={short_repr(raw[key])} at the top level is not read: vLLM reads "
-                f"text_config.{key}={short_repr(used)}; give it there",
-            )
-
-
 def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = None):
     """(top-level config, text config) as vLLM sees them: transformers' config classes where
     transformers knows the model_type; a plain namespace of the JSON (and its text_config) where
@@ -206,11 +123,21 @@ def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = N
     elif model_type in VLLM_OWN_DEFAULTS:
         top = text = _namespace(_with_vllm_defaults(raw, model_type))
     else:
-        with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
-            top = _transformers_config(raw, name=name, known_kinds=known_kinds)
-        text = top.get_text_config()
+        check_kinds(raw, name=name, known_kinds=known_kinds)
+        fast = fast_read(raw)  # the class defaults from kvviz's table: no transformers, no torch
+        if fast is not None:
+            top, text = fast
+            check_layer_lists((top, text), name=name)
+        else:
+            with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
+                top = _transformers_config(raw, name=name, known_kinds=known_kinds)
+            text = top.get_text_config()
     if text is not top:
         check_top_level(raw, text, name=name)
+    if getattr(text, "sliding_window", None) == 0:
+        # vLLM 0.33 config/model.py ModelConfig.__post_init__: "Some checkpoints set sliding_window to
+        # 0 to indicate that sliding window is disabled": it becomes None, every layer full attention.
+        text.sliding_window = None
     return top, text
 
 

@@ -74,15 +74,10 @@ def readers_hash() -> str:
 def versions() -> str:
     """What a parsed form depends on besides the file: kvviz's and transformers' versions, the readers' code hash
     and the schema."""
-    from importlib import metadata  # ~50 ms: only on the way to the user cache, never for a preset
-
     from kvviz import __version__
+    from kvviz.families.hf_fast import transformers_version
 
-    try:
-        tf = metadata.version("transformers")
-    except metadata.PackageNotFoundError:
-        tf = "none"
-    return f"kvviz {__version__}, transformers {tf}, readers {readers_hash()}, schema {SCHEMA}"
+    return f"kvviz {__version__}, transformers {transformers_version()}, readers {readers_hash()}, schema {SCHEMA}"
 
 
 def cache_dir() -> Path:

@@ -12,10 +12,7 @@ way leaves the previous report as it was and removes its temporary files. A run 
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import dataclasses
-import html
 import os
 import re
 import tempfile
@@ -23,8 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import DPI_RANGE, printable
-from kvviz.base.text import plural
+from kvviz.base.inputs import DPI_RANGE, printable, short_repr
 from kvviz.core.accept import plan_of, pools_of
 from kvviz.core.layout import Layout, Placement
 from kvviz.views.anatomy import page_anatomy
@@ -33,18 +29,10 @@ from kvviz.views.compare import before_after
 from kvviz.views.planes import pool_planes
 from kvviz.views.planes_data import PLANE_PAGES_MAX_BLOCKS
 from kvviz.views.query import DEFAULT_DPI, save_figure, to_png_bytes
+from kvviz.views.report_html import RenderedFigure, report_html
 
 # Blocks of the small pool a hybrid report's layer-plane figure shows: every block's page is drawn.
 POOL_PLANES_BLOCKS = PLANE_PAGES_MAX_BLOCKS
-
-
-@dataclasses.dataclass(frozen=True)
-class RenderedFigure:
-    """One figure of a report: its file stem, caption and PNG bytes."""
-
-    name: str
-    caption: str
-    png: bytes
 
 
 # Temporary names: `.kvviz-<pid>.<what>...`, so a later run can tell its own leftovers (a run
@@ -117,13 +105,22 @@ class Staged:
     interrupt) leaves the previous report as it was. As a context manager: commit() when the block
     succeeds, discard() (remove every temporary file) when it raises, KeyboardInterrupt too."""
 
-    def __init__(self):
+    def __init__(self, what: str = "out_dir"):
         self._pending: list[tuple[str, Path]] = []
+        self._retired: list[Path] = []
+        self.what = what  # the argument or flag the refusals name
+
+    def retire(self, path: Path) -> None:
+        """Remove `path` (a file of an earlier report this one does not write) once commit() has
+        renamed every new file into place; a failed run leaves it with the report it belongs to."""
+        self._retired.append(path)
 
     def add(self, path: Path, data: bytes | str | Callable[[Path], None]) -> None:
         """Write `data` (bytes, text, or a function that writes a given path) to a fresh temporary
         file in `path`'s folder (O_EXCL: never an existing file or link)."""
-        require(not path.is_symlink(), f"out_dir: {printable(path)!r} is a symbolic link; refusing to write through it")
+        require(
+            not path.is_symlink(), f"{self.what}: {printable(path)!r} is a symbolic link; refusing to write through it"
+        )
         tmp = None
         try:
             # Same suffix, so a writer that picks the format from the name (save_figure) still can.
@@ -136,14 +133,15 @@ class Staged:
             if callable(data):
                 data(Path(tmp))
         except OSError as e:
-            raise KvvizError(f"out_dir: cannot write {printable(path)!r} ({e.strerror or e})") from None
+            raise KvvizError(f"{self.what}: cannot write {printable(path)!r} ({e.strerror or e})") from None
 
     def commit(self) -> list[Path]:
         """Rename every temporary file into place (os.replace: a link at the final name is replaced
         itself, never followed); the final paths, in the order added."""
         for _, path in self._pending:  # checked again: a link planted while the files were written
             require(
-                not path.is_symlink(), f"out_dir: {printable(path)!r} is a symbolic link; refusing to write through it"
+                not path.is_symlink(),
+                f"{self.what}: {printable(path)!r} is a symbolic link; refusing to write through it",
             )
         done = []
         try:
@@ -153,7 +151,12 @@ class Staged:
                 self._pending.pop(0)
                 done.append(path)
         except OSError as e:
-            raise KvvizError(f"out_dir: cannot write {printable(path)!r} ({e.strerror or e})") from None
+            raise KvvizError(f"{self.what}: cannot write {printable(path)!r} ({e.strerror or e})") from None
+        for path in self._retired:
+            if path not in done:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)  # a link itself, never its target
+        self._retired.clear()
         return done
 
     def discard(self) -> None:
@@ -174,11 +177,11 @@ class Staged:
             self.discard()  # what commit() did not rename: a failure, an interrupt
 
 
-def write_file(path: Path, data: bytes | str | Callable[[Path], None]) -> None:
+def write_file(path: Path, data: bytes | str | Callable[[Path], None], *, what: str = "out_dir") -> None:
     """Write `data` (bytes, text, or a function that writes a given path) to `path` through a
     temporary file in the same folder renamed into place: never follows a link, and never leaves
-    a half-written file under the final name."""
-    with Staged() as staged:
+    a half-written file under the final name. Refusals name `what` (the argument or flag)."""
+    with Staged(what) as staged:
         staged.add(path, data)
 
 
@@ -256,6 +259,11 @@ def render_report(
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
     title = f"{layout.planner} layout" if title is None else title
     require((before is None) == (after is None), "before/after: give both layouts or neither")
+    require(
+        isinstance(out_dir, (str, os.PathLike)),
+        f"out_dir={short_repr(out_dir)}: give a folder (a str or pathlib.Path)",
+    )
+    require(isinstance(title, str), f"title={short_repr(title)}: must be a string (the report's heading)")
     low, high = DPI_RANGE
     require(type(dpi) is int and low <= dpi <= high, f"dpi={dpi!r}: must be an integer from {low} to {high}")
     out = prepare_out_dir(out_dir)
@@ -271,6 +279,7 @@ def render_report(
             return render_report(
                 out, layout=layout, before=before, after=after, title=title, dpi=dpi, svg=svg, staged=own
             )
+    _retire_old_figures(out, names, staged)
     rendered = []
     for name, caption, build in figures:
         fig = build()
@@ -314,79 +323,16 @@ def plan_reports(source, folder, *, before=None, after=None, title=None, staged=
     return paths
 
 
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1250px; color: #222; }
-h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
-pre { background: #f6f6f6; padding: .8em; overflow-x: auto; font-size: 12px; }
-figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
-figcaption { font-size: .9em; color: #555; }
-table.dataframe { border-collapse: collapse; font-size: 12px; }
-table.dataframe td, table.dataframe th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
-details summary { cursor: pointer; margin: .5em 0; }
-"""
+# The figure files a report writes (report_figures' names): a report folder's other ones belong to
+# an earlier report (another model's anatomy formats, its before/after) and go when this one lands.
+REPORT_FIGURE = re.compile(r"(block-map|pool-planes|before-after|anatomy-[A-Za-z0-9_.+-]+)\.(png|svg)")
 
 
-def _table_html(df) -> str:
-    """A DataFrame as an HTML table, byte counts with thousands separators."""
-    ints = {c: "{:,}".format for c in df.columns if df[c].dtype.kind in "iu"}
-    return df.to_html(index=False, escape=True, formatters=ints)
-
-
-def report_html(
-    layout: Layout,
-    figures: list[RenderedFigure],
-    *,
-    title: str,
-    before: Layout | None = None,
-    after: Layout | None = None,
-) -> str:
-    """One self-contained HTML page: summary, figures (inline base64 PNG), tables, derivation."""
-    esc = html.escape
-    summary = (
-        f"{layout.planner} layout: {plural(len(layout.groups), 'group')}, {plural(layout.num_layers, 'layer cache')}, "
-        f"block stride {layout.block_stride:,} B, binding group {layout.binding_label}."
-    )
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en">',
-        "<head>",
-        '<meta charset="utf-8">',
-        f"<title>{esc(title)}</title>",
-        f"<style>{_CSS}</style>",
-        "</head>",
-        "<body>",
-        f"<h1>{esc(title)}</h1>",
-        f"<p>{esc(summary)}</p>",
-    ]
-    if before is not None and after is not None:
-        pct = 100.0 * (after.block_stride - before.block_stride) / before.block_stride
-        parts.append(
-            f"<p>Before ({esc(before.planner)}): {before.block_stride:,} B per block; after "
-            f"({esc(after.planner)}): {after.block_stride:,} B per block ({pct:+.2f}%).</p>"
-        )
-    parts += [
-        "<h2>Text byte map</h2>",
-        f"<pre>{esc(layout.text_map())}</pre>",
-        "<h2>How the stride is derived</h2>",
-        f"<pre>{esc(layout.explain())}</pre>",
-    ]
-    parts.append("<h2>Figures</h2>")
-    for f in figures:
-        data = base64.b64encode(f.png).decode("ascii")
-        parts.append(
-            f'<figure id="{esc(f.name)}"><img alt="{esc(f.caption)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{esc(f.caption)} Also in {esc(f.name)}.png / {esc(f.name)}.svg.</figcaption>"
-            "</figure>"
-        )
-    parts += [
-        "<h2>Groups</h2>",
-        _table_html(layout.group_table()),
-        "<h2>Layout (every layer's page)</h2>",
-        f"<details><summary>{layout.num_layers} rows</summary>",
-        _table_html(layout.to_dataframe()),
-        "</details>",
-        "</body>",
-        "</html>",
-        "",
-    ]
-    return "\n".join(parts)
+def _retire_old_figures(out: Path, names: list[str], staged: Staged) -> None:
+    if not (out / "report.html").is_file():
+        return  # not a report's folder: nothing there is kvviz's to remove
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(out):
+            if REPORT_FIGURE.fullmatch(entry.name) and entry.name not in names:
+                if not entry.is_dir(follow_symlinks=False):
+                    staged.retire(out / entry.name)

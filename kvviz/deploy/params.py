@@ -1,0 +1,255 @@
+"""The parameters a config.json implies, in the parts a checkpoint's quantization treats apart
+(kvviz.deploy.quantized): `embeddings` (input embeddings and lm_head), `linear` (attention, dense
+MLP, shared experts and state-mixer projections), `experts` (routed experts) and `other` (norms,
+biases, routers, convolutions, A/D/dt vectors: kept in the model dtype).
+
+Each count follows the layer shapes of vLLM 0.33's model for the family (model_executor/models/):
+GQA / MLA attention (llama.py, deepseek_v2.py), gated MLPs and MoE (FusedMoE: w13 = 2 x I x h,
+w2 = h x I per expert), and the state mixers of the hybrids (mamba_mixer.py, mamba_mixer2.py,
+qwen3_next.py's GatedDeltaNet, short_conv.py, kimi_linear.py's KDA). MTP layers are left out (vLLM
+loads them only with MTP speculative decoding); vision towers are left out (named in `how`).
+"""
+
+from __future__ import annotations
+
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import short_repr
+
+PARTS = ("embeddings", "linear", "experts", "other")
+
+
+class Need:
+    """Reads integer fields of one (text) config; a missing one is refused naming `hint`."""
+
+    def __init__(self, cfg: dict, *, model: str, hint: str):
+        self.cfg, self.model, self.hint = cfg, model, hint
+
+    def __call__(self, key: str, default=None) -> int:
+        value = self.cfg.get(key, default)
+        if value is None:
+            raise KvvizError(
+                f"weights_bytes: {self.model}'s config has no {key!r} to estimate the weights from; {self.hint}"
+            )
+        require(
+            type(value) is int and 0 <= value <= 1 << 40,
+            f"weights_bytes: {self.model}: {key}={short_repr(value)} must be a non-negative integer; {self.hint}",
+        )
+        return value
+
+    def get(self, key: str, default=None):
+        """The field when present (checked as __call__ does), else `default`."""
+        return self(key) if self.cfg.get(key) is not None else default
+
+
+def _gqa(need: Need, h: int) -> tuple[int, int, str]:
+    """(linear, other, kind) of one GQA / MHA attention layer (QKVParallelLinear + o_proj)."""
+    cfg = need.cfg
+    hq = need("num_attention_heads")
+    hkv = need.get("num_key_value_heads", hq)
+    d = need.get("head_dim") or need.get("attention_head_dim") or h // max(hq, 1)
+    gate = 2 if cfg.get("attn_output_gate") or cfg.get("model_type") in ("qwen3_next",) else 1
+    linear = h * hq * d * gate + 2 * h * hkv * d + hq * d * h
+    other = 0
+    if cfg.get("attention_bias") or cfg.get("qkv_bias"):
+        other += (hq + 2 * hkv) * d + (h if cfg.get("attention_bias") else 0)
+    elif cfg.get("model_type") in ("qwen2", "qwen2_moe"):
+        other += (hq + 2 * hkv) * d
+    if cfg.get("model_type") == "gpt_oss":
+        other += hq  # attention sinks
+    return linear, other, "GQA" if hkv != hq else "MHA"
+
+
+def _mla(need: Need, h: int) -> tuple[int, int, str]:
+    """(linear, other, kind) of one MLA layer (deepseek_v2.py DeepseekV2MLAAttention)."""
+    hq = need("num_attention_heads")
+    rank, rope = need("kv_lora_rank"), need("qk_rope_head_dim")
+    nope, v = need("qk_nope_head_dim"), need("v_head_dim")
+    q_rank = need.get("q_lora_rank")
+    q = h * q_rank + q_rank * hq * (nope + rope) if q_rank else h * hq * (nope + rope)
+    linear = q + h * (rank + rope) + rank * hq * (nope + v) + hq * v * h
+    return linear, rank + (q_rank or 0), "MLA"
+
+
+def _experts(cfg: dict) -> int:
+    return next(
+        (cfg[k] for k in ("n_routed_experts", "num_experts", "num_local_experts") if type(cfg.get(k)) is int), 0
+    )
+
+
+def _is_moe(cfg: dict, i: int, n: int) -> bool:
+    """Whether decoder layer i holds the routed experts, by the family's own layer rule."""
+    if cfg.get("model_type") == "jamba":
+        return i % (cfg.get("expert_layer_period") or 1) == (cfg.get("expert_layer_offset") or 0)
+    first = cfg.get("first_k_dense_replace") or 0
+    step = cfg.get("decoder_sparse_step") or cfg.get("interleave_moe_layer_step") or 1
+    freq = cfg.get("moe_layer_freq") or 1
+    only_dense = set(cfg.get("mlp_only_layers") or ())
+    return i >= first and i not in only_dense and (i + 1) % step == 0 and (i - first) % freq == 0
+
+
+def _ffn(need: Need, h: int, i: int, n: int) -> tuple[int, int, int, bool]:
+    """(linear, experts, other, is_moe) of layer i's feed-forward."""
+    cfg = need.cfg
+    e = _experts(cfg)
+    if not (e and _is_moe(cfg, i, n)):
+        inter = need.get("intermediate_size_mlp") or need("intermediate_size")
+        return 3 * h * inter, 0, 0, False
+    i_moe = need.get("moe_intermediate_size") or need("intermediate_size")
+    experts = e * 3 * h * i_moe
+    other = h * e  # router
+    if cfg.get("model_type") == "gpt_oss":
+        experts += e * (2 * i_moe + h)  # expert biases (gate_up_proj_bias, down_proj_bias)
+        other += e
+    if cfg.get("topk_method") == "noaux_tc":
+        other += e  # e_score_correction_bias
+    shared = (cfg.get("n_shared_experts") or cfg.get("num_shared_experts") or 0) * 3 * h * i_moe
+    if cfg.get("shared_expert_intermediate_size"):
+        shared += 3 * h * cfg["shared_expert_intermediate_size"]
+        other += h  # shared_expert_gate
+    if cfg.get("shared_intermediate_size"):  # granitemoehybrid's shared_mlp
+        shared += 3 * h * cfg["shared_intermediate_size"]
+    if cfg.get("model_type") == "llama4_text":
+        shared += 3 * h * i_moe  # Llama4MoE's shared_expert
+    return shared, experts, other, True
+
+
+def text_config(raw: dict) -> dict:
+    """The part of a config.json that describes the language model (its text_config when it has one)."""
+    return raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
+
+
+def _totals(need, raw, n, h, per_layer, kinds) -> tuple[dict, str]:
+    """The parts summed over the layers, with embeddings and norms, and a line saying how."""
+    cfg = need.cfg
+    vocab = need("vocab_size")
+    tie = cfg.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))
+    parts = dict.fromkeys(PARTS, 0)
+    moe_layers = 0
+    for linear, experts, other, moe in per_layer:
+        parts["linear"] += linear
+        parts["experts"] += experts
+        parts["other"] += other
+        moe_layers += moe
+    parts["other"] += n * 2 * h + h  # input / post-attention norms per layer, final norm
+    parts["embeddings"] = vocab * h * (1 if tie else 2)
+    e = _experts(cfg)
+    if e:
+        kinds.append(f"MoE ({e} experts, {moe_layers} MoE layers)")
+    elif "dense" not in kinds:
+        kinds.append("dense")
+    total = sum(parts.values())
+    vision = " (vision tower not counted)" if isinstance(raw.get("vision_config"), dict) else ""
+    how = (
+        f"{' '.join(kinds)}: {n} layers: linear {parts['linear']:,} + routed experts {parts['experts']:,} + "
+        f"norms, biases, routers {parts['other']:,} + embeddings {parts['embeddings']:,}"
+        f"{' (tied)' if tie else ' (+ lm_head)'} = {total:,} parameters{vision}"
+    )
+    return parts, how
+
+
+def decoder_parts(raw: dict, *, model: str = "model", hint: str = "") -> tuple[dict, str]:
+    """(parts, how) of a dense, MoE or MLA decoder: attention + MLP (gated 3 h I; MoE: every routed
+    and shared expert and the router) + norms per layer, + embeddings (+ lm_head unless tied)."""
+    cfg = text_config(raw)
+    need = Need(cfg, model=model, hint=hint)
+    h, n = need("hidden_size"), need("num_hidden_layers")
+    attn_linear, attn_other, kind = _mla(need, h) if cfg.get("kv_lora_rank") else _gqa(need, h)
+    if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "gemma3"):
+        attn_other += 2 * (need.get("head_dim") or h // need("num_attention_heads"))  # q_norm, k_norm
+    layers = []
+    for i in range(n):
+        linear, experts, other, moe = _ffn(need, h, i, n)
+        layers.append((attn_linear + linear, experts, attn_other + other, moe))
+    return _totals(need, raw, n, h, layers, [kind])
+
+
+def _state_mixer(need: Need, h: int, mamba_type: str, args: dict) -> tuple[int, int]:
+    """(linear, other) of one state mixer, from the shape arguments the model's cache spec reads."""
+    k = args.get("conv_kernel", 4)
+    if mamba_type == "mamba1":  # mamba_mixer.py MambaMixer
+        d, n_state = args["intermediate_size"], args["state_size"]
+        dt_rank = need.get("mamba_dt_rank") or -(-h // 16)
+        linear = h * 2 * d + d * (dt_rank + 2 * n_state) + dt_rank * d + d * h
+        return linear, d * k + d + d + d * n_state + d
+    if mamba_type == "mamba2":  # mamba_mixer2.py MambaMixer2
+        d, g, heads, n_state = args["intermediate_size"], args["n_groups"], args["num_heads"], args["state_size"]
+        conv = d + 2 * g * n_state
+        return h * (2 * d + 2 * g * n_state + heads) + d * h, conv * k + conv + 3 * heads + d
+    if mamba_type == "gdn":  # qwen3_next.py Qwen3NextGatedDeltaNet
+        key = args["num_k_heads"] * args["head_k_dim"]
+        val = args["num_v_heads"] * args["head_v_dim"]
+        nv = args["num_v_heads"]
+        return h * (2 * key + 2 * val) + h * 2 * nv + val * h, (2 * key + val) * k + 2 * nv + args["head_v_dim"]
+    if mamba_type == "short_conv":  # short_conv.py ShortConv
+        c = args["conv_dim"]
+        return h * 3 * c + c * h, c * k
+    if mamba_type == "kda":  # kimi_linear.py KimiDeltaAttention
+        heads, d = args["num_heads"], args["head_dim"]
+        hd = heads * d
+        linear = 3 * h * hd + 2 * (h * d + d * hd) + h * heads + hd * h
+        return linear, 3 * hd * k + heads + hd + d
+    raise KvvizError(f"weights_bytes: kvviz does not size a {mamba_type} mixer; {need.hint}")
+
+
+def _lfm2_ff(need: Need) -> int:
+    """lfm2.py Lfm2MLP: block_ff_dim, 2/3 of it when auto-adjusted, times the multiplier, rounded up."""
+    ff = need("block_ff_dim", need.cfg.get("intermediate_size"))
+    if need.cfg.get("block_auto_adjust_ff_dim"):
+        ff = int(2 * ff / 3)
+        mult = need.cfg.get("block_ffn_dim_multiplier")
+        if isinstance(mult, (int, float)) and mult:
+            ff = int(mult * ff)
+        step = need("block_multiple_of", 256)
+        ff = step * -(-ff // step)
+    return ff
+
+
+def state_parts(model, raw: dict, *, hint: str = "") -> tuple[dict, str]:
+    """(parts, how) of a state-space / linear-attention hybrid: its state mixers (from the model's
+    parsed StateConfig: which layers hold them and their shape arguments), its attention layers
+    (GQA or MLA) and each layer's feed-forward by the family's rule."""
+    cfg = text_config(raw)
+    c = model.config
+    need = Need(cfg, model=model.name, hint=hint)
+    h, n = need("hidden_size"), c.num_hidden_layers
+    args = dict(c.state_args)
+    mixer = _state_mixer(need, h, c.mamba_type, args)
+    attn = _mla(need, h) if c.kv_lora_rank else _gqa(need, h)
+    by_layer: dict[int, list[str]] = {}
+    for slot in c.slots:
+        by_layer.setdefault(slot.layer, []).append(slot.kind)
+    mt = cfg.get("model_type")
+    pattern = cfg.get("hybrid_override_pattern") if mt == "nemotron_h" else None
+    layers = []
+    for i in range(n):
+        linear = other = experts = 0
+        moe = False
+        for kind in by_layer.get(i, ()):
+            if mt == "zamba2" and kind != "state":
+                continue  # a shared block, counted once below
+            lin, oth = mixer if kind == "state" else attn[:2]
+            linear, other = linear + lin, other + oth
+        if pattern is not None:  # nemotron_h: one block per layer: M, *, - (relu2 MLP: up + down) or E
+            ch = pattern[i] if i < len(pattern) else "M"
+            if ch == "-":
+                linear += 2 * h * need("intermediate_size")
+            elif ch == "E":
+                lin, experts, oth, moe = _ffn(need, h, i, n)
+                linear, other = linear + lin, other + oth
+        elif mt == "lfm2":
+            linear += 3 * h * _lfm2_ff(need)
+        elif mt == "zamba2":
+            pass  # the shared blocks are counted once below
+        else:
+            lin, experts, oth, moe = _ffn(need, h, i, n)
+            linear, other = linear + lin, other + oth
+        layers.append((linear, experts, other, moe))
+    kinds = [f"{c.mamba_type} hybrid", attn[2]]
+    if mt == "zamba2":  # Zamba2: num_mem_blocks shared blocks (attention on [h, embeddings] = 2h, gated MLP)
+        blocks = need("num_mem_blocks", 1)
+        a = 2 * h
+        shared = a * a * 3 + a * h + 3 * h * need("ffn_hidden_size")
+        hybrid_layers = sum(1 for slot in c.slots if slot.kind != "state")
+        layers.append((blocks * shared + hybrid_layers * h * h, 0, 0, False))
+        kinds.append(f"({blocks} shared blocks, LoRA adapters not counted)")
+    return _totals(need, raw, n, h, layers, kinds)

@@ -1,0 +1,163 @@
+"""Reading a config.json without importing transformers (which imports torch: ~3 s and 250 MB on a
+first sight): each config class's defaults, aliases and the fields its __post_init__ derives come
+from kvviz/families/hf_table.json, generated from transformers by scripts/hf_config_table.py and
+checked against the installed transformers by tests/test_hf_fast.py.
+
+`fast_read(raw)` gives the (top, text) configs as namespaces of the class defaults overlaid with the
+JSON, or None when only transformers can say what the class makes of this JSON: a model_type the
+table does not hold, a field some reader looks at that the class computes (a property), or one
+that __post_init__ derives and this JSON leaves
+out (unless it is one of the two rules the table confirmed: a copy of another field, or
+hidden_size // num_attention_heads), or a field __post_init__ sets whatever the JSON says (the one
+such rule kvviz mirrors: `sliding_window` is None unless `use_sliding_window`, Qwen2/Qwen3's).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import types
+from pathlib import Path
+
+TABLE = Path(__file__).resolve().parent / "hf_table.json"
+# sha256 of the table, written by scripts/hf_config_table.py: a table changed without this line is
+# not read (and, this module being readers' code, a new table invalidates the parsed-config cache).
+TABLE_SHA256 = "20d716f6a90484d60c1e2b49eae374fe4b7ca6fb875d23e5e675f632b218f077"
+
+
+@functools.lru_cache(maxsize=1)
+def transformers_version() -> str:
+    """The installed transformers' version, read from its dist-info folder's name on sys.path (what
+    importlib.metadata reads, without its ~50 ms import); "none" when it is not installed."""
+    import sys
+
+    for entry in sys.path:
+        try:
+            found = sorted(Path(entry or ".").glob("transformers-*.dist-info"))
+        except OSError:
+            continue
+        if found:
+            return found[0].name[len("transformers-") : -len(".dist-info")]
+    return "none"
+
+
+@functools.lru_cache(maxsize=1)
+def table() -> dict:
+    """The shipped table: {"transformers": version, "models": {model_type: entry}}; empty (every config
+    read by transformers itself) when it was made from another transformers than the installed one,
+    whose classes may default otherwise."""
+    try:
+        data = TABLE.read_bytes()
+        if hashlib.sha256(data).hexdigest() != TABLE_SHA256:
+            return {"models": {}}
+        made = json.loads(data)
+    except (OSError, ValueError):
+        return {"models": {}}
+    return made if made.get("transformers") == transformers_version() else {"models": {}}
+
+
+@functools.lru_cache(maxsize=1)
+def read_keys() -> frozenset[str]:
+    """Every quoted identifier in the readers' code (kvviz/families/*.py): the config fields some
+    reader may look at (a derived field no reader names does not matter)."""
+    words: set[str] = set()
+    for path in Path(__file__).resolve().parent.glob("*.py"):
+        words.update(re.findall(r"""["']([A-Za-z_][A-Za-z0-9_]*)["']""", path.read_text()))
+    return frozenset(words)
+
+
+def _gemma3_kinds(values: dict, part: dict):
+    """Gemma3TextConfig.__post_init__: every sliding_window_pattern-th layer full (default 6); a
+    bidirectional model also changes its window there, so it is left to transformers."""
+    if values.get("use_bidirectional_attention"):
+        return None
+    period = part.get("sliding_window_pattern", 6)
+    return ["sliding_attention" if (i + 1) % period else "full_attention" for i in range(values["num_hidden_layers"])]
+
+
+def _qwen3_next_kinds(values: dict, part: dict):
+    """Qwen3NextConfig.__post_init__: every full_attention_interval-th layer full (default 4)."""
+    period = part.get("full_attention_interval", 4)
+    return ["linear_attention" if (i + 1) % period else "full_attention" for i in range(values["num_hidden_layers"])]
+
+
+# model_type -> the layer_types its config class derives when the JSON has none (the rules kvviz
+# mirrors; tests/test_hf_fast.py checks them against transformers on the shipped configs).
+MIRRORED = {"gemma3_text": _gemma3_kinds, "qwen3_next": _qwen3_next_kinds}
+
+
+def _namespace(part: dict, entry: dict, model_type: str, *, sub=None):
+    """The class defaults overlaid with the JSON `part`, aliases resolved both ways; None when a
+    derived field a reader looks at cannot be known without transformers."""
+    values = dict(entry["fields"])
+    aliases = entry.get("attribute_map") or {}
+    for k, v in part.items():
+        if isinstance(k, str) and k.isidentifier():
+            values[aliases.get(k, k)] = v
+    given = {aliases.get(k, k) for k in part}
+    mirror = MIRRORED.get(model_type)
+    if mirror is not None and "layer_types" not in given and isinstance(values.get("num_hidden_layers"), int):
+        kinds = mirror(values, part)
+        if kinds is None:
+            return None
+        values["layer_types"] = kinds
+        given.add("layer_types")
+    wanted = read_keys()
+    if any(p in wanted for p in entry.get("properties", ())):
+        return None  # a field the class computes on every read (a property): transformers says what it is
+    if any(k in wanted for k in entry.get("opaque", ())):
+        return None  # a field whose default is no JSON value (an object the class builds)
+    for key in given & wanted:
+        value = values.get(key)
+        per_layer = isinstance(value, dict) and value and all(isinstance(k, str) and k.isdigit() for k in value)
+        if per_layer or (isinstance(value, list) and any(isinstance(v, dict) for v in value)):
+            return None  # per-layer nested configs (Gemma 4's per_layer_config): the class builds objects of them
+    for key, how in (entry.get("derives") or {}).items():
+        if key not in wanted and not any(a in wanted for a, c in aliases.items() if c == key):
+            continue
+        if how == "always":
+            if key == "sliding_window" and "use_sliding_window" in values:
+                values[key] = values[key] if values.get("use_sliding_window") else None
+                continue
+            return None
+        if key in given:
+            continue
+        if how == "div" and isinstance(values.get("hidden_size"), int) and values.get("num_attention_heads"):
+            values[key] = values["hidden_size"] // values["num_attention_heads"]
+        elif how.startswith("copy:") and values.get(how[5:]) is not None:
+            values[key] = values[how[5:]]
+        else:
+            return None
+    for alias, canonical in aliases.items():
+        if canonical in values:
+            values[alias] = values[canonical]
+    if sub is not None:
+        values["text_config"] = sub
+    values["model_type"] = model_type
+    return types.SimpleNamespace(**values)
+
+
+def fast_read(raw: dict):
+    """(top, text) as transformers' config classes would give them, or None (ask transformers)."""
+    models = table().get("models", {})
+    entry = models.get(raw.get("model_type"))
+    if entry is None or entry.get("derives") is None:
+        return None
+    sub_type = entry.get("text_config")
+    text = None
+    if sub_type is not None:
+        part = raw.get("text_config")
+        if not isinstance(part, dict) or part.get("model_type") not in (None, sub_type):
+            return None  # transformers' reader says what is wrong (kvviz.families.hf.check_text_config)
+        sub_entry = models.get(sub_type)
+        if sub_entry is None or sub_entry.get("derives") is None:
+            return None
+        text = _namespace(part, sub_entry, sub_type)
+        if text is None:
+            return None
+    top = _namespace(raw, entry, raw["model_type"], sub=text)
+    if top is None:
+        return None
+    return top, (text if text is not None else top)
