@@ -101,7 +101,8 @@ def test_a_users_own_files_beside_a_report_stay(tmp_path):
 
 @pytest.mark.parametrize(
     "kwargs, needle",
-    [(dict(out_dir=None, title="t"), "out_dir=None"), (dict(title=None), "title=None"), (dict(title=7), "title=7")],
+    # title=None is the default now: render_report titles the report from the plan (issue 29, test_plan_everywhere)
+    [(dict(out_dir=None, title="t"), "out_dir=None"), (dict(title=7), "title=7"), (dict(title=b"t"), "title=b")],
 )
 def test_render_report_bad_arguments_are_one_line(tmp_path, kwargs, needle):
     import kvviz

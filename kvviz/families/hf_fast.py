@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import re
 import types
 from pathlib import Path
@@ -64,7 +65,8 @@ def read_keys() -> frozenset[str]:
     reader may look at (a derived field no reader names does not matter)."""
     words: set[str] = set()
     for path in Path(__file__).resolve().parent.glob("*.py"):
-        words.update(re.findall(r"""["']([A-Za-z_][A-Za-z0-9_]*)["']""", path.read_text()))
+        for quoted in re.findall(r"""["']([A-Za-z_][A-Za-z0-9_.]*)["']""", path.read_text()):
+            words.update(quoted.split("."))  # a dotted path ("thinker_config.text_config") names each part
     return frozenset(words)
 
 
@@ -88,6 +90,27 @@ def _qwen3_next_kinds(values: dict, part: dict):
 MIRRORED = {"gemma3_text": _gemma3_kinds, "qwen3_next": _qwen3_next_kinds}
 
 
+def _legacy_rope(part: dict, values: dict):
+    """transformers' RotaryEmbeddingConfigMixin.convert_rope_params_to_dict + standardize_rope_params
+    (modeling_rope_utils.py) for a flat legacy `rope_scaling`: it becomes `rope_parameters` with its
+    rope_type (or `type`), rope_theta and partial_rotary_factor, and the pretraining length for
+    llama3 / yarn / longrope; None (ask transformers) for anything else (a nested or odd value)."""
+    scaling = part["rope_scaling"]
+    if not isinstance(scaling, dict) or any(isinstance(v, dict) for v in scaling.values()):
+        return None
+    rope = dict(scaling)
+    rope.setdefault("rope_theta", part.get("rope_theta", values.get("rope_theta", 10_000.0)))
+    if values.get("partial_rotary_factor") is not None:
+        rope.setdefault("partial_rotary_factor", values["partial_rotary_factor"])
+    rope.setdefault("rope_type", rope.get("type", "default"))
+    if rope["rope_type"] in ("llama3", "yarn", "longrope"):
+        if "original_max_position_embeddings" in values:
+            rope["original_max_position_embeddings"] = values["original_max_position_embeddings"]
+        else:
+            rope.setdefault("original_max_position_embeddings", values.get("max_position_embeddings"))
+    return rope
+
+
 def _namespace(part: dict, entry: dict, model_type: str, *, sub=None):
     """The class defaults overlaid with the JSON `part`, aliases resolved both ways; None when a
     derived field a reader looks at cannot be known without transformers."""
@@ -97,6 +120,12 @@ def _namespace(part: dict, entry: dict, model_type: str, *, sub=None):
         if isinstance(k, str) and k.isidentifier():
             values[aliases.get(k, k)] = v
     given = {aliases.get(k, k) for k in part}
+    if part.get("rope_scaling"):  # convert_rope_params_to_dict: `rope_scaling or self.rope_parameters`
+        rope = _legacy_rope(part, values)
+        if rope is None:
+            return None
+        values["rope_parameters"] = rope
+        given.add("rope_parameters")
     mirror = MIRRORED.get(model_type)
     if mirror is not None and "layer_types" not in given and isinstance(values.get("num_hidden_layers"), int):
         kinds = mirror(values, part)
@@ -109,8 +138,12 @@ def _namespace(part: dict, entry: dict, model_type: str, *, sub=None):
         return None  # a field the class computes on every read (a property): transformers says what it is
     if any(k in wanted for k in entry.get("opaque", ())):
         return None  # a field whose default is no JSON value (an object the class builds)
+    if any(isinstance(part.get(k), dict) and "model_type" in part[k] for k in given & wanted if k != "text_config"):
+        return None  # a nested config a reader opens (Qwen2.5-Omni's thinker_config): its own class fills it
     for key in given & wanted:
         value = values.get(key)
+        if isinstance(value, float) and not math.isfinite(value):
+            return None  # a NaN / Infinity where a reader looks: transformers' class says what it makes of it
         per_layer = isinstance(value, dict) and value and all(isinstance(k, str) and k.isdigit() for k in value)
         if per_layer or (isinstance(value, list) and any(isinstance(v, dict) for v in value)):
             return None  # per-layer nested configs (Gemma 4's per_layer_config): the class builds objects of them
