@@ -33,6 +33,8 @@ class BlockPool:
         "owner",
         "held",
         "cached_free",
+        "ident_count",
+        "req_owner",
     )
 
     def __init__(self, num_blocks: int, enable_caching: bool) -> None:
@@ -52,6 +54,10 @@ class BlockPool:
         self.held: list[int] = []  # per group: blocks with a reference (set by the manager)
         self.cached_free = 0  # free blocks still holding a hash (evictable)
         self.cached: dict = {}  # key -> list of block ids, first is the one `get_one_block` returns
+        # Cached entries per token identity (a prefix group or a request id): a lookup of a key whose
+        # identity has none misses, so hit searches skip those blocks (`hit_span`).
+        self.ident_count: dict = {}
+        self.req_owner: list = [None] * n  # the request a block id was last handed to (the time-lapse)
         got = self.popleft_n(1)  # BlockPool.__init__: null_block = free_block_queue.popleft()
         assert got == [NULL]
 
@@ -142,6 +148,8 @@ class BlockPool:
             self.cached[key] = [b]
         else:
             ids.append(b)
+        ident = key[0][0]
+        self.ident_count[ident] = self.ident_count.get(ident, 0) + 1
 
     def evict_hash(self, b: int) -> bool:
         """`BlockPool._maybe_evict_cached_block`: drop the block's prefix-cache entry."""
@@ -155,25 +163,41 @@ class BlockPool:
             ids.remove(b)
             if not ids:
                 del self.cached[key]
+            ident = key[0][0]
+            left = self.ident_count[ident] - 1
+            if left:
+                self.ident_count[ident] = left
+            else:
+                del self.ident_count[ident]
         self.hash[b] = None
         self.hash_tokens[b] = 0
         return True
 
-    def get_new_blocks(self, k: int, group: int = 0) -> list[int]:
+    def hit_span(self, request, n: int, block_size: int) -> int:
+        """How many of the first `n` blocks of `request` can be in the cache at all: none past the shared
+        prefix when no block of the request's own is cached, none when its prefix group has none either."""
+        if self.ident_count.get(request.rid):
+            return n
+        if request.group is not None and self.ident_count.get(request.group):
+            return min(n, request.prefix_len // block_size)
+        return 0
+
+    def get_new_blocks(self, k: int, group: int = 0, rid=None) -> list[int]:
         """`BlockPool.get_new_blocks`: pop `k` free blocks, evicting their cached hashes."""
         if k > self.num_free:
             raise ValueError(f"Cannot get {k} free blocks from the pool")
         out = self.popleft_n(k)
-        ref, h, owner = self.ref, self.hash, self.owner
+        ref, h, owner, req_owner = self.ref, self.hash, self.owner, self.req_owner
         for b in out:
             if h[b] is not None:
                 self.evict_hash(b)
             ref[b] += 1
             owner[b] = group
+            req_owner[b] = rid
         self.held[group] += k
         return out
 
-    def touch(self, blocks) -> None:
+    def touch(self, blocks, rid=None) -> None:
         """`BlockPool.touch`: a prefix hit takes a reference (a free cached block leaves the queue)."""
         ref = self.ref
         for b in blocks:
@@ -182,6 +206,7 @@ class BlockPool:
             if ref[b] == 0:
                 self._remove(b)
                 self.held[self.owner[b]] += 1
+                self.req_owner[b] = rid
             ref[b] += 1
 
     def free_blocks(self, ordered) -> None:

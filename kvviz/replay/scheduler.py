@@ -32,6 +32,8 @@ class Request:
         "is_prefill_chunk",
         "shared_prefix_boundary",
         "record",
+        "alloc_limit",
+        "cache_limit",
     )
 
     def __init__(self, rid, index, prompt_len, max_tokens, group, prefix_len, record) -> None:
@@ -43,6 +45,9 @@ class Request:
         self.is_prefill_chunk = False
         self.shared_prefix_boundary = 0
         self.record = record
+        # Full-attention pools: a step whose computed + new tokens stay <= alloc_limit and < cache_limit
+        # needs no allocation and hashes nothing (`KVCacheManager._allocate_running` sets them; 0 = unknown).
+        self.alloc_limit = self.cache_limit = 0
 
     @property
     def num_tokens(self) -> int:
@@ -137,26 +142,36 @@ class Scheduler:
         scheduled: dict = {}
         preempted: list = []
         admitted: list = []
+        items: list = []  # (request, tokens) in scheduling order, as `scheduled` holds them
         i = 0
         running = self.running
+        mml = self.max_model_len
+        mamba_block = self.mamba_block
+        allocate = kv.allocate_slots
+        full_only = kv.full_only
         while i < len(running) and budget > 0:
             r = running[i]
-            if (
-                r.num_output_placeholders > 0
-                and r.num_computed_tokens + 2 - r.num_output_placeholders >= r.prompt_len + r.max_tokens
-            ):
+            computed = r.num_computed_tokens
+            placeholders = r.num_output_placeholders
+            if placeholders > 0 and computed + 2 - placeholders >= r.prompt_len + r.max_tokens:
                 i += 1
                 continue
-            n = r.num_tokens + r.num_output_placeholders - r.num_computed_tokens
-            n = min(n, budget, self.max_model_len - r.num_computed_tokens - 1)
-            if self.mamba_block:
+            n = r.prompt_len + r.num_output + placeholders - computed
+            if n > budget:
+                n = budget
+            if n > mml - computed - 1:
+                n = mml - computed - 1
+            if mamba_block:
                 n = self._mamba_split(r, n)
             if n <= 0:
                 i += 1
                 continue
-            ok = False
-            while True:
-                if kv.allocate_slots(r, n):
+            if full_only and computed + n <= r.alloc_limit and computed + n < r.cache_limit:
+                ok = True  # allocate_slots would allocate and hash nothing
+            else:
+                ok = False
+            while not ok:
+                if allocate(r, n):
                     ok = True
                     break
                 victim = running.pop()
@@ -167,6 +182,7 @@ class Scheduler:
             if not ok:
                 break
             scheduled[r.rid] = n
+            items.append((r, n))
             budget -= n
             i += 1
         if not preempted:
@@ -190,6 +206,7 @@ class Scheduler:
                 running.append(r)
                 admitted.append((r, hits))
                 scheduled[r.rid] = n
+                items.append((r, n))
                 budget -= n
                 r.status = RUNNING
                 r.num_computed_tokens = hits
@@ -198,20 +215,24 @@ class Scheduler:
         self.finished_ids = set()
         sampled = []
         decode = 0
-        for rid, n in scheduled.items():  # _update_after_schedule
-            r = self.requests[rid]
-            if r.num_computed_tokens >= max(r.prompt_len, r.num_tokens - 1):  # past the prefill end
+        async_ = self.async_
+        for r, n in items:  # _update_after_schedule
+            computed = r.num_computed_tokens
+            num_tokens = r.prompt_len + r.num_output
+            if computed >= r.prompt_len and computed >= num_tokens - 1:  # past the prefill end
                 decode += n
-            r.num_computed_tokens += n
+            computed += n
+            r.num_computed_tokens = computed
             r.num_in_flight_tokens += n
-            r.is_prefill_chunk = r.num_computed_tokens < r.num_tokens + r.num_output_placeholders
+            r.is_prefill_chunk = computed < num_tokens + r.num_output_placeholders
             if not r.is_prefill_chunk:
-                sampled.append(rid)
-                if self.async_:
+                sampled.append(r.rid)
+                if async_:
                     r.num_output_placeholders += 1
         return {
             "step": step,
             "scheduled": scheduled,
+            "items": items,
             "sampled": sampled,
             "admitted": admitted,
             "preempted": preempted,
@@ -221,6 +242,7 @@ class Scheduler:
     def _preempt(self, r: Request) -> None:
         """`Scheduler._preempt_request`: blocks freed, computed tokens reset, back to the queue's front."""
         self.kv.free(r.rid)
+        r.alloc_limit = r.cache_limit = 0
         r.status = PREEMPTED
         r.num_computed_tokens = 0
         r.num_stale_output_tokens = r.num_in_flight_tokens
@@ -235,9 +257,12 @@ class Scheduler:
         sampled = set(batch["sampled"])
         finished = []
         stopped_running, stopped_waiting = [], []
-        for rid, n in batch["scheduled"].items():
-            r = self.requests.get(rid)
-            if r is None:
+        requests = self.requests
+        mml = self.max_model_len
+        full_only = self.kv.full_only
+        for r, n in batch["items"]:
+            rid = r.rid
+            if requests.get(rid) is not r:  # finished (or reported never admitted) since
                 continue
             r.num_in_flight_tokens -= n
             stale = False
@@ -251,12 +276,14 @@ class Scheduler:
             rec = r.record
             if rec["first_token_step"] is None:
                 rec["first_token_step"] = batch["step"]
-            stopped = r.num_tokens >= self.max_model_len or r.num_output >= r.max_tokens
+            stopped = r.prompt_len + r.num_output >= mml or r.num_output >= r.max_tokens
             if not stale and r.num_output_placeholders > 0:
                 r.num_output_placeholders -= 1
             status_before = r.status
             if not stale and status_before == RUNNING and had_placeholders:
-                self.kv.cache_blocks(r, r.num_computed_tokens - r.num_in_flight_tokens)
+                upto = r.num_computed_tokens - r.num_in_flight_tokens
+                if upto >= r.cache_limit or not full_only:  # below it every full block is hashed already
+                    self.kv.cache_blocks(r, upto)
             if stopped:
                 r.status = FINISHED
                 rec["finish_step"] = batch["step"]
