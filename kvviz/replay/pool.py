@@ -35,6 +35,7 @@ class BlockPool:
         "cached_free",
         "ident_count",
         "req_owner",
+        "dirty",
     )
 
     def __init__(self, num_blocks: int, enable_caching: bool) -> None:
@@ -58,6 +59,7 @@ class BlockPool:
         # identity has none misses, so hit searches skip those blocks (`hit_span`).
         self.ident_count: dict = {}
         self.req_owner: list = [None] * n  # the request a block id was last handed to (the time-lapse)
+        self.dirty: set | None = None  # block ids whose state changed this step, when the time-lapse is recorded
         got = self.popleft_n(1)  # BlockPool.__init__: null_block = free_block_queue.popleft()
         assert got == [NULL]
 
@@ -144,6 +146,8 @@ class BlockPool:
             self.evict_hash(b)
         self.hash[b] = key
         self.hash_tokens[b] = num_tokens
+        if self.dirty is not None:
+            self.dirty.add(b)
         if ids is None:
             self.cached[key] = [b]
         else:
@@ -171,7 +175,20 @@ class BlockPool:
                 del self.ident_count[ident]
         self.hash[b] = None
         self.hash_tokens[b] = 0
+        if self.dirty is not None:
+            self.dirty.add(b)
         return True
+
+    def take_changes(self) -> tuple:
+        """The blocks whose state changed since the last call, each as (block id, state, group, request):
+        state 1 held, 2 free with a prefix-cache hash (evictable), 0 free; group and request of its last owner."""
+        dirty = self.dirty
+        if not dirty:
+            return ()
+        ref, h, owner, req = self.ref, self.hash, self.owner, self.req_owner
+        out = tuple((b, 1 if ref[b] else (2 if h[b] is not None else 0), owner[b], req[b]) for b in sorted(dirty))
+        dirty.clear()
+        return out
 
     def hit_span(self, request, n: int, block_size: int) -> int:
         """How many of the first `n` blocks of `request` can be in the cache at all: none past the shared
@@ -194,6 +211,8 @@ class BlockPool:
             ref[b] += 1
             owner[b] = group
             req_owner[b] = rid
+        if self.dirty is not None:
+            self.dirty.update(out)
         self.held[group] += k
         return out
 
@@ -207,6 +226,8 @@ class BlockPool:
                 self._remove(b)
                 self.held[self.owner[b]] += 1
                 self.req_owner[b] = rid
+                if self.dirty is not None:
+                    self.dirty.add(b)
             ref[b] += 1
 
     def free_blocks(self, ordered) -> None:
@@ -226,6 +247,9 @@ class BlockPool:
                     last.append(b)
         self._prepend(first)
         self._append(last)
+        if self.dirty is not None:
+            self.dirty.update(first)
+            self.dirty.update(last)
 
     def num_cached_free_slow(self) -> int:
         """Free blocks that still hold a prefix-cache hash, counted by walking the queue (tests)."""

@@ -57,9 +57,12 @@ class Replay:
     steps: tuple  # ((field, (values...)), ...)
     requests: tuple  # ((key, value), ...) per request
     totals: tuple
+    # Per step, the blocks whose state changed: ((block id, state, group, request id), ...) with state 1
+    # held, 2 free but cached (evictable), 0 free; empty unless replayed with record_blocks=True.
+    block_log: tuple = ()
 
     @classmethod
-    def build(cls, inputs, config, cols, records, stats) -> "Replay":
+    def build(cls, inputs, config, cols, records, stats, block_log: tuple = ()) -> "Replay":
         """The frozen Replay of one run: its inputs, KV cache config, step columns, request records and totals."""
         n = len(cols["step"])
         finished = [r for r in records if r["finish_reason"] is None and r["finish_step"] is not None]
@@ -95,6 +98,7 @@ class Replay:
             tuple((k, _freeze(cols[k])) for k in STEP_FIELDS),
             tuple(_freeze(r) for r in records),
             _freeze(totals),
+            block_log,
         )
 
     # ---- plain views -------------------------------------------------------------------
