@@ -113,3 +113,19 @@ def test_occupancy_and_queue_figures(recorded):
     fig = queues(queue_data(recorded))
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert labels[:2] == ["running", "waiting"]
+
+
+def test_traffic_explorer_slider_moves_the_map():
+    from kvviz.explorer import TrafficExplorer
+
+    r = _run("gemma-3-27b-text/chat", record_blocks=True)
+    app = TrafficExplorer(r, step=0)
+    first, png = app.data, app.map.value
+    assert first.step == 0 and "step 0:" in app.line.value
+    target = r.num_steps // 2
+    app.step.value = target
+    assert app.data.step == target and app.data == TimeLapse(r).at(target)
+    assert app.map.value != png and f"step {target}:" in app.line.value
+    held = sum(r.step_columns()["held_blocks"][target])
+    assert f"{held:,} blocks held" in app.line.value
+    assert "kvviz-traffic-step" in app.step._dom_classes

@@ -103,9 +103,6 @@ class KVCacheManager:
         # Per-group constants for the decode fast path of `allocate_slots` (no Mamba group).
         self.no_mamba = all(m.kind != "mamba" for m in self.managers)
         self.sliding = [m for m in self.managers if m.kind == "sliding"]
-        # Full attention only: a running request's tables change only when it crosses a block boundary, so
-        # `_allocate_running` leaves the request the token counts up to which a step needs no pool work.
-        self.full_only = all(m.kind == "full" for m in self.managers)
         self.stats = {"queries": 0, "hits": 0, "preempted_queries": 0, "preempted_hits": 0}
 
     # ---- prefix hits -------------------------------------------------------------------
@@ -254,16 +251,23 @@ class KVCacheManager:
                 blocks.extend(self.pool.get_new_blocks(new, m.gid, rid))
         num_tokens = request.prompt_len + request.num_output
         self.cache_blocks(request, main if main < num_tokens else num_tokens)
-        if self.full_only:
-            # main <= alloc_limit: every group has blocks for `need`; main < cache_limit: every full block up
-            # to min(main, num_tokens) is hashed. Both only grow while the request holds its blocks.
-            alloc, cache = mml, mml + 1
-            for m in self.managers:
-                bs = m.block_size
-                alloc = min(alloc, len(m.req_to_blocks[rid]) * bs)
-                if self.caching:
-                    cache = min(cache, (m.num_cached_block.get(rid, 0) + 1) * bs)
-            request.alloc_limit, request.cache_limit = alloc, cache
+        # The token counts up to which the next steps need no pool work (the scheduler then skips this call):
+        # main <= alloc_limit: every group has blocks for `need`; main < cache_limit: every full block up to
+        # min(main, num_tokens) is hashed; processed < trim_limit: no window has a block to free (its first
+        # non-null block is still inside). All three only grow while the request holds its blocks.
+        alloc, cache, trim = mml, mml + 1, mml + 1
+        for m in self.managers:
+            bs = m.block_size
+            blocks = m.req_to_blocks[rid]
+            alloc = min(alloc, len(blocks) * bs)
+            if self.caching:
+                cache = min(cache, (m.num_cached_block.get(rid, 0) + 1) * bs)
+            if m.window is not None:
+                lead = 0
+                while lead < len(blocks) and blocks[lead] == NULL:
+                    lead += 1
+                trim = min(trim, (lead + 1) * bs + m.window - 1)
+        request.alloc_limit, request.cache_limit, request.trim_limit = alloc, cache, trim
         return True
 
     def cache_blocks(self, request, num_tokens: int) -> None:

@@ -36,6 +36,7 @@ class BlockPool:
         "ident_count",
         "req_owner",
         "dirty",
+        "ident_version",
     )
 
     def __init__(self, num_blocks: int, enable_caching: bool) -> None:
@@ -58,6 +59,7 @@ class BlockPool:
         # Cached entries per token identity (a prefix group or a request id): a lookup of a key whose
         # identity has none misses, so hit searches skip those blocks (`hit_span`).
         self.ident_count: dict = {}
+        self.ident_version: dict = {}  # identity -> times its cached entries changed (hit searches memoised)
         self.req_owner: list = [None] * n  # the request a block id was last handed to (the time-lapse)
         self.dirty: set | None = None  # block ids whose state changed this step, when the time-lapse is recorded
         got = self.popleft_n(1)  # BlockPool.__init__: null_block = free_block_queue.popleft()
@@ -154,6 +156,7 @@ class BlockPool:
             ids.append(b)
         ident = key[0][0]
         self.ident_count[ident] = self.ident_count.get(ident, 0) + 1
+        self.ident_version[ident] = self.ident_version.get(ident, 0) + 1
 
     def evict_hash(self, b: int) -> bool:
         """`BlockPool._maybe_evict_cached_block`: drop the block's prefix-cache entry."""
@@ -168,6 +171,7 @@ class BlockPool:
             if not ids:
                 del self.cached[key]
             ident = key[0][0]
+            self.ident_version[ident] += 1
             left = self.ident_count[ident] - 1
             if left:
                 self.ident_count[ident] = left
@@ -189,6 +193,12 @@ class BlockPool:
         out = tuple((b, 1 if ref[b] else (2 if h[b] is not None else 0), owner[b], req[b]) for b in sorted(dirty))
         dirty.clear()
         return out
+
+    def hit_version(self, request) -> tuple:
+        """Changes whenever a cached entry of the request's identities (its prefix group, its own id) does:
+        a prefix-hit search gives the same answer while this and the request's length stay the same."""
+        v = self.ident_version
+        return (v.get(request.rid, 0), v.get(request.group, 0) if request.group is not None else 0)
 
     def hit_span(self, request, n: int, block_size: int) -> int:
         """How many of the first `n` blocks of `request` can be in the cache at all: none past the shared

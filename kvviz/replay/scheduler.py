@@ -34,6 +34,8 @@ class Request:
         "record",
         "alloc_limit",
         "cache_limit",
+        "trim_limit",
+        "hit_memo",
     )
 
     def __init__(self, rid, index, prompt_len, max_tokens, group, prefix_len, record) -> None:
@@ -45,9 +47,11 @@ class Request:
         self.is_prefill_chunk = False
         self.shared_prefix_boundary = 0
         self.record = record
-        # Full-attention pools: a step whose computed + new tokens stay <= alloc_limit and < cache_limit
-        # needs no allocation and hashes nothing (`KVCacheManager._allocate_running` sets them; 0 = unknown).
-        self.alloc_limit = self.cache_limit = 0
+        # Pools without Mamba: a step whose computed + new tokens stay <= alloc_limit and < cache_limit, and
+        # whose processed tokens stay < trim_limit, allocates, hashes and frees nothing
+        # (`KVCacheManager._allocate_running` sets them; 0 = unknown).
+        self.alloc_limit = self.cache_limit = self.trim_limit = 0
+        self.hit_memo: tuple | None = None  # ((num_tokens, pool.hit_version), get_computed_blocks' answer)
 
     @property
     def num_tokens(self) -> int:
@@ -148,7 +152,7 @@ class Scheduler:
         mml = self.max_model_len
         mamba_block = self.mamba_block
         allocate = kv.allocate_slots
-        full_only = kv.full_only
+        no_mamba = kv.no_mamba
         while i < len(running) and budget > 0:
             r = running[i]
             computed = r.num_computed_tokens
@@ -166,8 +170,13 @@ class Scheduler:
             if n <= 0:
                 i += 1
                 continue
-            if full_only and computed + n <= r.alloc_limit and computed + n < r.cache_limit:
-                ok = True  # allocate_slots would allocate and hash nothing
+            if (
+                no_mamba
+                and computed + n <= r.alloc_limit
+                and computed + n < r.cache_limit
+                and computed - r.num_in_flight_tokens < r.trim_limit
+            ):
+                ok = True  # allocate_slots would allocate, hash and free nothing
             else:
                 ok = False
             while not ok:
@@ -188,12 +197,19 @@ class Scheduler:
         if not preempted:
             skipped: deque = deque()
             waiting = self.waiting
+            pool = kv.pool
             while budget > 0 and waiting and len(running) < self.max_num_seqs:
                 r = waiting[0]
                 if r.num_stale_output_tokens:  # in-flight output still to be delivered: wait a step
                     skipped.appendleft(waiting.popleft())
                     continue
-                blocks, hits, r.shared_prefix_boundary = kv.get_computed_blocks(r)
+                # get_computed_blocks, asked again only when the request's length or its cached entries changed
+                # (a queue head that does not fit is asked every step)
+                memo_key = (r.prompt_len + r.num_output, pool.hit_version(r))
+                memo = r.hit_memo
+                if memo is None or memo[0] != memo_key:
+                    memo = r.hit_memo = (memo_key, kv.get_computed_blocks(r))
+                blocks, hits, r.shared_prefix_boundary = memo[1]
                 n = min(r.num_tokens - hits, budget)
                 if self.mamba_block:
                     n = self._mamba_split(r, n, hits)
@@ -216,6 +232,7 @@ class Scheduler:
         sampled = []
         decode = 0
         async_ = self.async_
+        processed = []  # (request, tokens, sampled) for update_from_output
         for r, n in items:  # _update_after_schedule
             computed = r.num_computed_tokens
             num_tokens = r.prompt_len + r.num_output
@@ -224,15 +241,16 @@ class Scheduler:
             computed += n
             r.num_computed_tokens = computed
             r.num_in_flight_tokens += n
-            r.is_prefill_chunk = computed < num_tokens + r.num_output_placeholders
-            if not r.is_prefill_chunk:
+            chunk = r.is_prefill_chunk = computed < num_tokens + r.num_output_placeholders
+            if not chunk:
                 sampled.append(r.rid)
                 if async_:
                     r.num_output_placeholders += 1
+            processed.append((r, n, not chunk))
         return {
             "step": step,
             "scheduled": scheduled,
-            "items": items,
+            "items": processed,
             "sampled": sampled,
             "admitted": admitted,
             "preempted": preempted,
@@ -242,7 +260,7 @@ class Scheduler:
     def _preempt(self, r: Request) -> None:
         """`Scheduler._preempt_request`: blocks freed, computed tokens reset, back to the queue's front."""
         self.kv.free(r.rid)
-        r.alloc_limit = r.cache_limit = 0
+        r.alloc_limit = r.cache_limit = r.trim_limit = 0
         r.status = PREEMPTED
         r.num_computed_tokens = 0
         r.num_stale_output_tokens = r.num_in_flight_tokens
@@ -254,13 +272,13 @@ class Scheduler:
     def update_from_output(self, batch: dict, step: int) -> list:
         """`Scheduler.update_from_output`: one token for each sampled request; a request that reaches
         max_tokens (or max_model_len) finishes and frees its blocks."""
-        sampled = set(batch["sampled"])
         finished = []
         stopped_running, stopped_waiting = [], []
         requests = self.requests
         mml = self.max_model_len
-        full_only = self.kv.full_only
-        for r, n in batch["items"]:
+        no_mamba = self.kv.no_mamba
+        batch_step = batch["step"]
+        for r, n, sampled in batch["items"]:
             rid = r.rid
             if requests.get(rid) is not r:  # finished (or reported never admitted) since
                 continue
@@ -269,20 +287,21 @@ class Scheduler:
             if r.num_stale_output_tokens > 0:
                 stale = True
                 r.num_stale_output_tokens -= n
-            if r.status == FINISHED or rid not in sampled:
+            if not sampled or r.status == FINISHED:
                 continue
-            had_placeholders = r.num_output_placeholders > 0
-            r.num_output += 1
+            placeholders = r.num_output_placeholders
+            had_placeholders = placeholders > 0
+            num_output = r.num_output = r.num_output + 1
             rec = r.record
-            if rec["first_token_step"] is None:
-                rec["first_token_step"] = batch["step"]
-            stopped = r.prompt_len + r.num_output >= mml or r.num_output >= r.max_tokens
-            if not stale and r.num_output_placeholders > 0:
-                r.num_output_placeholders -= 1
+            if num_output == 1:  # the first token (num_output only grows, here)
+                rec["first_token_step"] = batch_step
+            stopped = r.prompt_len + num_output >= mml or num_output >= r.max_tokens
+            if not stale and had_placeholders:
+                r.num_output_placeholders = placeholders - 1
             status_before = r.status
             if not stale and status_before == RUNNING and had_placeholders:
                 upto = r.num_computed_tokens - r.num_in_flight_tokens
-                if upto >= r.cache_limit or not full_only:  # below it every full block is hashed already
+                if upto >= r.cache_limit or not no_mamba:  # below it every full block is hashed already
                     self.kv.cache_blocks(r, upto)
             if stopped:
                 r.status = FINISHED
