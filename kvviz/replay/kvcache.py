@@ -10,7 +10,7 @@ import dataclasses
 
 from kvviz.base.errors import KvvizError
 from kvviz.replay.mamba import MambaManager
-from kvviz.replay.managers import Manager, SlidingWindowManager, cdiv
+from kvviz.replay.managers import Manager, SlidingWindowManager, cdiv, mamba_checkpoint_position
 from kvviz.replay.pool import NULL, BlockPool
 
 
@@ -280,9 +280,20 @@ class KVCacheManager:
         hashed = request.prompt_len + request.num_output
         upto = num_tokens if num_tokens < hashed else hashed
         for m in self.managers:
-            # Manager.cache_blocks returns at once when the full blocks are already hashed (Mamba also
-            # caches its partial tail block, so it always runs).
-            if m.kind == "mamba" or m.num_cached_block.get(rid, 0) < upto // m.block_size:
+            # Manager.cache_blocks returns at once when the full blocks are already hashed; Mamba's also caches
+            # a tail block, which it skips (MambaManager._cache_tail) without a checkpoint unless num_tokens
+            # is the block-aligned prompt checkpoint position.
+            bs = m.block_size
+            if m.num_cached_block.get(rid, 0) < upto // bs:
+                m.cache_blocks(request, num_tokens)
+            elif m.kind == "mamba" and (
+                rid in m.checkpoints
+                or (
+                    num_tokens > 0
+                    and num_tokens % bs == 0
+                    and num_tokens == mamba_checkpoint_position(request.prompt_len, bs)
+                )
+            ):
                 m.cache_blocks(request, num_tokens)
 
     def record_prefix_cache_stats(self, request, hits: int) -> None:

@@ -146,7 +146,11 @@ class Scheduler:
         scheduled: dict = {}
         preempted: list = []
         admitted: list = []
-        items: list = []  # (request, tokens) in scheduling order, as `scheduled` holds them
+        items: list = []  # admitted (request, tokens), in scheduling order
+        processed: list = []  # (request, tokens, sampled) in scheduling order, for update_from_output
+        sampled: list = []
+        decode = 0
+        async_ = self.async_
         i = 0
         running = self.running
         mml = self.max_model_len
@@ -190,10 +194,23 @@ class Scheduler:
                     break
             if not ok:
                 break
-            scheduled[r.rid] = n
-            items.append((r, n))
+            rid = r.rid
+            scheduled[rid] = n
             budget -= n
             i += 1
+            # _update_after_schedule, done here for running requests (nothing later in this step reads them)
+            num_tokens = r.prompt_len + r.num_output
+            if computed >= r.prompt_len and computed >= num_tokens - 1:  # past the prefill end
+                decode += n
+            computed += n
+            r.num_computed_tokens = computed
+            r.num_in_flight_tokens += n
+            chunk = r.is_prefill_chunk = computed < num_tokens + placeholders
+            if not chunk:
+                sampled.append(rid)
+                if async_:
+                    r.num_output_placeholders = placeholders + 1
+            processed.append((r, n, not chunk))
         if not preempted:
             skipped: deque = deque()
             waiting = self.waiting
@@ -229,11 +246,7 @@ class Scheduler:
             if skipped:
                 waiting.extendleft(skipped)
         self.finished_ids = set()
-        sampled = []
-        decode = 0
-        async_ = self.async_
-        processed = []  # (request, tokens, sampled) for update_from_output
-        for r, n in items:  # _update_after_schedule
+        for r, n in items:  # _update_after_schedule of the admitted requests
             computed = r.num_computed_tokens
             num_tokens = r.prompt_len + r.num_output
             if computed >= r.prompt_len and computed >= num_tokens - 1:  # past the prefill end
@@ -274,20 +287,19 @@ class Scheduler:
         max_tokens (or max_model_len) finishes and frees its blocks."""
         finished = []
         stopped_running, stopped_waiting = [], []
-        requests = self.requests
         mml = self.max_model_len
         no_mamba = self.kv.no_mamba
         batch_step = batch["step"]
         for r, n, sampled in batch["items"]:
-            rid = r.rid
-            if requests.get(rid) is not r:  # finished (or reported never admitted) since
+            if r.status == FINISHED:  # finished since (a request reported never admitted was never scheduled)
                 continue
+            rid = r.rid
             r.num_in_flight_tokens -= n
             stale = False
             if r.num_stale_output_tokens > 0:
                 stale = True
                 r.num_stale_output_tokens -= n
-            if not sampled or r.status == FINISHED:
+            if not sampled:
                 continue
             placeholders = r.num_output_placeholders
             had_placeholders = placeholders > 0
