@@ -34,9 +34,13 @@ STEP_FIELDS = (
 
 
 def _freeze(value):
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, dict):
+    t = type(value)
+    if t is list:
+        for v in value:
+            if type(v) is list or type(v) is dict:
+                return tuple([_freeze(v) for v in value])
+        return tuple(value)  # scalars only (most step columns)
+    if t is dict:
         return tuple((k, _freeze(v)) for k, v in value.items())
     return value
 
