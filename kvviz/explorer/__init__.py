@@ -1,5 +1,6 @@
 """The explorer: its knobs without widgets (`knobs`: defaults, checks, sweeps), what it shows for one
-state of them (`display`, `tables`) and the ipywidgets app (`app`, `Explorer`). The names load ipywidgets
+state of them (`display`, `tables`) and the ipywidgets app (`app`, `Explorer`); `traffic` (`TrafficExplorer`) is
+the step slider over a replay's time-lapse pool map. The names load ipywidgets
 only when the app is touched."""
 
 from kvviz.base.lazy import lazy_exports
@@ -54,6 +55,7 @@ _NAMES = {
     "COMPARE_COLUMNS": "tables",
     "summary_html": "tables",
     "Explorer": "app",
+    "TrafficExplorer": "traffic",
 }
 __all__ = list(_NAMES)
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)

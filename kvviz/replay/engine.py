@@ -49,12 +49,15 @@ def replay(
     async_scheduling: bool = True,
     max_steps: int | None = None,
     check_invariants: bool = False,
+    record_blocks: bool = False,
 ) -> Replay:
     """Replay `workload` (WorkloadRequests, dicts, or a JSON Lines path) on `plan`'s pool at `budget_bytes`
     as vLLM 0.33's scheduler runs it. The blocks and groups come from the plan (`Plan.capacity`);
     `max_num_seqs` defaults to min(1024, max_num_batched_tokens) (vLLM on an H200-class GPU); prefix
     caching to on (Mamba hybrids: as the plan's 'align' mode says). A request that can never be admitted
-    is reported (`finish_reason` 'never_admitted') instead of blocking the queue forever."""
+    is reported (`finish_reason` 'never_admitted') instead of blocking the queue forever.
+    `record_blocks=True` also keeps, per step, the blocks whose state changed (`Replay.block_log`: what the
+    time-lapse map of `kvviz.views.traffic_data` replays); off, the run pays nothing for it."""
     groups = groups_from_plan(plan)
     max_model_len = plan.max_model_len if max_model_len is None else max_model_len
     require(
@@ -85,7 +88,8 @@ def replay(
         requests = read_jsonl(workload, max_model_len)
     else:
         requests = check(workload, max_model_len)
-    num_blocks = plan.capacity(budget_bytes).num_blocks
+    cap = plan.capacity(budget_bytes)
+    num_blocks = cap.num_blocks
     require(
         num_blocks >= 2,
         f"budget_bytes={budget_bytes:,}: buys {num_blocks} block(s); the pool needs the null block and one more",
@@ -110,11 +114,16 @@ def replay(
         mamba_checkpoints=has_mamba and all(g.checkpoint_blocks > 0 for g in groups if g.kind == "mamba"),
     )
     records = [_record(r) for r in requests]
-    steps = _run(sched, kv, requests, records, async_scheduling, max_steps, check_invariants)
+    log: list | None = None
+    if record_blocks:
+        log = []
+        kv.pool.dirty = set()
+    steps = _run(sched, kv, requests, records, async_scheduling, max_steps, check_invariants, log)
     config = {
         "num_blocks": num_blocks,
         "usable_blocks": num_blocks - 1,
         "num_groups": len(groups),
+        "bytes_per_block": cap.bytes_per_block,
         "scheduler_block_size": kv.scheduler_block_size,
         "hash_block_size": kv.scheduler_block_size,
         "kv_budget_bytes_per_gpu": budget_bytes,
@@ -138,10 +147,10 @@ def replay(
         "enable_prefix_caching": enable_prefix_caching,
         "async_scheduling": async_scheduling,
     }
-    return Replay.build(inputs, config, steps, records, kv.stats)
+    return Replay.build(inputs, config, steps, records, kv.stats, tuple(log) if log is not None else ())
 
 
-def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_steps, check=False) -> dict:
+def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_steps, check=False, log=None) -> dict:
     order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_step)
     cols = {k: [] for k in STEP_FIELDS}
     queue: deque = deque()
@@ -201,6 +210,8 @@ def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_st
         row["pc_preempted_queries"], row["pc_preempted_hits"] = stats["preempted_queries"], stats["preempted_hits"]
         for k in STEP_FIELDS:
             cols[k].append(row[k])
+        if log is not None:
+            log.append(pool.take_changes())
         if check:
             check_pool(kv)
         step += 1

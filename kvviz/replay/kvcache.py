@@ -10,7 +10,7 @@ import dataclasses
 
 from kvviz.base.errors import KvvizError
 from kvviz.replay.mamba import MambaManager
-from kvviz.replay.managers import Manager, SlidingWindowManager, cdiv
+from kvviz.replay.managers import Manager, SlidingWindowManager, cdiv, mamba_checkpoint_position
 from kvviz.replay.pool import NULL, BlockPool
 
 
@@ -100,6 +100,9 @@ class KVCacheManager:
             specs.setdefault(g, []).append(i)
         self.spec_groups = sorted(specs.items(), key=lambda kv: kv[0].kind != "full")
         self.hybrid = len(groups) > 1
+        # Per-group constants for the decode fast path of `allocate_slots` (no Mamba group).
+        self.no_mamba = all(m.kind != "mamba" for m in self.managers)
+        self.sliding = [m for m in self.managers if m.kind == "sliding"]
         self.stats = {"queries": 0, "hits": 0, "preempted_queries": 0, "preempted_hits": 0}
 
     # ---- prefix hits -------------------------------------------------------------------
@@ -184,6 +187,8 @@ class KVCacheManager:
         whole sequence (`scheduler_reserve_full_isl`, sliding windows capped), windows trimmed, blocks allocated
         and the full blocks hashed at once. Returns False when the blocks are not there."""
         rid = request.rid
+        if new_computed is None and not full_sequence_must_fit and not num_new_computed and self.no_mamba:
+            return self._allocate_running(request, num_new_tokens)
         local = request.num_computed_tokens + num_new_computed
         total = min(local, self.max_model_len)
         prefill_end = max(request.prompt_len, request.num_tokens - 1)
@@ -207,14 +212,89 @@ class KVCacheManager:
         self.cache_blocks(request, min(total + num_new_tokens, request.num_tokens))
         return True
 
+    def _allocate_running(self, request, num_new_tokens: int) -> bool:
+        """`allocate_slots` for a scheduled running request with no hit and no admission check, full and
+        sliding-window groups only: the same steps as the general path (windows trimmed, blocks counted,
+        allocated group by group, full blocks hashed), with the per-group formulas written out."""
+        rid = request.rid
+        mml = self.max_model_len
+        total = request.num_computed_tokens
+        if total > mml:
+            total = mml
+        main = total + num_new_tokens
+        need = main if main < mml else mml
+        if self.sliding:
+            processed = total - request.num_in_flight_tokens
+            if processed < 0:
+                processed = 0
+            for m in self.sliding:
+                m.remove_skipped_blocks(rid, processed)
+        to_allocate = 0
+        for m in self.managers:  # Manager.num_blocks_to_allocate with no new computed blocks
+            have = len(m.req_to_blocks.get(rid, ()))
+            k = -(-need // m.block_size)
+            if rid in m.num_cached_block or m.window is None:
+                k -= have
+            else:
+                skipped = m.skipped_tokens(request.num_computed_tokens) // m.block_size
+                k -= skipped if skipped > have else have
+            if k > 0:
+                to_allocate += k
+        if to_allocate > self.pool.num_free:
+            return False
+        for m in self.managers:  # Manager.allocate_new_blocks
+            blocks = m.req_to_blocks.get(rid)
+            if blocks is None:
+                blocks = m.req_to_blocks[rid] = []
+            new = -(-need // m.block_size) - len(blocks)
+            if new > 0:
+                blocks.extend(self.pool.get_new_blocks(new, m.gid, rid))
+        num_tokens = request.prompt_len + request.num_output
+        self.cache_blocks(request, main if main < num_tokens else num_tokens)
+        # The token counts up to which the next steps need no pool work (the scheduler then skips this call):
+        # main <= alloc_limit: every group has blocks for `need`; main < cache_limit: every full block up to
+        # min(main, num_tokens) is hashed; processed < trim_limit: no window has a block to free (its first
+        # non-null block is still inside). All three only grow while the request holds its blocks.
+        alloc, cache, trim = mml, mml + 1, mml + 1
+        for m in self.managers:
+            bs = m.block_size
+            blocks = m.req_to_blocks[rid]
+            alloc = min(alloc, len(blocks) * bs)
+            if self.caching:
+                cache = min(cache, (m.num_cached_block.get(rid, 0) + 1) * bs)
+            if m.window is not None:
+                lead = 0
+                while lead < len(blocks) and blocks[lead] == NULL:
+                    lead += 1
+                trim = min(trim, (lead + 1) * bs + m.window - 1)
+        request.alloc_limit, request.cache_limit, request.trim_limit = alloc, cache, trim
+        return True
+
     def cache_blocks(self, request, num_tokens: int) -> None:
         """`KVCacheCoordinator.cache_blocks` (hybrid: rounded down to the scheduler block size)."""
         if not self.caching:
             return
         if self.hybrid:
             num_tokens = num_tokens // self.scheduler_block_size * self.scheduler_block_size
+        rid = request.rid
+        hashed = request.prompt_len + request.num_output
+        upto = num_tokens if num_tokens < hashed else hashed
         for m in self.managers:
-            m.cache_blocks(request, num_tokens)
+            # Manager.cache_blocks returns at once when the full blocks are already hashed; Mamba's also caches
+            # a tail block, which it skips (MambaManager._cache_tail) without a checkpoint unless num_tokens
+            # is the block-aligned prompt checkpoint position.
+            bs = m.block_size
+            if m.num_cached_block.get(rid, 0) < upto // bs:
+                m.cache_blocks(request, num_tokens)
+            elif m.kind == "mamba" and (
+                rid in m.checkpoints
+                or (
+                    num_tokens > 0
+                    and num_tokens % bs == 0
+                    and num_tokens == mamba_checkpoint_position(request.prompt_len, bs)
+                )
+            ):
+                m.cache_blocks(request, num_tokens)
 
     def record_prefix_cache_stats(self, request, hits: int) -> None:
         """`PrefixCacheStats.record`, called when a request is admitted."""

@@ -106,7 +106,7 @@ class MambaManager(Manager):
         if prev < skipped:
             blocks.extend([NULL] * (skipped - checkpoint - prev))
         new = max(required - len(blocks), 0)
-        blocks.extend(self.pool.get_new_blocks(new, self.gid))
+        blocks.extend(self.pool.get_new_blocks(new, self.gid, rid))
         self.allocated.add(rid)
 
     def free(self, rid: str) -> None:
@@ -189,7 +189,7 @@ class MambaManager(Manager):
     def find_longest_cache_hit_state(request, max_length, gids, pool, block_size):
         """`MambaManager.find_longest_cache_hit`: right to left, the last cached state block."""
         out = [[] for _ in gids]
-        for i in range(max_length // block_size - 1, -1, -1):
+        for i in range(pool.hit_span(request, max_length // block_size, block_size) - 1, -1, -1):
             got = pool.get_cached_block(request.token_key((i + 1) * block_size), gids)
             if got:
                 for lst, b in zip(out, got):

@@ -90,7 +90,7 @@ class Manager:
         if skipped > 0:
             new_computed = new_computed[skipped:]
         if self.caching:
-            self.pool.touch(new_computed)
+            self.pool.touch(new_computed, rid)
         blocks.extend([NULL] * skipped)
         blocks.extend(new_computed)
         self.num_cached_block[rid] = len(blocks)
@@ -100,7 +100,7 @@ class Manager:
         blocks = self.blocks(rid)
         new = cdiv(num_tokens, self.block_size) - len(blocks)
         if new > 0:
-            blocks.extend(self.pool.get_new_blocks(new, self.gid))
+            blocks.extend(self.pool.get_new_blocks(new, self.gid, rid))
 
     def mask(self, start, end, request) -> list[bool] | None:
         """`reachable_block_mask`: None caches every full block (full attention)."""
@@ -205,23 +205,48 @@ class SlidingWindowManager(Manager):
     @staticmethod
     def find_longest_cache_hit_window(request, max_length, gids, pool, block_size, window):
         """`SlidingWindowManager.find_longest_cache_hit`: right to left, the first run of
-        cdiv(window - 1, block) cached blocks; blocks before it are nulls."""
+        cdiv(window - 1, block) cached blocks; blocks before it are nulls. The same run is found by testing
+        each candidate run from its left end and, at a miss, moving the candidate's right end left of it
+        (every run through a missed block fails); with none, the run of hits from block 0 is kept."""
         need = cdiv(window - 1, block_size)
         n = max_length // block_size
+        cached, rid, group, prefix_len = pool.cached, request.rid, request.group, request.prefix_len
+        seen: dict = {}
+
+        def hit(i):
+            got = seen.get(i, False)
+            if got is False:
+                end = (i + 1) * block_size
+                key = (group, end) if end <= prefix_len else (rid, end)
+                got = []
+                for g in gids:
+                    ids = cached.get((key, g))
+                    if not ids:
+                        got = None
+                        break
+                    got.append(ids[0])
+                seen[i] = got
+            return got
+
+        last = pool.hit_span(request, n, block_size) - 1  # later blocks all miss
         out = [[NULL] * n for _ in gids]
+        while last - need + 1 >= 0:
+            j = last - need + 1
+            while j <= last and hit(j) is not None:
+                j += 1
+            if j > last:
+                for i in range(last - need + 1, last + 1):
+                    for lst, b in zip(out, seen[i]):
+                        lst[i] = b
+                for lst in out:
+                    del lst[last + 1 :]
+                return out, len(out[0]) * block_size
+            last = j - 1
         run = 0
-        for i in range(n - 1, -1, -1):
-            got = pool.get_cached_block(request.token_key((i + 1) * block_size), gids)
-            if got:
-                for lst, b in zip(out, got):
-                    lst[i] = b
-                run += 1
-                if run >= need:
-                    for lst in out:
-                        del lst[i + run :]
-                    return out, len(out[0]) * block_size
-            else:
-                run = 0
+        while run <= last and hit(run) is not None:
+            for lst, b in zip(out, seen[run]):
+                lst[run] = b
+            run += 1
         for lst in out:
             del lst[run:]
         return out, len(out[0]) * block_size

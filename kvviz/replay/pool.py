@@ -33,6 +33,10 @@ class BlockPool:
         "owner",
         "held",
         "cached_free",
+        "ident_count",
+        "req_owner",
+        "dirty",
+        "ident_version",
     )
 
     def __init__(self, num_blocks: int, enable_caching: bool) -> None:
@@ -52,6 +56,12 @@ class BlockPool:
         self.held: list[int] = []  # per group: blocks with a reference (set by the manager)
         self.cached_free = 0  # free blocks still holding a hash (evictable)
         self.cached: dict = {}  # key -> list of block ids, first is the one `get_one_block` returns
+        # Cached entries per token identity (a prefix group or a request id): a lookup of a key whose
+        # identity has none misses, so hit searches skip those blocks (`hit_span`).
+        self.ident_count: dict = {}
+        self.ident_version: dict = {}  # identity -> times its cached entries changed (hit searches memoised)
+        self.req_owner: list = [None] * n  # the request a block id was last handed to (the time-lapse)
+        self.dirty: set | None = None  # block ids whose state changed this step, when the time-lapse is recorded
         got = self.popleft_n(1)  # BlockPool.__init__: null_block = free_block_queue.popleft()
         assert got == [NULL]
 
@@ -138,10 +148,15 @@ class BlockPool:
             self.evict_hash(b)
         self.hash[b] = key
         self.hash_tokens[b] = num_tokens
+        if self.dirty is not None:
+            self.dirty.add(b)
         if ids is None:
             self.cached[key] = [b]
         else:
             ids.append(b)
+        ident = key[0][0]
+        self.ident_count[ident] = self.ident_count.get(ident, 0) + 1
+        self.ident_version[ident] = self.ident_version.get(ident, 0) + 1
 
     def evict_hash(self, b: int) -> bool:
         """`BlockPool._maybe_evict_cached_block`: drop the block's prefix-cache entry."""
@@ -155,25 +170,63 @@ class BlockPool:
             ids.remove(b)
             if not ids:
                 del self.cached[key]
+            ident = key[0][0]
+            self.ident_version[ident] += 1
+            left = self.ident_count[ident] - 1
+            if left:
+                self.ident_count[ident] = left
+            else:
+                del self.ident_count[ident]
         self.hash[b] = None
         self.hash_tokens[b] = 0
+        if self.dirty is not None:
+            self.dirty.add(b)
         return True
 
-    def get_new_blocks(self, k: int, group: int = 0) -> list[int]:
+    def take_changes(self) -> tuple:
+        """The blocks whose state changed since the last call, each as (block id, state, group, request):
+        state 1 held, 2 free with a prefix-cache hash (evictable), 0 free; group and request of its last owner."""
+        dirty = self.dirty
+        if not dirty:
+            return ()
+        ref, h, owner, req = self.ref, self.hash, self.owner, self.req_owner
+        out = tuple((b, 1 if ref[b] else (2 if h[b] is not None else 0), owner[b], req[b]) for b in sorted(dirty))
+        dirty.clear()
+        return out
+
+    def hit_version(self, request) -> tuple:
+        """Changes whenever a cached entry of the request's identities (its prefix group, its own id) does:
+        a prefix-hit search gives the same answer while this and the request's length stay the same."""
+        v = self.ident_version
+        return (v.get(request.rid, 0), v.get(request.group, 0) if request.group is not None else 0)
+
+    def hit_span(self, request, n: int, block_size: int) -> int:
+        """How many of the first `n` blocks of `request` can be in the cache at all: none past the shared
+        prefix when no block of the request's own is cached, none when its prefix group has none either."""
+        if self.ident_count.get(request.rid):
+            return n
+        if request.group is not None and self.ident_count.get(request.group):
+            return min(n, request.prefix_len // block_size)
+        return 0
+
+    def get_new_blocks(self, k: int, group: int = 0, rid=None) -> list[int]:
         """`BlockPool.get_new_blocks`: pop `k` free blocks, evicting their cached hashes."""
         if k > self.num_free:
             raise ValueError(f"Cannot get {k} free blocks from the pool")
         out = self.popleft_n(k)
-        ref, h, owner = self.ref, self.hash, self.owner
+        ref, h, owner, req_owner = self.ref, self.hash, self.owner, self.req_owner
         for b in out:
             if h[b] is not None:
                 self.evict_hash(b)
             ref[b] += 1
             owner[b] = group
+            req_owner[b] = rid
+        if self.dirty is not None:
+            self.dirty.update(out)
         self.held[group] += k
         return out
 
-    def touch(self, blocks) -> None:
+    def touch(self, blocks, rid=None) -> None:
         """`BlockPool.touch`: a prefix hit takes a reference (a free cached block leaves the queue)."""
         ref = self.ref
         for b in blocks:
@@ -182,6 +235,9 @@ class BlockPool:
             if ref[b] == 0:
                 self._remove(b)
                 self.held[self.owner[b]] += 1
+                self.req_owner[b] = rid
+                if self.dirty is not None:
+                    self.dirty.add(b)
             ref[b] += 1
 
     def free_blocks(self, ordered) -> None:
@@ -201,6 +257,9 @@ class BlockPool:
                     last.append(b)
         self._prepend(first)
         self._append(last)
+        if self.dirty is not None:
+            self.dirty.update(first)
+            self.dirty.update(last)
 
     def num_cached_free_slow(self) -> int:
         """Free blocks that still hold a prefix-cache hash, counted by walking the queue (tests)."""

@@ -34,9 +34,13 @@ STEP_FIELDS = (
 
 
 def _freeze(value):
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, dict):
+    t = type(value)
+    if t is list:
+        for v in value:
+            if type(v) is list or type(v) is dict:
+                return tuple([_freeze(v) for v in value])
+        return tuple(value)  # scalars only (most step columns)
+    if t is dict:
         return tuple((k, _freeze(v)) for k, v in value.items())
     return value
 
@@ -57,9 +61,12 @@ class Replay:
     steps: tuple  # ((field, (values...)), ...)
     requests: tuple  # ((key, value), ...) per request
     totals: tuple
+    # Per step, the blocks whose state changed: ((block id, state, group, request id), ...) with state 1
+    # held, 2 free but cached (evictable), 0 free; empty unless replayed with record_blocks=True.
+    block_log: tuple = ()
 
     @classmethod
-    def build(cls, inputs, config, cols, records, stats) -> "Replay":
+    def build(cls, inputs, config, cols, records, stats, block_log: tuple = ()) -> "Replay":
         """The frozen Replay of one run: its inputs, KV cache config, step columns, request records and totals."""
         n = len(cols["step"])
         finished = [r for r in records if r["finish_reason"] is None and r["finish_step"] is not None]
@@ -95,6 +102,7 @@ class Replay:
             tuple((k, _freeze(cols[k])) for k in STEP_FIELDS),
             tuple(_freeze(r) for r in records),
             _freeze(totals),
+            block_log,
         )
 
     # ---- plain views -------------------------------------------------------------------

@@ -32,6 +32,10 @@ class Request:
         "is_prefill_chunk",
         "shared_prefix_boundary",
         "record",
+        "alloc_limit",
+        "cache_limit",
+        "trim_limit",
+        "hit_memo",
     )
 
     def __init__(self, rid, index, prompt_len, max_tokens, group, prefix_len, record) -> None:
@@ -43,6 +47,11 @@ class Request:
         self.is_prefill_chunk = False
         self.shared_prefix_boundary = 0
         self.record = record
+        # Pools without Mamba: a step whose computed + new tokens stay <= alloc_limit and < cache_limit, and
+        # whose processed tokens stay < trim_limit, allocates, hashes and frees nothing
+        # (`KVCacheManager._allocate_running` sets them; 0 = unknown).
+        self.alloc_limit = self.cache_limit = self.trim_limit = 0
+        self.hit_memo: tuple | None = None  # ((num_tokens, pool.hit_version), get_computed_blocks' answer)
 
     @property
     def num_tokens(self) -> int:
@@ -137,26 +146,45 @@ class Scheduler:
         scheduled: dict = {}
         preempted: list = []
         admitted: list = []
+        items: list = []  # admitted (request, tokens), in scheduling order
+        processed: list = []  # (request, tokens, sampled) in scheduling order, for update_from_output
+        sampled: list = []
+        decode = 0
+        async_ = self.async_
         i = 0
         running = self.running
+        mml = self.max_model_len
+        mamba_block = self.mamba_block
+        allocate = kv.allocate_slots
+        no_mamba = kv.no_mamba
         while i < len(running) and budget > 0:
             r = running[i]
-            if (
-                r.num_output_placeholders > 0
-                and r.num_computed_tokens + 2 - r.num_output_placeholders >= r.prompt_len + r.max_tokens
-            ):
+            computed = r.num_computed_tokens
+            placeholders = r.num_output_placeholders
+            if placeholders > 0 and computed + 2 - placeholders >= r.prompt_len + r.max_tokens:
                 i += 1
                 continue
-            n = r.num_tokens + r.num_output_placeholders - r.num_computed_tokens
-            n = min(n, budget, self.max_model_len - r.num_computed_tokens - 1)
-            if self.mamba_block:
+            n = r.prompt_len + r.num_output + placeholders - computed
+            if n > budget:
+                n = budget
+            if n > mml - computed - 1:
+                n = mml - computed - 1
+            if mamba_block:
                 n = self._mamba_split(r, n)
             if n <= 0:
                 i += 1
                 continue
-            ok = False
-            while True:
-                if kv.allocate_slots(r, n):
+            if (
+                no_mamba
+                and computed + n <= r.alloc_limit
+                and computed + n < r.cache_limit
+                and computed - r.num_in_flight_tokens < r.trim_limit
+            ):
+                ok = True  # allocate_slots would allocate, hash and free nothing
+            else:
+                ok = False
+            while not ok:
+                if allocate(r, n):
                     ok = True
                     break
                 victim = running.pop()
@@ -166,18 +194,39 @@ class Scheduler:
                     break
             if not ok:
                 break
-            scheduled[r.rid] = n
+            rid = r.rid
+            scheduled[rid] = n
             budget -= n
             i += 1
+            # _update_after_schedule, done here for running requests (nothing later in this step reads them)
+            num_tokens = r.prompt_len + r.num_output
+            if computed >= r.prompt_len and computed >= num_tokens - 1:  # past the prefill end
+                decode += n
+            computed += n
+            r.num_computed_tokens = computed
+            r.num_in_flight_tokens += n
+            chunk = r.is_prefill_chunk = computed < num_tokens + placeholders
+            if not chunk:
+                sampled.append(rid)
+                if async_:
+                    r.num_output_placeholders = placeholders + 1
+            processed.append((r, n, not chunk))
         if not preempted:
             skipped: deque = deque()
             waiting = self.waiting
+            pool = kv.pool
             while budget > 0 and waiting and len(running) < self.max_num_seqs:
                 r = waiting[0]
                 if r.num_stale_output_tokens:  # in-flight output still to be delivered: wait a step
                     skipped.appendleft(waiting.popleft())
                     continue
-                blocks, hits, r.shared_prefix_boundary = kv.get_computed_blocks(r)
+                # get_computed_blocks, asked again only when the request's length or its cached entries changed
+                # (a queue head that does not fit is asked every step)
+                memo_key = (r.prompt_len + r.num_output, pool.hit_version(r))
+                memo = r.hit_memo
+                if memo is None or memo[0] != memo_key:
+                    memo = r.hit_memo = (memo_key, kv.get_computed_blocks(r))
+                blocks, hits, r.shared_prefix_boundary = memo[1]
                 n = min(r.num_tokens - hits, budget)
                 if self.mamba_block:
                     n = self._mamba_split(r, n, hits)
@@ -190,28 +239,31 @@ class Scheduler:
                 running.append(r)
                 admitted.append((r, hits))
                 scheduled[r.rid] = n
+                items.append((r, n))
                 budget -= n
                 r.status = RUNNING
                 r.num_computed_tokens = hits
             if skipped:
                 waiting.extendleft(skipped)
         self.finished_ids = set()
-        sampled = []
-        decode = 0
-        for rid, n in scheduled.items():  # _update_after_schedule
-            r = self.requests[rid]
-            if r.num_computed_tokens >= max(r.prompt_len, r.num_tokens - 1):  # past the prefill end
+        for r, n in items:  # _update_after_schedule of the admitted requests
+            computed = r.num_computed_tokens
+            num_tokens = r.prompt_len + r.num_output
+            if computed >= r.prompt_len and computed >= num_tokens - 1:  # past the prefill end
                 decode += n
-            r.num_computed_tokens += n
+            computed += n
+            r.num_computed_tokens = computed
             r.num_in_flight_tokens += n
-            r.is_prefill_chunk = r.num_computed_tokens < r.num_tokens + r.num_output_placeholders
-            if not r.is_prefill_chunk:
-                sampled.append(rid)
-                if self.async_:
+            chunk = r.is_prefill_chunk = computed < num_tokens + r.num_output_placeholders
+            if not chunk:
+                sampled.append(r.rid)
+                if async_:
                     r.num_output_placeholders += 1
+            processed.append((r, n, not chunk))
         return {
             "step": step,
             "scheduled": scheduled,
+            "items": processed,
             "sampled": sampled,
             "admitted": admitted,
             "preempted": preempted,
@@ -221,6 +273,7 @@ class Scheduler:
     def _preempt(self, r: Request) -> None:
         """`Scheduler._preempt_request`: blocks freed, computed tokens reset, back to the queue's front."""
         self.kv.free(r.rid)
+        r.alloc_limit = r.cache_limit = r.trim_limit = 0
         r.status = PREEMPTED
         r.num_computed_tokens = 0
         r.num_stale_output_tokens = r.num_in_flight_tokens
@@ -232,31 +285,36 @@ class Scheduler:
     def update_from_output(self, batch: dict, step: int) -> list:
         """`Scheduler.update_from_output`: one token for each sampled request; a request that reaches
         max_tokens (or max_model_len) finishes and frees its blocks."""
-        sampled = set(batch["sampled"])
         finished = []
         stopped_running, stopped_waiting = [], []
-        for rid, n in batch["scheduled"].items():
-            r = self.requests.get(rid)
-            if r is None:
+        mml = self.max_model_len
+        no_mamba = self.kv.no_mamba
+        batch_step = batch["step"]
+        for r, n, sampled in batch["items"]:
+            if r.status == FINISHED:  # finished since (a request reported never admitted was never scheduled)
                 continue
+            rid = r.rid
             r.num_in_flight_tokens -= n
             stale = False
             if r.num_stale_output_tokens > 0:
                 stale = True
                 r.num_stale_output_tokens -= n
-            if r.status == FINISHED or rid not in sampled:
+            if not sampled:
                 continue
-            had_placeholders = r.num_output_placeholders > 0
-            r.num_output += 1
+            placeholders = r.num_output_placeholders
+            had_placeholders = placeholders > 0
+            num_output = r.num_output = r.num_output + 1
             rec = r.record
-            if rec["first_token_step"] is None:
-                rec["first_token_step"] = batch["step"]
-            stopped = r.num_tokens >= self.max_model_len or r.num_output >= r.max_tokens
-            if not stale and r.num_output_placeholders > 0:
-                r.num_output_placeholders -= 1
+            if num_output == 1:  # the first token (num_output only grows, here)
+                rec["first_token_step"] = batch_step
+            stopped = r.prompt_len + num_output >= mml or num_output >= r.max_tokens
+            if not stale and had_placeholders:
+                r.num_output_placeholders = placeholders - 1
             status_before = r.status
             if not stale and status_before == RUNNING and had_placeholders:
-                self.kv.cache_blocks(r, r.num_computed_tokens - r.num_in_flight_tokens)
+                upto = r.num_computed_tokens - r.num_in_flight_tokens
+                if upto >= r.cache_limit or not no_mamba:  # below it every full block is hashed already
+                    self.kv.cache_blocks(r, upto)
             if stopped:
                 r.status = FINISHED
                 rec["finish_step"] = batch["step"]

@@ -8,12 +8,15 @@ Plan by a pure function, importing no planner family):
     planes_data     PoolPlanesData  pool_planes_data(layout, num_blocks)
     live_data       LiveBytesData   live_bytes_data(layout, block_bytes, block_groups)
     anatomy_data    PageAnatomyData page_anatomy_data(cache)
+    traffic_data    OccupancyData, QueueData, PoolMapData   occupancy_data(replay), queue_data(replay),
+                    TimeLapse(replay).at(step) (from a kvviz.replay Replay, read duck-typed)
     style           colours by kind and role, exact byte labels
 
 Drawing (matplotlib, no pyplot; each returns a `KvvizFigure`):
 
     blockmap  block_map     compare  before_after    planes  pool_planes
     live      live_bytes    anatomy  page_anatomy
+    traffic   occupancy, queues, pool_map (the pool under traffic)
     query     find_patches, patch_ranges, figure_texts, legend_labels, save_figure, to_png_bytes
     legend    the key and the sliver note;   canvas  the shared drawing primitives
 
@@ -77,6 +80,16 @@ _NAMES = {
     "short_layer_name": "style",
     "format_bytes": "style",
     "byte_ticks": "style",
+    "OccupancyData": "traffic_data",
+    "occupancy_data": "traffic_data",
+    "QueueData": "traffic_data",
+    "queue_data": "traffic_data",
+    "PoolMapData": "traffic_data",
+    "TimeLapse": "traffic_data",
+    "pool_map_data": "traffic_data",
+    "occupancy": "traffic",
+    "queues": "traffic",
+    "pool_map": "traffic",
 }
 __all__ = list(_NAMES)
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
