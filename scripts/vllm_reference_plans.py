@@ -84,6 +84,39 @@ def _h200_backends():
     type(current_platform).support_hybrid_kv_cache = classmethod(lambda cls: True)
     type(current_platform).get_device_capability = classmethod(lambda cls, device_id=0: DeviceCapability(9, 0))
     type(current_platform).supports_fp8 = classmethod(lambda cls: True)
+    # fa_utils binds the FlashAttention kernels only on CUDA; the MLA backend's module imports
+    # those names (never called by the planner)
+    import vllm.v1.attention.backends.fa_utils as fa_utils
+
+    import vllm.v1.attention.backends.flash_attn as flash_attn
+
+    flash_attn.flash_attn_supports_sinks = lambda: True  # FA3 on SM90 (fa_utils.flash_attn_supports_sinks)
+    # the MoE kernel (no KV cache): CudaPlatform's list on SM90 (fused_moe/oracle/unquantized.py
+    # _get_priority_backends, FlashInfer moved behind Triton on Hopper)
+    from vllm.model_executor.layers.fused_moe.oracle import unquantized
+
+    M = unquantized.UnquantizedMoeBackend
+    unquantized._get_priority_backends = lambda moe_config: [
+        M.TRITON,
+        M.BATCHED_TRITON,
+        M.FLASHINFER_TRTLLM,
+        M.FLASHINFER_CUTLASS,
+    ]
+    # the MoE and fp8 GEMM kernels hold no KV cache; CUDA's choices are made without asking the
+    # kernels' CUDA-only availability checks
+    from vllm.model_executor.layers.fused_moe import unquantized_fused_moe_method
+
+    triton_experts = unquantized.backend_to_kernel_cls(M.TRITON)[0]
+    unquantized_fused_moe_method.select_unquantized_moe_backend = lambda moe_config: (M.TRITON, triton_experts)
+    import vllm.model_executor.kernels.linear as linear_kernels
+    from vllm.platforms.interface import PlatformEnum
+
+    for table in [v for v in vars(linear_kernels).values() if isinstance(v, dict) and PlatformEnum.CUDA in v]:
+        table[current_platform._enum] = table[PlatformEnum.CUDA]
+    linear_kernels.is_supported_and_can_implement_kernel = lambda kernel, config, capability=None: (True, None)
+    for kernel in ("flash_attn_varlen_func", "get_scheduler_metadata", "compile_flash_attn_varlen_func_from_specs"):
+        if not hasattr(fa_utils, kernel):
+            setattr(fa_utils, kernel, None)
     return current_platform
 
 
@@ -127,8 +160,13 @@ def _distributed_once() -> None:
     from vllm.distributed import ensure_model_parallel_initialized, init_distributed_environment
 
     if not _DIST:
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
         init_distributed_environment(
-            world_size=1, rank=0, local_rank=0, backend="gloo", distributed_init_method="tcp://127.0.0.1:29531"
+            world_size=1, rank=0, local_rank=0, backend="gloo", distributed_init_method=f"tcp://127.0.0.1:{port}"
         )
         ensure_model_parallel_initialized(1, 1)
         _DIST.append(True)
@@ -280,47 +318,85 @@ def plan_one(folder: Path, label: str) -> dict:
         }
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("dirs", nargs="+")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--label-root", default=None)
-    ap.add_argument("--mode", default="real public configs")
-    ns = ap.parse_args(argv)
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    import torch
-    import transformers
-    import vllm
-    _h200_backends()
-    cases, failures = {}, {}
-    for d in ns.dirs:
-        folder = Path(d).resolve()
-        label = str(folder.relative_to(Path(ns.label_root).resolve())) + "/config.json" if ns.label_root else str(folder)
-        t0 = time.time()
+def _run_one(folder: Path, label: str) -> dict:
+    """Plan one folder in a fresh process: vLLM's process groups (expert parallel among them) are
+    made for the model being built, so each model gets its own."""
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--one", str(folder), "--label", label, "--out", tmp.name],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         try:
-            case = plan_one(folder, label)
-            case["elapsed_s"] = round(time.time() - t0, 2)
-            cases[folder.name] = case
-            print(f"{folder.name}: planned, {case['num_groups']} groups", file=sys.stderr)
-        except Exception as e:  # a reference run: record vLLM's own refusal
-            failures[folder.name] = {
+            return json.loads(Path(tmp.name).read_text())
+        except ValueError:
+            return {"failure": {"config_path": label, "error": f"process exited {proc.returncode}",
+                                "traceback_tail": proc.stderr.splitlines()[-14:]}}
+
+
+def _one(folder: Path, label: str, out: Path) -> None:
+    _h200_backends()
+    t0 = time.time()
+    try:
+        case = plan_one(folder, label)
+        case["elapsed_s"] = round(time.time() - t0, 2)
+        case["backend_selection"] = list({json.dumps(r, sort_keys=True): r for r in BACKEND_REQUESTS}.values())
+        result = {"case": case}
+    except Exception as e:  # a reference run: record vLLM's own refusal
+        result = {
+            "failure": {
                 "config_path": label,
                 "error": f"{type(e).__name__}: {e}",
                 "traceback_tail": traceback.format_exc().splitlines()[-14:],
             }
-            print(f"{folder.name}: FAILED {type(e).__name__}: {e}", file=sys.stderr)
+        }
+    out.write_text(json.dumps(result))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dirs", nargs="*")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--label-root", default=None)
+    ap.add_argument("--mode", default="real public configs")
+    ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--label", default=None, help=argparse.SUPPRESS)
+    ns = ap.parse_args(argv)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    if ns.one:
+        _one(Path(ns.one), ns.label, Path(ns.out))
+        return 0
+    import torch
+    import transformers
+    import vllm
+
+    cases, failures = {}, {}
+    for d in ns.dirs:
+        folder = Path(d).resolve()
+        label = str(folder.relative_to(Path(ns.label_root).resolve())) + "/config.json" if ns.label_root else str(folder)
+        result = _run_one(folder, label)
+        if "case" in result:
+            cases[folder.name] = result["case"]
+            print(f"{folder.name}: planned, {result['case']['num_groups']} groups", file=sys.stderr)
+        else:
+            failures[folder.name] = result["failure"]
+            print(f"{folder.name}: FAILED {result['failure']['error']}", file=sys.stderr)
     out = {
         "vllm_version": vllm.__version__,
         "runtime": {"torch": torch.__version__, "transformers": transformers.__version__},
-        "target_device": "NVIDIA H200 (SM90): vLLM's CudaPlatform with only the device queries answered by hand",
+        "target_device": "NVIDIA H200 (SM90): attention backends as CudaPlatform picks them there (see _h200_backends)",
         "mode": ns.mode,
         "budgets": BUDGETS,
         "budgets_are": "KV-cache memory available on EACH GPU (rank)",
         "max_model_len": "min(32768, the model's derived maximum)",
         "max_num_batched_tokens": MNBT,
         "how": "scripts/vllm_reference_plans.py: EngineArgs.create_engine_config, the model's real __init__ on "
-        "the meta device in a single-rank gloo group, each layer's get_kv_cache_spec, get_kv_cache_configs, "
-        "generate_scheduler_kv_cache_config, get_kv_cache_capacity",
+        "the meta device in a single-rank gloo group (one process per model), each layer's get_kv_cache_spec, "
+        "get_kv_cache_configs, generate_scheduler_kv_cache_config, get_kv_cache_capacity",
         "cases": cases,
         "failures": failures,
     }
