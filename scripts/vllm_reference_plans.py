@@ -210,6 +210,10 @@ def plan_one(folder: Path, label: str) -> dict:
     model_config = vllm_config.model_config
     with set_current_vllm_config(vllm_config):
         _distributed_once()
+        from vllm.v1.worker.workspace import init_workspace_manager
+
+        torch.accelerator.empty_cache = lambda: None  # no accelerator here; the workspace is on meta
+        init_workspace_manager(torch.device("meta"))  # the worker's (gpu_worker.init_device); sparse MLA asks it
         with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
             model_cls, arch = get_model_architecture(model_config)
             model = initialize_model(vllm_config=vllm_config)
