@@ -25,7 +25,6 @@ usage: VENV/bin/python scripts/vllm_reference_plans.py --out plans.json DIR [DIR
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -87,7 +86,6 @@ def _h200_backends():
     # fa_utils binds the FlashAttention kernels only on CUDA; the MLA backend's module imports
     # those names (never called by the planner)
     import vllm.v1.attention.backends.fa_utils as fa_utils
-
     import vllm.v1.attention.backends.flash_attn as flash_attn
 
     flash_attn.flash_attn_supports_sinks = lambda: True  # FA3 on SM90 (fa_utils.flash_attn_supports_sinks)
@@ -129,7 +127,11 @@ def _spec_dict(spec) -> dict:
         if hasattr(spec, k):
             v = getattr(spec, k)
             if k in ("dtype", "dtypes"):
-                v = [str(x).replace("torch.", "") for x in v] if isinstance(v, (list, tuple)) else str(v).replace("torch.", "")
+                v = (
+                    [str(x).replace("torch.", "") for x in v]
+                    if isinstance(v, (list, tuple))
+                    else str(v).replace("torch.", "")
+                )
             elif k == "shapes":
                 v = [list(s) for s in v]
             elif hasattr(v, "value"):
@@ -175,24 +177,23 @@ def _distributed_once() -> None:
 def plan_one(folder: Path, label: str) -> dict:
     import torch
     from vllm.config import set_current_vllm_config
+    from vllm.config.vllm import get_layers_from_vllm_config
+    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
     from vllm.engine.arg_utils import EngineArgs
     from vllm.model_executor.layers.attention import Attention
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
     from vllm.model_executor.model_loader.utils import get_model_architecture, initialize_model
+    from vllm.platforms import current_platform
     from vllm.utils.torch_utils import set_default_torch_dtype
-    from vllm.v1.core import kv_cache_planning, kv_cache_utils
-    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
-    from vllm.v1.kv_cache_interface import AttentionSpec
     from vllm.v1.attention.backends.utils import (
         get_supported_kv_cache_layouts,
         record_kv_cache_layout,
         resolve_kv_cache_layout,
     )
-    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
+    from vllm.v1.core import kv_cache_planning, kv_cache_utils
+    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
+    from vllm.v1.kv_cache_interface import AttentionSpec
     from vllm.v1.worker.utils import customize_attention_spec
-    from vllm.config.vllm import get_layers_from_vllm_config
-
-    from vllm.platforms import current_platform
 
     raw = json.loads((folder / "config.json").read_text())
     probe = EngineArgs(model=str(folder), dtype="bfloat16", skip_tokenizer_init=True).create_model_config()
@@ -216,7 +217,7 @@ def plan_one(folder: Path, label: str) -> dict:
         init_workspace_manager(torch.device("meta"))  # the worker's (gpu_worker.init_device); sparse MLA asks it
         with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
             model_cls, arch = get_model_architecture(model_config)
-            model = initialize_model(vllm_config=vllm_config)
+            initialize_model(vllm_config=vllm_config)
         current_platform.update_block_size_for_backend(vllm_config)
         specs = {}
         shared = {}
@@ -265,7 +266,9 @@ def plan_one(folder: Path, label: str) -> dict:
         out_groups = []
         for g in groups:
             layer_specs = [specs[n] for n in g.layer_names]
-            distinct = [json.loads(s) for s in dict.fromkeys(json.dumps(_spec_dict(x), sort_keys=True) for x in layer_specs)]
+            distinct = [
+                json.loads(s) for s in dict.fromkeys(json.dumps(_spec_dict(x), sort_keys=True) for x in layer_specs)
+            ]
             out_groups.append(
                 {
                     "kind": _kind(layer_specs[0]),
@@ -338,8 +341,13 @@ def _run_one(folder: Path, label: str) -> dict:
         try:
             return json.loads(Path(tmp.name).read_text())
         except ValueError:
-            return {"failure": {"config_path": label, "error": f"process exited {proc.returncode}",
-                                "traceback_tail": proc.stderr.splitlines()[-14:]}}
+            return {
+                "failure": {
+                    "config_path": label,
+                    "error": f"process exited {proc.returncode}",
+                    "traceback_tail": proc.stderr.splitlines()[-14:],
+                }
+            }
 
 
 def _one(folder: Path, label: str, out: Path) -> None:
@@ -381,7 +389,9 @@ def main(argv=None) -> int:
     cases, failures = {}, {}
     for d in ns.dirs:
         folder = Path(d).resolve()
-        label = str(folder.relative_to(Path(ns.label_root).resolve())) + "/config.json" if ns.label_root else str(folder)
+        label = (
+            str(folder.relative_to(Path(ns.label_root).resolve())) + "/config.json" if ns.label_root else str(folder)
+        )
         result = _run_one(folder, label)
         if "case" in result:
             cases[folder.name] = result["case"]

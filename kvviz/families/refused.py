@@ -39,7 +39,7 @@ _RULES: dict[str, str] = {
     "decoder architecture name not registered yet (key mapping in docs/registry-work.md)": (
         "AfmoeForCausalLM ApertusForCausalLM BailingMoeForCausalLM BailingMoeV2ForCausalLM CohereForCausalLM "
         "Cohere2MoeForCausalLM Ernie4_5ForCausalLM Ernie4_5_MoeForCausalLM Exaone4ForCausalLM "
-        "ExaoneMoeForCausalLM ExaoneMoEForCausalLM GemmaForCausalLM Glm4ForCausalLM"
+        "ExaoneMoeForCausalLM ExaoneMoEForCausalLM GemmaForCausalLM Glm4ForCausalLM "
         "GraniteForCausalLM GraniteMoeForCausalLM GraniteMoeSharedForCausalLM GraniteMoeSWAForCausalLM "
         "GraniteSWAForCausalLM HYV3ForCausalLM HyperCLOVAXForCausalLM InternLM3ForCausalLM "
         "IQuestCoderForCausalLM LagunaForCausalLM LLaMAForCausalLM Ministral3ForCausalLM "
