@@ -165,6 +165,13 @@ NAMES = (
     "ernie4_5_moe",
     "Glm4ForCausalLM",  # vllm/model_executor/models/glm4.py Glm4Attention.__init__
     "glm4",
+    # vllm/model_executor/models/glm4_moe.py Glm4MoeDecoderLayer.__init__ (head_dim=config.head_dim),
+    # Glm4MoeAttention.__init__ (one Attention at {prefix}.attn; the MTP layer is the drafter's)
+    "Glm4MoeForCausalLM",
+    "glm4_moe",
+    # vllm/model_executor/models/minimax_m2.py MiniMaxM2DecoderLayer.__init__ (head_dim, full attention)
+    "MiniMaxM2ForCausalLM",
+    "minimax_m2",
     "GemmaForCausalLM",  # vllm/model_executor/models/gemma.py GemmaAttention.__init__
     "gemma",
     "CohereForCausalLM",  # vllm/model_executor/models/commandr.py CohereAttention.__init__

@@ -101,6 +101,10 @@ def bound_layers(raw: dict, *, name: str) -> None:
             bounded_int(part["num_hidden_layers"], field=f"{name}: {where}num_hidden_layers", low=1, high=MAX_LAYERS)
         for key in PERIOD_FIELDS:
             value = part.get(key)
+            if key == "sliding_window_pattern" and isinstance(value, str) and isinstance(part.get("layer_types"), list):
+                # EXAONE 4's "LLLG": transformers' Exaone4Config.__post_init__ reads the pattern only
+                # when layer_types is absent (configuration_exaone4.py); vLLM's exaone4.py reads layer_types
+                continue
             require(
                 value is None or (type(value) is int and 1 <= value <= MAX_LAYERS),
                 f"{name}: {where}{key}={short_repr(value)}: must be a period of layers from 1 to {MAX_LAYERS:,} "

@@ -39,10 +39,10 @@ _RULES: dict[str, str] = {
     "decoder architecture name not registered yet (key mapping in docs/registry-work.md)": (
         "AfmoeForCausalLM ApertusForCausalLM BailingMoeForCausalLM BailingMoeV2ForCausalLM CohereForCausalLM "
         "Cohere2MoeForCausalLM Ernie4_5ForCausalLM Ernie4_5_MoeForCausalLM Exaone4ForCausalLM "
-        "ExaoneMoeForCausalLM ExaoneMoEForCausalLM GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM "
+        "ExaoneMoeForCausalLM ExaoneMoEForCausalLM GemmaForCausalLM Glm4ForCausalLM "
         "GraniteForCausalLM GraniteMoeForCausalLM GraniteMoeSharedForCausalLM GraniteMoeSWAForCausalLM "
         "GraniteSWAForCausalLM HYV3ForCausalLM HyperCLOVAXForCausalLM InternLM3ForCausalLM "
-        "IQuestCoderForCausalLM LagunaForCausalLM LLaMAForCausalLM MiniMaxM2ForCausalLM Ministral3ForCausalLM "
+        "IQuestCoderForCausalLM LagunaForCausalLM LLaMAForCausalLM Ministral3ForCausalLM "
         "MiMoForCausalLM NemotronForCausalLM MuseGlimmerForCausalLM Param2MoEForCausalLM PhiMoEForCausalLM "
         "SolarForCausalLM TeleChat2ForCausalLM TeleChat3ForCausalLM TeleFLMForCausalLM"
     ),

@@ -1,0 +1,422 @@
+"""vLLM 0.33's own KV cache plans for config folders, made with vLLM's own code on CPU (issue 27).
+
+Runs ONLY in the throwaway venv of ../shared/tools/README.md (vllm==0.33.0, torch CPU); kvviz never
+imports it. For each folder holding a config.json:
+
+1. `EngineArgs(model=DIR, dtype="bfloat16", skip_tokenizer_init=True, max_model_len=min(32768,
+   derived), max_num_batched_tokens=8192).create_engine_config()`: vLLM's own config path (prefix
+   caching, hybrid page alignment, platform hooks) with the current platform made a CudaPlatform
+   that reports an H200 (SM90), so the attention backend is what CudaPlatform picks there (its
+   priority list, each backend's own validate_configuration);
+2. vLLM's distributed state, single rank, gloo on CPU;
+3. the model class from vLLM's registry built with its real `__init__` on the meta device (no
+   weights), then `Platform.update_block_size_for_backend` as the executor calls it after loading;
+4. every layer's own `get_kv_cache_spec` as GPUModelRunner.get_kv_cache_spec collects them
+   (KV-sharing layers skipped, `customize_attention_spec`), then `get_global_kv_cache_groups`,
+   `get_kv_cache_configs`, `generate_scheduler_kv_cache_config` and `get_kv_cache_capacity` at 8
+   and 40 GiB a GPU, as EngineCore._initialize_kv_caches does.
+
+Writes one JSON entry per folder in the shape of tests/data/vllm-0.33/registry/plans.json `cases`.
+
+usage: VENV/bin/python scripts/vllm_reference_plans.py --out plans.json DIR [DIR ...]
+       (--label-root R: config_path is written relative to R)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+GIB = 1 << 30
+BUDGETS = {"8GiB": 8 * GIB, "40GiB": 40 * GIB}
+MNBT = 8192
+SPEC_FIELDS = (
+    "block_size",
+    "page_size_bytes",
+    "real_page_size_bytes",
+    "page_size_padded",
+    "num_kv_heads",
+    "head_size",
+    "head_size_v",
+    "sliding_window",
+    "attention_chunk_size",
+    "dtype",
+    "shapes",
+    "dtypes",
+    "mamba_type",
+    "cache_dtype_str",
+)
+
+
+def _h200_backends():
+    """vLLM resolves its UnspecifiedPlatform here (no GPU), which is enough for the planner (pure
+    Python). The one answer set by hand is the attention backend: what CudaPlatform picks on an H200
+    (SM90) at the head of its priority list (platforms/cuda.py _get_backend_priorities): FLASH_ATTN
+    for attention, FLASH_ATTN_MLA for MLA, FLASHMLA_SPARSE for sparse MLA. Every request is recorded."""
+    from vllm.platforms import current_platform
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    def pick(selected_backend, attn_selector_config, num_heads=None):
+        c = attn_selector_config
+        if c.use_mla:
+            enum = AttentionBackendEnum.FLASHMLA_SPARSE if c.use_sparse else AttentionBackendEnum.FLASH_ATTN_MLA
+        else:
+            enum = AttentionBackendEnum.FLASH_ATTN
+        path = enum.get_path()
+        BACKEND_REQUESTS.append({"request": {k: str(v) for k, v in c._asdict().items()}, "picked": enum.name})
+        return path
+
+    type(current_platform).get_attn_backend_cls = staticmethod(pick)
+    # EngineArgs builds DeviceConfig(device=current_platform.device_type); the unspecified
+    # platform has none, and the model is built on the meta device anyway
+    type(current_platform).device_type = "cpu"
+    # CudaPlatform's answers that change a plan (platforms/cuda.py): the hybrid KV cache manager
+    # is supported (else VllmConfig disables it and every layer becomes full attention), SM90,
+    # fp8 supported
+    from vllm.platforms.interface import DeviceCapability
+
+    type(current_platform).support_hybrid_kv_cache = classmethod(lambda cls: True)
+    type(current_platform).get_device_capability = classmethod(lambda cls, device_id=0: DeviceCapability(9, 0))
+    type(current_platform).supports_fp8 = classmethod(lambda cls: True)
+    # fa_utils binds the FlashAttention kernels only on CUDA; the MLA backend's module imports
+    # those names (never called by the planner)
+    import vllm.v1.attention.backends.fa_utils as fa_utils
+    import vllm.v1.attention.backends.flash_attn as flash_attn
+
+    flash_attn.flash_attn_supports_sinks = lambda: True  # FA3 on SM90 (fa_utils.flash_attn_supports_sinks)
+    # the MoE kernel (no KV cache): CudaPlatform's list on SM90 (fused_moe/oracle/unquantized.py
+    # _get_priority_backends, FlashInfer moved behind Triton on Hopper)
+    from vllm.model_executor.layers.fused_moe.oracle import unquantized
+
+    M = unquantized.UnquantizedMoeBackend
+    unquantized._get_priority_backends = lambda moe_config: [
+        M.TRITON,
+        M.BATCHED_TRITON,
+        M.FLASHINFER_TRTLLM,
+        M.FLASHINFER_CUTLASS,
+    ]
+    # the MoE and fp8 GEMM kernels hold no KV cache; CUDA's choices are made without asking the
+    # kernels' CUDA-only availability checks
+    from vllm.model_executor.layers.fused_moe import unquantized_fused_moe_method
+
+    triton_experts = unquantized.backend_to_kernel_cls(M.TRITON)[0]
+    unquantized_fused_moe_method.select_unquantized_moe_backend = lambda moe_config: (M.TRITON, triton_experts)
+    import vllm.model_executor.kernels.linear as linear_kernels
+    from vllm.platforms.interface import PlatformEnum
+
+    for table in [v for v in vars(linear_kernels).values() if isinstance(v, dict) and PlatformEnum.CUDA in v]:
+        table[current_platform._enum] = table[PlatformEnum.CUDA]
+    linear_kernels.is_supported_and_can_implement_kernel = lambda kernel, config, capability=None: (True, None)
+    for kernel in ("flash_attn_varlen_func", "get_scheduler_metadata", "compile_flash_attn_varlen_func_from_specs"):
+        if not hasattr(fa_utils, kernel):
+            setattr(fa_utils, kernel, None)
+    return current_platform
+
+
+BACKEND_REQUESTS: list[dict] = []
+
+
+def _spec_dict(spec) -> dict:
+    out = {"class": type(spec).__name__}
+    for k in SPEC_FIELDS:
+        if hasattr(spec, k):
+            v = getattr(spec, k)
+            if k in ("dtype", "dtypes"):
+                v = (
+                    [str(x).replace("torch.", "") for x in v]
+                    if isinstance(v, (list, tuple))
+                    else str(v).replace("torch.", "")
+                )
+            elif k == "shapes":
+                v = [list(s) for s in v]
+            elif hasattr(v, "value"):
+                v = v.value
+            out[k] = v
+    return out
+
+
+def _kind(spec) -> str:
+    """The group's kind as tests/data/vllm-0.33/registry/plans.json names it."""
+    name = type(spec).__name__
+    if "Mamba" in name:
+        return "state"
+    if "MLA" in name:
+        return "mla"
+    if getattr(spec, "sliding_window", None):
+        return "sliding_attention"
+    if getattr(spec, "attention_chunk_size", None):
+        return "chunked_attention"
+    return "full_attention"
+
+
+_DIST = []
+
+
+def _distributed_once() -> None:
+    """vLLM's single-rank process group on CPU (gloo), made once."""
+    from vllm.distributed import ensure_model_parallel_initialized, init_distributed_environment
+
+    if not _DIST:
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        init_distributed_environment(
+            world_size=1, rank=0, local_rank=0, backend="gloo", distributed_init_method=f"tcp://127.0.0.1:{port}"
+        )
+        ensure_model_parallel_initialized(1, 1)
+        _DIST.append(True)
+
+
+def plan_one(folder: Path, label: str) -> dict:
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.config.vllm import get_layers_from_vllm_config
+    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.model_executor.layers.attention import Attention
+    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+    from vllm.model_executor.model_loader.utils import get_model_architecture, initialize_model
+    from vllm.platforms import current_platform
+    from vllm.utils.torch_utils import set_default_torch_dtype
+    from vllm.v1.attention.backends.utils import (
+        get_supported_kv_cache_layouts,
+        record_kv_cache_layout,
+        resolve_kv_cache_layout,
+    )
+    from vllm.v1.core import kv_cache_planning, kv_cache_utils
+    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
+    from vllm.v1.kv_cache_interface import AttentionSpec
+    from vllm.v1.worker.utils import customize_attention_spec
+
+    raw = json.loads((folder / "config.json").read_text())
+    probe = EngineArgs(model=str(folder), dtype="bfloat16", skip_tokenizer_init=True).create_model_config()
+    derived = probe.max_model_len
+    max_len = min(32768, derived)
+    args = EngineArgs(
+        model=str(folder),
+        dtype="bfloat16",
+        skip_tokenizer_init=True,
+        max_model_len=max_len,
+        max_num_batched_tokens=MNBT,
+        enforce_eager=True,
+    )
+    vllm_config = args.create_engine_config()
+    model_config = vllm_config.model_config
+    with set_current_vllm_config(vllm_config):
+        _distributed_once()
+        from vllm.v1.worker.workspace import init_workspace_manager
+
+        torch.accelerator.empty_cache = lambda: None  # no accelerator here; the workspace is on meta
+        init_workspace_manager(torch.device("meta"))  # the worker's (gpu_worker.init_device); sparse MLA asks it
+        with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
+            model_cls, arch = get_model_architecture(model_config)
+            initialize_model(vllm_config=vllm_config)
+        current_platform.update_block_size_for_backend(vllm_config)
+        specs = {}
+        shared = {}
+        backends = set()
+        for name, layer in get_layers_from_vllm_config(vllm_config, AttentionLayerBase).items():
+            if isinstance(layer, Attention) and (tgt := layer.kv_sharing_target_layer_name):
+                shared[name] = tgt
+                continue
+            if spec := layer.get_kv_cache_spec(vllm_config):
+                backend = layer.get_attn_backend()
+                backends.add(f"{backend.get_name()}:{backend.__name__}")
+                if isinstance(spec, AttentionSpec):
+                    spec = customize_attention_spec(backend, spec)
+                specs[name] = spec
+        register_all_kvcache_specs(vllm_config)
+        # EngineCore._initialize_kv_caches: the layout from the worker's backends, then the groups
+        supported = [[x.name for x in get_supported_kv_cache_layouts(get_current_attn_backends(vllm_config))]]
+        layout = resolve_kv_cache_layout(vllm_config, supported, list(specs.values()))
+        record_kv_cache_layout(vllm_config.cache_config, layout.name)
+        groups = kv_cache_planning.get_global_kv_cache_groups(vllm_config, [specs])
+        budgets = {}
+        sched = None
+        for label_b, avail in BUDGETS.items():
+            entry = {"available_bytes_per_gpu": avail}
+            try:
+                configs = kv_cache_planning.get_kv_cache_configs(vllm_config, [specs], [avail], groups)
+                sched = kv_cache_utils.generate_scheduler_kv_cache_config(configs)
+                tokens, conc = kv_cache_utils.get_kv_cache_capacity(vllm_config, sched)
+                per_group = [
+                    -(-g.kv_cache_spec.max_memory_usage_bytes(vllm_config) // g.kv_cache_spec.page_size_bytes)
+                    for g in sched.kv_cache_groups
+                ]
+                entry["num_blocks"] = sched.num_blocks
+                entry["capacity"] = {
+                    f"max_num_batched_tokens={MNBT}": {
+                        "blocks_per_request": sum(per_group),
+                        "blocks_per_request_per_group": per_group,
+                        "gpu_kv_cache_size_tokens": tokens,
+                        "max_concurrency": conc,
+                    }
+                }
+            except ValueError as e:
+                entry["error"] = "ValueError"
+                entry["error_text"] = f"ValueError: {e}"
+            budgets[label_b] = entry
+        out_groups = []
+        for g in groups:
+            layer_specs = [specs[n] for n in g.layer_names]
+            distinct = [
+                json.loads(s) for s in dict.fromkeys(json.dumps(_spec_dict(x), sort_keys=True) for x in layer_specs)
+            ]
+            out_groups.append(
+                {
+                    "kind": _kind(layer_specs[0]),
+                    "spec_type": type(g.kv_cache_spec).__name__,
+                    "block_size": g.kv_cache_spec.block_size,
+                    "page_size_bytes": sorted({s.page_size_bytes for s in layer_specs}),
+                    "specs": distinct,
+                    "layer_names": list(g.layer_names),
+                    "kv_shared_by": {k: v for k, v in shared.items() if v in g.layer_names},
+                }
+            )
+        bytes_per_block = None
+        if sched is not None:
+            # the pool's bytes per block id: the union of the tensors' byte ranges (overlapping
+            # tensors alias the same bytes, vllm/v1/kv_cache_interface.py KVCacheTensor)
+            spans, total, end = sorted((t.offset, t.offset + t.size) for t in sched.kv_cache_tensors), 0, -1
+            for lo, hi in spans:
+                lo = max(lo, end)
+                if hi > lo:
+                    total += hi - lo
+                end = max(end, hi)
+            bytes_per_block = total // sched.num_blocks
+        cc = vllm_config.cache_config
+        return {
+            "architecture": arch,
+            "model_class": f"{model_cls.__module__}.{model_cls.__qualname__}",
+            "model_type": raw.get("model_type"),
+            "config_path": label,
+            "settings": {
+                "attention_backends": sorted(backends),
+                "block_size": cc.block_size,
+                "cache_config.sliding_window": cc.sliding_window,
+                "cache_dtype": cc.cache_dtype,
+                "derived_max_model_len": derived,
+                "dtype": str(model_config.dtype).replace("torch.", ""),
+                "enable_prefix_caching": cc.enable_prefix_caching,
+                "mamba_block_size": cc.mamba_block_size,
+                "mamba_page_size_padded": cc.mamba_page_size_padded,
+                "mamba_ssm_cache_dtype": cc.mamba_ssm_cache_dtype,
+                "max_model_len": model_config.max_model_len,
+                "max_num_batched_tokens": vllm_config.scheduler_config.max_num_batched_tokens,
+                "max_num_seqs": vllm_config.scheduler_config.max_num_seqs,
+                "tp_world_size": vllm_config.parallel_config.tensor_parallel_size,
+                "quantization": model_config.quantization,
+            },
+            "is_hybrid": model_config.is_hybrid,
+            "use_mla": model_config.use_mla,
+            "num_groups": len(groups),
+            "num_cache_layers": len(specs),
+            "kv_sharing": shared,
+            "bytes_per_block": bytes_per_block,
+            "groups": out_groups,
+            "budgets": budgets,
+        }
+
+
+def _run_one(folder: Path, label: str) -> dict:
+    """Plan one folder in a fresh process: vLLM's process groups (expert parallel among them) are
+    made for the model being built, so each model gets its own."""
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--one", str(folder), "--label", label, "--out", tmp.name],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        try:
+            return json.loads(Path(tmp.name).read_text())
+        except ValueError:
+            return {
+                "failure": {
+                    "config_path": label,
+                    "error": f"process exited {proc.returncode}",
+                    "traceback_tail": proc.stderr.splitlines()[-14:],
+                }
+            }
+
+
+def _one(folder: Path, label: str, out: Path) -> None:
+    _h200_backends()
+    t0 = time.time()
+    try:
+        case = plan_one(folder, label)
+        case["elapsed_s"] = round(time.time() - t0, 2)
+        case["backend_selection"] = list({json.dumps(r, sort_keys=True): r for r in BACKEND_REQUESTS}.values())
+        result = {"case": case}
+    except Exception as e:  # a reference run: record vLLM's own refusal
+        result = {
+            "failure": {
+                "config_path": label,
+                "error": f"{type(e).__name__}: {e}",
+                "traceback_tail": traceback.format_exc().splitlines()[-14:],
+            }
+        }
+    out.write_text(json.dumps(result))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dirs", nargs="*")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--label-root", default=None)
+    ap.add_argument("--mode", default="real public configs")
+    ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--label", default=None, help=argparse.SUPPRESS)
+    ns = ap.parse_args(argv)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    if ns.one:
+        _one(Path(ns.one), ns.label, Path(ns.out))
+        return 0
+    import torch
+    import transformers
+    import vllm
+
+    cases, failures = {}, {}
+    for d in ns.dirs:
+        folder = Path(d).resolve()
+        label = (
+            str(folder.relative_to(Path(ns.label_root).resolve())) + "/config.json" if ns.label_root else str(folder)
+        )
+        result = _run_one(folder, label)
+        if "case" in result:
+            cases[folder.name] = result["case"]
+            print(f"{folder.name}: planned, {result['case']['num_groups']} groups", file=sys.stderr)
+        else:
+            failures[folder.name] = result["failure"]
+            print(f"{folder.name}: FAILED {result['failure']['error']}", file=sys.stderr)
+    out = {
+        "vllm_version": vllm.__version__,
+        "runtime": {"torch": torch.__version__, "transformers": transformers.__version__},
+        "target_device": "NVIDIA H200 (SM90): attention backends as CudaPlatform picks them there (see _h200_backends)",
+        "mode": ns.mode,
+        "budgets": BUDGETS,
+        "budgets_are": "KV-cache memory available on EACH GPU (rank)",
+        "max_model_len": "min(32768, the model's derived maximum)",
+        "max_num_batched_tokens": MNBT,
+        "how": "scripts/vllm_reference_plans.py: EngineArgs.create_engine_config, the model's real __init__ on "
+        "the meta device in a single-rank gloo group (one process per model), each layer's get_kv_cache_spec, "
+        "get_kv_cache_configs, generate_scheduler_kv_cache_config, get_kv_cache_capacity",
+        "cases": cases,
+        "failures": failures,
+    }
+    Path(ns.out).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
