@@ -88,25 +88,27 @@ def test_deepseek_v4_dcp_refused_attention_dp_holds_8x():
 
 
 def test_routed_experts_by_hand_and_the_gpu_budgets():
-    """DeepSeek-V3's routed experts: (61 - 3 dense) layers x 256 x 3 x 7168 x 2048. From a GPU, attention DP keeps
-    everything else whole on each GPU, so its budget is TP 8's less (that rest) x 7/8: below 8x (#51454's 7.7x). On
-    a B200 the bf16 estimate leaves attention DP nothing (refused as vLLM refuses it); on an MI325X it plans."""
+    """DeepSeek-V3's routed experts: (61 - 3 dense) layers x 256 x 3 x 7168 x 2048, in its FP8 checkpoint 1 B a
+    parameter plus one float32 scale a 128 x 128 block (quantization_config weight_block_size). From a GPU,
+    attention DP keeps everything else whole on each GPU, so its budget is TP 8's less (that rest) x 7/8: below 8x
+    (#51454's 7.7x)."""
+    from kvviz.deploy.budget import _weights_term
     from kvviz.deploy.weights import _raw_config
 
     model = load_preset("deepseek-v3")
     raw, _ = _raw_config(model, None, None)
     routed = routed_expert_parameters(raw)
     assert routed == 58 * 256 * 3 * 7168 * 2048
-    b200 = attention_layouts(model, 8, None, Options(max_model_len=131072), gpu="B200")
-    assert "No available memory" in b200.layout("attention_dp").refused and not b200.layout("tp").refused
-    a = attention_layouts(model, 8, None, Options(max_model_len=131072), gpu="MI325X")
-    tp, dp = a.layout("tp"), a.layout("attention_dp")
-    from kvviz.deploy.budget import _weights_term
-
+    assert raw["quantization_config"]["weight_block_size"] == [128, 128]
+    routed_bytes = int(round(routed * (1 + 4 / (128 * 128))))
     whole = _weights_term(model, 1, None, None, None, None).value
-    rest = whole - routed * 2
-    assert tp.budget_bytes - dp.budget_bytes == (rest + cdiv(routed * 2, 8)) - cdiv(whole, 8)
-    assert 1 < a.ratio("attention_dp") < 8 and a.ratio("dcp") == pytest.approx(8, rel=1e-3)
+    rest = whole - routed_bytes
+    for gpu in ("B200", "MI325X", "H200"):
+        a = attention_layouts(model, 8, None, Options(max_model_len=131072), gpu=gpu)
+        tp, dp = a.layout("tp"), a.layout("attention_dp")
+        assert not tp.refused and not dp.refused, gpu
+        assert tp.budget_bytes - dp.budget_bytes == (rest + cdiv(routed_bytes, 8)) - cdiv(whole, 8), gpu
+        assert 1 < a.ratio("attention_dp") < 8 and a.ratio("dcp") == pytest.approx(8, rel=1e-3), gpu
 
 
 def test_refusals_are_one_line():

@@ -286,19 +286,14 @@ def _layout(model, options: Options, name: str, label: str, gpus: int, engines: 
 
 
 def routed_expert_parameters(raw: dict) -> int:
-    """The routed experts' parameters a config.json implies, as kvviz.deploy.weights.estimate_parameters counts
-    them (experts x 3 h I_moe on each MoE layer); 0 for a dense model. Shared experts and the router stay whole on
-    every DP rank (a TP-sharded MLP and a ReplicatedLinear); only the routed experts split over DP x TP."""
-    cfg: dict = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
-    experts = next((cfg[k] for k in ("n_routed_experts", "num_experts", "num_local_experts") if cfg.get(k)), 0)
-    if not experts:
-        return 0
-    h, n = cfg["hidden_size"], cfg["num_hidden_layers"]
-    i_moe = cfg.get("moe_intermediate_size") or cfg["intermediate_size"]
-    first, only = cfg.get("first_k_dense_replace") or 0, set(cfg.get("mlp_only_layers") or ())
-    step = cfg.get("decoder_sparse_step") or 1
-    moe_layers = sum(i >= first and i not in only and (i + 1) % step == 0 for i in range(n))
-    return moe_layers * experts * 3 * h * i_moe
+    """The routed experts' parameters a config.json implies, as kvviz.deploy.params counts them (its
+    `experts` part: experts x 3 h I_moe on each MoE layer); 0 for a dense model. Shared experts and the
+    router stay whole on every DP rank (a TP-sharded MLP and a ReplicatedLinear); only the routed
+    experts split over DP x TP."""
+    from kvviz.deploy.params import decoder_parts
+
+    parts, _ = decoder_parts(raw, model="model")
+    return parts.get("experts", 0)
 
 
 def layout_budgets(model, gpus: int, **gpu_terms) -> dict[str, tuple[int, str]]:
@@ -308,11 +303,12 @@ def layout_budgets(model, gpus: int, **gpu_terms) -> dict[str, tuple[int, str]]:
     (FusedMoEParallelConfig.make). The weights are kvviz's estimate from config.json: (bytes, where) a layout, or
     (0, why) where nothing is left for the KV cache (vLLM's start-up refusal)."""
     from kvviz.deploy.budget import _weights_term, kv_budget
-    from kvviz.deploy.weights import DTYPE_BYTES, _raw_config
+    from kvviz.deploy.weights import _raw_config, estimate_part_bytes
 
     whole = _weights_term(model, 1, None, None, None, None).value  # the whole model's estimate (TP 1)
     raw, _ = _raw_config(model, None, None)
-    routed = routed_expert_parameters(raw) * DTYPE_BYTES[model.dtype] if isinstance(raw, dict) else 0
+    # the routed experts at the checkpoint's own bytes a parameter (FP8 DeepSeek-V3: 1 B and its scales)
+    routed = int(round(estimate_part_bytes(model, raw)[0].get("experts", 0))) if isinstance(raw, dict) else 0
     dp_weights = whole - routed + cdiv(routed, gpus)
 
     def budget(tp: int, weights: int, where: str) -> tuple[int, str]:

@@ -148,6 +148,14 @@ def estimate_weight_bytes(model, raw: dict, *, hint: str = "") -> tuple[int, str
     """(bytes, how) of the whole model's weights estimated from its config.json: the parameters of
     each part (kvviz.deploy.params) times the bytes the checkpoint's `quantization_config` gives that
     part (kvviz.deploy.quantized), the model dtype's for the parts it leaves alone."""
+    part_bytes, how = estimate_part_bytes(model, raw, hint=hint)
+    return int(round(sum(part_bytes.values()))), how
+
+
+def estimate_part_bytes(model, raw: dict, *, hint: str = "") -> tuple[dict[str, float], str]:
+    """({part: bytes}, how): `estimate_weight_bytes` part by part (linear, experts (the routed ones),
+    other, embeddings, ...), so a layout that splits one part differently (attention DP's routed
+    experts) sizes it at the checkpoint's own bytes per parameter."""
     from kvviz.deploy.params import decoder_parts, state_parts, text_config
     from kvviz.deploy.quantized import weight_format
 
@@ -163,10 +171,11 @@ def estimate_weight_bytes(model, raw: dict, *, hint: str = "") -> tuple[int, str
     quant = raw.get("quantization_config") or text_config(raw).get("quantization_config")
     fmt = weight_format(quant, hint=hint)
     dtype_bytes = DTYPE_BYTES[model.dtype]
-    total = 0.0
-    for part, count in parts.items():
-        total += count * (fmt.bytes_per_param if fmt is not None and part in fmt.parts else dtype_bytes)
-    w = int(round(total))
+    part_bytes = {
+        part: count * (fmt.bytes_per_param if fmt is not None and part in fmt.parts else dtype_bytes)
+        for part, count in parts.items()
+    }
+    w = int(round(sum(part_bytes.values())))
     if fmt is None:
         how += f" x {dtype_bytes} B ({model.dtype}) = {w:,} B"
     else:
@@ -175,7 +184,7 @@ def estimate_weight_bytes(model, raw: dict, *, hint: str = "") -> tuple[int, str
             f"; {fmt.name}: {q:,} of them x {fmt.bytes_per_param:g} B ({fmt.source}), the rest x {dtype_bytes} B "
             f"({model.dtype}) = {w:,} B"
         )
-    return w, how
+    return part_bytes, how
 
 
 # How to give the weights instead of the estimate, in Python; the CLI names its flags (CLI_HINT).
