@@ -105,6 +105,14 @@ _RULES: dict[str, str] = {
     "own sparse-attention LM: cache layout not read yet": ("Dots3NoteForCausalLM"),
     "block-diffusion (non-causal) decoding: cache rule not modelled": ("DiffusionGemmaForBlockDiffusion"),
     "own attention class and layer names: reader not written yet": ("MolmoForCausalLM"),
+    # registry.py _TRANSFORMERS_SUPPORTED_MODELS: TransformersMultiModalForCausalLM (transformers/multimodal.py)
+    "multimodal model of vLLM's Transformers backend (transformers/multimodal.py): language model's module "
+    "names not read yet": (
+        "Emu3ForConditionalGeneration HunYuanVLForConditionalGeneration VibeVoiceAsrForConditionalGeneration"
+    ),
+    "Transformers-backend architecture whose config class transformers does not ship (custom code)": (
+        "NanbeigeForCausalLM"
+    ),
 }
 REFUSED: dict[str, str] = {arch: rule for rule, archs in _RULES.items() for arch in archs.split()}
 
@@ -115,7 +123,7 @@ def vllm_registry() -> dict:
 
 
 def vllm_architectures(registry: dict | None = None) -> set[str]:
-    """Every architecture of vLLM 0.33's text-generation and multimodal tables."""
+    """Every architecture of vLLM 0.33's text-generation, multimodal and Transformers-backend tables."""
     registry = vllm_registry() if registry is None else registry
     return {row["architecture"] for rows in registry["tables"].values() for row in rows}
 
@@ -131,4 +139,4 @@ def refusal(arch: str) -> str:
         known = set()
     if arch in known:
         return "vLLM 0.33 serves it; kvviz has no reader for it yet"
-    return "not in vLLM 0.33's registry (_TEXT_GENERATION_MODELS / _MULTIMODAL_MODELS)"
+    return "not in vLLM 0.33's registry (_TEXT_GENERATION_MODELS / _MULTIMODAL_MODELS / _TRANSFORMERS_SUPPORTED_MODELS)"
