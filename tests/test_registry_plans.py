@@ -6,7 +6,11 @@ see that folder's README). Every architecture kvviz loads must plan exactly as v
 (count, block size, page size, layer names), num_blocks at 8 and 40 GiB a GPU and the capacity line;
 where vLLM refused to start (a request of max_model_len tokens does not fit), kvviz's admission
 estimate must exceed the budget too. Those kvviz refuses to load are listed in NOT_YET_PLANNED, so
-registering an architecture must move it out of that list."""
+registering an architecture must move it out of that list.
+
+transformers-backend-plans.json holds the same for the architectures vLLM 0.33 serves through its
+Transformers modeling backend (`_TRANSFORMERS_SUPPORTED_MODELS`), made by scripts/vllm_reference_plans.py
+from transformers' default configs (transformers-backend/<arch>/config.json); every one must plan."""
 
 import json
 from pathlib import Path
@@ -19,6 +23,8 @@ from kvviz.base.errors import KvvizError
 HERE = Path(__file__).parent / "data" / "vllm-0.33" / "registry"
 PLANS = json.loads((HERE / "plans.json").read_text())
 CASES = PLANS["cases"]
+BACKEND = json.loads((HERE / "transformers-backend-plans.json").read_text())
+BACKEND_CASES = BACKEND["cases"]
 MNBT = "max_num_batched_tokens=8192"
 
 # Architectures with a vLLM plan that kvviz does not plan yet (docs/registry-work.md says why).
@@ -36,6 +42,19 @@ def _load(arch: str):
     return kvviz.load(str(HERE / CASES[arch]["config_path"]))
 
 
+def _planned(arch: str) -> dict:
+    """The backend case of `arch`, checked to be a plan of vLLM's Transformers backend."""
+    case = BACKEND_CASES[arch]
+    assert case["model_class"].startswith("vllm.model_executor.models.transformers."), case["model_class"]
+    return case
+
+
+@pytest.mark.parametrize("arch", sorted(BACKEND_CASES))
+def test_transformers_backend_plan_equals_vllm_033(arch):
+    case = _planned(arch)
+    _compare(kvviz.load(str(HERE / case["config_path"])), case)
+
+
 def test_not_yet_planned_names_only_cases():
     assert NOT_YET_PLANNED <= set(CASES)
 
@@ -49,6 +68,11 @@ def test_plan_equals_vllm_033(arch):
         assert arch in NOT_YET_PLANNED, f"{arch}: kvviz refuses it; list it in NOT_YET_PLANNED or plan it"
         return
     assert arch not in NOT_YET_PLANNED, f"{arch}: kvviz plans it now; take it out of NOT_YET_PLANNED"
+    _compare(model, case)
+
+
+def _compare(model, case: dict) -> None:
+    """kvviz's plan of `model` field for field against vLLM's recorded `case`."""
     settings = case["settings"]
     assert settings["tp_world_size"] == 1 and settings["max_num_batched_tokens"] == 8192
     # vLLM's block size is its default (16) or derived by the platform (hybrid, sparse MLA): kvviz derives it too

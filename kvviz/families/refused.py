@@ -15,9 +15,10 @@ REGISTRY_FILE = "vllm_registry.json"
 # (docs/registry-work.md#c-rules-and-d-refusals; class b: a mapping kvviz has not registered yet).
 _RULES: dict[str, str] = {
     # kvviz.families.wrappers plans every wrapper of wrapper_table.WRAPPERS; these are left, each for its rule
-    "multimodal wrapper whose language model kvviz does not plan yet (Glm4MoeForCausalLM, Step3TextForCausalLM; "
-    "planned with it: kvviz.families.wrapper_table)": (
-        "Glm4vMoeForConditionalGeneration StepVLForConditionalGeneration"
+    # step_vl.py StepVLForConditionalGeneration.__init__: init_vllm_registered_model(hf_config=config.text_config),
+    # a Step3TextConfig (transformers_utils/configs/step3_vl.py Step3VLConfig) -> Step3TextForCausalLM
+    "multimodal wrapper whose language model kvviz does not plan yet (Step3TextForCausalLM)": (
+        "StepVLForConditionalGeneration"
     ),
     "multimodal wrapper whose text config comes from another checkout or a version switch (text_model_id, "
     "MiniCPM-V version, Isaac's rewritten rope): reader not written yet": (

@@ -60,6 +60,12 @@ ARCHITECTURES = {
 MODEL_TYPES = frozenset(ARCHITECTURES.values())
 NAMES = tuple(ARCHITECTURES) + tuple(sorted(MODEL_TYPES))
 
+# transformers' HunYuanDenseV1Attention / HunYuanMoEV1Attention.__init__ (modeling_hunyuan_v1_dense.py,
+# modeling_hunyuan_v1_moe.py): `self.scaling = getattr(config, "head_dim", ...) ** -0.5`, and their config
+# classes always carry head_dim (None by default): the model the backend builds fails without one (vLLM 0.33
+# recorded: TypeError on transformers' default HunYuan configs, tests/data/vllm-0.33/registry/README.md).
+HEAD_DIM_REQUIRED = frozenset({"hunyuan_v1_dense", "hunyuan_v1_moe"})
+
 
 def backend_kv_heads(text, heads: int) -> int:
     """KV heads as ModelArchConfigConvertorBase.get_total_num_kv_heads reads them (the first alias present)."""
@@ -73,6 +79,10 @@ def backend_kv_heads(text, heads: int) -> int:
 def backend_head_size(text, heads: int, hidden: int | None, *, name: str) -> int:
     """Head size as ModelArchConfigConvertorBase.get_head_size reads it (no MLA among these)."""
     head_dim = getattr(text, "head_dim", None)
+    require(
+        head_dim is not None or getattr(text, "model_type", None) not in HEAD_DIM_REQUIRED,
+        f"{name}: head_dim: transformers' HunYuan attention needs it (vLLM's Transformers backend builds that model)",
+    )
     if head_dim is not None and head_dim > 0:
         return head_dim
     per_head = getattr(text, "hidden_size_per_head", None)
