@@ -96,3 +96,12 @@ def _compare(model, case: dict) -> None:
         assert [g.blocks_per_request for g in cap.groups] == line["blocks_per_request_per_group"], label
         assert cap.kv_cache_tokens == line["gpu_kv_cache_size_tokens"], label
         assert cap.max_concurrency == pytest.approx(line["max_concurrency"], rel=1e-12), label
+
+
+@pytest.mark.parametrize("label", sorted(BACKEND["failures"]))
+def test_transformers_backend_failures_are_refused(label):
+    """Where vLLM's Transformers backend could not build the model (HunYuan without head_dim), kvviz refuses."""
+    failure = BACKEND["failures"][label]
+    assert failure["error"].startswith("TypeError"), failure["error"]
+    with pytest.raises(KvvizError, match="head_dim"):
+        kvviz.load(str(HERE / failure["config_path"]))
