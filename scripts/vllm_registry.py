@@ -1,8 +1,10 @@
 """vLLM 0.33's model registry, read from its wheel with `ast` (vllm is never imported).
 
-Writes tests/data/vllm-0.33/registry-architectures.json: for `_TEXT_GENERATION_MODELS` and
-`_MULTIMODAL_MODELS` of vllm/model_executor/models/registry.py (and any dict they are built from
-with `**other`), every architecture -> its module (as the registry resolves it:
+Writes tests/data/vllm-0.33/registry-architectures.json: for `_TEXT_GENERATION_MODELS`,
+`_MULTIMODAL_MODELS` and `_TRANSFORMERS_SUPPORTED_MODELS` (the architectures vLLM serves through its
+Transformers modeling backend, vllm/model_executor/models/transformers/: 20 text, 3 multimodal) of
+vllm/model_executor/models/registry.py (and any dict they are built from with `**other`), every
+architecture -> its module (as the registry resolves it:
 `vllm.model_executor.models.<name>`, or a `vllm.` path kept as it is), the module's file in the
 wheel and the class name, in registry order, with the wheel's version and sha256.
 
@@ -34,7 +36,10 @@ WHEELS = ROOT / "build" / "wheels"
 OUT = ROOT / "tests" / "data" / "vllm-0.33" / "registry-architectures.json"
 PACKAGED = ROOT / "kvviz" / "families" / "vllm_registry.json"
 REGISTRY = "vllm/model_executor/models/registry.py"
-TABLES = ("_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS")
+# `_TRANSFORMERS_BACKEND_MODELS` is left out: its keys are the backend's own class names
+# (TransformersForCausalLM, ...Embedding / SequenceClassification / MTP), which vLLM's
+# ModelConfig substitutes for an architecture (model_impl="transformers"), not checkpoint architectures.
+TABLES = ("_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS", "_TRANSFORMERS_SUPPORTED_MODELS")
 VERSION = "0.33.0"
 
 
@@ -97,7 +102,7 @@ def module_file(module: str, names: set[str]) -> str:
 
 
 def read_registry(wheel: Path) -> dict:
-    """The registry's text-generation and multimodal tables, as the JSON this script writes."""
+    """The registry's text-generation, multimodal and Transformers-backend tables, as the JSON this script writes."""
     data = wheel.read_bytes()
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())

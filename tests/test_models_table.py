@@ -43,7 +43,7 @@ def test_committed_extract_has_every_architecture():
     assert data["vllm_version"] == "0.33.0" and len(data["wheel_sha256"]) == 64
     assert (
         {t: len(rows) for t, rows in tables.items()}
-        == {"_TEXT_GENERATION_MODELS": 124, "_MULTIMODAL_MODELS": 127}
+        == {"_TEXT_GENERATION_MODELS": 124, "_MULTIMODAL_MODELS": 127, "_TRANSFORMERS_SUPPORTED_MODELS": 23}
         == data["counts"]
     )
     for rows in tables.values():
@@ -64,6 +64,15 @@ def test_committed_extract_has_every_architecture():
     assert by["DeepseekV32ForCausalLM"]["file"] == "vllm/models/deepseek_v32/__init__.py"
     assert by["InternLM3ForCausalLM"]["class"] == "LlamaForCausalLM"
     assert tables["_MULTIMODAL_MODELS"][-1]["architecture"] == "WhisperForConditionalGeneration"
+    backend = {r["architecture"]: r for r in tables["_TRANSFORMERS_SUPPORTED_MODELS"]}
+    assert backend["SmolLM3ForCausalLM"] == {
+        "architecture": "SmolLM3ForCausalLM",
+        "module": "vllm.model_executor.models.transformers",
+        "file": "vllm/model_executor/models/transformers/__init__.py",
+        "class": "TransformersForCausalLM",
+    }
+    assert backend["HunYuanMoEV1ForCausalLM"]["class"] == "TransformersMoEForCausalLM"
+    assert list(backend)[-1] == "VibeVoiceAsrForConditionalGeneration"
 
 
 def test_extract_matches_the_wheel():
@@ -159,7 +168,11 @@ def test_every_vllm_architecture_is_planned_or_refused_with_a_rule():
         assert state in catalog.STATUSES and detail, arch
     assert set(catalog.REFUSED) <= catalog.vllm_architectures(registry)
     counts = catalog.table_counts(registry, catalog.architecture_status)
-    assert {t: n for t, (_, n) in counts.items()} == {"_TEXT_GENERATION_MODELS": 124, "_MULTIMODAL_MODELS": 127}
+    assert {t: n for t, (_, n) in counts.items()} == {
+        "_TEXT_GENERATION_MODELS": 124,
+        "_MULTIMODAL_MODELS": 127,
+        "_TRANSFORMERS_SUPPORTED_MODELS": 23,
+    }
     assert catalog.architecture_status("LlamaForCausalLM")[0] == "planned"
     assert catalog.architecture_status("WhisperForConditionalGeneration") == (
         "refused",
@@ -179,3 +192,11 @@ def test_unknown_architecture_says_vllms_rule():
 def test_architecture_not_in_vllms_registry_says_so():
     with pytest.raises(KvvizError, match=r"FooForCausalLM.*not in vLLM 0.33's registry"):
         model_from_dict({"architectures": ["FooForCausalLM"], "model_type": "foo"}, name="f")
+
+
+def test_transformers_backend_architectures_are_vllms():
+    """vLLM 0.33 serves these through its Transformers backend: kvviz never calls them outside its registry."""
+    with pytest.raises(KvvizError, match=r"Emu3ForConditionalGeneration.*vLLM 0.33 serves it; kvviz refuses it"):
+        model_from_dict({"architectures": ["Emu3ForConditionalGeneration"], "model_type": "emu3"}, name="e")
+    assert catalog.architecture_status("SmolLM3ForCausalLM")[0] == "planned"
+    assert catalog.architecture_status("HunYuanMoEV1ForCausalLM")[0] == "planned"

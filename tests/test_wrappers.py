@@ -203,6 +203,10 @@ def test_refusals_name_the_rule(tmp_path):
     raw = {"model_type": "whisper", "architectures": ["WhisperForConditionalGeneration"]}
     with pytest.raises(KvvizError, match="encoder-decoder cross-attention"):
         kvviz.load(_write(tmp_path, "whisper", raw))
+    # step_vl.py: builds text_config's Step3TextForCausalLM, not planned yet
+    raw = {"model_type": "step_vl", "architectures": ["StepVLForConditionalGeneration"]}
+    with pytest.raises(KvvizError, match="language model kvviz does not plan yet"):
+        kvviz.load(_write(tmp_path, "step_vl", raw))
     # a wrapper kvviz reads, whose text config names a language model kvviz does not plan
     raw = dict(_default("llava"), architectures=["LlavaForConditionalGeneration"])
     raw["text_config"]["architectures"] = ["MiniCPMForCausalLM"]
@@ -227,3 +231,10 @@ def test_lfm2_vl_state_language_model_under_language(tmp_path):
     text["layer_types"] = ["full_attention" if i in (2, 5) else "conv" for i in range(n)]
     alone = _text(raw, architectures=["Lfm2ForCausalLM"], dtype="bfloat16")
     _check(tmp_path, raw, alone, "language.model.", "model.")
+
+
+def test_glm4v_moe_language_model(tmp_path):
+    # glm4_1v.py Glm4vForConditionalGeneration.__init__: model_type glm4v_moe -> Glm4MoeForCausalLM (text_config)
+    raw = dict(_default("glm4v_moe"), architectures=["Glm4vMoeForConditionalGeneration"], torch_dtype="bfloat16")
+    text = dict(raw["text_config"], model_type="glm4_moe", architectures=["Glm4MoeForCausalLM"], torch_dtype="bfloat16")
+    _check(tmp_path, raw, text, "language_model.model.", "model.")

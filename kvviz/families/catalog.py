@@ -1,7 +1,8 @@
 """vLLM 0.33's registry as kvviz's work list: every text-generation and multimodal architecture of
-vLLM 0.33 (`vllm_registry.json`, shipped beside this module, read from the wheel by
-scripts/vllm_registry.py), and kvviz's status of each: planned by a family, or refused with the one
-vLLM rule kvviz does not model yet (`REFUSED`, from docs/registry-work.md's classification).
+vLLM 0.33 and those it serves through its Transformers modeling backend (`vllm_registry.json`, shipped
+beside this module, read from the wheel by scripts/vllm_registry.py), and kvviz's status of each: planned
+by a family, or refused with the one vLLM rule kvviz does not model yet (`REFUSED`, from
+docs/registry-work.md's classification).
 
 `models_table` renders docs/models.md#architectures-of-vllm-0330 and `kvviz models --architectures`;
 it imports neither torch nor transformers.
@@ -25,7 +26,11 @@ __all__ = [
     "vllm_registry",
 ]
 
-TITLES = {"_TEXT_GENERATION_MODELS": "Text generation", "_MULTIMODAL_MODELS": "Multimodal"}
+TITLES = {
+    "_TEXT_GENERATION_MODELS": "Text generation",
+    "_MULTIMODAL_MODELS": "Multimodal",
+    "_TRANSFORMERS_SUPPORTED_MODELS": "Transformers backend",
+}
 STATUSES = ("planned", "refused")
 REGENERATE = "python scripts/vllm_registry.py --models-md docs/models.md"
 

@@ -4,7 +4,7 @@ chunked local), or none when it shares another layer's KV (docs/model-core.md#at
 Rules, each from vLLM 0.33's model file (vllm/model_executor/models/):
 
 * the window of a layer: `layer_types[i] == "sliding_attention"` gives config.sliding_window
-  (gemma2.py, gemma3.py, llama.py, olmo3 through transformers/base.py); a config without
+  (gemma2.py, gemma3.py, llama.py, the Transformers backend's transformers/base.py); a config without
   layer_types, or whose layers are all sliding, gives every layer the config-wide window
   (engine/arg_utils.py create_engine_config -> CacheConfig.sliding_window: Mistral, Phi-3);
 * gpt-oss: `sliding_window if layer_idx % 2 == 0` whatever layer_types says (gpt_oss.py);
@@ -25,6 +25,8 @@ Rules, each from vLLM 0.33's model file (vllm/model_executor/models/):
   layers reuse the last earlier layer of their own type (gemma4.py Gemma4Attention);
 * Falcon's Attention gets no cache_config: its cache is the model dtype whatever kv_dtype says, so the
   knob does not apply (decoder_keys.NO_CACHE_CONFIG);
+* the architectures vLLM serves through its Transformers backend (OLMo 2/3, SmolLM3, HunYuan, ...):
+  that backend's rule (kvviz.families.transformers_backend: KV heads, head size, names, no KV sharing);
 * TP: ModelConfig.get_num_kv_heads, max(1, kv_heads // tp).
 """
 
@@ -49,6 +51,10 @@ from kvviz.families.decoder_keys import (
 )
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
 from kvviz.families.registry import Family, Model, model_method, register
+from kvviz.families.transformers_backend import LAYER_NAMES as BACKEND_LAYER_NAMES
+from kvviz.families.transformers_backend import MODEL_TYPES as BACKEND_TYPES
+from kvviz.families.transformers_backend import NAMES as BACKEND_NAMES
+from kvviz.families.transformers_backend import backend_head_size, backend_kv_heads
 from kvviz.options import Options
 
 FULL, SLIDING, CHUNKED, SHARED = "full_attention", "sliding_attention", "chunked_attention", "shared_kv"
@@ -178,7 +184,10 @@ class DecoderFamily(Family):
         kv = heads if per_layer else field(text, "num_key_value_heads", model=name, required=False, default=heads)
         hidden = field(text, "hidden_size", model=name, required=False)
         head_dim = 1 if per_layer else getattr(text, "head_dim", None)
-        if model_type in HEAD_FROM_HIDDEN or not head_dim:
+        backend = model_type in BACKEND_TYPES  # served by vLLM's Transformers backend (transformers_backend)
+        if backend:
+            kv, head_dim = backend_kv_heads(text, heads), backend_head_size(text, heads, hidden, name=name)
+        elif model_type in HEAD_FROM_HIDDEN or not head_dim:
             require(hidden is not None and heads > 0, f"{name}: config is missing field 'head_dim'")
             head_dim = hidden // heads
         layer_heads: tuple[tuple[int, int], ...] = ()
@@ -203,7 +212,7 @@ class DecoderFamily(Family):
         if window is not None and model_type == "cohere2":
             window += 1  # commandr.py: "cohere swa layer sees [pos - sliding_window, pos]"
         shared = ()
-        n_shared = getattr(text, "num_kv_shared_layers", 0) or 0
+        n_shared = 0 if backend else getattr(text, "num_kv_shared_layers", 0) or 0
         bounded_int(n_shared, field=f"{name}: num_kv_shared_layers", low=0, high=n - 1)
         if n_shared:
             first = n - n_shared
@@ -221,7 +230,7 @@ class DecoderFamily(Family):
             source += f"; layers {first}..{n - 1} share layer {first - 2} / {first - 1}'s KV (gemma3n.py)"
         archs = raw.get("architectures") or [model_type]
         wrapper = str(archs[0]).endswith("ForConditionalGeneration") or archs[0] in WRAPPERS
-        prefix, suffix = LAYER_NAMES.get(model_type, DEFAULT_LAYER_NAMES)
+        prefix, suffix = {**LAYER_NAMES, **BACKEND_LAYER_NAMES}.get(model_type, DEFAULT_LAYER_NAMES)
         config = DecoderConfig(
             num_hidden_layers=n,
             num_attention_heads=heads,
@@ -365,4 +374,4 @@ def _spread_full(kinds: tuple[str, ...], full: int, *, name: str) -> tuple[str, 
     return tuple(out)
 
 
-DECODER = register(DecoderFamily(), NAMES)
+DECODER = register(DecoderFamily(), NAMES + BACKEND_NAMES)

@@ -15,9 +15,10 @@ REGISTRY_FILE = "vllm_registry.json"
 # (docs/registry-work.md#c-rules-and-d-refusals; class b: a mapping kvviz has not registered yet).
 _RULES: dict[str, str] = {
     # kvviz.families.wrappers plans every wrapper of wrapper_table.WRAPPERS; these are left, each for its rule
-    "multimodal wrapper whose language model kvviz does not plan yet (Glm4MoeForCausalLM, Step3TextForCausalLM; "
-    "planned with it: kvviz.families.wrapper_table)": (
-        "Glm4vMoeForConditionalGeneration StepVLForConditionalGeneration"
+    # step_vl.py StepVLForConditionalGeneration.__init__: init_vllm_registered_model(hf_config=config.text_config),
+    # a Step3TextConfig (transformers_utils/configs/step3_vl.py Step3VLConfig) -> Step3TextForCausalLM
+    "multimodal wrapper whose language model kvviz does not plan yet (Step3TextForCausalLM)": (
+        "StepVLForConditionalGeneration"
     ),
     "multimodal wrapper whose text config comes from another checkout or a version switch (text_model_id, "
     "MiniCPM-V version, Isaac's rewritten rope): reader not written yet": (
@@ -105,6 +106,14 @@ _RULES: dict[str, str] = {
     "own sparse-attention LM: cache layout not read yet": ("Dots3NoteForCausalLM"),
     "block-diffusion (non-causal) decoding: cache rule not modelled": ("DiffusionGemmaForBlockDiffusion"),
     "own attention class and layer names: reader not written yet": ("MolmoForCausalLM"),
+    # registry.py _TRANSFORMERS_SUPPORTED_MODELS: TransformersMultiModalForCausalLM (transformers/multimodal.py)
+    "multimodal model of vLLM's Transformers backend (transformers/multimodal.py): language model's module "
+    "names not read yet": (
+        "Emu3ForConditionalGeneration HunYuanVLForConditionalGeneration VibeVoiceAsrForConditionalGeneration"
+    ),
+    "Transformers-backend architecture whose config class transformers does not ship (custom code)": (
+        "NanbeigeForCausalLM"
+    ),
 }
 REFUSED: dict[str, str] = {arch: rule for rule, archs in _RULES.items() for arch in archs.split()}
 
@@ -115,7 +124,7 @@ def vllm_registry() -> dict:
 
 
 def vllm_architectures(registry: dict | None = None) -> set[str]:
-    """Every architecture of vLLM 0.33's text-generation and multimodal tables."""
+    """Every architecture of vLLM 0.33's text-generation, multimodal and Transformers-backend tables."""
     registry = vllm_registry() if registry is None else registry
     return {row["architecture"] for rows in registry["tables"].values() for row in rows}
 
@@ -131,4 +140,4 @@ def refusal(arch: str) -> str:
         known = set()
     if arch in known:
         return "vLLM 0.33 serves it; kvviz has no reader for it yet"
-    return "not in vLLM 0.33's registry (_TEXT_GENERATION_MODELS / _MULTIMODAL_MODELS)"
+    return "not in vLLM 0.33's registry (_TEXT_GENERATION_MODELS / _MULTIMODAL_MODELS / _TRANSFORMERS_SUPPORTED_MODELS)"
