@@ -93,6 +93,25 @@ PRESET_FILL = {
         "tie_word_embeddings": False,
     },
     "deepseek-ai/DeepSeek-V3": {"quantization_config": FP8_BLOCK_128},
+    # transformers' DeepseekV4Config defaults (configuration_deepseek_v4.py, documented on the checkpoint
+    # deepseek-ai/DeepSeek-V4-Flash-Base; 284.3 B parameters, V4-Flash's published total); V4-Flash
+    # ships fp8 linears and fp4 (MXFP4) experts (vLLM 0.33 models/deepseek_v4/quant_config.py
+    # DeepseekV4FP8Config: expert_dtype "fp4", e.g. DeepSeek-V4-Flash). DeepSeek-V4-Pro's sizes are
+    # not known here: its weights are refused naming the missing field.
+    "deepseek-ai/DeepSeek-V4-Flash": {
+        "hidden_size": 4096,
+        "vocab_size": 129280,
+        "num_attention_heads": 64,
+        "q_lora_rank": 1024,
+        "o_lora_rank": 1024,
+        "o_groups": 8,
+        "n_routed_experts": 256,
+        "num_experts_per_tok": 6,
+        "moe_intermediate_size": 2048,
+        "n_shared_experts": 1,
+        "hc_mult": 4,
+        "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128], "expert_dtype": "fp4"},
+    },
     "moonshotai/Kimi-K2-Instruct": {
         "intermediate_size": 18432,
         "topk_method": "noaux_tc",
@@ -164,6 +183,10 @@ def estimate_part_bytes(model, raw: dict, *, hint: str = "") -> tuple[dict[str, 
         parts, how = state_parts(model, raw, hint=hint)
     elif model.family in ("decoder", "mla"):
         parts, how = decoder_parts(raw, model=model.name, hint=hint)
+    elif model.family == "deepseek_v4":
+        from kvviz.deploy.params_dsv4 import deepseek_v4_weight_bytes
+
+        return deepseek_v4_weight_bytes(raw, DTYPE_BYTES[model.dtype], model=model.name, hint=hint)
     else:
         raise KvvizError(
             f"weights_bytes: kvviz does not estimate the weights of {model.name}, a {model.reader.title}; {hint}"

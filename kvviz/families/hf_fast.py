@@ -60,12 +60,19 @@ def table() -> dict:
 
 
 @functools.lru_cache(maxsize=1)
+def family_sources() -> tuple[tuple[str, bytes], ...]:
+    """(file name, bytes) of the readers' code (kvviz/families/*.py), sorted by name: read once per
+    process for both read_keys() and the parsed-config cache's readers hash."""
+    return tuple((p.name, p.read_bytes()) for p in sorted(Path(__file__).resolve().parent.glob("*.py")))
+
+
+@functools.lru_cache(maxsize=1)
 def read_keys() -> frozenset[str]:
     """Every quoted identifier in the readers' code (kvviz/families/*.py): the config fields some
     reader may look at (a derived field no reader names does not matter)."""
     words: set[str] = set()
-    for path in Path(__file__).resolve().parent.glob("*.py"):
-        for quoted in re.findall(r"""["']([A-Za-z_][A-Za-z0-9_.]*)["']""", path.read_text()):
+    for _, source in family_sources():
+        for quoted in re.findall(r"""["']([A-Za-z_][A-Za-z0-9_.]*)["']""", source.decode("utf-8")):
             words.update(quoted.split("."))  # a dotted path ("thinker_config.text_config") names each part
     return frozenset(words)
 

@@ -17,11 +17,12 @@ written as JSON: every dataclass as {"__dc__": "kvviz.module:Class", ...fields},
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib
 import json
 import os
-import tempfile
+import time
 from pathlib import Path
 
 SCHEMA = 1
@@ -62,12 +63,16 @@ def decode(obj):
     return obj
 
 
+@functools.lru_cache(maxsize=1)
 def readers_hash() -> str:
     """A hash of the readers' own code (kvviz/families/*.py): a reader changed within one kvviz
-    version must not be answered by a form the old reader made."""
+    version must not be answered by a form the old reader made. Once per process (a lookup and a
+    store both key the file)."""
+    from kvviz.families.hf_fast import family_sources
+
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    for name, source in family_sources():
+        h.update(name.encode() + b"\0" + source)
     return h.hexdigest()[:16]
 
 
@@ -109,17 +114,23 @@ def lookup(data: bytes, name: str):
 def store(data: bytes, name: str, model) -> None:
     """Keep `model` for next time; a cache that cannot be written is left alone (never an error)."""
     folder = cache_dir()
+    tmp = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".kvviz-", suffix=".tmp")
+        # a fresh name, created exclusively (never through a planted file or link), as mkstemp does
+        # without tempfile's import (random, shutil: ~6 ms of every first sight)
+        name_tmp = folder / f".kvviz-{os.getpid()}-{time.monotonic_ns()}.tmp"
+        fd = os.open(name_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        tmp = name_tmp
         with os.fdopen(fd, "w") as f:
             json.dump({"versions": versions(), "model": encode(model)}, f)
         os.replace(tmp, folder / f"{key(data, name)}.json")
     except OSError:
-        try:
-            os.unlink(tmp)  # noqa: F821 - only when mkstemp succeeded
-        except (OSError, NameError):
-            pass
+        if tmp is not None:  # only a file this call created
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def shipped_path(preset: str) -> Path:

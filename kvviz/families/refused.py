@@ -7,7 +7,7 @@ refusal with it; kvviz.families.catalog renders the table.
 from __future__ import annotations
 
 import json
-from importlib.resources import files
+from pathlib import Path
 
 REGISTRY_FILE = "vllm_registry.json"
 
@@ -120,7 +120,7 @@ REFUSED: dict[str, str] = {arch: rule for rule, archs in _RULES.items() for arch
 
 def vllm_registry() -> dict:
     """vLLM 0.33's registry tables as scripts/vllm_registry.py extracted them (the shipped copy)."""
-    return json.loads((files("kvviz.families") / REGISTRY_FILE).read_text())
+    return json.loads((Path(__file__).resolve().parent / REGISTRY_FILE).read_text())
 
 
 def vllm_architectures(registry: dict | None = None) -> set[str]:
