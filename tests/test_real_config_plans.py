@@ -24,10 +24,6 @@ NOT_YET = {
     "DeepSeek-V3.2-Exp": "num_blocks and the capacity line equal vLLM's, but the reference's bytes per block "
     "(the union of vLLM's kv_cache_tensors / num_blocks) is 5,528,064 B against kvviz's 5,012,736 B stride: "
     "not explained yet",
-    "Hunyuan-A13B": "HunYuanMoEV1ForCausalLM is served by vLLM's Transformers backend "
-    "(registry.py _TRANSFORMERS_SUPPORTED_MODELS -> TransformersMoEForCausalLM), which kvviz's registry does not list",
-    "SmolLM3-3B": "SmolLM3ForCausalLM is served by vLLM's Transformers backend "
-    "(registry.py _TRANSFORMERS_SUPPORTED_MODELS -> TransformersForCausalLM), which kvviz's registry does not list",
 }
 
 

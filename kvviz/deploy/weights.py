@@ -186,7 +186,8 @@ def estimate_part_bytes(model, raw: dict, *, hint: str = "") -> tuple[dict[str, 
     elif model.family == "deepseek_v4":
         from kvviz.deploy.params_dsv4 import deepseek_v4_weight_bytes
 
-        return deepseek_v4_weight_bytes(raw, DTYPE_BYTES[model.dtype], model=model.name, hint=hint)
+        total, how = deepseek_v4_weight_bytes(raw, DTYPE_BYTES[model.dtype], model=model.name, hint=hint)
+        return {"whole": float(total)}, how  # one part: its own count prices each module (params_dsv4)
     else:
         raise KvvizError(
             f"weights_bytes: kvviz does not estimate the weights of {model.name}, a {model.reader.title}; {hint}"
