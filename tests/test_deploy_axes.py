@@ -219,3 +219,18 @@ def test_cli_json_adds_stages_offload_transfer():
     assert out["fp8_gain"]["ratio"] == 2.0
     bad = run("-pp", "2", "--budget-gib", "0.2")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "refuses to start" in bad.stderr
+
+
+def test_one_stage_budget_below_one_request_says_vllm_refuses_to_start(capsys):
+    """PP 1: vLLM 0.33's get_kv_cache_configs -> _check_enough_kv_cache_memory refuses to start when one request of
+    max_model_len does not fit the budget less the null block; the CLI says so under the capacity line. By hand for
+    Llama-3.1-8B (32 layers x 8 KV heads x 128 x K|V x bf16 = 131,072 B a token, 16 tokens a block): 1e9 B less one
+    2,097,152 B block holds 475 blocks, so the largest max_model_len vLLM estimates is 475 x 16 = 7,600."""
+    from kvviz.cli import main
+
+    assert main(["plan", "--model", "llama-3.1-8b", "--budget-bytes", "1000000000"]) == 0
+    out = capsys.readouterr().out
+    assert "vLLM 0.33 refuses to start at this budget: To serve at least one request" in out
+    assert "the estimated maximum model length is 7600." in out
+    assert main(["plan", "--model", "llama-3.1-8b", "--budget-gib", "40"]) == 0
+    assert "refuses to start" not in capsys.readouterr().out

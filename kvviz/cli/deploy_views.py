@@ -79,6 +79,13 @@ def deploy_views(args, planned, budget: int | None) -> DeployViews:
                 for s in stages
             )
         )
+    if not p.stages and budget is not None:
+        from kvviz.vllm.pipeline import startup_refusal
+
+        refusal = startup_refusal(p, budget)  # the line vLLM raises instead of logging a capacity below one request
+        if refusal is not None:
+            out["startup_refusal"] = refusal
+            lines.append(f"vLLM 0.33 refuses to start at this budget: {refusal}")
     if options is not None and options.kv_offloading_size is not None:
         from kvviz.vllm.offload import offload_for
 
