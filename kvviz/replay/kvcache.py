@@ -308,6 +308,15 @@ class KVCacheManager:
                 x = min(main, request.prompt_len + request.num_output)
                 if x < position:
                     cache = min(cache, position)
+                elif x < position + sbs and rid in m.num_cached_block:
+                    # `MambaManager._cache_tail` at the window's token counts does nothing while the block at
+                    # the checkpoint is absent, null, or already hashed at it (only this request's own calls,
+                    # past the other limits, change that)
+                    idx = position // bs - 1
+                    if idx < len(blocks) and blocks[idx] != NULL:
+                        pool = self.pool
+                        if pool.hash[blocks[idx]] is None or pool.hash_tokens[blocks[idx]] != position:
+                            cache = 0
                 elif x < position + sbs:
                     cache = 0
         return trim, cache
