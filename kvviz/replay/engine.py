@@ -152,7 +152,7 @@ def replay(
 
 def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_steps, check=False, log=None) -> dict:
     order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_step)
-    cols = {k: [] for k in STEP_FIELDS}
+    rows: list = []  # one tuple per step, in STEP_FIELDS order; columns at the end
     queue: deque = deque()
     nxt = 0
     step = 0
@@ -167,28 +167,15 @@ def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_st
         if not sched.has_requests() and not queue:
             if nxt >= len(order):
                 break
-            row = dict(
-                step=step,
-                idle=True,
-                scheduled_batch=None,
-                processed_batch=None,
-                num_scheduled_reqs=0,
-                tokens_scheduled=0,
-                prefill_tokens=0,
-                decode_tokens=0,
-                admitted=[],
-                preempted=[],
-                preemptions=0,
-                finished=[],
-                free_blocks_after_schedule=None,
-                held_blocks_after_schedule=None,
-            )
+            head = (step, True, None, None)
+            sched_part = (0, 0, 0, 0, [], [], 0, [], None)
+            held_after = None
         else:
             batch = processed = None
             if sched.has_requests():
                 batch = sched.schedule(step)
                 _never_admitted(sched, batch, queue, records, step)
-            row = _scheduled_row(step, batch, kv)
+            sched_part, held_after = _scheduled_row(step, batch, kv)
             finished = []
             if not async_:
                 processed = batch
@@ -199,17 +186,23 @@ def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_st
                     processed = queue.pop()
             if processed is not None:
                 finished = sched.update_from_output(processed, step)
-            row["processed_batch"] = None if processed is None else processed["step"]
-            row["finished"] = finished
-        row["num_running"] = len(sched.running)
-        row["num_waiting"] = len(sched.waiting)
-        row["free_blocks"] = pool.num_free - 0
-        row["cached_free_blocks"] = pool.cached_free
-        row["held_blocks"] = kv.held_blocks()
-        row["pc_queries"], row["pc_hits"] = stats["queries"], stats["hits"]
-        row["pc_preempted_queries"], row["pc_preempted_hits"] = stats["preempted_queries"], stats["preempted_hits"]
-        for k in STEP_FIELDS:
-            cols[k].append(row[k])
+            head = (step, False, None if batch is None else step, None if processed is None else processed["step"])
+            sched_part = sched_part[:7] + (finished,) + sched_part[7:]
+        rows.append(
+            head
+            + (len(sched.running), len(sched.waiting))
+            + sched_part
+            + (
+                pool.num_free,
+                pool.cached_free,
+                held_after,
+                kv.held_blocks(),
+                stats["queries"],
+                stats["hits"],
+                stats["preempted_queries"],
+                stats["preempted_hits"],
+            )
+        )
         if log is not None:
             log.append(pool.take_changes())
         if check:
@@ -217,25 +210,16 @@ def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_st
         step += 1
         if max_steps is not None and step >= max_steps:
             raise KvvizError(f"max_steps={max_steps}: the replay did not finish within it")
-    return cols
+    if not rows:
+        return {k: [] for k in STEP_FIELDS}
+    return {k: list(col) for k, col in zip(STEP_FIELDS, zip(*rows))}
 
 
-def _scheduled_row(step, batch, kv) -> dict:
+def _scheduled_row(step, batch, kv):
+    """The scheduled batch's step fields, num_scheduled_reqs to free_blocks_after_schedule in STEP_FIELDS
+    order less `finished` (the caller adds it), and held_blocks_after_schedule."""
     if batch is None:
-        return dict(
-            step=step,
-            idle=False,
-            scheduled_batch=None,
-            num_scheduled_reqs=0,
-            tokens_scheduled=0,
-            prefill_tokens=0,
-            decode_tokens=0,
-            admitted=[],
-            preempted=[],
-            preemptions=0,
-            free_blocks_after_schedule=None,
-            held_blocks_after_schedule=None,
-        )
+        return (0, 0, 0, 0, [], [], 0, None), None
     sched_tokens = batch["scheduled"]
     decode = batch["decode_tokens"]
     for r, hits in batch["admitted"]:
@@ -248,21 +232,17 @@ def _scheduled_row(step, batch, kv) -> dict:
         r.record["num_preemptions"] += 1
         r.record["preempted_steps"].append(step)
     total = sum(sched_tokens.values())
-    return dict(
-        step=step,
-        idle=False,
-        scheduled_batch=step,
-        num_scheduled_reqs=len(sched_tokens),
-        tokens_scheduled=total,
-        prefill_tokens=total - decode,
-        decode_tokens=decode,
-        admitted=[r.rid for r, _ in batch["admitted"] if not r.num_preemptions]
+    return (
+        len(sched_tokens),
+        total,
+        total - decode,
+        decode,
+        [r.rid for r, _ in batch["admitted"] if not r.num_preemptions]
         + [r.rid for r, _ in batch["admitted"] if r.num_preemptions],
-        preempted=[r.rid for r in batch["preempted"]],
-        preemptions=len(batch["preempted"]),
-        free_blocks_after_schedule=kv.pool.num_free,
-        held_blocks_after_schedule=kv.held_blocks(),
-    )
+        [r.rid for r in batch["preempted"]],
+        len(batch["preempted"]),
+        kv.pool.num_free,
+    ), kv.held_blocks()
 
 
 def _never_admitted(sched, batch, queue, records, step) -> None:

@@ -102,6 +102,9 @@ class KVCacheManager:
         self.hybrid = len(groups) > 1
         # Per-group constants for the decode fast path of `allocate_slots` (no Mamba group).
         self.no_mamba = all(m.kind != "mamba" for m in self.managers)
+        # A skipped step schedules at most this many tokens: fewer than a Mamba block cannot need a prefill
+        # checkpoint (`mamba_checkpoint_valid`: start + block <= position < end).
+        self.skip_max_tokens = min((m.block_size for m in self.managers if m.kind == "mamba"), default=max_model_len)
         self.sliding = [m for m in self.managers if m.kind == "sliding"]
         self.stats = {"queries": 0, "hits": 0, "preempted_queries": 0, "preempted_hits": 0}
 
@@ -187,7 +190,8 @@ class KVCacheManager:
         whole sequence (`scheduler_reserve_full_isl`, sliding windows capped), windows trimmed, blocks allocated
         and the full blocks hashed at once. Returns False when the blocks are not there."""
         rid = request.rid
-        if new_computed is None and not full_sequence_must_fit and not num_new_computed and self.no_mamba:
+        running = new_computed is None and not full_sequence_must_fit and not num_new_computed
+        if running and self.no_mamba:
             return self._allocate_running(request, num_new_tokens)
         local = request.num_computed_tokens + num_new_computed
         total = min(local, self.max_model_len)
@@ -210,6 +214,8 @@ class KVCacheManager:
         for m in self.managers:
             m.allocate_new_blocks(rid, need, main)
         self.cache_blocks(request, min(total + num_new_tokens, request.num_tokens))
+        if running:
+            self._set_limits(request, main)
         return True
 
     def _allocate_running(self, request, num_new_tokens: int) -> bool:
@@ -251,10 +257,19 @@ class KVCacheManager:
                 blocks.extend(self.pool.get_new_blocks(new, m.gid, rid))
         num_tokens = request.prompt_len + request.num_output
         self.cache_blocks(request, main if main < num_tokens else num_tokens)
-        # The token counts up to which the next steps need no pool work (the scheduler then skips this call):
-        # main <= alloc_limit: every group has blocks for `need`; main < cache_limit: every full block up to
-        # min(main, num_tokens) is hashed; processed < trim_limit: no window has a block to free (its first
-        # non-null block is still inside). All three only grow while the request holds its blocks.
+        self._set_limits(request, main)
+        return True
+
+    def _set_limits(self, request, main: int) -> None:
+        """After a running request's `allocate_slots`: the token counts up to which the next steps need no
+        pool work (the scheduler then skips the call; n <= `skip_max_tokens` scheduled tokens). main <=
+        alloc_limit: every group has blocks for `need`; main < cache_limit: every full block up to
+        min(main, num_tokens) is hashed and no Mamba group caches its prompt checkpoint; processed <
+        trim_limit: no window has a block to free (its first non-null block is still inside) and no Mamba
+        group frees a block (`MambaManager.remove_skipped_blocks`: the first non-null block at or after the
+        retired ones, the state block of two steps ago). All only grow while the request holds its blocks."""
+        rid = request.rid
+        mml = self.max_model_len
         alloc, cache, trim = mml, mml + 1, mml + 1
         for m in self.managers:
             bs = m.block_size
@@ -267,8 +282,44 @@ class KVCacheManager:
                 while lead < len(blocks) and blocks[lead] == NULL:
                     lead += 1
                 trim = min(trim, (lead + 1) * bs + m.window - 1)
+            elif m.kind == "mamba":
+                trim, cache = self._mamba_limits(m, request, main, blocks, trim, cache)
+                if rid in m.checkpoints:  # the next call pops it (num_blocks_to_allocate): not a no-op
+                    alloc = 0
         request.alloc_limit, request.cache_limit, request.trim_limit = alloc, cache, trim
-        return True
+
+    def _mamba_limits(self, m, request, main, blocks, trim, cache):
+        """`_set_limits` for one Mamba group: `MambaManager.remove_skipped_blocks` frees block i (past the
+        retired ones, or the last state block) once processed >= (i + 1) * block_size + 1; `cache_blocks`
+        caches the prompt checkpoint P when its (hybrid: scheduler-block rounded) token count equals P."""
+        bs, rid = m.block_size, request.rid
+        first = m.retired.get(rid, 0)
+        while first < len(blocks) and blocks[first] == NULL:
+            first += 1
+        if first < len(blocks):
+            trim = min(trim, (first + 1) * bs + 1)
+        last = m.last_state_block_idx.get(rid)
+        if last is not None and blocks[last] != NULL:
+            trim = min(trim, (last + 1) * bs + 1)
+        if self.caching:
+            position = mamba_checkpoint_position(request.prompt_len, bs)
+            sbs = self.scheduler_block_size if self.hybrid else 1
+            if position > 0 and position % sbs == 0:
+                x = min(main, request.prompt_len + request.num_output)
+                if x < position:
+                    cache = min(cache, position)
+                elif x < position + sbs and rid in m.num_cached_block:
+                    # `MambaManager._cache_tail` at the window's token counts does nothing while the block at
+                    # the checkpoint is absent, null, or already hashed at it (only this request's own calls,
+                    # past the other limits, change that)
+                    idx = position // bs - 1
+                    if idx < len(blocks) and blocks[idx] != NULL:
+                        pool = self.pool
+                        if pool.hash[blocks[idx]] is None or pool.hash_tokens[blocks[idx]] != position:
+                            cache = 0
+                elif x < position + sbs:
+                    cache = 0
+        return trim, cache
 
     def cache_blocks(self, request, num_tokens: int) -> None:
         """`KVCacheCoordinator.cache_blocks` (hybrid: rounded down to the scheduler block size)."""

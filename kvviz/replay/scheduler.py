@@ -47,9 +47,9 @@ class Request:
         self.is_prefill_chunk = False
         self.shared_prefix_boundary = 0
         self.record = record
-        # Pools without Mamba: a step whose computed + new tokens stay <= alloc_limit and < cache_limit, and
-        # whose processed tokens stay < trim_limit, allocates, hashes and frees nothing
-        # (`KVCacheManager._allocate_running` sets them; 0 = unknown).
+        # A step of at most `KVCacheManager.skip_max_tokens` tokens whose computed + new tokens stay <= alloc_limit
+        # and < cache_limit, and whose processed tokens stay < trim_limit, allocates, hashes and frees nothing
+        # (`KVCacheManager._set_limits` sets them; 0 = unknown).
         self.alloc_limit = self.cache_limit = self.trim_limit = 0
         self.hit_memo: tuple | None = None  # ((num_tokens, pool.hit_version), get_computed_blocks' answer)
 
@@ -156,7 +156,7 @@ class Scheduler:
         mml = self.max_model_len
         mamba_block = self.mamba_block
         allocate = kv.allocate_slots
-        no_mamba = kv.no_mamba
+        skip_max = kv.skip_max_tokens
         while i < len(running) and budget > 0:
             r = running[i]
             computed = r.num_computed_tokens
@@ -175,7 +175,7 @@ class Scheduler:
                 i += 1
                 continue
             if (
-                no_mamba
+                n <= skip_max
                 and computed + n <= r.alloc_limit
                 and computed + n < r.cache_limit
                 and computed - r.num_in_flight_tokens < r.trim_limit
