@@ -1,5 +1,5 @@
 """kvviz.deploy.budget: the GPU catalogue, the KV budget term by term, and --max-model-len -1 (auto-fit),
-each against a hand derivation from vLLM 0.33's rules (/work/notes/deploy-rules.md)."""
+each against a hand derivation from vLLM 0.33's rules (docs/deploy.md)."""
 
 from __future__ import annotations
 

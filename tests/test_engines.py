@@ -30,7 +30,7 @@ from kvviz.options import Options
 
 GIB = 2**30
 BUDGET = 60 * GIB  # the KV budget every case is sized at (and a smaller one where it matters)
-DEEPSEEK_V3_CONFIG = Path("/work/shared/data/vllm-0.33/configs/deepseek-v3/config.json")
+DEEPSEEK_V3_CONFIG = Path(__file__).parent / "data" / "vllm-0.33" / "configs" / "deepseek-v3" / "config.json"
 
 
 def _model(name):
