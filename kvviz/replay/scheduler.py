@@ -156,6 +156,8 @@ class Scheduler:
         allocate = kv.allocate_slots
         skip_max = kv.skip_max_tokens
         append = processed.append
+        no_mamba = kv.no_mamba
+        cache_running = kv.cache_running
         for r in running:  # preemption pops only behind the current position (the list's tail)
             if budget <= 0:
                 break
@@ -175,12 +177,14 @@ class Scheduler:
             if n <= 0:
                 continue
             end = computed + n
-            if not (
-                n <= skip_max
-                and end <= r.alloc_limit
-                and end < r.cache_limit
-                and computed - r.num_in_flight_tokens < r.trim_limit
-            ):  # else allocate_slots would allocate, hash and free nothing
+            # allocate_slots would allocate and free nothing; below cache_limit it would hash nothing either
+            fits = n <= skip_max and end <= r.alloc_limit and computed - r.num_in_flight_tokens < r.trim_limit
+            if fits and end >= r.cache_limit:
+                if no_mamba:
+                    cache_running(r, end)
+                else:
+                    fits = False
+            if not fits:
                 ok = False
                 while True:
                     if allocate(r, n):
