@@ -260,6 +260,14 @@ class KVCacheManager:
         self._set_limits(request, main)
         return True
 
+    def cache_running(self, request, main: int) -> None:
+        """`allocate_slots` for a running request of a model with no Mamba group when the scheduler knows it
+        allocates and frees nothing (main <= alloc_limit, processed < trim_limit: `_allocate_running`'s
+        windows trimmed and blocks counted and allocated are no-ops): the full blocks hashed, the limits reset."""
+        num_tokens = request.prompt_len + request.num_output
+        self.cache_blocks(request, main if main < num_tokens else num_tokens)
+        self._set_limits(request, main)
+
     def _set_limits(self, request, main: int) -> None:
         """After a running request's `allocate_slots`: the token counts up to which the next steps need no
         pool work (the scheduler then skips the call; n <= `skip_max_tokens` scheduled tokens). main <=

@@ -148,69 +148,70 @@ class Scheduler:
         admitted: list = []
         items: list = []  # admitted (request, tokens), in scheduling order
         processed: list = []  # (request, tokens, sampled) in scheduling order, for update_from_output
-        sampled: list = []
         decode = 0
         async_ = self.async_
-        i = 0
         running = self.running
-        mml = self.max_model_len
+        mml1 = self.max_model_len - 1
         mamba_block = self.mamba_block
         allocate = kv.allocate_slots
         skip_max = kv.skip_max_tokens
-        while i < len(running) and budget > 0:
-            r = running[i]
+        append = processed.append
+        no_mamba = kv.no_mamba
+        cache_running = kv.cache_running
+        for r in running:  # preemption pops only behind the current position (the list's tail)
+            if budget <= 0:
+                break
             computed = r.num_computed_tokens
             placeholders = r.num_output_placeholders
-            if placeholders > 0 and computed + 2 - placeholders >= r.prompt_len + r.max_tokens:
-                i += 1
+            prompt_len = r.prompt_len
+            if placeholders > 0 and computed + 2 - placeholders >= prompt_len + r.max_tokens:
                 continue
-            n = r.prompt_len + r.num_output + placeholders - computed
+            num_tokens = prompt_len + r.num_output
+            n = num_tokens + placeholders - computed
             if n > budget:
                 n = budget
-            if n > mml - computed - 1:
-                n = mml - computed - 1
+            if n > mml1 - computed:
+                n = mml1 - computed
             if mamba_block:
                 n = self._mamba_split(r, n)
             if n <= 0:
-                i += 1
                 continue
-            if (
-                n <= skip_max
-                and computed + n <= r.alloc_limit
-                and computed + n < r.cache_limit
-                and computed - r.num_in_flight_tokens < r.trim_limit
-            ):
-                ok = True  # allocate_slots would allocate, hash and free nothing
-            else:
+            end = computed + n
+            # allocate_slots would allocate and free nothing; below cache_limit it would hash nothing either
+            fits = n <= skip_max and end <= r.alloc_limit and computed - r.num_in_flight_tokens < r.trim_limit
+            if fits and end >= r.cache_limit:
+                if no_mamba:
+                    cache_running(r, end)
+                else:
+                    fits = False
+            if not fits:
                 ok = False
-            while not ok:
-                if allocate(r, n):
-                    ok = True
+                while True:
+                    if allocate(r, n):
+                        ok = True
+                        break
+                    victim = running.pop()
+                    self._preempt(victim)
+                    preempted.append(victim)
+                    if victim is r:
+                        break
+                if not ok:
                     break
-                victim = running.pop()
-                self._preempt(victim)
-                preempted.append(victim)
-                if victim is r:
-                    break
-            if not ok:
-                break
-            rid = r.rid
-            scheduled[rid] = n
+            scheduled[r.rid] = n
             budget -= n
-            i += 1
             # _update_after_schedule, done here for running requests (nothing later in this step reads them)
-            num_tokens = r.prompt_len + r.num_output
-            if computed >= r.prompt_len and computed >= num_tokens - 1:  # past the prefill end
+            if computed >= prompt_len and computed >= num_tokens - 1:  # past the prefill end
                 decode += n
-            computed += n
-            r.num_computed_tokens = computed
+            r.num_computed_tokens = end
             r.num_in_flight_tokens += n
-            chunk = r.is_prefill_chunk = computed < num_tokens + placeholders
-            if not chunk:
-                sampled.append(rid)
+            if end < num_tokens + placeholders:
+                r.is_prefill_chunk = True
+                append((r, n, False))
+            else:
+                r.is_prefill_chunk = False
                 if async_:
                     r.num_output_placeholders = placeholders + 1
-            processed.append((r, n, not chunk))
+                append((r, n, True))
         if not preempted:
             skipped: deque = deque()
             waiting = self.waiting
@@ -255,16 +256,13 @@ class Scheduler:
             r.num_computed_tokens = computed
             r.num_in_flight_tokens += n
             chunk = r.is_prefill_chunk = computed < num_tokens + r.num_output_placeholders
-            if not chunk:
-                sampled.append(r.rid)
-                if async_:
-                    r.num_output_placeholders += 1
+            if not chunk and async_:
+                r.num_output_placeholders += 1
             processed.append((r, n, not chunk))
         return {
             "step": step,
             "scheduled": scheduled,
             "items": processed,
-            "sampled": sampled,
             "admitted": admitted,
             "preempted": preempted,
             "decode_tokens": decode,
@@ -289,45 +287,48 @@ class Scheduler:
         stopped_running, stopped_waiting = [], []
         mml = self.max_model_len
         no_mamba = self.kv.no_mamba
+        cache_blocks = self.kv.cache_blocks
         batch_step = batch["step"]
         for r, n, sampled in batch["items"]:
-            if r.status == FINISHED:  # finished since (a request reported never admitted was never scheduled)
+            status_before = r.status
+            if status_before is FINISHED:  # finished since (a request reported never admitted was never scheduled)
                 continue
-            rid = r.rid
             r.num_in_flight_tokens -= n
-            stale = False
-            if r.num_stale_output_tokens > 0:
-                stale = True
+            stale = r.num_stale_output_tokens > 0
+            if stale:
                 r.num_stale_output_tokens -= n
             if not sampled:
                 continue
             placeholders = r.num_output_placeholders
-            had_placeholders = placeholders > 0
             num_output = r.num_output = r.num_output + 1
-            rec = r.record
             if num_output == 1:  # the first token (num_output only grows, here)
-                rec["first_token_step"] = batch_step
-            stopped = r.prompt_len + num_output >= mml or num_output >= r.max_tokens
-            if not stale and had_placeholders:
+                r.record["first_token_step"] = batch_step
+            if not stale and placeholders > 0:
                 r.num_output_placeholders = placeholders - 1
-            status_before = r.status
-            if not stale and status_before == RUNNING and had_placeholders:
-                upto = r.num_computed_tokens - r.num_in_flight_tokens
-                if upto >= r.cache_limit or not no_mamba:  # below it every full block is hashed already
-                    self.kv.cache_blocks(r, upto)
-            if stopped:
+                if status_before is RUNNING:
+                    upto = r.num_computed_tokens - r.num_in_flight_tokens
+                    if upto >= r.cache_limit or not no_mamba:  # below it every full block is hashed already
+                        cache_blocks(r, upto)
+            if r.prompt_len + num_output >= mml or num_output >= r.max_tokens:
+                rid = r.rid
                 r.status = FINISHED
-                rec["finish_step"] = batch["step"]
+                rec = r.record
+                rec["finish_step"] = batch_step
                 rec["finish_processed_step"] = step
-                rec["num_output_tokens"] = r.num_output
+                rec["num_output_tokens"] = num_output
                 self.finished_ids.add(rid)
                 self.kv.free(rid)
                 del self.requests[rid]
                 finished.append(rid)
-                (stopped_running if status_before == RUNNING else stopped_waiting).append(r)
+                (stopped_running if status_before is RUNNING else stopped_waiting).append(r)
         if stopped_running:
-            gone = set(id(r) for r in stopped_running)
-            self.running = [r for r in self.running if id(r) not in gone]
+            running = self.running
+            if len(stopped_running) <= 8:  # a few C-level scans beat rebuilding the list in Python
+                for r in stopped_running:
+                    running.remove(r)  # Request has no __eq__: identity
+            else:
+                gone = set(id(r) for r in stopped_running)
+                running[:] = [r for r in running if id(r) not in gone]
         for r in stopped_waiting:
             self.waiting.remove(r)
         return finished
