@@ -12,8 +12,9 @@ import sys
 import pytest
 
 from kvviz.base.errors import KvvizError
+from kvviz.base.text import format_gib
 from kvviz.deploy.autofit import auto_fit, largest_context
-from kvviz.deploy.budget import DEFAULT_ACTIVATION_BYTES, format_gib, kv_budget
+from kvviz.deploy.budget import DEFAULT_ACTIVATION_BYTES, kv_budget
 from kvviz.deploy.gpus import GPUS, gpu_spec
 from kvviz.deploy.weights import estimate_parameters
 from kvviz.families import load

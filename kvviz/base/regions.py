@@ -9,9 +9,14 @@ from kvviz.base.errors import require
 from kvviz.base.formats import RowFormat
 
 
+def cdiv(a: int, b: int) -> int:
+    """vLLM's utils/math_utils.py cdiv: the ceiling of a / b in integers, -(a // -b)."""
+    return -(a // -b)
+
+
 def round_up(n: int, multiple: int) -> int:
     """`n` rounded up to a multiple of `multiple` (integers, no float rounding)."""
-    return -(-n // multiple) * multiple
+    return cdiv(n, multiple) * multiple
 
 
 @dataclasses.dataclass(frozen=True)

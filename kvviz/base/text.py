@@ -40,3 +40,8 @@ def binary_size(n: int) -> str:
 def bytes_label(n: int) -> str:
     """'{n:,} B' with its binary size beside it when that says more: "4,096 B (4.00 KiB)"."""
     return f"{n:,} B" if abs(n) < 1024 else f"{n:,} B ({binary_size(n)})"
+
+
+def format_gib(num_bytes: int) -> str:
+    """vLLM's utils/mem_utils.py format_gib, as its log and start-up errors print GiB: f"{round(b / 2**30, 2)}"."""
+    return f"{round(num_bytes / (1 << 30), 2)}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from kvviz.base.errors import KvvizError, require
-from kvviz.deploy.budget import format_gib
+from kvviz.base.text import format_gib
 from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
 from kvviz.options import Options
 

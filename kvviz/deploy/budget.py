@@ -22,6 +22,7 @@ import math
 
 from kvviz.base.defaults import GIB, GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.text import format_gib
 from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
 from kvviz.deploy.weights import PYTHON_HINT, _raw_config, checkpoint_weight_bytes, estimate_weight_bytes
 
@@ -40,11 +41,6 @@ ACTIVATION_SOURCE = (
 
 # What else makes room, in Python; the CLI names its flag (kvviz.cli.main._as_flags).
 NO_ROOM_HINT = "(or tensor_parallel_size)"
-
-
-def format_gib(num_bytes: int) -> str:
-    """vLLM's utils/mem_utils.py format_gib: f"{round(b / 2**30, 2)}"."""
-    return f"{round(num_bytes / GIB, 2)}"
 
 
 # ---- weights -------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.regions import cdiv
 from kvviz.options import Options
 
 DP = "data_parallel_size"
@@ -326,11 +327,6 @@ def layout_budgets(model, gpus: int, **gpu_terms) -> dict[str, tuple[int, str]]:
         f"weights a GPU {dp_weights:,} B (all but the routed experts' {routed:,} B whole, those / {gpus}), an estimate",
     )
     return {"tp": tp, "dcp": tp, "attention_dp": dp}
-
-
-def cdiv(a: int, b: int) -> int:
-    """vLLM's utils.math_utils.cdiv: -(a // -b)."""
-    return -(a // -b)
 
 
 def attention_layouts(

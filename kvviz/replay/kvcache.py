@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 
 from kvviz.base.errors import KvvizError
+from kvviz.base.regions import cdiv
 from kvviz.replay.mamba import MambaManager
-from kvviz.replay.managers import Manager, SlidingWindowManager, cdiv, mamba_checkpoint_position
+from kvviz.replay.managers import Manager, SlidingWindowManager, mamba_checkpoint_position
 from kvviz.replay.pool import NULL, BlockPool
 
 

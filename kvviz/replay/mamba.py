@@ -6,7 +6,8 @@ single state block that ends at a boundary. No speculative blocks, no fine-grain
 
 from __future__ import annotations
 
-from kvviz.replay.managers import Manager, cdiv, mamba_checkpoint_position, mamba_checkpoint_valid
+from kvviz.base.regions import cdiv
+from kvviz.replay.managers import Manager, mamba_checkpoint_position, mamba_checkpoint_valid
 from kvviz.replay.pool import NULL
 
 

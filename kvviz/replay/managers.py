@@ -11,12 +11,8 @@ boundary prompt - 1 and a detected shared-prefix junction; `reachable_block_mask
 
 from __future__ import annotations
 
+from kvviz.base.regions import cdiv
 from kvviz.replay.pool import NULL, BlockPool
-
-
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division, as vLLM's `cdiv` (vllm/utils/math_utils.py)."""
-    return -(-a // b)
 
 
 def mamba_checkpoint_position(num_tokens: int, block: int) -> int:

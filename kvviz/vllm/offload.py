@@ -23,15 +23,12 @@ import dataclasses
 
 from kvviz.base.defaults import GIB
 from kvviz.base.errors import require
+from kvviz.base.regions import cdiv
 from kvviz.core.plan import Plan
 from kvviz.options import Options
 
 BLOCK_SIZE_ALIGNMENT = 4096  # v1/kv_offload/cpu/spec.py CPUOffloadingSpec.BLOCK_SIZE_ALIGNMENT (mmap.PAGESIZE)
 BLOCKS_PER_CHUNK = 1  # build_offloading_config's default (no blocks_per_chunk / block_size extra config)
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,10 +115,10 @@ def _window_chunks(cache, tokens_per_chunk: int) -> int | None:
     if cache.kind.is_state:
         return 1
     if cache.attention_chunk_size is not None:
-        return _cdiv(cache.attention_chunk_size, tokens_per_chunk)
+        return cdiv(cache.attention_chunk_size, tokens_per_chunk)
     if cache.sliding_window is not None:
         w = cache.sliding_window
-        return max(_cdiv(w, tokens_per_chunk), _cdiv(w - 1, tokens_per_chunk))
+        return max(cdiv(w, tokens_per_chunk), cdiv(w - 1, tokens_per_chunk))
     return None
 
 
@@ -141,7 +138,7 @@ def offload_for(plan: Plan, options: Options, prompt_len: int | None = None) -> 
     copies = 1 if pure_mla and tp > 1 and dcp == 1 else world  # build_offloading_config's replicated_layout
     worker = plan.layout.block_stride
     per_chunk = worker * copies * BLOCKS_PER_CHUNK
-    aligned = _cdiv(per_chunk, BLOCK_SIZE_ALIGNMENT) * BLOCK_SIZE_ALIGNMENT
+    aligned = cdiv(per_chunk, BLOCK_SIZE_ALIGNMENT) * BLOCK_SIZE_ALIGNMENT
     cpu_bytes = int(size * (1 << 30)) if size is not None else 0
     groups = []
     for g in plan.groups:

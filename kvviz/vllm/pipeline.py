@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from kvviz.base.defaults import GIB
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.text import format_gib
 from kvviz.core.capacity import group_blocks_for_request
 from kvviz.core.plan import Plan
 from kvviz.core.stages import Stage
@@ -92,11 +92,6 @@ def with_stages(plan: Plan, model, options: Options) -> Plan:
         f"and every worker keeps the smallest block count (get_kv_cache_configs)"
     )
     return dataclasses.replace(plan, stages=tuple(stages), derivation=plan.derivation + (note,))
-
-
-def format_gib(num_bytes: int) -> str:
-    """vLLM's utils/mem_utils.py format_gib: f"{round(b / 2**30, 2)}"."""
-    return f"{round(num_bytes / GIB, 2)}"
 
 
 def _stage_need(plan: Plan, stage_bytes: int, max_model_len: int) -> int:

@@ -22,13 +22,10 @@ from __future__ import annotations
 import dataclasses
 
 from kvviz.base.errors import require
+from kvviz.base.regions import cdiv
 from kvviz.core.plan import Plan
 
 KV_RECOMPUTE_THRESHOLD = 64  # nixl/base_scheduler.py: get_from_extra_config("kv_recompute_threshold", 64)
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,12 +130,12 @@ def transfer(decode_plan: Plan, prompt_len: int, *, decode_tp: int = 1, prefill_
     for g in decode_plan.groups:
         first = g.layers[0]
         tokens = first.tokens_per_block * (dcp if first.dcp_sharded else 1)
-        allocated = _cdiv(prompt_len, tokens)
+        allocated = cdiv(prompt_len, tokens)
         if first.kind.is_state:
             rule, sent = "state", min(1, allocated) if hybrid else allocated
             per_block = sum(c.content_bytes for c in g.layers)
         elif first.sliding_window is not None and hybrid:
-            rule, sent = "window", min(allocated, _cdiv(first.sliding_window, first.tokens_per_block) + 1)
+            rule, sent = "window", min(allocated, cdiv(first.sliding_window, first.tokens_per_block) + 1)
             per_block = sum(c.page_bytes for c in g.layers)
         else:
             rule, sent = "full", allocated
