@@ -286,17 +286,6 @@ def _layout(model, options: Options, name: str, label: str, gpus: int, engines: 
     )
 
 
-def routed_expert_parameters(raw: dict) -> int:
-    """The routed experts' parameters a config.json implies, as kvviz.deploy.params counts them (its
-    `experts` part: experts x 3 h I_moe on each MoE layer); 0 for a dense model. Shared experts and the
-    router stay whole on every DP rank (a TP-sharded MLP and a ReplicatedLinear); only the routed
-    experts split over DP x TP."""
-    from kvviz.deploy.params import decoder_parts
-
-    parts, _ = decoder_parts(raw, model="model")
-    return parts.get("experts", 0)
-
-
 def layout_budgets(model, gpus: int, **gpu_terms) -> dict[str, tuple[int, str]]:
     """Each layout's KV budget on one GPU from a GPU (kvviz.deploy.kv_budget's `gpu_terms`: gpu=, gpu_memory_gib=,
     gpu_memory_utilization=, activation_bytes=), with the weights each GPU holds: TP and DCP `gpus` the model / TP;
