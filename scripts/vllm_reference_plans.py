@@ -196,7 +196,13 @@ def plan_one(folder: Path, label: str) -> dict:
     from vllm.v1.worker.utils import customize_attention_spec
 
     raw = json.loads((folder / "config.json").read_text())
-    probe = EngineArgs(model=str(folder), dtype="bfloat16", skip_tokenizer_init=True).create_model_config()
+    # a custom-code config (no transformers class) is read as vLLM reads it with --trust-remote-code:
+    # the folder's own configuration module named by config.json's auto_map (written beside the
+    # reference config, holding only the keys the vLLM model file reads)
+    remote = "auto_map" in raw
+    probe = EngineArgs(
+        model=str(folder), dtype="bfloat16", skip_tokenizer_init=True, trust_remote_code=remote
+    ).create_model_config()
     derived = probe.max_model_len
     max_len = min(32768, derived)
     args = EngineArgs(
@@ -206,6 +212,7 @@ def plan_one(folder: Path, label: str) -> dict:
         max_model_len=max_len,
         max_num_batched_tokens=MNBT,
         enforce_eager=True,
+        trust_remote_code=remote,
     )
     vllm_config = args.create_engine_config()
     model_config = vllm_config.model_config
