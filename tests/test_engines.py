@@ -2,10 +2,10 @@
 
 Every expected number below is written out from the model's config.json fields and the engine
 rule it mirrors (cited at each), never copied from kvviz's output. A second set of tests runs
-the engines' own sizing functions, taken from their source (SGLang's wheel, unpacked at
-/work/wheels/sglang or installed with `pip install --no-deps --target /tmp/sgl <wheel>`;
-TensorRT-LLM's source where one is on the machine) and compiled alone with stand-ins for their
-runtime context; they skip where the source is absent.
+the engines' own sizing functions, taken from their source (SGLang's wheel, unpacked where
+KVVIZ_SGLANG_SRC points; TensorRT-LLM's source where KVVIZ_TRTLLM_SRC points at a local extract)
+and compiled alone with stand-ins for their runtime context; they skip where the source is absent,
+or fail where KVVIZ_REQUIRE_<ENGINE>_SRC is set (tests/engine_sources.py; .ci/run requires SGLang's).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import __future__
 import ast
 import dataclasses
 import math
-import os
 import sys
 import types
 from pathlib import Path
 
 import pytest
+from engine_sources import absent, source_root
 
 from kvviz.base.errors import KvvizError
 from kvviz.engines import ENGINES, compare_engines, plan_engine, plan_vllm
@@ -451,19 +451,19 @@ def test_deepseek_v4_sglang_own_pools_by_hand(name):
 # The engines' own functions, compiled from their source.
 # TensorRT-LLM's are not vendored into the repo: the reference index they were read from keeps its
 # code out of commits. tests/data/trtllm/PROVENANCE.md names each function, path and commit; a
-# local extract (KVVIZ_TRTLLM_SRC, /tmp/trtllm-src) runs here where present.
+# local extract (KVVIZ_TRTLLM_SRC) runs here where present.
 # ---------------------------------------------------------------------------------------------
 
 
 def _sglang_root() -> Path | None:
-    for root in (os.environ.get("KVVIZ_SGLANG_SRC"), "/tmp/sgl", "/work/wheels/sglang"):
-        if root and (Path(root) / "sglang" / "srt" / "model_executor" / "pool_configurator.py").is_file():
-            return Path(root) / "sglang" / "srt"
+    root = source_root("sglang")
+    if root and (root / "sglang" / "srt" / "model_executor" / "pool_configurator.py").is_file():
+        return root / "sglang" / "srt"
     return None
 
 
 def _trtllm_root() -> Path | None:
-    candidates = [os.environ.get("KVVIZ_TRTLLM_SRC"), "/tmp/trtllm-src"]
+    candidates = [source_root("trtllm")]
     import importlib.util
 
     try:
@@ -473,7 +473,7 @@ def _trtllm_root() -> Path | None:
     if spec is not None and spec.origin:
         candidates.append(str(Path(spec.origin).parent.parent))
     for root in candidates:
-        if root and (Path(root) / "tensorrt_llm" / "_torch" / "pyexecutor" / "resource_manager.py").is_file():
+        if root and (Path(root) / "tensorrt_llm").is_dir():
             return Path(root) / "tensorrt_llm"
     return None
 
@@ -522,10 +522,8 @@ class _Log:
 @pytest.fixture
 def sgl():
     root = _sglang_root()
-    if root is None:
-        if os.environ.get("KVVIZ_REQUIRE_SGLANG_SRC"):  # .ci/run fetches the wheel: there it must run
-            pytest.fail("KVVIZ_REQUIRE_SGLANG_SRC is set but SGLang 0.5.23's source is not at KVVIZ_SGLANG_SRC")
-        pytest.skip("SGLang 0.5.23's source is not on this machine")
+    if root is None:  # .ci/run fetches the wheel and sets KVVIZ_REQUIRE_SGLANG_SRC: there it must run
+        absent("sglang", "sglang/srt/model_executor/pool_configurator.py")
     return root
 
 
@@ -787,9 +785,9 @@ def test_sglang_mamba_sizing_and_request_cap_run_as_kvviz_sizes(sgl):
 
 def test_trtllm_calculate_max_num_blocks_runs_as_kvviz_sizes():
     root = _trtllm_root()
-    if root is None:
-        pytest.skip("TensorRT-LLM's source is not on this machine (the PyPI package is a stub)")
-    rm = root / "_torch" / "pyexecutor" / "resource_manager.py"
+    rm = None if root is None else root / "_torch" / "pyexecutor" / "resource_manager.py"
+    if rm is None or not rm.is_file():  # the PyPI package is a stub: no CI source (tests/engine_sources.py)
+        absent("trtllm", "tensorrt_llm/_torch/pyexecutor/resource_manager.py")
     DataType = _ns(FP8="fp8", HALF="fp16", BF16="bf16", FLOAT="fp32", NVFP4="nvfp4")
     size = {"fp8": 1, "fp16": 2, "bf16": 2, "fp32": 4}
     env = {
@@ -836,7 +834,7 @@ def test_trtllm_vswa_functions_run_as_kvviz_sizes():
     root = _trtllm_root()
     vswa = None if root is None else root / "_torch" / "pyexecutor" / "resource_manager" / "vswa.py"
     if vswa is None or not vswa.is_file():
-        pytest.skip("TensorRT-LLM's resource_manager/vswa.py is not on this machine")
+        absent("trtllm", "tensorrt_llm/_torch/pyexecutor/resource_manager/vswa.py")
     import copy
     from collections import defaultdict
     from typing import Dict, List, Set, Tuple

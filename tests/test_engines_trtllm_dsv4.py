@@ -2,8 +2,8 @@
 
 Every expected number is derived here from the preset's config.json fields (kvviz/presets/) and
 the TensorRT-LLM rules the module cites (tests/data/trtllm/PROVENANCE.md), never from kvviz's own
-output. Where a local extract of TensorRT-LLM's source is present (KVVIZ_TRTLLM_SRC, default
-/tmp/trtllm-src, same relative paths; never committed) the engine's own functions run too.
+output. Where a local extract of TensorRT-LLM's source is present (KVVIZ_TRTLLM_SRC, same relative
+paths; never committed; tests/engine_sources.py) the engine's own functions run too.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import __future__
 import ast
 import enum
 import math
-import os
 import types
 from pathlib import Path
 
 import pytest
+from engine_sources import absent, required, source_root
 
 from kvviz.base.errors import KvvizError
 from kvviz.engines import compare_rows, plan_engine
@@ -203,16 +203,14 @@ def test_compare_rows_plan_every_engine_for_dsv4():
 # TensorRT-LLM's own functions, from a local extract where present (never committed).
 # ---------------------------------------------------------------------------------------------
 
+DSV4_DIR = "tensorrt_llm/_torch/attention/backends/sparse/deepseek_v4"
+
 
 def _trtllm_src() -> Path | None:
-    for root in (os.environ.get("KVVIZ_TRTLLM_SRC"), "/tmp/trtllm-src"):
-        path = (
-            Path(root) / "tensorrt_llm" / "_torch" / "attention" / "backends" / "sparse" / "deepseek_v4"
-            if root
-            else None
-        )
-        if path and (path / "cache_manager.py").is_file() and (path / "params.py").is_file():
-            return Path(root) / "tensorrt_llm"
+    root = source_root("trtllm")
+    path = root / DSV4_DIR if root else None
+    if path and (path / "cache_manager.py").is_file() and (path / "params.py").is_file():
+        return root / "tensorrt_llm"
     return None
 
 
@@ -241,10 +239,8 @@ def _compile(path: Path, names, env: dict) -> dict:
 
 def test_trtllm_own_functions_price_and_split_as_kvviz():
     src = _trtllm_src()
-    if src is None:
-        pytest.skip(
-            "no TensorRT-LLM extract (KVVIZ_TRTLLM_SRC or /tmp/trtllm-src); see tests/data/trtllm/PROVENANCE.md"
-        )
+    if src is None:  # see tests/data/trtllm/PROVENANCE.md
+        absent("trtllm", f"{DSV4_DIR}/cache_manager.py and params.py")
     dsv4 = src / "_torch" / "attention" / "backends" / "sparse" / "deepseek_v4"
     env = {
         "Enum": enum.Enum,
@@ -340,6 +336,8 @@ def _trtllm_lifecycle_module(src: Path) -> dict | None:
     """The lifecycle slot-count module (read_file id 70130628343), where the extract holds it."""
     path = src / "_torch" / "pyexecutor" / "lifecycle_slot_counts.py"
     if not path.is_file():
+        if required("trtllm"):
+            absent("trtllm", "tensorrt_llm/_torch/pyexecutor/lifecycle_slot_counts.py")
         return None
     from typing import Any, Callable, NamedTuple, Sequence
 

@@ -15,10 +15,10 @@ import ast
 import contextlib
 import io
 import math
-import os
 from pathlib import Path
 
 import pytest
+from engine_sources import absent, source_root
 
 from kvviz.base.errors import KvvizError
 from kvviz.engines import EngineKnobs, plan_engine
@@ -244,7 +244,7 @@ def test_cli_compare_shows_the_trtllm_row():
 
 
 # TensorRT-LLM's own storage functions, compiled alone from a local extract (never committed; see
-# tests/data/trtllm/PROVENANCE.md): skip where absent.
+# tests/data/trtllm/PROVENANCE.md): skip where absent (tests/engine_sources.py).
 
 
 def engine_code(path: Path, qualname: str, env: dict):
@@ -268,17 +268,17 @@ def engine_code(path: Path, qualname: str, env: dict):
 
 
 def _storage_src() -> Path | None:
-    for root in (os.environ.get("KVVIZ_TRTLLM_SRC"), "/tmp/trtllm-src"):
-        p = Path(root or "") / "tensorrt_llm" / "runtime" / "kv_cache_manager_v2"
-        if root and (p / "_storage" / "_core.py").is_file() and (p / "_storage_manager.py").is_file():
-            return p
+    root = source_root("trtllm")
+    p = root / "tensorrt_llm" / "runtime" / "kv_cache_manager_v2" if root else None
+    if p and (p / "_storage" / "_core.py").is_file() and (p / "_storage_manager.py").is_file():
+        return p
     return None
 
 
 def test_v2_storage_functions_run_as_kvviz_sizes():
     src = _storage_src()
     if src is None:
-        pytest.skip("TensorRT-LLM's runtime/kv_cache_manager_v2 source is not on this machine")
+        absent("trtllm", "tensorrt_llm/runtime/kv_cache_manager_v2/_storage/_core.py and _storage_manager.py")
     import types
 
     helpers = {
@@ -332,11 +332,9 @@ def test_v2_storage_functions_run_as_kvviz_sizes():
 
 
 def _scheduler_v2_src() -> Path | None:
-    for root in (os.environ.get("KVVIZ_TRTLLM_SRC"), "/tmp/trtllm-src"):
-        p = Path(root or "") / "tensorrt_llm" / "_torch" / "pyexecutor" / "scheduler" / "scheduler_v2.py"
-        if root and p.is_file():
-            return p
-    return None
+    root = source_root("trtllm")
+    p = root / "tensorrt_llm" / "_torch" / "pyexecutor" / "scheduler" / "scheduler_v2.py" if root else None
+    return p if p and p.is_file() else None
 
 
 def test_v2_scheduler_budget_runs_as_kvviz_bounds_requests():
@@ -345,7 +343,7 @@ def test_v2_scheduler_budget_runs_as_kvviz_bounds_requests():
     # one token. Where the blocks exceed max_batch_size, the budget fills at kvviz's request bound.
     src = _scheduler_v2_src()
     if src is None:
-        pytest.skip("TensorRT-LLM's _torch/pyexecutor/scheduler/scheduler_v2.py is not on this machine")
+        absent("trtllm", "tensorrt_llm/_torch/pyexecutor/scheduler/scheduler_v2.py")
     import typing
 
     tree = ast.parse(src.read_text(), filename=str(src))

@@ -2,7 +2,7 @@
 
 kvviz reproduces the line vLLM logs once the KV cache is sized ("GPU KV cache size: N tokens,
 Maximum concurrency for L tokens per request: C.CCx"). Here vLLM's own source lines compute it,
-read as text from the 0.33 wheel (KVVIZ_VLLM_SRC, else /work/wheels/vllm; never imported) and
+read as text from the 0.33 wheel (unpacked where KVVIZ_VLLM_SRC points; never imported) and
 compiled one function at a time, as tests/test_engines.py runs SGLang's:
 
 * v1/core/kv_cache_utils.py: update_kv_cache_capacity (its logged line), get_kv_cache_capacity,
@@ -22,7 +22,8 @@ rest, and nothing else, so a method reading a field kvviz does not model fails l
 stand-in VllmConfig carries what kvviz resolved: max_model_len, the DCP size, the Mamba cache
 mode, max_num_batched_tokens and async scheduling. No expected number is typed in: every
 expectation is kvviz's capacity, and every number vLLM's functions produce comes from them.
-The tests skip where the wheel is absent (CI has none).
+The tests skip where the source is absent, and fail where KVVIZ_REQUIRE_VLLM_SRC is set (.ci/run
+fetches the wheel and sets it; tests/engine_sources.py).
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ import copy
 import dataclasses
 import enum
 import functools
-import os
 import types
 from pathlib import Path
 
 import pytest
+from engine_sources import absent, source_root
 
 from kvviz.families import load
 from kvviz.options import Options
@@ -72,19 +73,16 @@ SPEC_METHODS = ("max_memory_usage_bytes", "max_admission_blocks_per_request")
 
 
 def _vllm_root() -> Path | None:
-    for root in (os.environ.get("KVVIZ_VLLM_SRC"), "/work/wheels/vllm"):
-        if not root:
-            continue
-        for pkg in (Path(root) / "vllm", Path(root)):  # the unpacked wheel, or its vllm/ package
-            if (pkg / "v1" / "core" / "kv_cache_utils.py").is_file():
-                return pkg
+    root = source_root("vllm")
+    for pkg in (root / "vllm", root) if root else ():  # the unpacked wheel, or its vllm/ package
+        if (pkg / "v1" / "core" / "kv_cache_utils.py").is_file():
+            return pkg
     return None
 
 
 VLLM = _vllm_root()
-pytestmark = pytest.mark.skipif(
-    VLLM is None, reason="vLLM 0.33's source is not on this machine (KVVIZ_VLLM_SRC or /work/wheels/vllm)"
-)
+if VLLM is None:  # skips this module (and tests/test_vllm_own_pipeline.py, which imports it), or fails
+    absent("vllm", "vllm/v1/core/kv_cache_utils.py", module=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ from functools import partial
 import pytest
 from test_vllm_own_functions import (  # noqa: E402 (tests/ is on sys.path under pytest's rootdir conftest)
     INTERFACE,
-    VLLM,
     _cdiv,
     _compile,
     _tree,
@@ -44,7 +43,6 @@ from kvviz.vllm.offload import offload_for
 from kvviz.vllm.pipeline import pp_indices, startup_refusal
 from kvviz.vllm.transfer import transfer
 
-pytestmark = pytest.mark.skipif(VLLM is None, reason="vLLM 0.33's source is not on this machine")
 PLANNING = "v1/core/kv_cache_planning.py"
 GIB = 2**30
 # (preset, knobs): sliding, MLA, Mamba/GDN hybrids, uneven splits, TP x PP, a partition.
