@@ -1020,7 +1020,7 @@ def test_gemma_3n_sglang_sizes_every_layer_and_unserved_lines():
         ("sglang", "jamba-v0.1"),
         ("sglang", "zamba2"),
     ):
-        with pytest.raises(KvvizError, match="is not served"):
+        with pytest.raises(KvvizError, match="does not serve"):
             plan_engine(engine, _model(name), kv_budget_bytes=BUDGET)
 
 

@@ -255,34 +255,13 @@ OWN_POOLS = {
     ("sglang", "DeepseekV4ForCausalLM"): "SGLang 0.5.23 serves it through its own pools (mem_cache/"
     "deepseek_v4_memory_pool.py DeepSeekV4TokenToKVPool: compressed c4/c128 + SWA + indexer)",
 }
-# Architectures an engine does not serve at all: one line, no numbers.
-_SGLANG_NO_MODEL = (
-    "SGLang 0.5.23 has no model class for it in sglang/srt/models (kvviz does not size the "
-    "generic transformers fallback)"
-)
-_TRTLLM_NO_MODEL = (
-    "TensorRT-LLM's PyTorch backend does not list it (_torch/models/_arch_index.py "
-    "MODEL_ARCH_TO_MODULE at commit 065ff9e9)"
-)
+# Architectures an engine's registry lists (kvviz.engines.served) but that it does not serve for the
+# model's config: one line, no numbers.
 NOT_SERVED = {
     ("trtllm", "KimiLinearForCausalLM"): "TensorRT-LLM main's KimiLinearForCausalLM (_torch/models/"
     "modeling_kimi_linear.py at commit cf328e85) is the Kimi K3 runtime: KimiLinearDecoderLayer asserts "
     "attn_res_block_size ('Kimi K3 runtime expects attn_res_block_size to be set'), which Kimi-Linear-48B-A3B's "
     "config does not set",
-    ("sglang", "JambaForCausalLM"): _SGLANG_NO_MODEL,
-    ("sglang", "Zamba2ForCausalLM"): _SGLANG_NO_MODEL,
-    **{
-        ("trtllm", arch): _TRTLLM_NO_MODEL
-        for arch in (
-            "FalconH1ForCausalLM",
-            "Gemma3nForConditionalGeneration",
-            "Gemma3nForCausalLM",
-            "GraniteMoeHybridForCausalLM",
-            "JambaForCausalLM",
-            "Lfm2ForCausalLM",
-            "Zamba2ForCausalLM",
-        )
-    },
 }
 
 

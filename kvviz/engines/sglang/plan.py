@@ -31,6 +31,7 @@ from kvviz.base.defaults import GIB
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.formats import ELEMENT_BYTES
 from kvviz.engines.common import EnginePlan, EnginePool, check_budget, split_declared
+from kvviz.engines.served import check_served
 from kvviz.engines.sglang.constants import (
     _TORCH_DTYPE,
     CHUNKED_PREFILL_SIZE,
@@ -64,6 +65,7 @@ def plan_sglang(
     """SGLang 0.5.23's pools for `model` when its KV pools get `kv_budget_bytes` (rest_memory before
     the Mamba carve-out). `available_gpu_mem_gb` only fills the log line's last field."""
     check_budget(kv_budget_bytes)
+    check_served("sglang", model)  # models/registry.py: an EntryClass of sglang/srt/models lists it
     if model.family == "deepseek_v4":  # pool_configurator.py create_memory_pool_configurator: DSV4PoolConfigurator
         from kvviz.engines.sglang.dsv4 import plan_sglang_dsv4
 

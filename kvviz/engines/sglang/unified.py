@@ -19,6 +19,7 @@ from bisect import bisect_right
 
 from kvviz.base.errors import require
 from kvviz.engines.common import EnginePlan, EnginePool, check_budget, split_declared
+from kvviz.engines.served import check_served
 from kvviz.engines.sglang.constants import CHUNKED_PREFILL_SIZE, DEFAULT_PAGE_SIZE, SWA_FULL_TOKENS_RATIO, VERSION
 from kvviz.engines.sglang.rules import _uniform, is_hybrid_swa, requests_at_full_length, resolve_max_num_reqs
 from kvviz.options import Options
@@ -51,6 +52,7 @@ def plan_sglang_unified(model, options: Options = Options(), *, kv_budget_bytes:
     """SGLang 0.5.23's unified pool for a hybrid-SWA `model` at `kv_budget_bytes`; a model SGLang
     does not size as hybrid SWA is refused in one line (kvviz models only that unified pool)."""
     check_budget(kv_budget_bytes)
+    check_served("sglang", model)
     attn, mla, states = split_declared(model, model.reader.caches(model, options), "sglang")
     require(
         not mla and not states and attn and is_hybrid_swa(model, attn),

@@ -58,6 +58,7 @@ from kvviz.base.defaults import GIB
 from kvviz.base.errors import require
 from kvviz.base.formats import ELEMENT_BYTES
 from kvviz.engines.common import EnginePlan, EnginePool, check_budget, split_declared, state_bytes
+from kvviz.engines.served import check_served
 from kvviz.engines.trtllm.constants import MAX_BATCH_SIZE, MAX_NUM_TOKENS, NOTES, TOKENS_PER_BLOCK, VERSION
 from kvviz.engines.trtllm.rules import (
     _attention_geometry,
@@ -89,6 +90,7 @@ def plan_trtllm(
     (kvviz.engines.trtllm.hybrid); `use_py_mamba` is use_kv_cache_manager_v2=False with
     TRTLLM_USE_PY_MAMBA=1: the legacy MixedMambaHybridCacheManager, states outside the budget."""
     check_budget(kv_budget_bytes)
+    check_served("trtllm", model)  # _torch/models/_arch_index.py MODEL_ARCH_TO_MODULE lists it
     if model.architecture == "DeepseekV4ForCausalLM":  # its own manager: kvviz.engines.trtllm.dsv4
         from kvviz.engines.trtllm.dsv4 import plan_trtllm_dsv4
 
