@@ -785,9 +785,18 @@ def test_sglang_mamba_sizing_and_request_cap_run_as_kvviz_sizes(sgl):
 
 def test_trtllm_calculate_max_num_blocks_runs_as_kvviz_sizes():
     root = _trtllm_root()
-    rm = None if root is None else root / "_torch" / "pyexecutor" / "resource_manager.py"
-    if rm is None or not rm.is_file():  # the PyPI package is a stub: no CI source (tests/engine_sources.py)
-        absent("trtllm", "tensorrt_llm/_torch/pyexecutor/resource_manager.py")
+    # KVCacheManager: resource_manager/kv_cache_manager.py (the commit PROVENANCE.md cites), resource_manager.py before
+    found = [
+        p
+        for p in (
+            ("resource_manager", "kv_cache_manager.py"),
+            ("resource_manager.py",),
+        )
+        if root is not None and root.joinpath("_torch", "pyexecutor", *p).is_file()
+    ]
+    if not found:  # the PyPI package is a stub: no CI source (tests/engine_sources.py)
+        absent("trtllm", "tensorrt_llm/_torch/pyexecutor/resource_manager/kv_cache_manager.py")
+    rm = root.joinpath("_torch", "pyexecutor", *found[0])
     DataType = _ns(FP8="fp8", HALF="fp16", BF16="bf16", FLOAT="fp32", NVFP4="nvfp4")
     size = {"fp8": 1, "fp16": 2, "bf16": 2, "fp32": 4}
     env = {
