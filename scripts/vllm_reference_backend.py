@@ -9,7 +9,8 @@ CudaPlatform.get_attn_backend_cls returns the selected backend for every layer (
 this runs scripts/vllm_reference_plans.py's plan_one in-process with that answer, everything else as there.
 Without --backend the backends are that script's. K2HorizonMoVAAttention.__init__ looks up its fused MoE
 kernel's tuned config by device name (fused_moe.py get_config_file_name, no KV cache): the platform answers
-"NVIDIA H200", as CudaPlatform.get_device_name does there.
+"NVIDIA H200", as CudaPlatform.get_device_name does there; and current_device() is the meta device the
+model is built on (OpenPanguSinkAttention makes its sink K/V there, then normalizes them with k_layernorm).
 
 usage: VENV/bin/python scripts/vllm_reference_backend.py --backend TRITON_ATTN --out plans.json
        --label-root R DIR [DIR ...]
@@ -38,6 +39,11 @@ def main(argv=None) -> int:
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
     type(platform).get_device_name = classmethod(lambda cls, device_id=0: "NVIDIA H200")
+    # the device a layer puts its own tensors on (OpenPanguSinkAttention's sink K/V parameters): the one the
+    # model is built on, as on the GPU, where current_device() is the model's cuda device
+    import torch
+
+    type(platform).current_device = classmethod(lambda cls: torch.device("meta"))
     if ns.backend:
         enum = AttentionBackendEnum[ns.backend]
 

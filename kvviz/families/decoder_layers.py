@@ -29,7 +29,7 @@ from kvviz.base.defaults import VLLM_BLOCK_SIZE
 from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, bounded_int
 
-FULL, SLIDING, NONE = "full_attention", "sliding_attention", "no_attention"
+FULL, SLIDING, NONE = "full_attention", "sliding_attention", "attention_free"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +106,7 @@ def _decilm(text, n, kv, head_dim, *, name):
     for i in range(n):
         attn = _get(blocks[i], "attention")
         if _get(attn, "no_op", False):
-            entries.append((NONE, None, (0, head_dim), ""))  # no KV heads: no cache
+            entries.append((NONE, None, (0, head_dim), f"model.layers.{i}.self_attn.attn"))  # no heads: no cache
             continue
         group = _int(_get(attn, "n_heads_in_group"), f"{name}: block_configs[{i}].attention.n_heads_in_group")
         k = heads // group  # DeciLMDecoderLayer.__init__: num_attention_heads // n_heads_in_group

@@ -297,6 +297,11 @@ RNJ1 = {
     "max_position_embeddings": 32768,
     "sliding_window": 4096,
     "layer_types": ["full_attention" if i % 4 == 3 else "chunked_attention" for i in range(n)],
+    # v5 rope_parameters keyed by layer type, as Rnj1Attention.__init__ reads them
+    "rope_parameters": {
+        "chunked_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+    },
     "final_logit_softcapping": None,
     "attn_logit_softcapping": None,
 }
