@@ -183,7 +183,8 @@ def _rnj1(text, n, kv, head_dim, *, name):
         chunked = types[i] == "chunked_attention"  # Rnj1Attention.__init__: sliding_window if chunked
         w = _int(window, f"{name}: sliding_window") if chunked else fallback_window(text)
         entries.append(_entry(w, (kv, head_dim), f"model.layers.{i}.self_attn.attn"))
-    return _plan(entries, "chunked_attention layers: sliding_window, chunk_lookback 1 (vLLM rnj1.py)")
+    source = "chunked_attention layers: sliding_window, chunk_lookback 1 (vLLM rnj1.py; it asserts the Triton backend)"
+    return _plan(entries, source + ": served with --attention-backend TRITON_ATTN")
 
 
 LAYER_RULES = {
