@@ -324,6 +324,8 @@ class DecoderFamily(Family):
             text += f", sliding_window {c.sliding_window}"
         if c.attention_chunk_size:
             text += f", attention_chunk_size {c.attention_chunk_size}"
+        if c.sink_len:  # decoder_layers: openPangu's StaticSinkAttention
+            text += f", V head {c.head_size_v}, {c.sink_len} static sink tokens (SinkFullAttentionSpec)"
         return f"{model.name} ({model.architecture}): {text}; {model.dtype}; max_model_len {model.max_model_len:,}"
 
     @model_method
