@@ -8,9 +8,9 @@ own model class built on the meta device from each config folder there, every la
 get_kv_cache_configs and get_kv_cache_capacity at 8 and 40 GiB a GPU), or by
 scripts/vllm_reference_backend.py, the same in-process with what three model files ask of the platform
 (Rnj1: --attention-backend TRITON_ATTN; K2 Horizon: the device name; Pangu Pro MoE V2: the current
-device). The folder's README says how the configs and each reference were made. Where vLLM's construction cannot run on CPU
-(Flint: FlashInfer and Flint's own CUDA kernels), the expected numbers are derived by hand below, citing the
-model file."""
+device). The folder's README says how the configs and each reference were made. Where vLLM's construction
+cannot run on CPU (Flint: FlashInfer and Flint's own CUDA kernels; OpenPanguVL: the checkpoint's image
+processor), the expected numbers are derived by hand below, citing the model file."""
 
 import json
 from pathlib import Path
