@@ -272,7 +272,10 @@ def plan_one(folder: Path, label: str) -> dict:
             budgets[label_b] = entry
         out_groups = []
         for g in groups:
-            layer_specs = [specs[n] for n in g.layer_names]
+            # each layer's spec as its group holds it: after get_kv_cache_groups unified the pages (a
+            # sliding layer's block scaled up to the full layers' page), or inside UniformTypeKVCacheSpecs
+            per_layer = getattr(g.kv_cache_spec, "kv_cache_specs", None)
+            layer_specs = [per_layer[n] if per_layer else g.kv_cache_spec for n in g.layer_names]
             distinct = [
                 json.loads(s) for s in dict.fromkeys(json.dumps(_spec_dict(x), sort_keys=True) for x in layer_specs)
             ]
@@ -288,7 +291,14 @@ def plan_one(folder: Path, label: str) -> dict:
                 }
             )
         bytes_per_block = None
-        if sched is not None:
+        sizes = {t.size for t in sched.kv_cache_tensors} if sched is not None else set()
+        if len(sizes) == 1:
+            # every KVCacheTensor views one backing allocation of `size` bytes (v1/worker/utils.py
+            # allocate_kv_cache asserts they share it; get_kv_cache_config_from_groups sets it to
+            # bytes_per_block x num_blocks): a tensor's offset places its layers inside it, so offset + size
+            # overstates the pool where one group holds layers of several pages (UniformTypeKVCacheSpecs)
+            bytes_per_block = sizes.pop() // sched.num_blocks
+        elif sched is not None:
             # the pool's bytes per block id: the union of the tensors' byte ranges (overlapping
             # tensors alias the same bytes, vllm/v1/kv_cache_interface.py KVCacheTensor)
             spans, total, end = sorted((t.offset, t.offset + t.size) for t in sched.kv_cache_tensors), 0, -1

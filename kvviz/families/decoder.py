@@ -49,6 +49,7 @@ from kvviz.families.decoder_keys import (
     WRAPPERS,
     looped_layers,
 )
+from kvviz.families.decoder_layers import CUSTOM_CODE, NONE, check_layers, layer_plan, per_kind
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.families.transformers_backend import LAYER_NAMES as BACKEND_LAYER_NAMES
@@ -79,6 +80,9 @@ class DecoderConfig:
     shared_targets: tuple[tuple[int, int], ...] = ()  # (layer, the layer whose KV it reuses)
     layer_heads: tuple[tuple[int, int], ...] = ()  # per layer (KV heads, head size) where they differ (Gemma 4)
     layer_names: tuple[str, ...] = ()  # per cache, where not `{layer_prefix}.{i}.{attn_suffix}` (LOOPED)
+    layer_windows: tuple[int | None, ...] = ()  # per cache, where the model file sets each (decoder_layers)
+    head_size_v: int | None = None  # V's head size where it is not K's (decoder_layers: Pangu's sink attention)
+    sink_len: int = 0  # static sink tokens (decoder_layers: StaticSinkAttention)
 
     @property
     def kind_counts(self) -> dict[str, int]:
@@ -176,7 +180,9 @@ class DecoderFamily(Family):
 
     def read(self, raw: dict, *, name: str) -> Model:
         dory = raw.get("model_type") == "dory"  # its layer_types also names MLP-only layers (dory.py)
-        top, text = read_config(raw, name=name, known_kinds=LAYER_KINDS + (("mlp",) if dory else ()))
+        archs = raw.get("architectures") or [raw.get("model_type")]
+        kinds = LAYER_KINDS + (("mlp",) if dory else ())
+        top, text = read_config(raw, name=name, known_kinds=kinds, custom_code=archs[0] in CUSTOM_CODE)
         model_type = getattr(text, "model_type", raw.get("model_type"))
         n = field(text, "num_hidden_layers", model=name)
         heads = field(text, "num_attention_heads", model=name)
@@ -201,14 +207,20 @@ class DecoderFamily(Family):
             bounded_int(value, field=f"{name}: {fname}", low=1, high=MAX_DIM)
         require(heads % kv == 0, f"{name}: num_key_value_heads={kv}: must divide num_attention_heads={heads}")
         names: tuple[str, ...] = ()
-        if model_type in LOOPED:
+        plan = layer_plan(str(archs[0]), text, n, kv, head_dim, name=name)
+        if plan is not None:
+            kinds, names, layer_heads, source = list(plan.kinds), plan.names, plan.heads, plan.source
+            kv, head_dim = next(h for k, h in zip(kinds, layer_heads) if k != NONE)  # the first attention layer's
+            window = next((w for w in plan.windows if w), None)
+        elif model_type in LOOPED:
             names, looped = looped_layers(text, model_type, name=name)
             n, window = len(names), getattr(text, "sliding_window", None)
             kinds = [SLIDING if k == SLIDING and window else FULL for k in looped]
             source = f"{model_type}: looped / stacked layers (decoder_keys.looped_layers)"
         else:
             kinds, source = _kinds(text, model_type, n, name=name)
-        window = getattr(text, "sliding_window", None) if SLIDING in kinds else None
+        if plan is None:
+            window = getattr(text, "sliding_window", None) if SLIDING in kinds else None
         if window is not None and model_type == "cohere2":
             window += 1  # commandr.py: "cohere swa layer sees [pos - sliding_window, pos]"
         shared = ()
@@ -228,7 +240,6 @@ class DecoderFamily(Family):
                     kinds[i] = SHARED
             shared = tuple(targets)
             source += f"; layers {first}..{n - 1} share layer {first - 2} / {first - 1}'s KV (gemma3n.py)"
-        archs = raw.get("architectures") or [model_type]
         wrapper = str(archs[0]).endswith("ForConditionalGeneration") or archs[0] in WRAPPERS
         prefix, suffix = {**LAYER_NAMES, **BACKEND_LAYER_NAMES}.get(model_type, DEFAULT_LAYER_NAMES)
         config = DecoderConfig(
@@ -245,6 +256,9 @@ class DecoderFamily(Family):
             shared_targets=shared,
             layer_heads=layer_heads,
             layer_names=names,
+            layer_windows=plan.windows if plan else (),
+            head_size_v=plan and plan.head_size_v,
+            sink_len=plan.sink_len if plan else 0,
         )
         length, key = derive_max_model_len(text)
         return Model(
@@ -277,12 +291,13 @@ class DecoderFamily(Family):
         )
         kv = kv_heads_per_rank(c.num_key_value_heads, tp, model=model.name)
         dtype = options.kv_dtype or model.dtype
-        window = options.sliding_window or c.sliding_window
-        per_rank = {k: kv_heads_per_rank(k, tp, model=model.name) for k in {k for k, _ in c.layer_heads}}
+        check_layers(model, options, tp)
+        per_rank = {k: kv_heads_per_rank(k, tp, model=model.name) for k in {k for k, _ in c.layer_heads if k}}
         out = []
         for i, kind in enumerate(c.layer_kinds):
-            if kind == SHARED:
+            if kind in (SHARED, NONE):
                 continue
+            window = options.sliding_window or (c.layer_windows[i] if c.layer_windows else c.sliding_window)
             heads, size = (per_rank[c.layer_heads[i][0]], c.layer_heads[i][1]) if c.layer_heads else (kv, c.head_dim)
             out.append(
                 AttentionCache(
@@ -290,7 +305,7 @@ class DecoderFamily(Family):
                     layer=i,
                     num_kv_heads=heads,
                     head_size=size,
-                    head_size_v=size,
+                    head_size_v=c.head_size_v or size,
                     kv_dtype=dtype,
                     sliding_window=window if kind == SLIDING else None,
                     attention_chunk_size=c.attention_chunk_size if kind == CHUNKED else None,
@@ -309,6 +324,8 @@ class DecoderFamily(Family):
             text += f", sliding_window {c.sliding_window}"
         if c.attention_chunk_size:
             text += f", attention_chunk_size {c.attention_chunk_size}"
+        if c.sink_len:  # decoder_layers: openPangu's StaticSinkAttention
+            text += f", V head {c.head_size_v}, {c.sink_len} static sink tokens (SinkFullAttentionSpec)"
         return f"{model.name} ({model.architecture}): {text}; {model.dtype}; max_model_len {model.max_model_len:,}"
 
     @model_method
@@ -334,13 +351,10 @@ class DecoderFamily(Family):
         kinds = _spread_full(c.layer_kinds, full, name=model.name)
         if kinds == c.layer_kinds:
             return model
-        heads = c.layer_heads
-        if heads:  # Gemma 4: a layer takes the KV heads / head size of its new kind
-            by_kind = {k: pair for k, pair in zip(c.layer_kinds, heads)}
-            heads = tuple(by_kind.get(k, heads[i]) for i, k in enumerate(kinds))
-        cfg = dataclasses.replace(
-            c, layer_kinds=kinds, layer_heads=heads, kind_source=f"kvviz: {full} full layers spread evenly"
-        )
+        # a layer takes the KV heads / head size (Gemma 4) and window of its new kind
+        heads, windows = (per_kind(c.layer_kinds, v, kinds) for v in (c.layer_heads, c.layer_windows))
+        source = f"kvviz: {full} full layers spread evenly"
+        cfg = dataclasses.replace(c, layer_kinds=kinds, layer_heads=heads, layer_windows=windows, kind_source=source)
         return dataclasses.replace(model, name=f"{model.name} ({full} full)", config=cfg)
 
 

@@ -233,4 +233,17 @@ NAMES = (
     # LAYER_NAMES above: BailingAttention (head_dim, else hidden_size // heads; num_key_value_heads)
     "SarvamMoEForCausalLM",
     "sarvam_moe",
+    # issue 27, per-layer rules of kvviz.families.decoder_layers (LAYER_RULES; K2Horizon: the rules above,
+    # vllm/model_executor/models/k2_horizon.py K2HorizonAttention / K2HorizonMoVAAttention.__init__)
+    "DomynEdgeForCausalLM",
+    "Plamo3ForCausalLM",
+    "DeciLMForCausalLM",
+    "PanguEmbeddedForCausalLM",
+    "PanguProMoEV2ForCausalLM",
+    "IQuestLoopCoderForCausalLM",
+    "Rnj1ForCausalLM",
+    "K2HorizonForCausalLM",
+    # vllm/models/flint/model.py FlintAttention.__init__: layer_types[i] == "sliding_attention" gives
+    # config.sliding_window (the rule above), no KV sharing (it asserts kv_sharing_target_layer_name is None)
+    "FlintForCausalLM",
 )

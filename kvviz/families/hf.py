@@ -109,15 +109,16 @@ def _non_finite_fields(raw: dict) -> list[str]:
     return out
 
 
-def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = None):
+def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = None, custom_code: bool = False):
     """(top-level config, text config) as vLLM sees them: transformers' config classes where
     transformers knows the model_type; a plain namespace of the JSON (and its text_config) where
-    it does not (vLLM ships its own config class then, e.g. kimi_k2, which reads the same fields)."""
+    it does not (vLLM ships its own config class then, e.g. kimi_k2, which reads the same fields),
+    or where the model is custom code (`custom_code`: the model's own class holds the JSON's keys)."""
     require(isinstance(raw, dict), f"{name}: config must be a JSON object")
     bound_layers(raw, name=name)
     model_type = raw.get("model_type")
     require(isinstance(model_type, str), f"{name}: config is missing field 'model_type'")
-    if model_type in _NATIVE_ONLY:
+    if custom_code or model_type in _NATIVE_ONLY:
         top = _namespace(raw)
         text = _namespace(raw["text_config"]) if isinstance(raw.get("text_config"), dict) else top
     elif model_type in VLLM_OWN_DEFAULTS:
@@ -160,6 +161,18 @@ VLLM_OWN_DEFAULTS: dict[str, dict] = {
         sliding_window=4096,
         layer_types=None,
     ),
+    # vllm/models/flint/configs.py FlintConfig.__init__
+    "flint": dict(
+        hidden_size=2048,
+        num_hidden_layers=49,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        head_dim=128,
+        max_position_embeddings=262144,
+        use_sliding_window=True,
+        sliding_window=513,
+        layer_types=None,
+    ),
     "dory": dict(
         hidden_size=2560,
         num_hidden_layers=72,
@@ -186,6 +199,9 @@ def _with_vllm_defaults(raw: dict, model_type: str) -> dict:
         return out  # the family names the field
     if out["layer_types"] is None and model_type == "beam":  # BeamConfig: every layer sliding
         out["layer_types"] = ["sliding_attention"] * n
+    if model_type == "flint":  # FlintConfig.__init__: no window unless use_sliding_window; every layer full
+        out["sliding_window"] = out["sliding_window"] if out["use_sliding_window"] else None
+        out["layer_types"] = out["layer_types"] or ["full_attention"] * n
     if out["layer_types"] is None and model_type == "dory":  # DoryConfig.__post_init__
         out["layer_types"] = [
             "mlp" if i % 2 else "full_attention" if i % 8 == 6 else "sliding_attention" for i in range(n)

@@ -229,4 +229,12 @@ WRAPPERS: dict[str, Wrapper] = {
     "Glm4vMoeForConditionalGeneration": _w(
         "glm4_1v.py Glm4vForConditionalGeneration" + _INIT + ": model_type glm4v_moe", lm="Glm4MoeForCausalLM"
     ),
+    # openpangu_vl.py OpenPanguVLForConditionalGeneration.__init__: architectures=["PanguEmbeddedForCausalLM"],
+    # no hf_config (the top config), prefix=maybe_prefix(prefix, "openpangu.language_model")
+    "OpenPanguVLForConditionalGeneration": _w(
+        "openpangu_vl.py OpenPanguVLForConditionalGeneration" + _INIT,
+        "top config",
+        lm="PanguEmbeddedForCausalLM",
+        head="openpangu.language_model.",
+    ),
 }

@@ -246,9 +246,18 @@ def resolve_pages(
     if attention:
         a = attention[0]
         lines.append(f"attention page = {block} tokens x {a.token_bytes:,} B = {block * a.token_bytes:,} B")
-    if pad_states:
+    if pad_states and not _one_attention_type(caches):
         caches = unify_page_sizes(caches)
     return ResolvedPages(caches, block, mamba_block, padded, mode, tuple(lines))
+
+
+def _one_attention_type(caches: tuple[CacheSpec, ...]) -> bool:
+    """Attention layers of one type whatever their pages (UniformTypeKVCacheSpecs.is_uniform_type: one
+    spec class, block size and window): vLLM's get_kv_cache_groups makes them one group before it would
+    unify pages (v1/core/kv_cache_planning.py), so their pages stay as each layer registers them
+    (DeciLM's per-layer KV heads)."""
+    kinds = {(c.spec_class, c.sliding_window, c.attention_chunk_size, c.tokens_per_block) for c in caches}
+    return len(kinds) == 1 and not any(c.kind.is_state for c in caches)
 
 
 def unify_page_sizes(caches: tuple[CacheSpec, ...]) -> tuple[CacheSpec, ...]:
