@@ -89,6 +89,10 @@ READERS = {
 }
 
 
+# transformers ships WhisperConfig and CohereAsrConfig; Nemotron Parse's configs are custom code (trust_remote_code)
+NATIVE_CONFIGS = frozenset({"WhisperForConditionalGeneration", "CohereAsrForConditionalGeneration"})
+
+
 @dataclasses.dataclass(frozen=True)
 class EncDecConfig:
     """What the cache sizes depend on: the decoder's layers, heads, KV heads and head size, and the
@@ -135,7 +139,7 @@ class EncDecFamily(Family):
         arch = str((raw.get("architectures") or [""])[0])
         reader = READERS.get(arch)
         require(reader is not None, f"{name}: architectures[0]={arch!r}: not an encoder-decoder kvviz reads")
-        if arch == "WhisperForConditionalGeneration":  # transformers' WhisperConfig, its defaults
+        if arch in NATIVE_CONFIGS:  # a config class transformers ships: its defaults fill what the JSON leaves out
             top, _ = read_config(raw, name=name)
         else:  # custom-code configs (trust_remote_code): the JSON as the model file reads it
             top = types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str)})
@@ -157,7 +161,8 @@ class EncDecFamily(Family):
         if arch == "RadioMBartPrefixForCausalLM":  # nemotron_parse3_5.py RadioMBartPrefixForCausalLM.__init__
             require(
                 getattr(text, "causal_vision_prefix", False),
-                f"{name}: config.decoder.causal_vision_prefix: vLLM refuses ('Parse 3.5 requires a causal visual prefix')",
+                f"{name}: config.decoder.causal_vision_prefix: vLLM refuses unless it is true "
+                f"('Parse 3.5 requires a causal visual prefix')",
             )
             require(
                 not getattr(text, "add_cross_attention", True),
