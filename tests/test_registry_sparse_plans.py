@@ -183,3 +183,13 @@ def test_cross_attention_kind_draws_and_serialises():
     text = plan.text_map()
     assert CacheKind.CROSS_ATTENTION.glyph in text and CacheKind.CROSS_ATTENTION.label in text
     assert "cross_attention" in json.dumps(plan.to_json())
+
+
+def test_encoder_budget_follows_is_encoder_decoder():
+    """vLLM keys 'no chunked prefill' on ModelConfig.is_encoder_decoder (the config's flag): without it the
+    default max_num_batched_tokens (8192) stays, and so does the encoder budget of the cross-attention."""
+    raw = json.loads((HERE / "NemotronParseForConditionalGeneration" / "config.json").read_text())
+    raw["is_encoder_decoder"] = False
+    plan = kvviz.plan(model_from_dict(raw, name="p"))
+    assert plan.to_json()["scheduling"]["max_num_encoder_input_tokens"] == 8192
+    assert [g.blocks_per_request for g in plan.capacity(8 * GIB).groups] == [-(-9000 // BLOCK), 8192 // BLOCK]

@@ -26,7 +26,7 @@ class Scheduling:
     Mamba cache mode ('align' with prefix caching, else 'none'), the decode context-parallel
     size (`decode_context_parallel_size`) and the encoder tokens a cross-attention cache holds
     (`SchedulerConfig.max_num_encoder_input_tokens`, set to max_num_batched_tokens in its
-    __post_init__, config/scheduler.py; 0: no cross-attention)."""
+    __post_init__, config/scheduler.py; 0: not given)."""
 
     max_model_len: int
     max_in_flight_tokens: int

@@ -105,6 +105,7 @@ class EncDecConfig:
     self_name: str
     cross_name: str | None
     source: str
+    is_encoder_decoder: bool = False  # the config's (or its decoder config's) is_encoder_decoder
 
 
 def _ns(value):
@@ -169,7 +170,9 @@ class EncDecFamily(Family):
                 f"{name}: config.decoder.add_cross_attention: vLLM refuses unless it is false "
                 f"('Parse 3.5 does not support decoder cross-attention')",
             )
-        config = EncDecConfig(n, heads, kv, hidden // heads, reader.self_name, reader.cross_name, reader.source)
+        # transformers_utils/config.py is_encoder_decoder: the config's flag or its text config's
+        flag = bool(getattr(top, "is_encoder_decoder", False) or getattr(text, "is_encoder_decoder", False))
+        config = EncDecConfig(n, heads, kv, hidden // heads, reader.self_name, reader.cross_name, reader.source, flag)
         length, key = derive_max_model_len(text)  # ModelConfig.hf_text_config: get_text_config() (the decoder)
         return Model(
             name=name,
@@ -194,12 +197,11 @@ class EncDecFamily(Family):
             for fmt, cross in ((c.self_name, False), (c.cross_name, True)):
                 if fmt is None:
                     continue
-                heads = max(1, c.num_attention_heads // tp) if cross else kv
                 out.append(
                     AttentionCache(
                         name=fmt.format(i=i),
                         layer=i,
-                        num_kv_heads=heads,
+                        num_kv_heads=kv,
                         head_size=c.head_dim,
                         head_size_v=c.head_dim,
                         kv_dtype=dtype,
@@ -209,9 +211,17 @@ class EncDecFamily(Family):
         return tuple(out)
 
     @model_method
+    def encoder_decoder(self, model: Model) -> bool:
+        return model.config.is_encoder_decoder
+
+    @model_method
     def describe(self, model: Model) -> str:
         c: EncDecConfig = model.config
-        what = "self- and cross-attention" if c.cross_name else "self-attention (no cross-attention)"
+        what = (
+            "self- and cross-attention (the encoder's own attention holds no KV cache)"
+            if c.cross_name
+            else "self-attention (no cross-attention)"
+        )
         return (
             f"{model.name} ({model.architecture}): {c.num_layers} decoder layers of {what}; "
             f"{c.num_kv_heads} KV heads x head_dim {c.head_dim}; {model.dtype}; max_model_len {model.max_model_len:,}"

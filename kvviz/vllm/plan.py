@@ -18,7 +18,6 @@ from dataclasses import replace
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.core.group import KVGroup
-from kvviz.core.kinds import CacheKind
 from kvviz.core.plan import SEPARATE, Plan
 from kvviz.core.spec import CacheSpec, Scheduling
 from kvviz.options import Options
@@ -33,30 +32,31 @@ PLANNERS = ("vllm", "overlay", "bucketed", "packed", "separate")
 ALIASES = {"overlay-by-spec": "vllm"}
 
 
-def encoder_input_tokens(max_model_len: int, options: Options) -> int:
-    """vLLM 0.33's `SchedulerConfig.max_num_encoder_input_tokens` for an encoder-decoder model: the
-    max_num_batched_tokens it resolves (config/scheduler.py __post_init__). An encoder-decoder model
-    runs without chunked prefill (SchedulerConfig.__post_init__: is_encoder_decoder), so when the knob
-    is not given vLLM raises the serve default to max_model_len
-    (engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens: `if not
-    self.enable_chunked_prefill: max(max_model_len, default)`; its cap at max_num_seqs (1024) x
-    max_model_len never binds then)."""
-    if options.max_num_batched_tokens is not None:
-        return options.max_num_batched_tokens
+def encoder_input_tokens(max_model_len: int, options: Options, *, encoder_decoder: bool) -> int:
+    """vLLM 0.33's `SchedulerConfig.max_num_encoder_input_tokens`: the max_num_batched_tokens it
+    resolves (config/scheduler.py __post_init__). An encoder-decoder model (ModelConfig.is_encoder_decoder)
+    runs without chunked prefill (SchedulerConfig.__post_init__), so when the knob is not given vLLM
+    raises the serve default to max_model_len (engine/arg_utils.py
+    _set_default_max_num_seqs_and_batched_tokens: `if not self.enable_chunked_prefill:
+    max(max_model_len, default)`; its cap at max_num_seqs (1024) x max_model_len never binds then)."""
+    if options.max_num_batched_tokens is not None or not encoder_decoder:
+        return options.resolved_max_num_batched_tokens
     return max(max_model_len, options.resolved_max_num_batched_tokens)
 
 
-def scheduling_for(model, options: Options, mode: str = "none", *, encoder_decoder: bool = False) -> Scheduling:
+def scheduling_for(model, options: Options, mode: str = "none") -> Scheduling:
     """What a request's blocks depend on for this model and these options: max_model_len (the option, else the
-    model's), vLLM 0.33's in-flight tokens, the Mamba cache mode, the DCP size and, for a model with
-    cross-attention caches, the encoder tokens they hold (`encoder_input_tokens`)."""
+    model's), vLLM 0.33's in-flight tokens, the Mamba cache mode, the DCP size and the encoder tokens a
+    cross-attention cache holds (`encoder_input_tokens`)."""
     max_model_len = options.max_model_len or model.max_model_len
     return Scheduling(
         max_model_len=max_model_len,
         max_in_flight_tokens=options.max_in_flight_tokens,
         mamba_cache_mode=mode,
         dcp=options.decode_context_parallel_size or 1,
-        max_encoder_input_tokens=encoder_input_tokens(max_model_len, options) if encoder_decoder else 0,
+        max_encoder_input_tokens=encoder_input_tokens(
+            max_model_len, options, encoder_decoder=model.reader.encoder_decoder(model)
+        ),
     )
 
 
@@ -213,8 +213,7 @@ def _plan_model(model, planner: str | None, options: Options) -> Plan:
         caches, mode, head = specs, "none", ()
         tokens = max((c.tokens_per_block for c in caches if c.is_full_attention), default=None)
     check_dcp(model, options, caches)
-    cross = any(c.kind is CacheKind.CROSS_ATTENTION for c in caches)  # ModelConfig.is_encoder_decoder
-    scheduling = scheduling_for(model, options, mode, encoder_decoder=cross)
+    scheduling = scheduling_for(model, options, mode)
     if planner == "vllm":  # get_kv_cache_groups for every model (DeepSeek V4: its packed path)
         groups = kv_cache_groups(caches, block_outermost=family.block_outermost)
         derivation = head + grouping_derivation(groups, caches) if declared else head
