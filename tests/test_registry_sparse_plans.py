@@ -120,9 +120,12 @@ def test_nemotron_parse_by_hand():
     plan = kvviz.plan(model)
     assert [c.name for c in plan.groups[1].layers] == [f".decoder.layers.{i}.encoder_attn.attn" for i in range(10)]
     _check(plan, 8 * GIB, _hand(10, 16, 1024 // 16, 2, max_len=9000, enc_tokens=9000, budget=8 * GIB))
-    # given, the knob is the encoder budget whatever max_model_len is
-    plan = kvviz.plan(model, max_num_batched_tokens=8192)
-    _check(plan, 8 * GIB, _hand(10, 16, 1024 // 16, 2, max_len=9000, enc_tokens=8192, budget=8 * GIB))
+    # given, the knob is the encoder budget ...
+    plan = kvviz.plan(model, max_num_batched_tokens=10000)
+    _check(plan, 8 * GIB, _hand(10, 16, 1024 // 16, 2, max_len=9000, enc_tokens=10000, budget=8 * GIB))
+    # ... but without chunked prefill vLLM refuses one below max_model_len (SchedulerConfig.verify_max_model_len)
+    with pytest.raises(KvvizError, match=r"max_num_batched_tokens \(8192\) is smaller than max_model_len \(9000\)"):
+        kvviz.plan(model, max_num_batched_tokens=8192)
 
 
 def test_radio_mbart_prefix_by_hand():

@@ -38,10 +38,20 @@ def encoder_input_tokens(max_model_len: int, options: Options, *, encoder_decode
     runs without chunked prefill (SchedulerConfig.__post_init__), so when the knob is not given vLLM
     raises the serve default to max_model_len (engine/arg_utils.py
     _set_default_max_num_seqs_and_batched_tokens: `if not self.enable_chunked_prefill:
-    max(max_model_len, default)`; its cap at max_num_seqs (1024) x max_model_len never binds then)."""
-    if options.max_num_batched_tokens is not None or not encoder_decoder:
+    max(max_model_len, default)`; its cap at max_num_seqs (1024) x max_model_len never binds then), and
+    refuses a given one below max_model_len (SchedulerConfig.verify_max_model_len)."""
+    given = options.max_num_batched_tokens
+    if not encoder_decoder:
         return options.resolved_max_num_batched_tokens
-    return max(max_model_len, options.resolved_max_num_batched_tokens)
+    if given is None:
+        return max(max_model_len, options.resolved_max_num_batched_tokens)
+    require(
+        given >= max_model_len,
+        f"max_num_batched_tokens={given}: vLLM 0.33 refuses it for an encoder-decoder model (no chunked prefill): "
+        f"'max_num_batched_tokens ({given}) is smaller than max_model_len ({max_model_len})' "
+        f"(config/scheduler.py SchedulerConfig.verify_max_model_len)",
+    )
+    return given
 
 
 def scheduling_for(model, options: Options, mode: str = "none") -> Scheduling:
