@@ -20,6 +20,7 @@ from kvviz.families.loader import model_from_dict
 
 HERE = Path(__file__).parent / "data" / "vllm-0.33" / "registry-sparse"
 PLANS = json.loads((HERE / "plans.json").read_text())
+REFUSALS = json.loads((HERE / "refusals.json").read_text())["failures"]
 GIB = 1 << 30
 BLOCK = 16  # CacheConfig.DEFAULT_BLOCK_SIZE: FLASH_ATTN keeps it on Hopper (whisper's recorded settings.block_size)
 
@@ -192,7 +193,19 @@ def test_encoder_budget_follows_is_encoder_decoder():
     """vLLM keys 'no chunked prefill' on ModelConfig.is_encoder_decoder (the config's flag): without it the
     default max_num_batched_tokens (8192) stays, and so does the encoder budget of the cross-attention."""
     raw = json.loads((HERE / "NemotronParseForConditionalGeneration" / "config.json").read_text())
-    raw["is_encoder_decoder"] = False
+    raw["is_encoder_decoder"] = raw["decoder"]["is_encoder_decoder"] = False  # MBartConfig's default is True
     plan = kvviz.plan(model_from_dict(raw, name="p"))
     assert plan.to_json()["scheduling"]["max_num_encoder_input_tokens"] == 8192
     assert [g.blocks_per_request for g in plan.capacity(8 * GIB).groups] == [-(-9000 // BLOCK), 8192 // BLOCK]
+
+
+@pytest.mark.parametrize("arch", sorted(REFUSALS))
+def test_vllm_refusal_is_kvvizs(arch):
+    """vLLM refused max_num_batched_tokens=8192 below max_model_len for both Nemotron Parse configs: the top config's
+    or the decoder's is_encoder_decoder (MBartConfig: True by default) turns chunked prefill off
+    (transformers_utils/config.py is_encoder_decoder, SchedulerConfig.verify_max_model_len); kvviz refuses alike."""
+    failure = REFUSALS[arch]
+    assert "is smaller than max_model_len" in failure["error"]
+    model = kvviz.load(str(HERE / failure["config_path"]))
+    with pytest.raises(KvvizError, match=r"max_num_batched_tokens \(8192\) is smaller than max_model_len"):
+        kvviz.plan(model, max_num_batched_tokens=8192)

@@ -145,6 +145,11 @@ class EncDecFamily(Family):
         else:  # custom-code configs (trust_remote_code): the JSON as the model file reads it
             top = types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str)})
         text = _sub(top, reader.sub, name=name) if reader.sub else top
+        sub = vars(text) if reader.sub else {}
+        if isinstance(sub.get("model_type"), str):
+            # a decoder config of a model type transformers ships (Nemotron Parse's mbart): read with that class's
+            # defaults, as the checkpoint's config code builds it (its is_encoder_decoder, max_position_embeddings)
+            text, _ = read_config(dict(sub), name=f"{name}: config.{'.'.join(reader.sub)}")
         where = ".".join(("config",) + reader.sub)
         n = field(text, reader.layers, model=f"{name}: {where}")
         heads = field(text, reader.heads, model=f"{name}: {where}")
