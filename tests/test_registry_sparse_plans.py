@@ -1,9 +1,10 @@
 """Encoder-decoder and the other architectures of issue 27's 'sparse' batch (tests/data/vllm-0.33/registry-sparse).
 
-* WhisperForConditionalGeneration: vLLM 0.33's own plan (plans.json, made by scripts/vllm_reference_plans.py:
-  the model's real __init__, every layer's get_kv_cache_spec, vLLM's planner and capacity line), field for field.
-* TP, fp8, max_num_batched_tokens, and the other encoder-decoders (Cohere ASR, Nemotron Parse) and Parse 3.5:
-  derived by hand below from the cited vLLM 0.33 files (the reference venv cannot import their model files).
+* Whisper (large-v3, small), Nemotron Parse and Parse 3.5 (4k-token configs): vLLM 0.33's own plans (plans.json,
+  made by scripts/vllm_reference_plans.py: the model's real __init__, every layer's get_kv_cache_spec, vLLM's
+  planner and capacity line), field for field; vLLM's own refusals of the 9k / 12k-token configs (refusals.json).
+* TP, fp8, max_num_batched_tokens, the default encoder budget, and Cohere ASR (the reference venv cannot import
+  cohere_asr.py: no torchaudio): derived by hand below from the cited vLLM 0.33 files.
 * The architectures left refused: the refusal names the vLLM spec kvviz does not model.
 """
 
