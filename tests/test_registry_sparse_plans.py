@@ -106,6 +106,11 @@ def test_cohere_asr_by_hand():
         [f"decoder.layers.{i}.layers.second_sub_layer.attn" for i in range(8)],
     ]
     assert [g.layers[0].spec_class for g in plan.groups] == ["FullAttentionSpec", "CrossAttentionSpec"]
+    # max_model_len comes from ModelConfig.hf_text_config, CohereAsrConfig itself (get_text_config(): no
+    # decoder / text_config sub-config), not from transf_decoder's max_sequence_length
+    raw = json.loads((HERE / "CohereAsrForConditionalGeneration" / "config.json").read_text())
+    raw["transf_decoder"]["config_dict"]["max_sequence_length"] = 512
+    assert model_from_dict(raw, name="c").max_model_len == 1024
     for budget in (8 * GIB, 40 * GIB):
         _check(plan, budget, _hand(8, 8, 1024 // 8, 2, max_len=1024, enc_tokens=8192, budget=budget))
 

@@ -43,6 +43,9 @@ class Reader:
     self_name: str  # format of the self-attention layer name ({i}: decoder layer index)
     cross_name: str | None  # format of the cross-attention layer name (None: no cross-attention)
     source: str
+    # ModelConfig.hf_text_config is get_text_config(): the `decoder` sub-config where the config has one
+    # (Nemotron Parse), else the top config (Cohere ASR's transf_decoder is no text config name)
+    text_is_sub: bool = True
 
 
 READERS = {
@@ -65,6 +68,7 @@ READERS = {
         "decoder.layers.{i}.layers.first_sub_layer.attn",
         "decoder.layers.{i}.layers.second_sub_layer.attn",
         "cohere_asr.py CohereASRDecoderLayer (first_sub_layer: Attention, second_sub_layer: CrossAttention)",
+        text_is_sub=False,
     ),
     "NemotronParseForConditionalGeneration": Reader(
         ("decoder",),
@@ -175,16 +179,17 @@ class EncDecFamily(Family):
                 f"{name}: config.decoder.add_cross_attention: vLLM refuses unless it is false "
                 f"('Parse 3.5 does not support decoder cross-attention')",
             )
+        hf_text = text if reader.text_is_sub else top  # ModelConfig.hf_text_config
         # transformers_utils/config.py is_encoder_decoder: the config's flag or its text config's
-        flag = bool(getattr(top, "is_encoder_decoder", False) or getattr(text, "is_encoder_decoder", False))
+        flag = bool(getattr(top, "is_encoder_decoder", False) or getattr(hf_text, "is_encoder_decoder", False))
         config = EncDecConfig(n, heads, kv, hidden // heads, reader.self_name, reader.cross_name, reader.source, flag)
-        length, key = derive_max_model_len(text)  # ModelConfig.hf_text_config: get_text_config() (the decoder)
+        length, key = derive_max_model_len(hf_text)
         return Model(
             name=name,
             family=self.key,
             architecture=arch,
             model_type=str(raw.get("model_type")),
-            dtype=resolve_dtype(top, text, raw, name=name),
+            dtype=resolve_dtype(top, hf_text, raw, name=name),
             max_model_len=length,
             config=config,
             max_model_len_source=key,
