@@ -127,11 +127,7 @@ _RULES: dict[str, str] = {
     "NOTE layers: sparse MLA (DeepSeek V3.2's, with its indexer K cache) padded to physical_head_size = "
     "swa_kv_lora_rank + swa_qk_rope_head_dim, beside sliding-window MLA (SlidingWindowMLASpec) on its own "
     "Triton MLA backend: not modelled": ("Dots3NoteForCausalLM"),
-    # diffusion_gemma.py DiffusionGemmaForConditionalGeneration: Gemma4Model's specs, attention_k_eq_v set;
-    # config/vllm.py num_speculative_tokens: the diffusion config's canvas_length
-    "block diffusion: Gemma 4 caches (FullAttentionSpec / SlidingWindowSpec, per-layer head_dim) read from a "
-    "diffusion_gemma_text config, with canvas_length as num_speculative_tokens (config/vllm.py): not read "
-    "yet": ("DiffusionGemmaForBlockDiffusion"),
+    "block-diffusion (non-causal) decoding: cache rule not modelled": ("DiffusionGemmaForBlockDiffusion"),
     "own attention class and layer names: reader not written yet": ("MolmoForCausalLM"),
     # registry.py _TRANSFORMERS_SUPPORTED_MODELS: TransformersMultiModalForCausalLM (transformers/multimodal.py)
     "multimodal model of vLLM's Transformers backend (transformers/multimodal.py): language model's module "
