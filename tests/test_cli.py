@@ -114,7 +114,7 @@ def test_models_architectures_prints_docs_models_md(capsys):
     data = json.loads(out)
     assert data["counts"]["_MULTIMODAL_MODELS"]["total"] == 127
     whisper = data["tables"]["_MULTIMODAL_MODELS"][-1]
-    assert whisper["architecture"] == "WhisperForConditionalGeneration" and whisper["status"] == "refused"
+    assert whisper["architecture"] == "WhisperForConditionalGeneration" and whisper["status"] == "planned"
 
 
 def test_config_file_and_groups_file(capsys, tmp_path):

@@ -174,16 +174,19 @@ def test_every_vllm_architecture_is_planned_or_refused_with_a_rule():
     }
     assert catalog.architecture_status("LlamaForCausalLM")[0] == "planned"
     assert catalog.architecture_status("WhisperForConditionalGeneration") == (
-        "refused",
-        "encoder-decoder cross-attention (not in the KV pool)",
+        "planned",
+        "encoder-decoder (self- and cross-attention) (encdec)",
     )
+    assert catalog.architecture_status("Step5ForCausalLM")[0] == "refused"
     with pytest.raises(KeyError, match="FooForCausalLM"):
         catalog.architecture_status("FooForCausalLM")
 
 
 def test_unknown_architecture_says_vllms_rule():
-    with pytest.raises(KvvizError, match=r"vLLM 0.33 serves it; kvviz refuses it: encoder-decoder cross-attention"):
-        model_from_dict({"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper"}, name="w")
+    with pytest.raises(
+        KvvizError, match=r"vLLM 0.33 serves it; kvviz refuses it: Step5 sparse layer.*CircularBufferSpec"
+    ):
+        model_from_dict({"architectures": ["Step5ForCausalLM"], "model_type": "step5"}, name="s")
     with pytest.raises(KvvizError, match=r"multi_query_group_num"):
         model_from_dict({"architectures": ["ChatGLMModel"], "model_type": "chatglm"}, name="g")
 

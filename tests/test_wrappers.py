@@ -199,10 +199,10 @@ def test_every_wrapper_is_planned_once_its_language_model_is():
 
 
 def test_refusals_name_the_rule(tmp_path):
-    # whisper.py: encoder-decoder cross-attention
-    raw = {"model_type": "whisper", "architectures": ["WhisperForConditionalGeneration"]}
-    with pytest.raises(KvvizError, match="encoder-decoder cross-attention"):
-        kvviz.load(_write(tmp_path, "whisper", raw))
+    # voxtral_realtime.py: its causal audio encoder registers pooled KV (whisper_causal.py)
+    raw = {"model_type": "voxtral_realtime", "architectures": ["VoxtralRealtimeGeneration"]}
+    with pytest.raises(KvvizError, match="causal audio encoder registers KV"):
+        kvviz.load(_write(tmp_path, "voxtral_realtime", raw))
     # step_vl.py: builds text_config's Step3TextForCausalLM, not planned yet
     raw = {"model_type": "step_vl", "architectures": ["StepVLForConditionalGeneration"]}
     with pytest.raises(KvvizError, match="language model kvviz does not plan yet"):

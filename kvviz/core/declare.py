@@ -16,7 +16,7 @@ from kvviz.base.formats import ELEMENT_BYTES
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class AttentionCache:
-    """A K|V attention layer (vLLM AttentionSpec: Full, SlidingWindow or ChunkedLocal): per token
+    """A K|V attention layer (vLLM AttentionSpec: Full, SlidingWindow, ChunkedLocal or Cross): per token
     num_kv_heads x (head_size + head_size_v) elements of `kv_dtype`."""
 
     name: str
@@ -27,6 +27,9 @@ class AttentionCache:
     kv_dtype: str  # an element name of formats.ELEMENT_BYTES: 'bf16', 'fp16', 'fp32', 'fp8'
     sliding_window: int | None = None
     attention_chunk_size: int | None = None
+    # an encoder-decoder's cross-attention layer (layers/attention/cross_attention.py CrossAttention:
+    # CrossAttentionSpec, the same K|V page, blocks sized by the encoder's tokens)
+    cross_attention: bool = False
 
     @property
     def token_bytes(self) -> int:

@@ -26,7 +26,7 @@ class Style:
 
 class CacheKind(enum.Enum):
     """Every cache kind kvviz plans: DeepSeek V4's seven (docs/caches.md), the attention kinds of
-    vLLM's spec family (full, sliding window, chunked local, MLA) and the recurrent states of
+    vLLM's spec family (full, sliding window, chunked local, MLA, cross-attention) and the recurrent states of
     vLLM's `MambaSpec` by mamba_type (docs/model-core.md#cache-kinds)."""
 
     # DeepSeek V4 (docs/caches.md#the-caches-a-layer-registers)
@@ -43,6 +43,8 @@ class CacheKind(enum.Enum):
     SLIDING_ATTENTION = Style("sliding-window K|V", "S", "#59a14f", "S", "sliding")
     CHUNKED_ATTENTION = Style("chunked-local K|V", "L", "#e377c2", "L", "chunked")
     MLA = Style("MLA latent|rope", "X", "#4e79a7", "X", "mla")
+    # an encoder-decoder's cross-attention K|V of the encoder's tokens (vLLM CrossAttentionSpec)
+    CROSS_ATTENTION = Style("cross-attention K|V", "R", "#edc948", "R", "cross")
     # recurrent states (vLLM MambaSpec, by mamba_type)
     MAMBA1_STATE = Style("Mamba-1 conv|SSM state", "m", "#f28e2b", "", "state", True)
     MAMBA2_STATE = Style("Mamba-2 conv|SSM state", "M", "#e15759", "", "state", True)

@@ -16,6 +16,7 @@ from kvviz.base.defaults import GIB, TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.text import plural
 from kvviz.core.capacity import group_blocks_for_request
+from kvviz.core.kinds import CacheKind
 from kvviz.core.layout import Layout, text_table
 from kvviz.core.spec import Scheduling
 from kvviz.core.stages import Stage, stage_pool, stages_json
@@ -345,6 +346,8 @@ class Plan:
             "mamba_cache_mode": s.mamba_cache_mode,
             "decode_context_parallel_size": s.dcp,
         }
+        if any(c.kind is CacheKind.CROSS_ATTENTION for p in self.pools for g in p.groups for c in g.layers):
+            out["scheduling"]["max_num_encoder_input_tokens"] = s.max_encoder_input_tokens  # CrossAttentionSpec
         if self.stages:
             out["scheduling"]["pipeline_parallel_size"] = len(self.stages)
             out["stages"] = stages_json(self.stages, budget_bytes)

@@ -23,13 +23,16 @@ class Scheduling:
     """What a request's blocks depend on besides the spec (vLLM's VllmConfig as the specs read it):
     the request length (`max_model_len`), the tokens in flight
     (`VllmConfig.max_in_flight_tokens` = max_concurrent_batches x max_num_batched_tokens), the
-    Mamba cache mode ('align' with prefix caching, else 'none') and the decode context-parallel
-    size (`decode_context_parallel_size`)."""
+    Mamba cache mode ('align' with prefix caching, else 'none'), the decode context-parallel
+    size (`decode_context_parallel_size`) and the encoder tokens a cross-attention cache holds
+    (`SchedulerConfig.max_num_encoder_input_tokens`, set to max_num_batched_tokens in its
+    __post_init__, config/scheduler.py; 0: not given)."""
 
     max_model_len: int
     max_in_flight_tokens: int
     mamba_cache_mode: str = "none"
     dcp: int = 1
+    max_encoder_input_tokens: int = 0
 
 
 # The page size is derived once per cache: an init=False, compare=False field that __post_init__
@@ -75,7 +78,10 @@ class CacheSpec:
         object.__setattr__(
             self,
             "is_full_attention",
-            self.sliding_window is None and self.attention_chunk_size is None and not self.kind.is_state,
+            self.sliding_window is None
+            and self.attention_chunk_size is None
+            and not self.kind.is_state
+            and self.kind is not CacheKind.CROSS_ATTENTION,
         )
 
     @property
@@ -113,6 +119,8 @@ class CacheSpec:
         """The vLLM 0.33 class this cache's spec is (kv_cache_interface.py)."""
         if self.kind.is_state:
             return "MambaSpec"
+        if self.kind is CacheKind.CROSS_ATTENTION:
+            return "CrossAttentionSpec"
         mla = self.kind in (
             CacheKind.MLA,
             CacheKind.MAIN_C4,
@@ -166,10 +174,16 @@ class CacheSpec:
           cdiv(min(window - 1 + in-flight tokens, max_model_len), block_size) + 1;
         * ChunkedLocalAttentionSpec.max_admission_blocks_per_request:
           cdiv(min(chunk + in-flight tokens, max_model_len), block_size);
-        * MambaSpec: 'align' mode 2 + prefill checkpoint blocks, else 1 (no speculative blocks).
+        * MambaSpec: 'align' mode 2 + prefill checkpoint blocks, else 1 (no speculative blocks);
+        * CrossAttentionSpec: cdiv(scheduler_config.max_num_encoder_input_tokens, block_size), the
+          encoder's tokens whatever the request's length.
         """
         if self.kind.is_state:
             return 2 + self.checkpoint_blocks if s.mamba_cache_mode == "align" else 1
+        if self.kind is CacheKind.CROSS_ATTENTION:
+            if s.max_encoder_input_tokens <= 0:
+                raise KvvizError(f"{self.name}: a cross-attention cache needs max_num_encoder_input_tokens")
+            return -(-s.max_encoder_input_tokens // self.tokens_per_block)
         if self.attention_chunk_size is not None:
             kept = min(self.attention_chunk_size + s.max_in_flight_tokens, s.max_model_len)
             return -(-kept // self.tokens_per_block)

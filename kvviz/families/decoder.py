@@ -40,6 +40,7 @@ from kvviz.base.inputs import MAX_DIM, bounded_int
 from kvviz.core.declare import AttentionCache
 from kvviz.families.decoder_keys import (
     DEFAULT_LAYER_NAMES,
+    GEMMA4_TYPES,
     HEAD_FROM_HIDDEN,
     HEAD_RULES,
     LAYER_NAMES,
@@ -186,7 +187,7 @@ class DecoderFamily(Family):
         model_type = getattr(text, "model_type", raw.get("model_type"))
         n = field(text, "num_hidden_layers", model=name)
         heads = field(text, "num_attention_heads", model=name)
-        per_layer = model_type == "gemma4_text"  # per-layer attributes: transformers refuses the global read
+        per_layer = model_type in GEMMA4_TYPES  # per-layer attributes: transformers refuses the global read
         kv = heads if per_layer else field(text, "num_key_value_heads", model=name, required=False, default=heads)
         hidden = field(text, "hidden_size", model=name, required=False)
         head_dim = 1 if per_layer else getattr(text, "head_dim", None)
@@ -232,7 +233,7 @@ class DecoderFamily(Family):
             targets = []
             for i in range(first, n):
                 target = first - (2 if kinds[i] == SLIDING else 1)
-                if model_type == "gemma4_text":  # gemma4.py: the last earlier layer of the same type
+                if model_type in GEMMA4_TYPES:  # gemma4.py: the last earlier layer of the same type
                     same = [j for j in range(first) if kinds[j] == kinds[i]]
                     target = same[-1] if same else -1
                 if target >= 0:

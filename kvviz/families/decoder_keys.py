@@ -55,7 +55,10 @@ LAYER_NAMES = {
 # (new_decoder_architecture: num_kv_heads, else multi_query: 1, else num_attention_heads); gemma4.py
 # Gemma4DecoderLayer.__init__ (config.per_layer_config[i].head_dim / .num_key_value_heads); hrm_text.py
 # HrmTextAttention.__init__ (KV heads = num_attention_heads, head_dim).
-HEAD_RULES = frozenset({"minicpm3", "falcon", "gemma4_text", "hrm_text"})
+HEAD_RULES = frozenset({"minicpm3", "falcon", "gemma4_text", "diffusion_gemma_text", "hrm_text"})
+# Gemma 4's text configs: gemma4_text, and DiffusionGemma's diffusion_gemma_text (diffusion_gemma.py builds
+# gemma4.py's Gemma4Model from it, prefix 'model'; transformers' DiffusionGemmaTextConfig keeps per_layer_config)
+GEMMA4_TYPES = frozenset({"gemma4_text", "diffusion_gemma_text"})
 # Models whose Attention gets no cache_config, so its kv_cache_dtype is 'auto' (the model dtype) whatever
 # --kv-cache-dtype says (layers/attention/attention.py Attention.__init__): falcon.py's rotary and alibi
 # Attention(...) calls.
@@ -223,6 +226,7 @@ NAMES = (
     "falcon",
     "Gemma4ForCausalLM",  # vllm/model_executor/models/gemma4.py
     "gemma4_text",
+    "DiffusionGemmaForBlockDiffusion",  # diffusion_gemma.py: Gemma4Model(prefix="model") of its text_config
     "BeamForCausalLM",  # vllm/models/beam/nvidia/attention.py BeamAttention: per-layer window from layer_types
     "beam",
     # LOOPED above

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import printable, read_json, short_repr
-from kvviz.families import decoder, deepseek_v4, mla, state, wrappers  # noqa: F401  (each registers its architectures)
+from kvviz.families import decoder, deepseek_v4, encdec, mla, state, wrappers  # noqa: F401  (each registers its architectures)
 from kvviz.families.refused import refusal
 from kvviz.families.registry import ARCHITECTURES, FAMILIES, Family, Model
 

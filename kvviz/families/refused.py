@@ -89,12 +89,29 @@ _RULES: dict[str, str] = {
     ),
     "KV sharing across layers (kv_sharing_target_layer_name): rule not written yet": ("FlintForCausalLM"),
     "per-layer window list: rule not written yet": ("DomynEdgeForCausalLM Plamo3ForCausalLM"),
-    "QSA sparse-attention cache (own indexer) not modelled": ("Qwen4ExpForCausalLM Qwen4ExpForConditionalGeneration"),
-    "custom code config with no public schema": ("Glm5NextForCausalLM Glm5NextForConditionalGeneration"),
+    # models/qwen4_exp/common/qsa_cache.py QSAKeyStateCache / QSACompressedKeyCache, nvidia/model.py
+    "QSA indexer ring: CircularBufferSpec (one block a request of round_up(compress_ratio + "
+    "num_speculative_tokens, compress_ratio) raw keys, qsa_cache.py QSAKeyStateCache) beside a compressed "
+    "MLAAttentionSpec (tokens_per_state=compress_ratio) and a tp_replicated short_conv MambaSpec (PLE): not modelled": (
+        "Qwen4ExpForCausalLM Qwen4ExpForConditionalGeneration"
+    ),
+    # models/glm5next/common/attention.py Glm5NextIndexerCache / Glm5NextTailCache, common/kda.py
+    "kpool indexer tail ring: CircularBufferSpec (2 heads, one ring of index_kpool x next_power_of_2(cdiv("
+    "index_kpool + num_speculative_tokens, index_kpool)) slots a request, Glm5NextTailCache) beside a "
+    "kpool-compressed indexer MLAAttentionSpec (tokens_per_state=index_kpool) and KDA states: not modelled": (
+        "Glm5NextForCausalLM Glm5NextForConditionalGeneration"
+    ),
     "two MLA caches a layer: rule not written yet": ("LongcatFlashNgramForCausalLM LongcatFlashForCausalLM"),
     "Step3 KV heads (1, not TP-split): rule not written yet": ("Step3TextForCausalLM Step3VLForConditionalGeneration"),
-    "sparse-attention index cache not modelled": ("MiniMaxM3SparseForCausalLM MiniMaxM3SparseForConditionalGeneration"),
-    "sparse summary / tail-ring caches not modelled": ("Step5ForCausalLM Step5ForConditionalGeneration"),
+    # models/minimax_m3/nvidia/model.py get_kv_cache_spec, common/indexer.py MiniMaxM3IndexerCache
+    "MiniMax M3 sparse layer: a GQA FullAttentionSpec beside a key-only indexer MLAAttentionSpec (1 head of "
+    "index_head_dim, indexer_kv_dtype bf16 / fp8, cache_role=SparseCacheRole.INDEXER) in one layer, from a "
+    "custom-code config: not modelled": ("MiniMaxM3SparseForCausalLM MiniMaxM3SparseForConditionalGeneration"),
+    # models/step5/nvidia/sparse_summary_cache.py, csa_tail_ring.py (model.py Step5Attention)
+    "Step5 sparse layer: a summary FullAttentionSpec (1 head x 256 uint8, tokens_per_state=8) and a CSA tail "
+    "ring CircularBufferSpec (one main-page-sized block a request) beside the main K|V: not modelled": (
+        "Step5ForCausalLM Step5ForConditionalGeneration"
+    ),
     "DeepSeek V4 under a wrapper / V4.1 config: not read yet": (
         "DeepseekV4ForConditionalGeneration DeepseekV41ForCausalLM"
     ),
@@ -102,8 +119,14 @@ _RULES: dict[str, str] = {
     "per-layer KV heads / attention-free layers (block_configs): rule not written yet": ("DeciLMForCausalLM"),
     "layer names other than model.layers.N.self_attn.attn: reader not written yet": ("ExaoneForCausalLM"),
     "chunk_lookback windows: rule not confirmed": ("Rnj1ForCausalLM"),
-    "causal audio encoder that may register KV: not confirmed": ("VoxtralRealtimeGeneration"),
-    "own sparse-attention LM: cache layout not read yet": ("Dots3NoteForCausalLM"),
+    # whisper_causal.py WhisperCausalAttentionWithBlockPooling.get_kv_cache_spec (voxtral.py whisper_encoder)
+    "causal audio encoder registers KV: SlidingWindowSpec / FullAttentionSpec with tokens_per_state=Fraction(1, "
+    "block_pool_size) (block_pool_size states a token) and a pooled window cdiv(sliding_window, "
+    "block_pool_size) + 1, from a Mistral-format config: not modelled": ("VoxtralRealtimeGeneration"),
+    # models/dots3_note/nvidia/model.py Dots3NotePaddedMLAAttention, Dots3NoteSlidingAttention
+    "NOTE layers: sparse MLA (DeepSeek V3.2's, with its indexer K cache) padded to physical_head_size = "
+    "swa_kv_lora_rank + swa_qk_rope_head_dim, beside sliding-window MLA (SlidingWindowMLASpec) on its own "
+    "Triton MLA backend: not modelled": ("Dots3NoteForCausalLM"),
     "block-diffusion (non-causal) decoding: cache rule not modelled": ("DiffusionGemmaForBlockDiffusion"),
     "own attention class and layer names: reader not written yet": ("MolmoForCausalLM"),
     # registry.py _TRANSFORMERS_SUPPORTED_MODELS: TransformersMultiModalForCausalLM (transformers/multimodal.py)

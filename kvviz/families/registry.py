@@ -58,6 +58,7 @@ MODEL_METHODS = (
     "state_parts",
     "resolved_ssm_dtype",
     "attention_free",
+    "encoder_decoder",
 )
 # ... and those whose next argument is an Options record.
 OPTIONS_METHODS = ("caches", "comparisons", "compare_notes", "config_for", "state_parts")
@@ -128,6 +129,12 @@ class Family:
         """Whether vLLM's model class is attention-free (interfaces.py IsAttentionFree: Mamba, Mamba2):
         vLLM then turns prefix caching off by default (config/model.py ModelConfig.is_prefix_caching_supported).
         Base: no."""
+        return False
+
+    @model_method
+    def encoder_decoder(self, model: Model) -> bool:
+        """vLLM's ModelConfig.is_encoder_decoder (the config's is_encoder_decoder, or its text config's): the
+        scheduler then runs without chunked prefill (config/scheduler.py SchedulerConfig.__post_init__). Base: no."""
         return False
 
     @model_method

@@ -126,7 +126,9 @@ def _attention_spec(d, block: int, **extra) -> CacheSpec:
             **extra,
         )
     kind = (
-        CacheKind.CHUNKED_ATTENTION
+        CacheKind.CROSS_ATTENTION
+        if d.cross_attention
+        else CacheKind.CHUNKED_ATTENTION
         if d.attention_chunk_size is not None
         else CacheKind.SLIDING_ATTENTION
         if d.sliding_window is not None
@@ -141,7 +143,7 @@ def _attention_spec(d, block: int, **extra) -> CacheSpec:
         tokens_per_block=block,
         sliding_window=d.sliding_window,
         attention_chunk_size=d.attention_chunk_size,
-        dcp_sharded=True,
+        dcp_sharded=not d.cross_attention,  # CrossAttentionSpec.max_memory_usage_bytes reads no DCP size
         **extra,
     )
 

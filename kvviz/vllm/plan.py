@@ -32,15 +32,41 @@ PLANNERS = ("vllm", "overlay", "bucketed", "packed", "separate")
 ALIASES = {"overlay-by-spec": "vllm"}
 
 
+def encoder_input_tokens(max_model_len: int, options: Options, *, encoder_decoder: bool) -> int:
+    """vLLM 0.33's `SchedulerConfig.max_num_encoder_input_tokens`: the max_num_batched_tokens it
+    resolves (config/scheduler.py __post_init__). An encoder-decoder model (ModelConfig.is_encoder_decoder)
+    runs without chunked prefill (SchedulerConfig.__post_init__), so when the knob is not given vLLM
+    raises the serve default to max_model_len (engine/arg_utils.py
+    _set_default_max_num_seqs_and_batched_tokens: `if not self.enable_chunked_prefill:
+    max(max_model_len, default)`; its cap at max_num_seqs (1024) x max_model_len never binds then), and
+    refuses a given one below max_model_len (SchedulerConfig.verify_max_model_len)."""
+    given = options.max_num_batched_tokens
+    if not encoder_decoder:
+        return options.resolved_max_num_batched_tokens
+    if given is None:
+        return max(max_model_len, options.resolved_max_num_batched_tokens)
+    require(
+        given >= max_model_len,
+        f"max_num_batched_tokens={given}: vLLM 0.33 refuses it for an encoder-decoder model (no chunked prefill): "
+        f"'max_num_batched_tokens ({given}) is smaller than max_model_len ({max_model_len})' "
+        f"(config/scheduler.py SchedulerConfig.verify_max_model_len)",
+    )
+    return given
+
+
 def scheduling_for(model, options: Options, mode: str = "none") -> Scheduling:
     """What a request's blocks depend on for this model and these options: max_model_len (the option, else the
-    model's), vLLM 0.33's in-flight tokens, the Mamba cache mode and the DCP size."""
+    model's), vLLM 0.33's in-flight tokens, the Mamba cache mode, the DCP size and the encoder tokens a
+    cross-attention cache holds (`encoder_input_tokens`)."""
     max_model_len = options.max_model_len or model.max_model_len
     return Scheduling(
         max_model_len=max_model_len,
         max_in_flight_tokens=options.max_in_flight_tokens,
         mamba_cache_mode=mode,
         dcp=options.decode_context_parallel_size or 1,
+        max_encoder_input_tokens=encoder_input_tokens(
+            max_model_len, options, encoder_decoder=model.reader.encoder_decoder(model)
+        ),
     )
 
 
