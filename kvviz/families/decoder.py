@@ -39,14 +39,21 @@ from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, bounded_int
 from kvviz.core.declare import AttentionCache
 from kvviz.families.decoder_keys import (
+    CONFIG_AS,
+    CUSTOM_CODE,
     DEFAULT_LAYER_NAMES,
     HEAD_FROM_HIDDEN,
     HEAD_RULES,
+    KV_HEAD_READERS,
+    KV_SPLIT_ONLY,
     LAYER_NAMES,
     LOOPED,
     NAMES,
     NO_CACHE_CONFIG,
+    NOT_WRAPPERS,
     WRAPPERS,
+    custom_fields,
+    kv_heads_of,
     looped_layers,
 )
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
@@ -128,6 +135,8 @@ def _kinds(text, model_type: str, n: int, *, name: str) -> tuple[list[str], str]
 
 def _heads(text, model_type: str, heads: int, kv: int, head_dim: int, n: int, *, name: str):
     """(KV heads, head size, per-layer (KV heads, head size) or ()) for decoder_keys.HEAD_RULES."""
+    if model_type in KV_HEAD_READERS:  # chatglm.py, step1.py, dbrx.py (decoder_keys.kv_heads_of)
+        return kv_heads_of(text, model_type, heads, name=name), head_dim, ()
     if model_type == "minicpm3":  # minicpm3.py: Attention(num_local_heads, qk_head_dim, num_kv_heads=num_local_heads)
         nope, rope = field(text, "qk_nope_head_dim", model=name), field(text, "qk_rope_head_dim", model=name)
         return heads, nope + rope, ()
@@ -176,8 +185,12 @@ class DecoderFamily(Family):
 
     def read(self, raw: dict, *, name: str) -> Model:
         dory = raw.get("model_type") == "dory"  # its layer_types also names MLP-only layers (dory.py)
-        top, text = read_config(raw, name=name, known_kinds=LAYER_KINDS + (("mlp",) if dory else ()))
+        as_type = CONFIG_AS.get(raw.get("model_type"))  # MiMo: Qwen2's config class (decoder_keys.CONFIG_AS)
+        known = LAYER_KINDS + (("mlp",) if dory else ())
+        top, text = read_config({**raw, "model_type": as_type} if as_type else raw, name=name, known_kinds=known)
         model_type = getattr(text, "model_type", raw.get("model_type"))
+        if model_type in CUSTOM_CODE:  # the custom class's aliases and defaults (decoder_keys.custom_fields)
+            top = text = custom_fields(text, model_type, name=name)
         n = field(text, "num_hidden_layers", model=name)
         heads = field(text, "num_attention_heads", model=name)
         per_layer = model_type == "gemma4_text"  # per-layer attributes: transformers refuses the global read
@@ -230,6 +243,7 @@ class DecoderFamily(Family):
             source += f"; layers {first}..{n - 1} share layer {first - 2} / {first - 1}'s KV (gemma3n.py)"
         archs = raw.get("architectures") or [model_type]
         wrapper = str(archs[0]).endswith("ForConditionalGeneration") or archs[0] in WRAPPERS
+        wrapper = wrapper and archs[0] not in NOT_WRAPPERS
         prefix, suffix = {**LAYER_NAMES, **BACKEND_LAYER_NAMES}.get(model_type, DEFAULT_LAYER_NAMES)
         config = DecoderConfig(
             num_hidden_layers=n,
@@ -251,7 +265,7 @@ class DecoderFamily(Family):
             name=name,
             family=self.key,
             architecture=str(archs[0]),
-            model_type=str(model_type),
+            model_type=str(raw.get("model_type") if as_type else model_type),
             dtype=resolve_dtype(top, text, raw, name=name),
             max_model_len=length,
             config=config,
@@ -274,6 +288,11 @@ class DecoderFamily(Family):
         require(
             tp == 1 or model.model_type != "dory",
             f"tensor_parallel_size={tp}: vLLM's Dory runs on one GPU only (dory.py DoryForCausalLM.__init__)",
+        )
+        require(
+            model.model_type not in KV_SPLIT_ONLY or c.num_key_value_heads % tp == 0,
+            f"tensor_parallel_size={tp}: {model.name}'s {c.num_key_value_heads} KV heads are not divisible by it "
+            f"(vLLM's {model.model_type}.py attention asserts it)",
         )
         kv = kv_heads_per_rank(c.num_key_value_heads, tp, model=model.name)
         dtype = options.kv_dtype or model.dtype
