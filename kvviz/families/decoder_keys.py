@@ -189,10 +189,15 @@ NOT_WRAPPERS = frozenset({"ChatGLMForConditionalGeneration"})
 
 def custom_fields(text, model_type: str, *, name: str):
     """A custom-code config (namespace of its JSON) with its class's aliases and defaults (CUSTOM_FIELDS);
-    DeepSeek V1's rswa_window (deepseek_v2.py DeepseekAttention: RSWAAttention) is not modelled."""
+    DeepSeek V1's rswa_window (deepseek_v2.py DeepseekAttention: RSWAAttention) is not modelled; ChatGLM
+    without original_rope is refused as vLLM refuses it (AttributeError)."""
     require(
         model_type != "deepseek" or getattr(text, "rswa_window", None) is None,
         f"{name}: rswa_window: vLLM's RSWAAttention (deepseek_v2.py DeepseekAttention) is not modelled",
+    )
+    require(  # chatglm.py GLMAttention.__init__: `not config.original_rope`; ChatGLMConfig has no default
+        model_type != "chatglm" or hasattr(text, "original_rope"),
+        f"{name}: config is missing field 'original_rope' (vLLM's chatglm.py GLMAttention reads it)",
     )
     aliases, defaults = CUSTOM_FIELDS.get(model_type, ({}, {}))
     for key, value in defaults.items():

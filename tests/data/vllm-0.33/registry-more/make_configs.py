@@ -61,8 +61,7 @@ ling = dict(  # inclusionAI/Ling-lite-1.5 config.json (custom code: configuratio
     num_shared_experts=2, num_experts_per_tok=6, moe_intermediate_size=1408, first_k_dense_replace=0,
     norm_topk_prob=True, norm_head=True, use_qkv_bias=False, use_bias=False, use_qk_norm=False, use_rmsnorm=True,
     partial_rotary_factor=1.0, rotary_dim=None, embedding_dropout=0.0, output_dropout=0.0,
-    moe_router_enable_expert_bias=False, moe_shared_expert_intermediate_size=None, score_function="softmax",
-    n_group=None, topk_group=None, routed_scaling_factor=1.0, router_dtype=None, torch_dtype="bfloat16",
+    moe_router_enable_expert_bias=False, score_function="softmax", routed_scaling_factor=1.0, router_dtype=None, torch_dtype="bfloat16",
 )
 write("BailingMoeForCausalLM", ling, ref_fields=ref(ling))
 
