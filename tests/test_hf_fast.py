@@ -81,8 +81,11 @@ def test_table_reader_gives_transformers_model(label, name, raw, monkeypatch):
 
 
 def test_most_configs_take_the_table():
-    taken = sum(hf_fast.fast_read(raw) is not None for _, _, raw in SOURCES if raw.get("model_type"))
-    assert taken >= 0.7 * len(SOURCES), f"{taken} of {len(SOURCES)}"
+    # configs kvviz reads as their JSON (custom-code and vLLM-own config classes) never reach transformers
+    own = set(hf._NATIVE_ONLY) | set(hf.VLLM_OWN_DEFAULTS)
+    sources = [raw for _, _, raw in SOURCES if raw.get("model_type") not in own]
+    taken = sum(hf_fast.fast_read(raw) is not None for raw in sources if raw.get("model_type"))
+    assert taken >= 0.7 * len(sources), f"{taken} of {len(sources)}"
 
 
 def test_first_sight_imports_no_torch(tmp_path):

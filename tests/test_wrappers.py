@@ -209,8 +209,8 @@ def test_refusals_name_the_rule(tmp_path):
         kvviz.load(_write(tmp_path, "step_vl", raw))
     # a wrapper kvviz reads, whose text config names a language model kvviz does not plan
     raw = dict(_default("llava"), architectures=["LlavaForConditionalGeneration"])
-    raw["text_config"]["architectures"] = ["MiniCPMForCausalLM"]
-    with pytest.raises(KvvizError, match="builds language model MiniCPMForCausalLM from text_config"):
+    raw["text_config"]["architectures"] = ["WhisperForConditionalGeneration"]  # encoder-decoder: refused
+    with pytest.raises(KvvizError, match="builds language model WhisperForConditionalGeneration from text_config"):
         kvviz.load(_write(tmp_path, "llava_minicpm", raw))
 
 

@@ -39,18 +39,26 @@ from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, bounded_int
 from kvviz.core.declare import AttentionCache
 from kvviz.families.decoder_keys import (
+    CONFIG_AS,
+    CUSTOM_CODE_TYPES,
     DEFAULT_LAYER_NAMES,
     GEMMA4_TYPES,
     HEAD_FROM_HIDDEN,
     HEAD_RULES,
+    KV_HEAD_READERS,
+    KV_SPLIT_ONLY,
     LAYER_NAMES,
     LOOPED,
     NAMES,
     NO_CACHE_CONFIG,
+    NOT_WRAPPERS,
     WRAPPERS,
+    custom_fields,
+    kv_heads_of,
     looped_layers,
 )
 from kvviz.families.decoder_layers import CUSTOM_CODE, NONE, check_layers, layer_plan, per_kind
+from kvviz.families.decoder_mix import CHUNKED, FULL, SHARED, SLIDING, _spread_full, full_layer_positions  # noqa: F401
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.families.transformers_backend import LAYER_NAMES as BACKEND_LAYER_NAMES
@@ -59,7 +67,6 @@ from kvviz.families.transformers_backend import NAMES as BACKEND_NAMES
 from kvviz.families.transformers_backend import backend_head_size, backend_kv_heads
 from kvviz.options import Options
 
-FULL, SLIDING, CHUNKED, SHARED = "full_attention", "sliding_attention", "chunked_attention", "shared_kv"
 LAYER_KINDS = (FULL, SLIDING, CHUNKED)
 SOURCE_LAYER_TYPES = "layer_types"
 
@@ -133,6 +140,8 @@ def _kinds(text, model_type: str, n: int, *, name: str) -> tuple[list[str], str]
 
 def _heads(text, model_type: str, heads: int, kv: int, head_dim: int, n: int, *, name: str):
     """(KV heads, head size, per-layer (KV heads, head size) or ()) for decoder_keys.HEAD_RULES."""
+    if model_type in KV_HEAD_READERS:  # chatglm.py, step1.py, dbrx.py (decoder_keys.kv_heads_of)
+        return kv_heads_of(text, model_type, heads, name=name), head_dim, ()
     if model_type == "minicpm3":  # minicpm3.py: Attention(num_local_heads, qk_head_dim, num_kv_heads=num_local_heads)
         nope, rope = field(text, "qk_nope_head_dim", model=name), field(text, "qk_rope_head_dim", model=name)
         return heads, nope + rope, ()
@@ -183,8 +192,16 @@ class DecoderFamily(Family):
         dory = raw.get("model_type") == "dory"  # its layer_types also names MLP-only layers (dory.py)
         archs = raw.get("architectures") or [raw.get("model_type")]
         kinds = LAYER_KINDS + (("mlp",) if dory else ())
-        top, text = read_config(raw, name=name, known_kinds=kinds, custom_code=archs[0] in CUSTOM_CODE)
+        as_type = CONFIG_AS.get(raw.get("model_type"))  # MiMo: Qwen2's config class (decoder_keys.CONFIG_AS)
+        top, text = read_config(
+            {**raw, "model_type": as_type} if as_type else raw,
+            name=name,
+            known_kinds=kinds,
+            custom_code=archs[0] in CUSTOM_CODE,
+        )
         model_type = getattr(text, "model_type", raw.get("model_type"))
+        if model_type in CUSTOM_CODE_TYPES:  # the custom class's aliases and defaults (decoder_keys.custom_fields)
+            top = text = custom_fields(text, model_type, name=name)
         n = field(text, "num_hidden_layers", model=name)
         heads = field(text, "num_attention_heads", model=name)
         per_layer = model_type in GEMMA4_TYPES  # per-layer attributes: transformers refuses the global read
@@ -242,6 +259,7 @@ class DecoderFamily(Family):
             shared = tuple(targets)
             source += f"; layers {first}..{n - 1} share layer {first - 2} / {first - 1}'s KV (gemma3n.py)"
         wrapper = str(archs[0]).endswith("ForConditionalGeneration") or archs[0] in WRAPPERS
+        wrapper = wrapper and archs[0] not in NOT_WRAPPERS
         prefix, suffix = {**LAYER_NAMES, **BACKEND_LAYER_NAMES}.get(model_type, DEFAULT_LAYER_NAMES)
         config = DecoderConfig(
             num_hidden_layers=n,
@@ -266,7 +284,7 @@ class DecoderFamily(Family):
             name=name,
             family=self.key,
             architecture=str(archs[0]),
-            model_type=str(model_type),
+            model_type=str(raw.get("model_type") if as_type else model_type),
             dtype=resolve_dtype(top, text, raw, name=name),
             max_model_len=length,
             config=config,
@@ -289,6 +307,11 @@ class DecoderFamily(Family):
         require(
             tp == 1 or model.model_type != "dory",
             f"tensor_parallel_size={tp}: vLLM's Dory runs on one GPU only (dory.py DoryForCausalLM.__init__)",
+        )
+        require(
+            model.model_type not in KV_SPLIT_ONLY or c.num_key_value_heads % tp == 0,
+            f"tensor_parallel_size={tp}: {model.name}'s {c.num_key_value_heads} KV heads are not divisible by it "
+            f"(vLLM's {model.model_type}.py attention asserts it)",
         )
         kv = kv_heads_per_rank(c.num_key_value_heads, tp, model=model.name)
         dtype = options.kv_dtype or model.dtype
@@ -357,36 +380,6 @@ class DecoderFamily(Family):
         source = f"kvviz: {full} full layers spread evenly"
         cfg = dataclasses.replace(c, layer_kinds=kinds, layer_heads=heads, layer_windows=windows, kind_source=source)
         return dataclasses.replace(model, name=f"{model.name} ({full} full)", config=cfg)
-
-
-def full_layer_positions(num_layers: int, full: int) -> tuple[int, ...]:
-    """Where `full` full-attention layers sit among `num_layers`, spread evenly: the k-th ends the
-    k-th of `full` equal stretches (layer (k+1) x num_layers // full - 1)."""
-    return tuple((k + 1) * num_layers // full - 1 for k in range(full))
-
-
-def _spread_full(kinds: tuple[str, ...], full: int, *, name: str) -> tuple[str, ...]:
-    n = len(kinds)
-    require(
-        isinstance(full, int) and not isinstance(full, bool) and 0 <= full <= n,
-        f"full_layers={full!r}: must be an integer from 0 to {n} (the model's layers)",
-    )
-    if full == kinds.count(FULL):
-        return kinds
-    others = [k for k in kinds if k != FULL]
-    require(
-        others or full == n,
-        f"full_layers={full}: {name} has only full-attention layers; no other kind to give the rest",
-    )
-    is_full = set(full_layer_positions(n, full)) if full else set()
-    rest, out, j = n - full, [], 0
-    for i in range(n):
-        if i in is_full:
-            out.append(FULL)
-        else:
-            out.append(others[j * len(others) // rest])
-            j += 1
-    return tuple(out)
 
 
 DECODER = register(DecoderFamily(), NAMES + BACKEND_NAMES)

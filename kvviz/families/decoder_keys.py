@@ -12,7 +12,7 @@ vLLM 0.33 model file (vllm/model_executor/models/<file>.py), and the names the f
 from __future__ import annotations
 
 from kvviz.base.errors import require
-from kvviz.base.inputs import MAX_LAYERS, bounded_int
+from kvviz.base.inputs import MAX_DIM, MAX_LAYERS, bounded_int
 
 HEAD_FROM_HIDDEN = frozenset(
     {
@@ -115,6 +115,124 @@ def looped_layers(text, model_type: str, *, name: str) -> tuple[tuple[str, ...],
             names.append(f"backbone.layers.{j * n + i}.mixer.attn")
             kinds.append(kind)
     return tuple(names), tuple(kinds)
+
+
+# --- issue 27, "plan them": more model types, each rule from the cited vllm/model_executor/models/ file ---
+HEAD_FROM_HIDDEN = HEAD_FROM_HIDDEN | {
+    "deepseek",  # deepseek_v2.py DeepseekAttention.__init__ (DeepSeek V1: model_type "deepseek" is never MLA)
+    "internlm2",  # internlm2.py InternLM2Attention.__init__
+    "minicpm",  # minicpm.py MiniCPMAttention.__init__
+    "orion",  # orion.py OrionAttention.__init__
+    "step1",  # step1.py StepAttention.__init__
+    "chatglm",  # chatglm.py GLMAttention.__init__ (config.kv_channels is not read)
+    "dbrx",  # dbrx.py DbrxAttention.__init__: d_model // n_heads
+}
+LAYER_NAMES = {
+    **LAYER_NAMES,
+    # internlm2.py InternLM2DecoderLayer.__init__ (.attention), InternLM2Attention.__init__ (.attn)
+    "internlm2": ("model.layers", "attention.attn"),
+    # bailing_moe.py BailingMoeBlock.__init__ (.attention), BailingAttention.__init__ (.attn)
+    "bailing_moe": ("model.layers", "attention.attn"),
+    "bailing_moe_v2": ("model.layers", "attention.attn"),
+    # chatglm.py ChatGLMBaseModel.__init__ (transformer), ChatGLMModel.__init__ (.encoder), GLMTransformer
+    # (.layers), GLMBlock.__init__ (.self_attention), GLMAttention.__init__ (.attn); glm4v.py GLM4VModel(ChatGLMModel)
+    "chatglm": ("transformer.encoder.layers", "self_attention.attn"),
+    # dbrx.py DbrxForCausalLM (transformer), DbrxModel (.blocks), DbrxBlock (.norm_attn_norm),
+    # DbrxFusedNormAttention (.attn), DbrxAttention (.attn)
+    "dbrx": ("transformer.blocks", "norm_attn_norm.attn.attn"),
+}
+# KV heads read from other fields (kv_heads_of): decoder._heads asks for these.
+KV_HEAD_READERS = frozenset({"chatglm", "step1", "dbrx"})
+HEAD_RULES = HEAD_RULES | KV_HEAD_READERS
+# Custom-code configs (no transformers class; vLLM reads them with trust_remote_code, chatglm with its own
+# transformers_utils/configs/chatglm.py ChatGLMConfig): read from the JSON as it is (hf._NATIVE_ONLY), with the
+# class's aliases and defaults that a reader needs (CUSTOM_FIELDS).
+CUSTOM_CODE_TYPES = (
+    "bailing_moe",
+    "bailing_moe_v2",
+    "param2moe",
+    "solar",
+    "telechat",
+    "teleflm",
+    "deepseek",
+    "internlm2",
+    "minicpm",
+    "orion",
+    "step1",
+    "chatglm",
+)
+# model type -> (aliases {field: the config's own key}, defaults where the JSON omits a field)
+CUSTOM_FIELDS = {
+    # telechat2.py TeleChat2Model.__init__ sets hf_config.attribute_map (n_layer, n_head); Llama's rules then
+    "telechat": ({"num_hidden_layers": "n_layer", "num_attention_heads": "n_head"}, {}),
+    # transformers_utils/configs/chatglm.py ChatGLMConfig: attribute_map, __init__ defaults
+    # (max_position_embeddings = seq_length)
+    "chatglm": (
+        {"num_hidden_layers": "num_layers", "max_position_embeddings": "seq_length"},
+        dict(
+            num_layers=28,
+            hidden_size=4096,
+            num_attention_heads=32,
+            seq_length=2048,
+            multi_query_attention=False,
+            multi_query_group_num=1,
+        ),
+    ),
+}
+# The config class is another model type's: mimo.py MiMoForCausalLM(Qwen2ForCausalLM), MiMo's hub config
+# MiMoConfig(Qwen2Config) (num_nextn_predict_layers: MTP layers are the drafter's, not the target's cache).
+CONFIG_AS = {"mimo": "qwen2"}
+# Attention that splits its KV heads over TP and never replicates them: param2moe.py Param2MoEAttention.__init__
+# (assert num_key_value_heads % tp_size == 0).
+KV_SPLIT_ONLY = frozenset({"param2moe"})
+# Architectures named …ForConditionalGeneration that are no multimodal wrapper: registry.py maps
+# ChatGLMForConditionalGeneration to chatglm.py ChatGLMForCausalLM (its LM under `transformer.`).
+NOT_WRAPPERS = frozenset({"ChatGLMForConditionalGeneration"})
+
+
+def custom_fields(text, model_type: str, *, name: str):
+    """A custom-code config (namespace of its JSON) with its class's aliases and defaults (CUSTOM_FIELDS);
+    DeepSeek V1's rswa_window (deepseek_v2.py DeepseekAttention: RSWAAttention) is not modelled; ChatGLM
+    without original_rope is refused as vLLM refuses it (AttributeError)."""
+    require(
+        model_type != "deepseek" or getattr(text, "rswa_window", None) is None,
+        f"{name}: rswa_window: vLLM's RSWAAttention (deepseek_v2.py DeepseekAttention) is not modelled",
+    )
+    require(  # chatglm.py GLMAttention.__init__: `not config.original_rope`; ChatGLMConfig has no default
+        model_type != "chatglm" or hasattr(text, "original_rope"),
+        f"{name}: config is missing field 'original_rope' (vLLM's chatglm.py GLMAttention reads it)",
+    )
+    aliases, defaults = CUSTOM_FIELDS.get(model_type, ({}, {}))
+    for key, value in defaults.items():
+        if getattr(text, key, None) is None:
+            setattr(text, key, value)
+    for key, own in aliases.items():
+        if getattr(text, own, None) is not None:
+            setattr(text, key, getattr(text, own))
+    return text
+
+
+def kv_heads_of(text, model_type: str, heads: int, *, name: str) -> int:
+    """The total KV heads of KV_HEAD_READERS, as each model file reads them:
+
+    * chatglm.py GLMAttention.__init__: multi_query_group_num if multi_query_attention, else the heads;
+    * step1.py StepAttention.__init__: num_attention_groups, else num_key_value_heads, else 1 (and 1 for a
+      value that is None or <= 0);
+    * dbrx.py DbrxAttention.__init__: config.attn_config.kv_n_heads."""
+    if model_type == "chatglm":
+        if not getattr(text, "multi_query_attention", False):
+            return heads
+        return bounded_int(
+            getattr(text, "multi_query_group_num", None), field=f"{name}: multi_query_group_num", low=1, high=MAX_DIM
+        )
+    if model_type == "step1":
+        kv = getattr(text, "num_attention_groups", getattr(text, "num_key_value_heads", 1))
+        if kv is None or (isinstance(kv, int) and not isinstance(kv, bool) and kv <= 0):
+            return 1
+        return bounded_int(kv, field=f"{name}: num_attention_groups", low=1, high=MAX_DIM)
+    attn = getattr(text, "attn_config", None)
+    kv = attn.get("kv_n_heads") if isinstance(attn, dict) else getattr(attn, "kv_n_heads", None)
+    return bounded_int(kv, field=f"{name}: attn_config.kv_n_heads", low=1, high=MAX_DIM)
 
 
 # HF architectures (architectures[0]) and model types the decoder family reads.
@@ -250,4 +368,41 @@ NAMES = (
     # vllm/models/flint/model.py FlintAttention.__init__: layer_types[i] == "sliding_attention" gives
     # config.sliding_window (the rule above), no KV sharing (it asserts kv_sharing_target_layer_name is None)
     "FlintForCausalLM",
+    # issue 27, "plan them" (w-deca): the rules of the block above CUSTOM_CODE_TYPES, or the rules already here
+    "AfmoeForCausalLM",  # vllm/model_executor/models/afmoe.py AfmoeAttention.__init__ (layer_types' windows)
+    "afmoe",
+    "BailingMoeForCausalLM",  # vllm/model_executor/models/bailing_moe.py BailingAttention.__init__
+    "BailingMoeV2ForCausalLM",  # vllm/model_executor/models/bailing_moe.py (BailingMoeForCausalLM)
+    "bailing_moe",
+    "bailing_moe_v2",
+    "HYV3ForCausalLM",  # vllm/model_executor/models/hy_v3.py HYV3Attention.__init__ (config.head_dim)
+    "hy_v3",
+    "MiMoForCausalLM",  # vllm/model_executor/models/mimo.py (Qwen2): CONFIG_AS
+    "mimo",
+    "NemotronForCausalLM",  # vllm/model_executor/models/nemotron.py NemotronAttention.__init__
+    "nemotron",
+    "Param2MoEForCausalLM",  # vllm/model_executor/models/param2moe.py Param2MoEAttention.__init__
+    "param2moe",
+    "SolarForCausalLM",  # vllm/model_executor/models/solar.py SolarAttention.__init__
+    "solar",
+    "TeleChat2ForCausalLM",  # vllm/model_executor/models/telechat2.py TeleChat2Model (Llama)
+    "telechat",
+    "TeleFLMForCausalLM",  # vllm/model_executor/models/teleflm.py TeleFLMForCausalLM (Llama)
+    "teleflm",
+    "DeepseekForCausalLM",  # vllm/model_executor/models/deepseek_v2.py DeepseekAttention.__init__
+    "deepseek",
+    "InternLM2ForCausalLM",  # vllm/model_executor/models/internlm2.py InternLM2Attention.__init__
+    "internlm2",
+    "MiniCPMForCausalLM",  # vllm/model_executor/models/minicpm.py MiniCPMAttention.__init__
+    "minicpm",
+    "OrionForCausalLM",  # vllm/model_executor/models/orion.py OrionAttention.__init__
+    "orion",
+    "Step1ForCausalLM",  # vllm/model_executor/models/step1.py StepAttention.__init__
+    "step1",
+    "ChatGLMModel",  # vllm/model_executor/models/chatglm.py GLMAttention.__init__
+    "ChatGLMForConditionalGeneration",  # registry.py: chatglm.py ChatGLMForCausalLM
+    "chatglm",
+    "GLM4VForCausalLM",  # vllm/model_executor/models/glm4v.py GLM4VModel(ChatGLMModel)
+    "DbrxForCausalLM",  # vllm/model_executor/models/dbrx.py DbrxAttention.__init__
+    "dbrx",
 )

@@ -28,8 +28,9 @@ import dataclasses
 from kvviz.base.defaults import VLLM_BLOCK_SIZE
 from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, bounded_int
+from kvviz.families.decoder_mix import FULL, SLIDING
 
-FULL, SLIDING, NONE = "full_attention", "sliding_attention", "attention_free"
+NONE = "attention_free"  # a layer that registers no cache (nemotron_nas.py no-op attention)
 
 
 @dataclasses.dataclass(frozen=True)

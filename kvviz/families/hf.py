@@ -16,6 +16,7 @@ import types
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import finite_number, short_repr
 from kvviz.base.quiet import quiet_library
+from kvviz.families.decoder_keys import CUSTOM_CODE_TYPES
 from kvviz.families.hf_bounds import _DTYPES, bound_layers, check_text_config, check_top_level
 from kvviz.families.hf_fast import fast_read
 
@@ -215,7 +216,8 @@ def _with_vllm_defaults(raw: dict, model_type: str) -> dict:
 
 # model_types vLLM reads with a config class of its own (vllm/transformers_utils/configs/): read
 # from the JSON as it is.
-_NATIVE_ONLY = ("kimi_k2", "kimi_linear", "pangu_ultra_moe")  # pangu_ultra_moe: custom code (openpangu.py)
+# pangu_ultra_moe: custom code (openpangu.py); decoder_keys.CUSTOM_CODE_TYPES: the attention decoders' custom code
+_NATIVE_ONLY = ("kimi_k2", "kimi_linear", "pangu_ultra_moe") + CUSTOM_CODE_TYPES
 
 
 def field(text, name: str, *, model: str, required: bool = True, default=None):
