@@ -115,6 +115,18 @@ def _h200_backends():
     for kernel in ("flash_attn_varlen_func", "get_scheduler_metadata", "compile_flash_attn_varlen_func_from_specs"):
         if not hasattr(fa_utils, kernel):
             setattr(fa_utils, kernel, None)
+    # FlashAttnMLAImpl.__init__ asserts FA3's MLA kernel is there (fa_utils.flash_attn_supports_mla: SM90 with
+    # FA3); the spec and page do not depend on it
+    import vllm.v1.attention.backends.mla.flashattn_mla as flashattn_mla
+
+    flashattn_mla.flash_attn_supports_mla = lambda: True
+    # MLA's prefill kernel (no KV cache): FlashAttention on SM90, whose availability is its CUDA build
+    # (mla/prefill/flash_attn.py FlashAttnPrefillBackend.is_available)
+    import vllm.v1.attention.backends.mla.prefill.flash_attn as mla_prefill_fa
+
+    mla_prefill_fa.FlashAttnPrefillBackend.is_available = classmethod(lambda cls: True)
+    if mla_prefill_fa.flash_attn_varlen_func is None:  # the kernel, never called by the planner
+        mla_prefill_fa.flash_attn_varlen_func = lambda *a, **k: None
     return current_platform
 
 

@@ -59,7 +59,9 @@ from kvviz.families.state_config import (
     Slot,
     StateConfig,
 )
+from kvviz.families.hf_bounds import bound_layers
 from kvviz.families.state_readers import ARCH_READER, READERS
+from kvviz.families.state_readers_hybrid import own_config
 from kvviz.families.state_shapes import state_shapes
 from kvviz.options import Options
 
@@ -84,13 +86,19 @@ class StateFamily(Family):
     )
 
     def read(self, raw: dict, *, name: str) -> Model:
-        top, text = read_config(raw, name=name)
+        require(isinstance(raw, dict), f"{name}: config must be a JSON object")
         archs = raw.get("architectures") or []
         model_type = raw.get("model_type")
-        key = next((ARCH_READER[a] for a in archs if a in ARCH_READER), None) or (
-            model_type if model_type in READERS else None
+        key = next((ARCH_READER[a] for a in archs if isinstance(a, str) and a in ARCH_READER), None) or (
+            model_type if isinstance(model_type, str) and model_type in READERS else None
         )
         require(key is not None, f"{name}: {short_repr((archs or [model_type])[0])}: no state-family reader")
+        own = own_config(key, raw, name=name)
+        if own is not None:
+            bound_layers(raw, name=name)
+            top, text = own
+        else:
+            top, text = read_config(raw, name=name)
         config = READERS[key](raw, top, text, name=name)
         require(any(s.kind == STATE for s in config.slots), f"{name}: no layer registers a recurrent state")
         length, source = derive_max_model_len(text)
@@ -115,7 +123,7 @@ class StateFamily(Family):
     def knobs_for(self, model: Model) -> tuple[str, ...]:
         # LFM2's state has no SSM part; Kimi-Linear's KDA layers keep float32 whatever is asked
         # (kimi_gdn_linear_attn get_state_dtype), so the knob would not change its pages.
-        no_ssm = model.config.mamba_type in ("short_conv", "kda")
+        no_ssm = model.config.mamba_type in ("short_conv", "kda", "linear")
         return tuple(k for k in self.knobs if k != "mamba_ssm_dtype" or not no_ssm)
 
     @model_method

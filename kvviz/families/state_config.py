@@ -44,7 +44,7 @@ class StateConfig:
     """The cache-relevant part of a hybrid's config: the caches in registration order and what
     sizes each kind."""
 
-    mamba_type: str  # 'mamba1', 'mamba2', 'short_conv', 'gdn', 'kda'
+    mamba_type: str  # 'mamba1', 'mamba2', 'short_conv', 'gdn', 'kda', 'linear'
     slots: tuple[Slot, ...]
     num_hidden_layers: int
     state_args: tuple[tuple[str, int], ...]  # the shape calculator's arguments, (config field, value)
@@ -153,4 +153,5 @@ TITLES = {
     "short_conv": "short conv",
     "gdn": "gated delta net",
     "kda": "Kimi delta attention",
+    "linear": "linear attention",
 }
