@@ -52,7 +52,8 @@ _RULES: dict[str, str] = {
         "MiniCPMForCausalLM OlmoeForCausalLM OPTForCausalLM OrionForCausalLM Step1ForCausalLM "
         "StableLmForCausalLM"
     ),
-    "hybrid state layers: state-family reader not written yet": (
+    "Inkling's short-conv state kept as a sliding-window KV cache (inkling/nvidia/sconv_swa_attn.py "
+    "InklingConvState SlidingWindowSpec) beside relative-logit attention: not modelled": (
         "AliceAIForCausalLM BailingMoeV2_5ForCausalLM BailingMoeV3ForCausalLM InklingForCausalLM "
         "BailingMoeV3VLForConditionalGeneration InternS2MobiusForConditionalGeneration "
         "KimiK3ForConditionalGeneration InklingForConditionalGeneration"

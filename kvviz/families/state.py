@@ -48,6 +48,7 @@ from kvviz.base.errors import require
 from kvviz.base.inputs import short_repr
 from kvviz.core.declare import AttentionCache, MambaCache, MLACache, StatePart
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, kv_heads_per_rank, read_config, resolve_dtype
+from kvviz.families.hf_bounds import bound_layers
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.families.state_config import (
     _ELEMENT,
@@ -59,7 +60,6 @@ from kvviz.families.state_config import (
     Slot,
     StateConfig,
 )
-from kvviz.families.hf_bounds import bound_layers
 from kvviz.families.state_readers import ARCH_READER, READERS
 from kvviz.families.state_readers_hybrid import own_config
 from kvviz.families.state_shapes import state_shapes
@@ -103,7 +103,7 @@ class StateFamily(Family):
         require(any(s.kind == STATE for s in config.slots), f"{name}: no layer registers a recurrent state")
         length, source = derive_max_model_len(text)
         if (
-            key == "kimi_linear"
+            key in ("kimi_linear", "kimi_k3")
             and getattr(text, "max_position_embeddings", None) is None
             and not any(isinstance(getattr(text, k, None), int) for k in ("model_max_length", "max_seq_len"))
         ):

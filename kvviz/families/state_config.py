@@ -75,6 +75,11 @@ class StateConfig:
         return tuple("full_attention" if s.kind in (ATTN, MLA) else f"{self.mamba_type}_state" for s in self.slots)
 
 
+def with_prefix(config: StateConfig, prefix: str) -> StateConfig:
+    """`config` with every cache name under `prefix` (a wrapper's `language_model.`)."""
+    return dataclasses.replace(config, slots=tuple(dataclasses.replace(s, name=prefix + s.name) for s in config.slots))
+
+
 def _int(text, key: str, *, name: str, default=None, positive: bool = True) -> int:
     value = field(text, key, model=name, required=default is None, default=default)
     require(not positive or value > 0, f"{name}: {key}={value}: must be positive")

@@ -10,8 +10,6 @@ import dataclasses
 from kvviz.base.errors import require
 from kvviz.base.inputs import finite_number, short_repr
 from kvviz.families.mla import mla_dims
-from kvviz.families.state_readers_hybrid import ARCH_READER as HYBRID_ARCH_READER
-from kvviz.families.state_readers_hybrid import READERS as HYBRID_READERS
 from kvviz.families.state_config import (
     ATTN,
     MLA,
@@ -24,7 +22,10 @@ from kvviz.families.state_config import (
     _list,
     _one_cache_a_layer,
     _ssm_element,
+    with_prefix,
 )
+from kvviz.families.state_readers_hybrid import ARCH_READER as HYBRID_ARCH_READER
+from kvviz.families.state_readers_hybrid import READERS as HYBRID_READERS
 
 
 def _jamba(raw, top, text, *, name):
@@ -363,6 +364,8 @@ READERS = {
     "falcon_mamba": lambda raw, top, text, *, name: _pure_mamba(raw, top, text, name=name, mamba_type="mamba1"),
     "mamba2": lambda raw, top, text, *, name: _pure_mamba(raw, top, text, name=name, mamba_type="mamba2"),
     "interns2": _interns2,
+    # kimi_k3/nvidia/model.py KimiK3ForConditionalGeneration: KimiLinearForCausalLM under `language_model.`
+    "kimi_k3": lambda raw, top, text, *, name: with_prefix(_kimi_linear(raw, top, text, name=name), "language_model."),
     **HYBRID_READERS,
 }
 

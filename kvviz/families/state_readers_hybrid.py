@@ -10,6 +10,7 @@ import types
 
 from kvviz.base.errors import require
 from kvviz.base.inputs import short_repr
+from kvviz.families.hf import read_config
 from kvviz.families.mla import mla_dims
 from kvviz.families.state_config import (
     ATTN,
@@ -133,14 +134,20 @@ def _alice_ai(raw, top, text, *, name):
         ("router_bias_correction", True),
     ):
         got = getattr(text, key, None)
-        require(got is want or got == want and type(got) is type(want), f"{name}: {key}={short_repr(got)}: "
-                f"vLLM 0.33 serves AliceAI only with {key}={short_repr(want)} (AliceAIForCausalLMConfig)")
+        require(
+            got is want or got == want and type(got) is type(want),
+            f"{name}: {key}={short_repr(got)}: "
+            f"vLLM 0.33 serves AliceAI only with {key}={short_repr(want)} (AliceAIForCausalLMConfig)",
+        )
     block = getattr(text, "block_attn_res_block_size", None)
     require(
         isinstance(block, int) and not isinstance(block, bool) and block > 0,
         f"{name}: block_attn_res_block_size={short_repr(block)}: AliceAI requires a positive integer",
     )
-    require(_int(text, "num_experts", name=name, positive=False) > 0, f"{name}: num_experts: AliceAI requires sparse experts")
+    require(
+        _int(text, "num_experts", name=name, positive=False) > 0,
+        f"{name}: num_experts: AliceAI requires sparse experts",
+    )
     heads_k, heads_v = _int(text, "linear_num_key_heads", name=name), _int(text, "linear_num_value_heads", name=name)
     dim_k, dim_v = _int(text, "linear_key_head_dim", name=name), _int(text, "linear_value_head_dim", name=name)
     require(
@@ -217,6 +224,29 @@ def _bailing_v3_vl_config(raw: dict, *, name: str):
     return top, text
 
 
+def _kimi_k3_config(raw: dict, *, name: str):
+    """(top, text) of KimiK3Config (transformers_utils/configs/kimi_k3.py, vLLM's own class): its text_config is
+    a KimiLinearConfig, read as config.json has it (as kimi_linear is). KimiDecoderLayer builds the Kimi-K3
+    private KDA (KimiK3DeltaAttention) where linear_attn_config.use_full_rank_gate is set: its prefill checkpoint
+    alignment and blocks follow the KDA prefill backend vLLM resolves at run time (resolve_kda_prefill_backend:
+    FlashKDA / FlashInfer availability), which kvviz does not model: refused."""
+    text_raw = raw.get("text_config")
+    require(isinstance(text_raw, dict), f"{name}: text_config={short_repr(text_raw)}: must be an object")
+    lac = text_raw.get("linear_attn_config")
+    require(
+        not (isinstance(lac, dict) and lac.get("use_full_rank_gate", False)),
+        f"{name}: linear_attn_config.use_full_rank_gate: Kimi-K3's full-rank-gate KDA (KimiK3DeltaAttention) keeps "
+        f"prefill checkpoint blocks aligned to the KDA prefill backend vLLM picks at run time "
+        f"(kda_prefill_checkpoint_alignment): not modelled",
+    )
+    top = types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str) and k.isidentifier()})
+    text = types.SimpleNamespace(**{k: v for k, v in text_raw.items() if isinstance(k, str) and k.isidentifier()})
+    for key in ("torch_dtype", "dtype"):
+        if getattr(text, key, None) is None and raw.get(key) is not None:
+            setattr(text, key, raw[key])
+    return top, text
+
+
 def own_config(key: str, raw: dict, *, name: str):
     """(top, text) as vLLM reads the config of reader `key` when it is not transformers' class, else None."""
     archs = raw.get("architectures") or []
@@ -224,6 +254,12 @@ def own_config(key: str, raw: dict, *, name: str):
         return _bailing_v3_vl_config(raw, name=name)
     if key in ("bailing_v3", "bailing_v2_5", "alice_ai") and not (archs and "VL" in str(archs[0])):
         return _as_custom_code(raw, name=name)
+    if key == "kimi_k3":
+        return _kimi_k3_config(raw, name=name)
+    if key == "interns2" and raw.get("model_type") not in ("qwen3_5_moe", "qwen3_5"):
+        # the InternS2 repositories' own config class (custom code) is Qwen3.5-MoE's with its text_config and
+        # vision_config: read with transformers' Qwen3_5MoeConfig and its text defaults
+        return read_config({**raw, "model_type": "qwen3_5_moe"}, name=name)
     return None
 
 
@@ -244,4 +280,5 @@ ARCH_READER = {
     "AliceAIForCausalLM": "alice_ai",
     "InternS2PreviewForConditionalGeneration": "interns2",
     "InternS2MobiusForConditionalGeneration": "interns2",
+    "KimiK3ForConditionalGeneration": "kimi_k3",
 }

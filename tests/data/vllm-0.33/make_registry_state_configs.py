@@ -21,13 +21,13 @@ class RefConfig(transformers.PretrainedConfig):
 '''
 
 
-def _write(arch: str, config: dict, *, remote: bool) -> None:
+def _write(arch: str, config: dict, *, remote: bool, ref: str = REF) -> None:
     folder = ROOT / arch
     folder.mkdir(parents=True, exist_ok=True)
     config = {"architectures": [arch], **config}
     if remote:
         config["auto_map"] = {"AutoConfig": "configuration_ref.RefConfig"}
-        (folder / "configuration_ref.py").write_text(REF.format(arch=arch, model_type=config["model_type"]))
+        (folder / "configuration_ref.py").write_text(ref.format(arch=arch, model_type=config["model_type"]))
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
@@ -146,11 +146,59 @@ def alice_ai() -> dict:
     )
 
 
+QWEN35_REF = '''"""The custom-code config class of {arch} for vLLM's reference run (trust_remote_code):
+transformers' Qwen3_5MoeConfig (its text_config and vision_config sub-configs) under the model_type below."""
+
+from transformers import Qwen3_5MoeConfig
+
+
+class RefConfig(Qwen3_5MoeConfig):
+    model_type = "{model_type}"
+'''
+
+
+def interns2(arch: str, model_type: str, **text_extra) -> dict:
+    # interns2_preview.py InternS2PreviewForConditionalGeneration(Qwen3_5MoeForConditionalGeneration) and
+    # interns2_mobius.py: the text config is Qwen3.5-MoE's (the registry's Qwen3_5MoeForCausalLM default config,
+    # tests/data/vllm-0.33/registry/configs/), with mamba_ssm_dtype float32 as the released Qwen3.5 configs set
+    # it: not read for these architectures (models/config.py MODELS_CONFIG_MAP has neither)
+    here = Path(__file__).parent / "registry" / "configs" / "Qwen3_5MoeForCausalLM" / "config.json"
+    text = json.loads(here.read_text())
+    for key in ("architectures", "_name_or_path", "id2label", "label2id", "dtype"):
+        text.pop(key, None)
+    text.update(mamba_ssm_dtype="float32", **text_extra)
+    return dict(
+        model_type=model_type,
+        torch_dtype="bfloat16",
+        text_config=text,
+        vision_config={"depth": 2, "hidden_size": 1152, "out_hidden_size": text["hidden_size"]},
+        image_token_id=248056,
+        video_token_id=248057,
+    )
+
+
+def kimi_k3() -> dict:
+    # transformers_utils/configs/kimi_k3.py KimiK3Config (vLLM's own class): text_config a KimiLinearConfig,
+    # here Kimi-Linear-48B-A3B-Instruct's released config (kvviz/presets/kimi-linear.json) without the
+    # full-rank gate (the KimiLinearGatedDeltaNetAttention path of KimiDecoderLayer); vision defaults
+    preset = Path(__file__).parents[3] / "kvviz" / "presets" / "kimi-linear.json"
+    text = json.loads(preset.read_text())
+    for key in ("architectures", "_name_or_path", "torch_dtype"):
+        text.pop(key, None)
+    return dict(model_type="kimi_k3", torch_dtype="bfloat16", text_config=text, vision_config={})
+
+
 def main() -> None:
     _write("BailingMoeV3ForCausalLM", bailing_v3(), remote=True)
     _write("BailingMoeV3VLForConditionalGeneration", bailing_v3_vl(), remote=False)
     _write("BailingMoeV2_5ForCausalLM", bailing_v2_5(), remote=True)
     _write("AliceAIForCausalLM", alice_ai(), remote=True)
+    _write("KimiK3ForConditionalGeneration", kimi_k3(), remote=False)
+    for arch, model_type, extra in (
+        ("InternS2PreviewForConditionalGeneration", "interns2_preview", {}),
+        ("InternS2MobiusForConditionalGeneration", "interns2_mobius", {"num_blocks": 2}),
+    ):
+        _write(arch, interns2(arch, model_type, **extra), remote=True, ref=QWEN35_REF)
 
 
 if __name__ == "__main__":
