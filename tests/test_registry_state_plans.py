@@ -38,6 +38,8 @@ import pytest
 
 import kvviz
 from kvviz.base.errors import KvvizError
+from kvviz.core.kinds import CacheKind
+from kvviz.families import FAMILIES, model_from_dict
 from tests.test_registry_plans import _compare
 
 HERE = Path(__file__).parent / "data" / "vllm-0.33" / "registry-state"
@@ -79,9 +81,7 @@ def test_interns2_ignores_the_text_configs_mamba_ssm_dtype():
     """Qwen3.5's own wrapper reads mamba_ssm_dtype (float32 here: a float32 SSM state); InternS2's does not."""
     text = json.loads((HERE / "InternS2PreviewForConditionalGeneration" / "config.json").read_text())["text_config"]
     assert text["mamba_ssm_dtype"] == "float32"
-    parts = kvviz.families.FAMILIES["state"].state_parts(
-        _load("InternS2PreviewForConditionalGeneration"), kvviz.Options()
-    )
+    parts = FAMILIES["state"].state_parts(_load("InternS2PreviewForConditionalGeneration"), kvviz.Options())
     assert [p.dtype for p in parts] == ["bf16", "bf16"]
 
 
@@ -108,7 +108,7 @@ def test_kimi_k3_full_rank_gate_is_refused():
     raw = json.loads((HERE / "KimiK3ForConditionalGeneration" / "config.json").read_text())
     raw["text_config"]["linear_attn_config"]["use_full_rank_gate"] = True
     with pytest.raises(KvvizError, match="use_full_rank_gate"):
-        kvviz.families.model_from_dict(raw, name="k3")
+        model_from_dict(raw, name="k3")
 
 
 def _raw(arch: str) -> dict:
@@ -128,7 +128,7 @@ def _raw(arch: str) -> dict:
 def test_what_vllm_refuses_is_one_line(arch, key, value, match):
     raw = dict(_raw(arch), **{key: value})
     with pytest.raises(KvvizError, match=match) as e:
-        kvviz.families.model_from_dict(raw, name=arch)
+        model_from_dict(raw, name=arch)
     assert "\n" not in str(e.value)
 
 
@@ -137,10 +137,17 @@ def test_linear_attention_state_at_tp():
     model dtype; BailingMoELinearAttention asserts group_norm_size % tp == 0 (4 here: TP 8 is refused)."""
     model = _load("BailingMoeV2_5ForCausalLM")
     raw = _raw("BailingMoeV2_5ForCausalLM")
-    state = kvviz.families.FAMILIES["state"]
+    state = FAMILIES["state"]
     for tp in (1, 2, 4):
         (part,) = state.state_parts(model, dataclasses.replace(kvviz.Options(), tensor_parallel_size=tp))
         assert part.shape == (raw["num_attention_heads"] // tp, raw["head_dim"], raw["head_dim"])
         assert part.dtype == "bf16"
     with pytest.raises(KvvizError, match="group_norm_size"):
         state.state_parts(model, dataclasses.replace(kvviz.Options(), tensor_parallel_size=8))
+
+
+def test_the_linear_attention_state_kind_through_every_view():
+    """The new kind as tests/test_every_kind.py checks each kind: plan, text map, JSON, block map, page anatomy."""
+    from tests.test_every_kind import test_every_kind_plans_and_draws
+
+    test_every_kind_plans_and_draws(CacheKind.LINEAR_STATE, str(HERE / "BailingMoeV2_5ForCausalLM"))
