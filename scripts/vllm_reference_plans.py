@@ -127,6 +127,17 @@ def _h200_backends():
     mla_prefill_fa.FlashAttnPrefillBackend.is_available = classmethod(lambda cls: True)
     if mla_prefill_fa.flash_attn_varlen_func is None:  # the kernel, never called by the planner
         mla_prefill_fa.flash_attn_varlen_func = lambda *a, **k: None
+    # the gated delta net's prefill kernel as _resolve_gdn_prefill_backend (layers/mamba/gdn/qwen_gdn_linear_attn.py)
+    # answers on CUDA at SM90: FlashInfer for 'auto' / 'flashinfer', else Triton. Off CUDA it answers Triton,
+    # and with it the layer's prefill checkpoint alignment (64 in 'align' mode) and block change.
+    import vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn as qwen_gdn
+
+    def sm90_gdn_prefill(vllm_config):
+        extra = vllm_config.additional_config
+        backend = str(extra.get("gdn_prefill_backend", "auto") if isinstance(extra, dict) else "auto").strip().lower()
+        return backend, ("flashinfer" if backend in ("flashinfer", "auto") else "triton")
+
+    qwen_gdn._resolve_gdn_prefill_backend = sm90_gdn_prefill
     return current_platform
 
 
