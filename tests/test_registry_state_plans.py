@@ -2,18 +2,16 @@
 
 tests/data/vllm-0.33/registry-state/plans.json holds what vLLM 0.33.0 itself planned, with
 scripts/vllm_reference_plans.py (its real model construction on the meta device and its planner), for the
-config folders beside it (README.md there says how each was made): Bailing-V3 (KDA + MLA), Bailing-V2.5 /
-Ling 2.5 (linear attention + MLA) and AliceAI (KDA + gated attention). Each is compared field for field by
+config folders beside it (README.md there says how each was made): Bailing-V3 (KDA + MLA) and its VL wrapper,
+Bailing-V2.5 / Ling 2.5 (linear attention + MLA), AliceAI (KDA + gated attention) and the InternS2-Preview /
+Mobius wrappers of Qwen3.5-MoE's gated delta net. Each is compared field for field by
 tests/test_registry_plans.py's `_compare`.
 
-The wrappers whose construction cannot run in that venv (their multimodal processors import torchvision,
-Kimi-K3 builds CUDA streams in KimiLinearModel) are derived by hand from the cited vLLM code and a vLLM plan
-above: each builds its causal LM from its text_config under the prefix `language_model.`, so its plan is
-that causal LM's plan with every layer name prefixed:
+A wrapper builds its causal LM from its text_config under the prefix `language_model.`, so its plan is that
+causal LM's plan with every layer name prefixed; the tests check it against the causal LM's vLLM plan too:
 
 * BailingMoeV3VLForConditionalGeneration (models/bailing_moe_v3_vl.py __init__: self.language_model =
-  BailingMoeV3ForCausalLM(vllm_config.with_hf_config(text_config), prefix="language_model"); its
-  get_mamba_state_shape/dtype_from_config call BailingMoeV3ForCausalLM's on the text config): its
+  BailingMoeV3ForCausalLM(vllm_config.with_hf_config(text_config), prefix="language_model")): its
   text_config is the BailingMoeV3ForCausalLM reference config;
 * InternS2PreviewForConditionalGeneration (models/interns2_preview.py: a Qwen3_5MoeForConditionalGeneration
   subclass) and InternS2MobiusForConditionalGeneration (models/interns2_mobius.py InternS2MobiusDecoderLayer:
@@ -24,8 +22,9 @@ that causal LM's plan with every layer name prefixed:
   Qwen3_5MoeForCausalLM plan (bf16 SSM state) under `language_model.`;
 * KimiK3ForConditionalGeneration (models/kimi_k3/nvidia/model.py __init__: init_vllm_registered_model(
   hf_config=config.text_config, prefix="language_model", architectures=["KimiLinearForCausalLM"])) with
-  Kimi-Linear-48B-A3B's text config: KDA of 32 heads x 128, conv kernel 4 and MLA 512 + 64, the geometry of
-  the Bailing-V3 reference, so its state and MLA pages and block size are that vLLM plan's.
+  Kimi-Linear-48B-A3B's text config, derived by hand (see its test): KDA of 32 heads x 128, conv kernel 4 and
+  MLA 512 + 64, the geometry of the Bailing-V3 reference, so its state and MLA pages and block size are that
+  vLLM plan's.
 """
 
 from __future__ import annotations

@@ -33,6 +33,9 @@ fed as each model's get_mamba_state_shape_from_config feeds them), at tensor-par
   KDA recurrent state is float32 (kda_state_dtype with 'auto'; the layer's own get_state_dtype is
   always float32).
 
+* Bailing-V2.5 / V3 (+ VL), AliceAI, InternS2-Preview / Mobius, Kimi-K3: kvviz.families.state_readers_hybrid
+  (linear attention: linear_attention_state_shape, one tensor of the model dtype).
+
 Dtypes: conv states are the model dtype (mamba_cache_dtype 'auto'); the SSM state is
 options.mamba_ssm_dtype, else the config's own field where vLLM reads one, else the model dtype.
 A TP that vLLM refuses (`divide` in the shape calculators, the heads checks) is one line naming

@@ -135,7 +135,7 @@ def _alice_ai(raw, top, text, *, name):
     ):
         got = getattr(text, key, None)
         require(
-            got is want or got == want and type(got) is type(want),
+            (got is want) if isinstance(want, bool) else got == want,  # `is not False`, `!= 'sigmoid'`, `is not True`
             f"{name}: {key}={short_repr(got)}: "
             f"vLLM 0.33 serves AliceAI only with {key}={short_repr(want)} (AliceAIForCausalLMConfig)",
         )
