@@ -3,9 +3,9 @@
 tests/data/vllm-0.33/registry-state/plans.json holds what vLLM 0.33.0 itself planned, with
 scripts/vllm_reference_plans.py (its real model construction on the meta device and its planner), for the
 config folders beside it (README.md there says how each was made): Bailing-V3 (KDA + MLA) and its VL wrapper,
-Bailing-V2.5 / Ling 2.5 (linear attention + MLA), AliceAI (KDA + gated attention) and the InternS2-Preview /
-Mobius wrappers of Qwen3.5-MoE's gated delta net, and Kimi-K3's wrapper of Kimi-Linear. Each is compared field for field by
-tests/test_registry_plans.py's `_compare`.
+Bailing-V2.5 / Ling 2.5 (linear attention + MLA), AliceAI (KDA + gated attention), the InternS2-Preview /
+Mobius wrappers of Qwen3.5-MoE's gated delta net and Kimi-K3's wrapper of Kimi-Linear. Each is compared
+field for field by tests/test_registry_plans.py's `_compare`; the MLA hybrids at TP > 1 by hand.
 
 A wrapper builds its causal LM from its text_config under the prefix `language_model.`, so its plan is that
 causal LM's plan with every layer name prefixed; the tests check it against the causal LM's vLLM plan too:
@@ -150,3 +150,27 @@ def test_the_linear_attention_state_kind_through_every_view():
     from tests.test_every_kind import test_every_kind_plans_and_draws
 
     test_every_kind_plans_and_draws(CacheKind.LINEAR_STATE, str(HERE / "BailingMoeV2_5ForCausalLM"))
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+@pytest.mark.parametrize("arch", ["BailingMoeV3ForCausalLM", "BailingMoeV2_5ForCausalLM"])
+def test_mla_hybrid_block_at_tp(arch, tp):
+    """By hand at TP > 1: the state shrinks with TP (kda_state_shape / linear_attention_state_shape divide the
+    heads), the MLA latent does not (one KV head on every rank: ModelConfig.get_num_kv_heads is 1 for MLA), and
+    platforms/interface.py _align_hybrid_block_size picks the smallest multiple of 128 (MLA) tokens whose MLA page
+    holds the state, the state page padded to it."""
+    raw = _raw(arch)
+    heads, d = raw["num_attention_heads"] // tp, raw["head_dim"]
+    if arch == "BailingMoeV3ForCausalLM":  # conv (K - 1, 3 H d / tp) bf16 + recurrent (H / tp, d, d) fp32
+        state = (raw["short_conv_kernel_size"] - 1) * 3 * heads * d * 2 + heads * d * d * 4
+    else:  # one (H / tp, d, d) tensor of the model dtype (bf16)
+        state = heads * d * d * 2
+    token = (raw["kv_lora_rank"] + raw["qk_rope_head_dim"]) * 2
+    block = 128 * _cdiv(state, 128 * token)
+    plan = kvviz.plan(_load(arch), tensor_parallel_size=tp, max_model_len=32768)
+    assert {c.tokens_per_block for g in plan.groups for c in g.layers} == {block}
+    assert {c.page_bytes for g in plan.groups for c in g.layers} == {block * token}
