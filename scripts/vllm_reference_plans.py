@@ -115,6 +115,29 @@ def _h200_backends():
     for kernel in ("flash_attn_varlen_func", "get_scheduler_metadata", "compile_flash_attn_varlen_func_from_specs"):
         if not hasattr(fa_utils, kernel):
             setattr(fa_utils, kernel, None)
+    # FlashAttnMLAImpl.__init__ asserts FA3's MLA kernel is there (fa_utils.flash_attn_supports_mla: SM90 with
+    # FA3); the spec and page do not depend on it
+    import vllm.v1.attention.backends.mla.flashattn_mla as flashattn_mla
+
+    flashattn_mla.flash_attn_supports_mla = lambda: True
+    # MLA's prefill kernel (no KV cache): FlashAttention on SM90, whose availability is its CUDA build
+    # (mla/prefill/flash_attn.py FlashAttnPrefillBackend.is_available)
+    import vllm.v1.attention.backends.mla.prefill.flash_attn as mla_prefill_fa
+
+    mla_prefill_fa.FlashAttnPrefillBackend.is_available = classmethod(lambda cls: True)
+    if mla_prefill_fa.flash_attn_varlen_func is None:  # the kernel, never called by the planner
+        mla_prefill_fa.flash_attn_varlen_func = lambda *a, **k: None
+    # the gated delta net's prefill kernel as _resolve_gdn_prefill_backend (layers/mamba/gdn/qwen_gdn_linear_attn.py)
+    # answers on CUDA at SM90: FlashInfer for 'auto' / 'flashinfer', else Triton. Off CUDA it answers Triton,
+    # and with it the layer's prefill checkpoint alignment (64 in 'align' mode) and block change.
+    import vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn as qwen_gdn
+
+    def sm90_gdn_prefill(vllm_config):
+        extra = vllm_config.additional_config
+        backend = str(extra.get("gdn_prefill_backend", "auto") if isinstance(extra, dict) else "auto").strip().lower()
+        return backend, ("flashinfer" if backend in ("flashinfer", "auto") else "triton")
+
+    qwen_gdn._resolve_gdn_prefill_backend = sm90_gdn_prefill
     return current_platform
 
 

@@ -79,7 +79,7 @@ class StatePart:
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class MambaCache:
     """A recurrent-state layer (vLLM MambaSpec): one state of `parts` per request, of
-    `mamba_type` ('mamba1', 'mamba2', 'short_conv', 'gdn', 'kda')."""
+    `mamba_type` ('mamba1', 'mamba2', 'short_conv', 'gdn', 'kda', 'linear')."""
 
     name: str
     layer: int

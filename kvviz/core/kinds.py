@@ -51,6 +51,7 @@ class CacheKind(enum.Enum):
     SHORT_CONV_STATE = Style("short-conv state", "c", "#76b7b2", "", "state", True)
     GDN_STATE = Style("gated delta net conv|SSM state", "G", "#b07aa1", "", "state", True)
     KDA_STATE = Style("KDA conv|recurrent state", "K", "#9c755f", "", "state", True)
+    LINEAR_STATE = Style("linear-attention state", "Y", "#bab0ac", "", "state", True)
 
     @property
     def style(self) -> Style:
@@ -95,4 +96,5 @@ STATE_KINDS = {
     "short_conv": CacheKind.SHORT_CONV_STATE,
     "gdn": CacheKind.GDN_STATE,
     "kda": CacheKind.KDA_STATE,
+    "linear": CacheKind.LINEAR_STATE,
 }

@@ -52,7 +52,9 @@ _RULES: dict[str, str] = {
         "MiniCPMForCausalLM OlmoeForCausalLM OPTForCausalLM OrionForCausalLM Step1ForCausalLM "
         "StableLmForCausalLM"
     ),
-    "hybrid state layers: state-family reader not written yet": (
+    "Inkling's short-conv state as a sliding-window KV cache of its own block size (inkling/nvidia/"
+    "sconv_swa_attn.py InklingConvState: SlidingWindowSpec, block = window = sconv_kernel_size, a packed "
+    "power-of-two head size): not modelled": (
         "AliceAIForCausalLM BailingMoeV2_5ForCausalLM BailingMoeV3ForCausalLM InklingForCausalLM "
         "BailingMoeV3VLForConditionalGeneration InternS2MobiusForConditionalGeneration "
         "KimiK3ForConditionalGeneration InklingForConditionalGeneration"

@@ -33,6 +33,9 @@ fed as each model's get_mamba_state_shape_from_config feeds them), at tensor-par
   KDA recurrent state is float32 (kda_state_dtype with 'auto'; the layer's own get_state_dtype is
   always float32).
 
+* Bailing-V2.5 / V3 (+ VL), AliceAI, InternS2-Preview / Mobius, Kimi-K3: kvviz.families.state_readers_hybrid
+  (linear attention: linear_attention_state_shape, one tensor of the model dtype).
+
 Dtypes: conv states are the model dtype (mamba_cache_dtype 'auto'); the SSM state is
 options.mamba_ssm_dtype, else the config's own field where vLLM reads one, else the model dtype.
 A TP that vLLM refuses (`divide` in the shape calculators, the heads checks) is one line naming
@@ -48,6 +51,7 @@ from kvviz.base.errors import require
 from kvviz.base.inputs import short_repr
 from kvviz.core.declare import AttentionCache, MambaCache, MLACache, StatePart
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, kv_heads_per_rank, read_config, resolve_dtype
+from kvviz.families.hf_bounds import bound_layers
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.families.state_config import (
     _ELEMENT,
@@ -60,6 +64,7 @@ from kvviz.families.state_config import (
     StateConfig,
 )
 from kvviz.families.state_readers import ARCH_READER, READERS
+from kvviz.families.state_readers_hybrid import own_config
 from kvviz.families.state_shapes import state_shapes
 from kvviz.options import Options
 
@@ -84,18 +89,24 @@ class StateFamily(Family):
     )
 
     def read(self, raw: dict, *, name: str) -> Model:
-        top, text = read_config(raw, name=name)
+        require(isinstance(raw, dict), f"{name}: config must be a JSON object")
         archs = raw.get("architectures") or []
         model_type = raw.get("model_type")
-        key = next((ARCH_READER[a] for a in archs if a in ARCH_READER), None) or (
-            model_type if model_type in READERS else None
+        key = next((ARCH_READER[a] for a in archs if isinstance(a, str) and a in ARCH_READER), None) or (
+            model_type if isinstance(model_type, str) and model_type in READERS else None
         )
         require(key is not None, f"{name}: {short_repr((archs or [model_type])[0])}: no state-family reader")
+        own = own_config(key, raw, name=name)
+        if own is not None:
+            bound_layers(raw, name=name)
+            top, text = own
+        else:
+            top, text = read_config(raw, name=name)
         config = READERS[key](raw, top, text, name=name)
         require(any(s.kind == STATE for s in config.slots), f"{name}: no layer registers a recurrent state")
         length, source = derive_max_model_len(text)
         if (
-            key == "kimi_linear"
+            key in ("kimi_linear", "kimi_k3")
             and getattr(text, "max_position_embeddings", None) is None
             and not any(isinstance(getattr(text, k, None), int) for k in ("model_max_length", "max_seq_len"))
         ):
@@ -115,7 +126,7 @@ class StateFamily(Family):
     def knobs_for(self, model: Model) -> tuple[str, ...]:
         # LFM2's state has no SSM part; Kimi-Linear's KDA layers keep float32 whatever is asked
         # (kimi_gdn_linear_attn get_state_dtype), so the knob would not change its pages.
-        no_ssm = model.config.mamba_type in ("short_conv", "kda")
+        no_ssm = model.config.mamba_type in ("short_conv", "kda", "linear")
         return tuple(k for k in self.knobs if k != "mamba_ssm_dtype" or not no_ssm)
 
     @model_method

@@ -44,7 +44,7 @@ class StateConfig:
     """The cache-relevant part of a hybrid's config: the caches in registration order and what
     sizes each kind."""
 
-    mamba_type: str  # 'mamba1', 'mamba2', 'short_conv', 'gdn', 'kda'
+    mamba_type: str  # 'mamba1', 'mamba2', 'short_conv', 'gdn', 'kda', 'linear'
     slots: tuple[Slot, ...]
     num_hidden_layers: int
     state_args: tuple[tuple[str, int], ...]  # the shape calculator's arguments, (config field, value)
@@ -73,6 +73,11 @@ class StateConfig:
         """One kind per cache slot, named as transformers' layer_types names them
         ('full_attention' for attention and MLA, the mamba_type's state otherwise)."""
         return tuple("full_attention" if s.kind in (ATTN, MLA) else f"{self.mamba_type}_state" for s in self.slots)
+
+
+def with_prefix(config: StateConfig, prefix: str) -> StateConfig:
+    """`config` with every cache name under `prefix` (a wrapper's `language_model.`)."""
+    return dataclasses.replace(config, slots=tuple(dataclasses.replace(s, name=prefix + s.name) for s in config.slots))
 
 
 def _int(text, key: str, *, name: str, default=None, positive: bool = True) -> int:
@@ -153,4 +158,5 @@ TITLES = {
     "short_conv": "short conv",
     "gdn": "gated delta net",
     "kda": "Kimi delta attention",
+    "linear": "linear attention",
 }

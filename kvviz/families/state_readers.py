@@ -22,7 +22,10 @@ from kvviz.families.state_config import (
     _list,
     _one_cache_a_layer,
     _ssm_element,
+    with_prefix,
 )
+from kvviz.families.state_readers_hybrid import ARCH_READER as HYBRID_ARCH_READER
+from kvviz.families.state_readers_hybrid import READERS as HYBRID_READERS
 
 
 def _jamba(raw, top, text, *, name):
@@ -256,6 +259,12 @@ def _qwen3_5(raw, top, text, *, name):
     )
 
 
+def _interns2(raw, top, text, *, name):
+    # interns2_preview.py / interns2_mobius.py: Qwen3.5-MoE's layers under `language_model.`, the SSM
+    # dtype the model dtype (not in MODELS_CONFIG_MAP: no Qwen3_5ForConditionalGenerationConfig)
+    return _gated_delta_net(raw, top, text, name=name, prefix="language_model.", ssm_field=None)
+
+
 def _lfm2_moe(raw, top, text, *, name):
     # lfm2_moe.py Lfm2MoeShortConvDecoderLayer: ShortConv(dim=config.hidden_size), and
     # get_mamba_state_shape_from_config(intermediate_size=hf_config.hidden_size); attention head_dim
@@ -354,6 +363,10 @@ READERS = {
     "mamba": lambda raw, top, text, *, name: _pure_mamba(raw, top, text, name=name, mamba_type="mamba1"),
     "falcon_mamba": lambda raw, top, text, *, name: _pure_mamba(raw, top, text, name=name, mamba_type="mamba1"),
     "mamba2": lambda raw, top, text, *, name: _pure_mamba(raw, top, text, name=name, mamba_type="mamba2"),
+    "interns2": _interns2,
+    # kimi_k3/nvidia/model.py KimiK3ForConditionalGeneration: KimiLinearForCausalLM under `language_model.`
+    "kimi_k3": lambda raw, top, text, *, name: with_prefix(_kimi_linear(raw, top, text, name=name), "language_model."),
+    **HYBRID_READERS,
 }
 
 
@@ -377,4 +390,5 @@ ARCH_READER = {
     "MambaForCausalLM": "mamba",
     "FalconMambaForCausalLM": "mamba",  # registry.py: ("mamba", "MambaForCausalLM")
     "Mamba2ForCausalLM": "mamba2",
+    **HYBRID_ARCH_READER,
 }

@@ -77,4 +77,15 @@ def state_shapes(c: StateConfig, tp: int, *, model: str) -> tuple[tuple[str, tup
                 ),
             ),
         )
-    raise KvvizError(f"{model}: mamba_type {t!r}: kvviz knows mamba1, mamba2, short_conv, gdn, kda")
+    if t == "linear":  # linear_attention_state_shape (layers/mamba/linear/base.py LinearAttention)
+        # LinearAttention.__init__ asserts num_heads % tp == 0; BailingMoELinearAttention asserts
+        # tp_size <= group_norm_size and group_norm_size % tp_size == 0
+        norm = a.get("group_norm_size")
+        require(
+            norm is None or (tp <= norm and norm % tp == 0),
+            f"tensor_parallel_size={tp}: {model}'s group_norm_size ({norm}) must be a multiple of it "
+            f"(vLLM refuses: 'group_norm_size must be divisible by tp_size')",
+        )
+        heads = _divide(a["num_heads"], tp, "linear attention heads", model=model)
+        return (("state", (heads, a["head_dim"], a["head_dim"])),)
+    raise KvvizError(f"{model}: mamba_type {t!r}: kvviz knows mamba1, mamba2, short_conv, gdn, kda, linear")

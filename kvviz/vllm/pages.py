@@ -58,6 +58,8 @@ STATE_BACKENDS = {
     "short_conv": StateBackend(0, None),
     "gdn": StateBackend(1, 64),
     "kda": StateBackend(0, None),
+    # layers/mamba/linear/base.py LinearAttention (MiniMax / Bailing linear attention): MambaBase's spec
+    "linear": StateBackend(0, None),
     # olmo_gdn_linear_attn.py OlmoHybridGatedDeltaNetAttention: a gated delta net that keeps MambaBase's
     # get_kv_cache_spec and get_prefill_checkpoint_alignment (no checkpoint block, no alignment)
     "gdn/base": StateBackend(0, None),
