@@ -273,6 +273,10 @@ def plan_one(folder: Path, label: str) -> dict:
         out_groups = []
         for g in groups:
             layer_specs = [specs[n] for n in g.layer_names]
+            # the pages the pool holds: the group's specs after the hybrid page unification (which may scale
+            # a layer's block size, e.g. a full layer's 16 -> 32 beside sliding layers with twice its page),
+            # as registry/plans.json records them; `specs` keeps each layer's own spec before it
+            grouped = getattr(g.kv_cache_spec, "kv_cache_specs", None) or {n: g.kv_cache_spec for n in g.layer_names}
             distinct = [
                 json.loads(s) for s in dict.fromkeys(json.dumps(_spec_dict(x), sort_keys=True) for x in layer_specs)
             ]
@@ -281,7 +285,7 @@ def plan_one(folder: Path, label: str) -> dict:
                     "kind": _kind(layer_specs[0]),
                     "spec_type": type(g.kv_cache_spec).__name__,
                     "block_size": g.kv_cache_spec.block_size,
-                    "page_size_bytes": sorted({s.page_size_bytes for s in layer_specs}),
+                    "page_size_bytes": sorted({grouped[n].page_size_bytes for n in g.layer_names}),
                     "specs": distinct,
                     "layer_names": list(g.layer_names),
                     "kv_shared_by": {k: v for k, v in shared.items() if v in g.layer_names},

@@ -27,6 +27,8 @@ Rules, each from vLLM 0.33's model file (vllm/model_executor/models/):
   knob does not apply (decoder_keys.NO_CACHE_CONFIG);
 * the architectures vLLM serves through its Transformers backend (OLMo 2/3, SmolLM3, HunYuan, ...):
   that backend's rule (kvviz.families.transformers_backend: KV heads, head size, names, no KV sharing);
+* per-layer-kind KV heads / K and V head sizes / windows (MiMo-V2, Step 3.5) and Step 3's one KV head:
+  kvviz.families.decoder_kinds.KIND_RULES;
 * TP: ModelConfig.get_num_kv_heads, max(1, kv_heads // tp).
 """
 
@@ -49,6 +51,7 @@ from kvviz.families.decoder_keys import (
     WRAPPERS,
     looped_layers,
 )
+from kvviz.families.decoder_kinds import KIND_RULES
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.families.transformers_backend import LAYER_NAMES as BACKEND_LAYER_NAMES
@@ -72,13 +75,15 @@ class DecoderConfig:
     head_dim: int
     layer_kinds: tuple[str, ...]  # one of FULL, SLIDING, CHUNKED, SHARED per layer
     sliding_window: int | None  # the window a sliding layer's spec carries (Cohere2: + 1)
-    attention_chunk_size: int | None
     layer_prefix: str  # "model.layers" or "language_model.model.layers"
     attn_suffix: str  # "self_attn.attn" or "attn.attn"
     kind_source: str
     shared_targets: tuple[tuple[int, int], ...] = ()  # (layer, the layer whose KV it reuses)
-    layer_heads: tuple[tuple[int, int], ...] = ()  # per layer (KV heads, head size) where they differ (Gemma 4)
+    # per layer (KV heads, head size[, V head size]) where they differ (Gemma 4, decoder_kinds)
+    layer_heads: tuple[tuple[int, ...], ...] = ()
     layer_names: tuple[str, ...] = ()  # per cache, where not `{layer_prefix}.{i}.{attn_suffix}` (LOOPED)
+    attention_chunk_size: int | None = None
+    tp_heads: tuple[int, ...] = ()  # other query head counts TP splits (decoder_kinds: MiMo's swa heads)
 
     @property
     def kind_counts(self) -> dict[str, int]:
@@ -179,6 +184,10 @@ class DecoderFamily(Family):
         top, text = read_config(raw, name=name, known_kinds=LAYER_KINDS + (("mlp",) if dory else ()))
         model_type = getattr(text, "model_type", raw.get("model_type"))
         n = field(text, "num_hidden_layers", model=name)
+        if model_type in KIND_RULES:  # per-layer-kind KV heads / head sizes / windows (decoder_kinds)
+            return self._model(
+                raw, top, text, model_type, name, num_hidden_layers=n, **KIND_RULES[model_type](text, n, name=name)
+            )
         heads = field(text, "num_attention_heads", model=name)
         per_layer = model_type == "gemma4_text"  # per-layer attributes: transformers refuses the global read
         kv = heads if per_layer else field(text, "num_key_value_heads", model=name, required=False, default=heads)
@@ -190,7 +199,7 @@ class DecoderFamily(Family):
         elif model_type in HEAD_FROM_HIDDEN or not head_dim:
             require(hidden is not None and heads > 0, f"{name}: config is missing field 'head_dim'")
             head_dim = hidden // heads
-        layer_heads: tuple[tuple[int, int], ...] = ()
+        layer_heads: tuple[tuple[int, ...], ...] = ()
         if model_type in HEAD_RULES:
             require(
                 getattr(text, "use_bidirectional_attention", None) != "all",
@@ -228,10 +237,12 @@ class DecoderFamily(Family):
                     kinds[i] = SHARED
             shared = tuple(targets)
             source += f"; layers {first}..{n - 1} share layer {first - 2} / {first - 1}'s KV (gemma3n.py)"
-        archs = raw.get("architectures") or [model_type]
-        wrapper = str(archs[0]).endswith("ForConditionalGeneration") or archs[0] in WRAPPERS
-        prefix, suffix = {**LAYER_NAMES, **BACKEND_LAYER_NAMES}.get(model_type, DEFAULT_LAYER_NAMES)
-        config = DecoderConfig(
+        return self._model(
+            raw,
+            top,
+            text,
+            model_type,
+            name,
             num_hidden_layers=n,
             num_attention_heads=heads,
             num_key_value_heads=kv,
@@ -239,12 +250,19 @@ class DecoderFamily(Family):
             layer_kinds=tuple(kinds),
             sliding_window=window,
             attention_chunk_size=getattr(text, "attention_chunk_size", None) if CHUNKED in kinds else None,
-            layer_prefix=("language_model." if wrapper else "") + prefix,
-            attn_suffix=suffix,
             kind_source=source,
             shared_targets=shared,
             layer_heads=layer_heads,
             layer_names=names,
+        )
+
+    def _model(self, raw: dict, top, text, model_type, name: str, **sizes) -> Model:
+        """The Model of DecoderConfig(**sizes) with vLLM's layer names, dtype and max_model_len."""
+        archs = raw.get("architectures") or [model_type]
+        wrapper = str(archs[0]).endswith("ForConditionalGeneration") or archs[0] in WRAPPERS
+        prefix, suffix = {**LAYER_NAMES, **BACKEND_LAYER_NAMES}.get(model_type, DEFAULT_LAYER_NAMES)
+        config = DecoderConfig(
+            layer_prefix=("language_model." if wrapper else "") + prefix, attn_suffix=suffix, **sizes
         )
         length, key = derive_max_model_len(text)
         return Model(
@@ -270,7 +288,8 @@ class DecoderFamily(Family):
     def caches(self, model: Model, options: Options) -> tuple[AttentionCache, ...]:
         c: DecoderConfig = model.config
         tp = options.tensor_parallel_size or 1
-        check_tp_heads(c.num_attention_heads, tp, model=model.name)
+        for heads in (c.num_attention_heads, *c.tp_heads):
+            check_tp_heads(heads, tp, model=model.name)
         require(
             tp == 1 or model.model_type != "dory",
             f"tensor_parallel_size={tp}: vLLM's Dory runs on one GPU only (dory.py DoryForCausalLM.__init__)",
@@ -278,19 +297,20 @@ class DecoderFamily(Family):
         kv = kv_heads_per_rank(c.num_key_value_heads, tp, model=model.name)
         dtype = options.kv_dtype or model.dtype
         window = options.sliding_window or c.sliding_window
-        per_rank = {k: kv_heads_per_rank(k, tp, model=model.name) for k in {k for k, _ in c.layer_heads}}
+        per_rank = {k: kv_heads_per_rank(k, tp, model=model.name) for k in {h[0] for h in c.layer_heads}}
         out = []
         for i, kind in enumerate(c.layer_kinds):
             if kind == SHARED:
                 continue
             heads, size = (per_rank[c.layer_heads[i][0]], c.layer_heads[i][1]) if c.layer_heads else (kv, c.head_dim)
+            size_v = c.layer_heads[i][2] if c.layer_heads and len(c.layer_heads[i]) > 2 else size
             out.append(
                 AttentionCache(
                     name=c.layer_names[i] if c.layer_names else f"{c.layer_prefix}.{i}.{c.attn_suffix}",
                     layer=i,
                     num_kv_heads=heads,
                     head_size=size,
-                    head_size_v=size,
+                    head_size_v=size_v,
                     kv_dtype=dtype,
                     sliding_window=window if kind == SLIDING else None,
                     attention_chunk_size=c.attention_chunk_size if kind == CHUNKED else None,

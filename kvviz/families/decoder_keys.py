@@ -47,6 +47,9 @@ LAYER_NAMES = {
     # vllm/model_executor/models/sarvam.py SarvamMoEForCausalLM(BailingMoeForCausalLM): bailing_moe.py
     # BailingMoeBlock.__init__ (.attention), BailingAttention.__init__ (.attn)
     "sarvam_moe": ("model.layers", "attention.attn"),
+    # vllm/model_executor/models/step3_text.py Step3TextForCausalLM.__init__: Step3TextModel(prefix=prefix), not
+    # maybe_prefix(prefix, "model"), so at the top its layers are f"{''}.layers": .layers.{i}.self_attn.attn
+    "step3_text": (".layers", "self_attn.attn"),
 }
 
 # Attention whose KV heads and head size are not num_key_value_heads / head_dim (kvviz.families.decoder
@@ -233,4 +236,13 @@ NAMES = (
     # LAYER_NAMES above: BailingAttention (head_dim, else hidden_size // heads; num_key_value_heads)
     "SarvamMoEForCausalLM",
     "sarvam_moe",
+    # decoder_kinds.KIND_RULES (issue 27, decc): per-layer-kind KV heads / head sizes, Step 3's one KV head
+    "MiMoV2FlashForCausalLM",  # vllm/model_executor/models/mimo_v2.py MiMoV2FlashDecoderLayer.__init__
+    "mimo_v2_flash",
+    "MiMoV2ForCausalLM",  # vllm/model_executor/models/mimo_v2.py (MiMoV2FlashForCausalLM's subclass)
+    "mimo_v2",
+    "Step3p5ForCausalLM",  # vllm/model_executor/models/step3p5.py Step3p5DecoderLayer.__init__
+    "step3p5",
+    "Step3TextForCausalLM",  # vllm/model_executor/models/step3_text.py Step3TextAttention.__init__
+    "step3_text",
 )

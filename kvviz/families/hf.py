@@ -148,7 +148,7 @@ def _namespace(raw: dict):
 # model_types that transformers knows but vLLM 0.33 reads with a config class of its own
 # (transformers_utils/config.py _CONFIG_REGISTRY), whose defaults differ from transformers': the fields
 # kvviz reads with that class's defaults (transformers_utils/configs/beam.py BeamConfig.__init__,
-# dory.py DoryConfig), and its __post_init__ fill-ins in _with_vllm_defaults.
+# dory.py DoryConfig, step3_vl.py Step3TextConfig), and its __post_init__ fill-ins in _with_vllm_defaults.
 VLLM_OWN_DEFAULTS: dict[str, dict] = {
     "beam": dict(
         hidden_size=2048,
@@ -175,6 +175,16 @@ VLLM_OWN_DEFAULTS: dict[str, dict] = {
         n_recurrent_loops=1,
         recurrent_kv_cache_mode="per_loop",
     ),
+    # transformers_utils/configs/step3_vl.py Step3TextConfig.__init__ (the fields kvviz reads)
+    "step3_text": dict(
+        hidden_size=7168,
+        num_attention_heads=64,
+        num_attention_groups=1,
+        num_hidden_layers=61,
+        max_seq_len=65536,
+        max_position_embedding=65536,
+        head_dim=256,
+    ),
 }
 
 
@@ -184,9 +194,9 @@ def _with_vllm_defaults(raw: dict, model_type: str) -> dict:
     n = out["num_hidden_layers"]
     if not isinstance(n, int) or isinstance(n, bool):
         return out  # the family names the field
-    if out["layer_types"] is None and model_type == "beam":  # BeamConfig: every layer sliding
+    if model_type == "beam" and out["layer_types"] is None:  # BeamConfig: every layer sliding
         out["layer_types"] = ["sliding_attention"] * n
-    if out["layer_types"] is None and model_type == "dory":  # DoryConfig.__post_init__
+    if model_type == "dory" and out["layer_types"] is None:  # DoryConfig.__post_init__
         out["layer_types"] = [
             "mlp" if i % 2 else "full_attention" if i % 8 == 6 else "sliding_attention" for i in range(n)
         ]
@@ -199,7 +209,8 @@ def _with_vllm_defaults(raw: dict, model_type: str) -> dict:
 
 # model_types vLLM reads with a config class of its own (vllm/transformers_utils/configs/): read
 # from the JSON as it is.
-_NATIVE_ONLY = ("kimi_k2", "kimi_linear", "pangu_ultra_moe")  # pangu_ultra_moe: custom code (openpangu.py)
+# pangu_ultra_moe, mimo_v2: custom code (openpangu.py; mimo_v2.py MiMoV2ForCausalLM, MiMo-V2-Omni)
+_NATIVE_ONLY = ("kimi_k2", "kimi_linear", "pangu_ultra_moe", "mimo_v2")
 
 
 def field(text, name: str, *, model: str, required: bool = True, default=None):
