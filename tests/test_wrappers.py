@@ -203,9 +203,13 @@ def test_refusals_name_the_rule(tmp_path):
     raw = {"model_type": "whisper", "architectures": ["WhisperForConditionalGeneration"]}
     with pytest.raises(KvvizError, match="encoder-decoder cross-attention"):
         kvviz.load(_write(tmp_path, "whisper", raw))
-    # step_vl.py: builds text_config's Step3TextForCausalLM, not planned yet
+    # ultravox.py: the text model comes from another checkout (text_model_id), not read yet
+    raw = {"model_type": "ultravox", "architectures": ["UltravoxModel"]}
+    with pytest.raises(KvvizError, match="text config comes from another checkout"):
+        kvviz.load(_write(tmp_path, "ultravox", raw))
+    # step_vl.py (planned, its language model from text_config): a config without one is one line
     raw = {"model_type": "step_vl", "architectures": ["StepVLForConditionalGeneration"]}
-    with pytest.raises(KvvizError, match="language model kvviz does not plan yet"):
+    with pytest.raises(KvvizError, match="config has no text_config object"):
         kvviz.load(_write(tmp_path, "step_vl", raw))
     # a wrapper kvviz reads, whose text config names a language model kvviz does not plan
     raw = dict(_default("llava"), architectures=["LlavaForConditionalGeneration"])

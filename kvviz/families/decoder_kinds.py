@@ -144,3 +144,12 @@ def _step3_text(text, n: int, *, name: str) -> dict:
 
 
 KIND_RULES = {"mimo_v2_flash": _mimo, "mimo_v2": _mimo, "step3p5": _step3p5, "step3_text": _step3_text}
+
+
+def vllm_architectures(raw: dict) -> dict:
+    """config.json with the architectures vLLM builds where it rewrites them:
+    transformers_utils/model_arch_config_convertor.py MimoV2ModelArchConfigConvertor.__init__ makes a
+    mimo_v2 / mimo_v2_flash config that has a vision_config MiMoV2OmniForCausalLM, whatever it names."""
+    if isinstance(raw, dict) and raw.get("model_type") in ("mimo_v2", "mimo_v2_flash") and raw.get("vision_config"):
+        return dict(raw, architectures=["MiMoV2OmniForCausalLM"])
+    return raw

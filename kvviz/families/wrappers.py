@@ -64,8 +64,12 @@ class WrappedConfig:
         return getattr(self.lm.config, attr)
 
     def layer_name(self, name: str) -> str:
-        """The name vLLM gives the language model's layer `name` under the wrapper (maybe_prefix)."""
+        """The name vLLM gives the language model's layer `name` under the wrapper (maybe_prefix). A name
+        that starts with '.' is one its model built as f"{prefix}.layers" from the empty prefix
+        (step3_text.py Step3TextModel): under the wrapper it is `head` less its dot, then the name."""
         require(name.startswith(self.strip), f"{name}: expected under {self.strip!r} (wrapper rule)")
+        if name.startswith("."):
+            return self.head.removesuffix(".") + name
         return self.head + name[len(self.strip) :]
 
 
