@@ -63,6 +63,19 @@ def test_step3_vl_text_config_under_language_model(tmp_path):
     assert names == [f"language_model.layers.{i}.self_attn.attn" for i in range(61)]
 
 
+def test_step3_vl_text_config_takes_vllms_step3_text_defaults(tmp_path):
+    # transformers_utils/configs/step3_vl.py Step3VLConfig.__init__: text_config = Step3TextConfig(**text_config),
+    # whose max_seq_len defaults to 65536 and head_dim to 256; ModelConfig derives max_model_len from that
+    raw = _raw("Step3VLForConditionalGeneration")
+    for key in ("max_seq_len", "max_position_embedding", "head_dim"):
+        raw["text_config"].pop(key)
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "config.json").write_text(json.dumps(raw))
+    model = kvviz.load(str(tmp_path / "v"))
+    assert model.max_model_len == 65536
+    assert {c.page_bytes for g in kvviz.plan(model).groups for c in g.layers} == {16 * 1 * (256 + 256) * 2}
+
+
 def test_step_vl_follows_its_text_config(tmp_path):
     # step_vl.py StepVLForConditionalGeneration.__init__: hf_config=config.text_config, no architectures
     # override: the text config's own class, a Step 3 text model or any other (Qwen3 here)

@@ -188,6 +188,13 @@ VLLM_OWN_DEFAULTS: dict[str, dict] = {
 }
 
 
+def vllm_own_defaults(raw: dict) -> dict:
+    """A (text) config.json as vLLM's own config class of its model_type fills it (VLLM_OWN_DEFAULTS), else
+    as it is: e.g. the text_config of a step3_vl config, which Step3VLConfig makes a Step3TextConfig."""
+    model_type = raw.get("model_type")
+    return _with_vllm_defaults(raw, model_type) if model_type in VLLM_OWN_DEFAULTS else raw
+
+
 def _with_vllm_defaults(raw: dict, model_type: str) -> dict:
     """config.json over the vLLM config class's defaults, with its __post_init__ fill-ins."""
     out = {**VLLM_OWN_DEFAULTS[model_type], **raw}

@@ -52,6 +52,8 @@ LM_MODEL_TYPES = {
     "Phi3ForCausalLM": "phi3",
     "Exaone4ForCausalLM": "exaone4",
     "DeepseekV2ForCausalLM": "deepseek_v2",
+    # transformers_utils/configs/step3_vl.py Step3VLConfig.__init__: its text_config is a Step3TextConfig
+    "Step3TextForCausalLM": "step3_text",
 }
 
 _INIT = ".__init__ (init_vllm_registered_model)"
