@@ -23,6 +23,9 @@ read into the fields of kvviz.families.decoder.DecoderConfig (`KIND_RULES[model_
 
 TP (kvviz.families.decoder DecoderFamily.caches): every layer's KV heads per rank are max(1, heads // tp)
 (MiMoV2Attention / Step3p5Attention); each query head count in `tp_heads` must divide by TP as well.
+
+`vllm_architectures` (kvviz.families.loader.model_from_dict): the architecture vLLM builds where its config
+convertor rewrites the config's own (a MiMo config with a vision_config is MiMoV2OmniForCausalLM).
 """
 
 from __future__ import annotations
