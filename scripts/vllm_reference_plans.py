@@ -299,6 +299,7 @@ def plan_one(folder: Path, label: str) -> dict:
             # sliding layer's block scaled up to the full layers' page), or inside UniformTypeKVCacheSpecs
             per_layer = getattr(g.kv_cache_spec, "kv_cache_specs", None)
             layer_specs = [per_layer[n] if per_layer else g.kv_cache_spec for n in g.layer_names]
+            grouped = dict(zip(g.layer_names, layer_specs))  # the pages the pool holds
             distinct = [
                 json.loads(s) for s in dict.fromkeys(json.dumps(_spec_dict(x), sort_keys=True) for x in layer_specs)
             ]
@@ -307,7 +308,7 @@ def plan_one(folder: Path, label: str) -> dict:
                     "kind": _kind(layer_specs[0]),
                     "spec_type": type(g.kv_cache_spec).__name__,
                     "block_size": g.kv_cache_spec.block_size,
-                    "page_size_bytes": sorted({s.page_size_bytes for s in layer_specs}),
+                    "page_size_bytes": sorted({grouped[n].page_size_bytes for n in g.layer_names}),
                     "specs": distinct,
                     "layer_names": list(g.layer_names),
                     "kv_shared_by": {k: v for k, v in shared.items() if v in g.layer_names},

@@ -203,9 +203,9 @@ def test_refusals_name_the_rule(tmp_path):
     raw = {"model_type": "voxtral_realtime", "architectures": ["VoxtralRealtimeGeneration"]}
     with pytest.raises(KvvizError, match="causal audio encoder registers KV"):
         kvviz.load(_write(tmp_path, "voxtral_realtime", raw))
-    # step_vl.py: builds text_config's Step3TextForCausalLM, not planned yet
+    # step_vl.py (planned, its language model from text_config): a config without one is one line
     raw = {"model_type": "step_vl", "architectures": ["StepVLForConditionalGeneration"]}
-    with pytest.raises(KvvizError, match="language model kvviz does not plan yet"):
+    with pytest.raises(KvvizError, match="config has no text_config object"):
         kvviz.load(_write(tmp_path, "step_vl", raw))
     # a wrapper kvviz reads, whose text config names a language model kvviz does not plan
     raw = dict(_default("llava"), architectures=["LlavaForConditionalGeneration"])

@@ -80,6 +80,12 @@ def _is_moe(cfg: dict, i: int, n: int) -> bool:
     """Whether decoder layer i holds the routed experts, by the family's own layer rule."""
     if cfg.get("model_type") == "jamba":
         return i % (cfg.get("expert_layer_period") or 1) == (cfg.get("expert_layer_offset") or 0)
+    if cfg.get("model_type") == "step3p5" and isinstance(cfg.get("mlp_layer_types"), list):  # step3p5.py _is_moe_layer
+        return i < len(cfg["mlp_layer_types"]) and cfg["mlp_layer_types"][i] == "sparse"
+    if isinstance(cfg.get("moe_layer_freq"), list):  # mimo_v2.py MiMoV2FlashDecoderLayer.is_moe_layer
+        return i < len(cfg["moe_layer_freq"]) and bool(cfg["moe_layer_freq"][i])
+    if isinstance(cfg.get("moe_layers_enum"), str):  # step3_text.py Step3TextDecoderLayer, step3p5.py
+        return str(i) in {x.strip() for x in cfg["moe_layers_enum"].split(",")}
     first = cfg.get("first_k_dense_replace") or 0
     step = cfg.get("decoder_sparse_step") or cfg.get("interleave_moe_layer_step") or 1
     freq = cfg.get("moe_layer_freq") or 1

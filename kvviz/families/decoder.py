@@ -27,6 +27,8 @@ Rules, each from vLLM 0.33's model file (vllm/model_executor/models/):
   knob does not apply (decoder_keys.NO_CACHE_CONFIG);
 * the architectures vLLM serves through its Transformers backend (OLMo 2/3, SmolLM3, HunYuan, ...):
   that backend's rule (kvviz.families.transformers_backend: KV heads, head size, names, no KV sharing);
+* per-layer-kind KV heads / K and V head sizes / windows (MiMo-V2, Step 3.5) and Step 3's one KV head:
+  kvviz.families.decoder_kinds.KIND_RULES;
 * TP: ModelConfig.get_num_kv_heads, max(1, kv_heads // tp).
 """
 
@@ -49,7 +51,6 @@ from kvviz.families.decoder_keys import (
     KV_SPLIT_ONLY,
     LAYER_NAMES,
     LOOPED,
-    NAMES,
     NO_CACHE_CONFIG,
     NOT_WRAPPERS,
     WRAPPERS,
@@ -57,8 +58,18 @@ from kvviz.families.decoder_keys import (
     kv_heads_of,
     looped_layers,
 )
+from kvviz.families.decoder_kinds import KIND_RULES
 from kvviz.families.decoder_layers import CUSTOM_CODE, NONE, check_layers, layer_plan, per_kind
-from kvviz.families.decoder_mix import CHUNKED, FULL, SHARED, SLIDING, _spread_full, full_layer_positions  # noqa: F401
+from kvviz.families.decoder_mix import (  # noqa: F401
+    CHUNKED,
+    FULL,
+    SHARED,
+    SLIDING,
+    _spread_full,
+    config_layer_kinds,
+    full_layer_positions,
+)
+from kvviz.families.decoder_names import NAMES
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.families.transformers_backend import LAYER_NAMES as BACKEND_LAYER_NAMES
@@ -68,7 +79,6 @@ from kvviz.families.transformers_backend import backend_head_size, backend_kv_he
 from kvviz.options import Options
 
 LAYER_KINDS = (FULL, SLIDING, CHUNKED)
-SOURCE_LAYER_TYPES = "layer_types"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,16 +91,18 @@ class DecoderConfig:
     head_dim: int
     layer_kinds: tuple[str, ...]  # one of FULL, SLIDING, CHUNKED, SHARED per layer
     sliding_window: int | None  # the window a sliding layer's spec carries (Cohere2: + 1)
-    attention_chunk_size: int | None
     layer_prefix: str  # "model.layers" or "language_model.model.layers"
     attn_suffix: str  # "self_attn.attn" or "attn.attn"
     kind_source: str
     shared_targets: tuple[tuple[int, int], ...] = ()  # (layer, the layer whose KV it reuses)
-    layer_heads: tuple[tuple[int, int], ...] = ()  # per layer (KV heads, head size) where they differ (Gemma 4)
+    # per layer (KV heads, head size[, V head size]) where they differ (Gemma 4, decoder_kinds)
+    layer_heads: tuple[tuple[int, ...], ...] = ()
     layer_names: tuple[str, ...] = ()  # per cache, where not `{layer_prefix}.{i}.{attn_suffix}` (LOOPED)
     layer_windows: tuple[int | None, ...] = ()  # per cache, where the model file sets each (decoder_layers)
     head_size_v: int | None = None  # V's head size where it is not K's (decoder_layers: Pangu's sink attention)
     sink_len: int = 0  # static sink tokens (decoder_layers: StaticSinkAttention)
+    attention_chunk_size: int | None = None
+    tp_heads: tuple[int, ...] = ()  # other query head counts TP splits (decoder_kinds: MiMo's swa heads)
 
     @property
     def kind_counts(self) -> dict[str, int]:
@@ -100,42 +112,6 @@ class DecoderConfig:
     def layers_of(self, kind: str) -> tuple[int, ...]:
         """The indices of the layers of kind `kind`."""
         return tuple(i for i, k in enumerate(self.layer_kinds) if k == kind)
-
-
-def _kinds(text, model_type: str, n: int, *, name: str) -> tuple[list[str], str]:
-    window = getattr(text, "sliding_window", None)
-    if model_type == "gpt_oss":
-        return [
-            SLIDING if i % 2 == 0 and window else FULL for i in range(n)
-        ], "layer index % 2 == 0 is sliding (vLLM gpt_oss.py OAIAttention)"
-    if model_type == "llama4_text":
-        nope = getattr(text, "no_rope_layers", None)
-        require(
-            isinstance(nope, (list, tuple)) and len(nope) == n,
-            f"{name}: no_rope_layers must list one entry per layer ({n})",
-        )
-        chunked = bool(getattr(text, "attention_chunk_size", None))
-        return [
-            CHUNKED if (flag != 0 and chunked) else FULL for flag in nope
-        ], "no_rope_layers: RoPE layers are chunked local, NoPE layers full (vLLM llama4.py)"
-    layer_types = getattr(text, "layer_types", None)
-    if layer_types is None or all(k == SLIDING for k in layer_types):
-        kind = SLIDING if window else FULL
-        return [
-            kind
-        ] * n, "config-wide sliding_window (vLLM EngineArgs: no layer_types)" if window else "no sliding_window"
-    require(
-        isinstance(layer_types, (list, tuple)) and len(layer_types) == n,
-        f"{name}: layer_types has {len(layer_types) if isinstance(layer_types, (list, tuple)) else '?'} entries, "
-        f"num_hidden_layers is {n}",
-    )
-    for i, k in enumerate(layer_types):
-        require(
-            k in (FULL, SLIDING),
-            f"{name}: layer_types[{i}]={k!r}: unknown layer kind for {model_type}; kvviz knows {FULL}, {SLIDING}",
-        )
-    kinds = [SLIDING if k == SLIDING and window else FULL for k in layer_types]
-    return kinds, SOURCE_LAYER_TYPES + ("" if window else " (no sliding_window: sliding layers are full attention)")
 
 
 def _heads(text, model_type: str, heads: int, kv: int, head_dim: int, n: int, *, name: str):
@@ -203,6 +179,9 @@ class DecoderFamily(Family):
         if model_type in CUSTOM_CODE_TYPES:  # the custom class's aliases and defaults (decoder_keys.custom_fields)
             top = text = custom_fields(text, model_type, name=name)
         n = field(text, "num_hidden_layers", model=name)
+        if model_type in KIND_RULES:  # per-layer-kind KV heads / head sizes / windows (decoder_kinds)
+            sizes = KIND_RULES[model_type](text, n, name=name)
+            return self._model(raw, top, text, model_type, name, as_type, num_hidden_layers=n, **sizes)
         heads = field(text, "num_attention_heads", model=name)
         per_layer = model_type in GEMMA4_TYPES  # per-layer attributes: transformers refuses the global read
         kv = heads if per_layer else field(text, "num_key_value_heads", model=name, required=False, default=heads)
@@ -214,7 +193,7 @@ class DecoderFamily(Family):
         elif model_type in HEAD_FROM_HIDDEN or not head_dim:
             require(hidden is not None and heads > 0, f"{name}: config is missing field 'head_dim'")
             head_dim = hidden // heads
-        layer_heads: tuple[tuple[int, int], ...] = ()
+        layer_heads: tuple[tuple[int, ...], ...] = ()
         if model_type in HEAD_RULES:
             require(
                 getattr(text, "use_bidirectional_attention", None) != "all",
@@ -236,7 +215,7 @@ class DecoderFamily(Family):
             kinds = [SLIDING if k == SLIDING and window else FULL for k in looped]
             source = f"{model_type}: looped / stacked layers (decoder_keys.looped_layers)"
         else:
-            kinds, source = _kinds(text, model_type, n, name=name)
+            kinds, source = config_layer_kinds(text, model_type, n, name=name)
         if plan is None:
             window = getattr(text, "sliding_window", None) if SLIDING in kinds else None
         if window is not None and model_type == "cohere2":
@@ -258,10 +237,13 @@ class DecoderFamily(Family):
                     kinds[i] = SHARED
             shared = tuple(targets)
             source += f"; layers {first}..{n - 1} share layer {first - 2} / {first - 1}'s KV (gemma3n.py)"
-        wrapper = str(archs[0]).endswith("ForConditionalGeneration") or archs[0] in WRAPPERS
-        wrapper = wrapper and archs[0] not in NOT_WRAPPERS
-        prefix, suffix = {**LAYER_NAMES, **BACKEND_LAYER_NAMES}.get(model_type, DEFAULT_LAYER_NAMES)
-        config = DecoderConfig(
+        return self._model(
+            raw,
+            top,
+            text,
+            model_type,
+            name,
+            as_type,
             num_hidden_layers=n,
             num_attention_heads=heads,
             num_key_value_heads=kv,
@@ -269,8 +251,6 @@ class DecoderFamily(Family):
             layer_kinds=tuple(kinds),
             sliding_window=window,
             attention_chunk_size=getattr(text, "attention_chunk_size", None) if CHUNKED in kinds else None,
-            layer_prefix=("language_model." if wrapper else "") + prefix,
-            attn_suffix=suffix,
             kind_source=source,
             shared_targets=shared,
             layer_heads=layer_heads,
@@ -278,6 +258,16 @@ class DecoderFamily(Family):
             layer_windows=plan.windows if plan else (),
             head_size_v=plan and plan.head_size_v,
             sink_len=plan.sink_len if plan else 0,
+        )
+
+    def _model(self, raw: dict, top, text, model_type, name: str, as_type: str | None, **sizes) -> Model:
+        """The Model of DecoderConfig(**sizes) with vLLM's layer names, dtype and max_model_len."""
+        archs = raw.get("architectures") or [model_type]
+        wrapper = str(archs[0]).endswith("ForConditionalGeneration") or archs[0] in WRAPPERS
+        wrapper = wrapper and archs[0] not in NOT_WRAPPERS
+        prefix, suffix = {**LAYER_NAMES, **BACKEND_LAYER_NAMES}.get(model_type, DEFAULT_LAYER_NAMES)
+        config = DecoderConfig(
+            layer_prefix=("language_model." if wrapper else "") + prefix, attn_suffix=suffix, **sizes
         )
         length, key = derive_max_model_len(text)
         return Model(
@@ -303,7 +293,8 @@ class DecoderFamily(Family):
     def caches(self, model: Model, options: Options) -> tuple[AttentionCache, ...]:
         c: DecoderConfig = model.config
         tp = options.tensor_parallel_size or 1
-        check_tp_heads(c.num_attention_heads, tp, model=model.name)
+        for heads in (c.num_attention_heads, *c.tp_heads):
+            check_tp_heads(heads, tp, model=model.name)
         require(
             tp == 1 or model.model_type != "dory",
             f"tensor_parallel_size={tp}: vLLM's Dory runs on one GPU only (dory.py DoryForCausalLM.__init__)",
@@ -316,20 +307,21 @@ class DecoderFamily(Family):
         kv = kv_heads_per_rank(c.num_key_value_heads, tp, model=model.name)
         dtype = options.kv_dtype or model.dtype
         check_layers(model, options, tp)
-        per_rank = {k: kv_heads_per_rank(k, tp, model=model.name) for k in {k for k, _ in c.layer_heads if k}}
+        per_rank = {k: kv_heads_per_rank(k, tp, model=model.name) for k in {h[0] for h in c.layer_heads if h[0]}}
         out = []
         for i, kind in enumerate(c.layer_kinds):
             if kind in (SHARED, NONE):
                 continue
             window = options.sliding_window or (c.layer_windows[i] if c.layer_windows else c.sliding_window)
             heads, size = (per_rank[c.layer_heads[i][0]], c.layer_heads[i][1]) if c.layer_heads else (kv, c.head_dim)
+            size_v = c.layer_heads[i][2] if c.layer_heads and len(c.layer_heads[i]) > 2 else c.head_size_v or size
             out.append(
                 AttentionCache(
                     name=c.layer_names[i] if c.layer_names else f"{c.layer_prefix}.{i}.{c.attn_suffix}",
                     layer=i,
                     num_kv_heads=heads,
                     head_size=size,
-                    head_size_v=c.head_size_v or size,
+                    head_size_v=size_v,
                     kv_dtype=dtype,
                     sliding_window=window if kind == SLIDING else None,
                     attention_chunk_size=c.attention_chunk_size if kind == CHUNKED else None,

@@ -1,5 +1,6 @@
 """The full-layer knob of the attention decoders (and the state hybrids): where `full` full-attention layers
-sit among a model's layers, and a layer-kind list with that many full layers (kvviz's own what-if, no vLLM rule)."""
+sit among a model's layers, and a layer-kind list with that many full layers (kvviz's own what-if, no vLLM rule);
+and the layer kinds a decoder's config gives (config_layer_kinds, each from the vLLM 0.33 model file it cites)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,41 @@ def _spread_full(kinds: tuple[str, ...], full: int, *, name: str) -> tuple[str, 
             out.append(others[j * len(others) // rest])
             j += 1
     return tuple(out)
+
+
+def config_layer_kinds(text, model_type: str, n: int, *, name: str) -> tuple[list[str], str]:
+    """Each layer's kind as the (text) config gives it, and where kvviz read it: gpt-oss's alternation,
+    Llama 4's no_rope_layers, layer_types, or a config-wide sliding_window."""
+    window = getattr(text, "sliding_window", None)
+    if model_type == "gpt_oss":
+        return [
+            SLIDING if i % 2 == 0 and window else FULL for i in range(n)
+        ], "layer index % 2 == 0 is sliding (vLLM gpt_oss.py OAIAttention)"
+    if model_type == "llama4_text":
+        nope = getattr(text, "no_rope_layers", None)
+        require(
+            isinstance(nope, (list, tuple)) and len(nope) == n,
+            f"{name}: no_rope_layers must list one entry per layer ({n})",
+        )
+        chunked = bool(getattr(text, "attention_chunk_size", None))
+        return [
+            CHUNKED if (flag != 0 and chunked) else FULL for flag in nope
+        ], "no_rope_layers: RoPE layers are chunked local, NoPE layers full (vLLM llama4.py)"
+    layer_types = getattr(text, "layer_types", None)
+    if layer_types is None or all(k == SLIDING for k in layer_types):
+        kind = SLIDING if window else FULL
+        return [
+            kind
+        ] * n, "config-wide sliding_window (vLLM EngineArgs: no layer_types)" if window else "no sliding_window"
+    require(
+        isinstance(layer_types, (list, tuple)) and len(layer_types) == n,
+        f"{name}: layer_types has {len(layer_types) if isinstance(layer_types, (list, tuple)) else '?'} entries, "
+        f"num_hidden_layers is {n}",
+    )
+    for i, k in enumerate(layer_types):
+        require(
+            k in (FULL, SLIDING),
+            f"{name}: layer_types[{i}]={k!r}: unknown layer kind for {model_type}; kvviz knows {FULL}, {SLIDING}",
+        )
+    kinds = [SLIDING if k == SLIDING and window else FULL for k in layer_types]
+    return kinds, "layer_types" + ("" if window else " (no sliding_window: sliding layers are full attention)")

@@ -150,7 +150,7 @@ def _namespace(raw: dict):
 # model_types that transformers knows but vLLM 0.33 reads with a config class of its own
 # (transformers_utils/config.py _CONFIG_REGISTRY), whose defaults differ from transformers': the fields
 # kvviz reads with that class's defaults (transformers_utils/configs/beam.py BeamConfig.__init__,
-# dory.py DoryConfig), and its __post_init__ fill-ins in _with_vllm_defaults.
+# dory.py DoryConfig, step3_vl.py Step3TextConfig), and its __post_init__ fill-ins in _with_vllm_defaults.
 VLLM_OWN_DEFAULTS: dict[str, dict] = {
     "beam": dict(
         hidden_size=2048,
@@ -189,7 +189,24 @@ VLLM_OWN_DEFAULTS: dict[str, dict] = {
         n_recurrent_loops=1,
         recurrent_kv_cache_mode="per_loop",
     ),
+    # transformers_utils/configs/step3_vl.py Step3TextConfig.__init__ (the fields kvviz reads)
+    "step3_text": dict(
+        hidden_size=7168,
+        num_attention_heads=64,
+        num_attention_groups=1,
+        num_hidden_layers=61,
+        max_seq_len=65536,
+        max_position_embedding=65536,
+        head_dim=256,
+    ),
 }
+
+
+def vllm_own_defaults(raw: dict) -> dict:
+    """A (text) config.json as vLLM's own config class of its model_type fills it (VLLM_OWN_DEFAULTS), else
+    as it is: e.g. the text_config of a step3_vl config, which Step3VLConfig makes a Step3TextConfig."""
+    model_type = raw.get("model_type")
+    return _with_vllm_defaults(raw, model_type) if model_type in VLLM_OWN_DEFAULTS else raw
 
 
 def _with_vllm_defaults(raw: dict, model_type: str) -> dict:
@@ -198,12 +215,12 @@ def _with_vllm_defaults(raw: dict, model_type: str) -> dict:
     n = out["num_hidden_layers"]
     if not isinstance(n, int) or isinstance(n, bool):
         return out  # the family names the field
-    if out["layer_types"] is None and model_type == "beam":  # BeamConfig: every layer sliding
+    if model_type == "beam" and out["layer_types"] is None:  # BeamConfig: every layer sliding
         out["layer_types"] = ["sliding_attention"] * n
     if model_type == "flint":  # FlintConfig.__init__: no window unless use_sliding_window; every layer full
         out["sliding_window"] = out["sliding_window"] if out["use_sliding_window"] else None
         out["layer_types"] = out["layer_types"] or ["full_attention"] * n
-    if out["layer_types"] is None and model_type == "dory":  # DoryConfig.__post_init__
+    if model_type == "dory" and out["layer_types"] is None:  # DoryConfig.__post_init__
         out["layer_types"] = [
             "mlp" if i % 2 else "full_attention" if i % 8 == 6 else "sliding_attention" for i in range(n)
         ]
@@ -216,8 +233,9 @@ def _with_vllm_defaults(raw: dict, model_type: str) -> dict:
 
 # model_types vLLM reads with a config class of its own (vllm/transformers_utils/configs/): read
 # from the JSON as it is.
-# pangu_ultra_moe: custom code (openpangu.py); decoder_keys.CUSTOM_CODE_TYPES: the attention decoders' custom code
-_NATIVE_ONLY = ("kimi_k2", "kimi_linear", "pangu_ultra_moe") + CUSTOM_CODE_TYPES
+# pangu_ultra_moe, mimo_v2: custom code (openpangu.py; mimo_v2.py MiMoV2ForCausalLM, MiMo-V2-Omni);
+# decoder_keys.CUSTOM_CODE_TYPES: the attention decoders' custom code
+_NATIVE_ONLY = ("kimi_k2", "kimi_linear", "pangu_ultra_moe", "mimo_v2") + CUSTOM_CODE_TYPES
 
 
 def field(text, name: str, *, model: str, required: bool = True, default=None):

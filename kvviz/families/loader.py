@@ -12,6 +12,7 @@ from pathlib import Path
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import printable, read_json, short_repr
 from kvviz.families import decoder, deepseek_v4, encdec, mla, state, wrappers  # noqa: F401  (each registers its architectures)
+from kvviz.families.decoder_kinds import vllm_architectures
 from kvviz.families.refused import refusal
 from kvviz.families.registry import ARCHITECTURES, FAMILIES, Family, Model
 
@@ -43,7 +44,9 @@ def family_of(raw: dict, *, name: str) -> Family:
 
 
 def model_from_dict(raw: dict, *, name: str) -> Model:
-    """The Model of a parsed config.json, read by the family its architecture (else model_type) names."""
+    """The Model of a parsed config.json, read by the family its architecture (else model_type) names
+    (the architecture vLLM builds where its config convertor rewrites it: decoder_kinds.vllm_architectures)."""
+    raw = vllm_architectures(raw)
     return family_of(raw, name=name).read(raw, name=name)
 
 

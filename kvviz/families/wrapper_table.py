@@ -52,6 +52,8 @@ LM_MODEL_TYPES = {
     "Phi3ForCausalLM": "phi3",
     "Exaone4ForCausalLM": "exaone4",
     "DeepseekV2ForCausalLM": "deepseek_v2",
+    # transformers_utils/configs/step3_vl.py Step3VLConfig.__init__: its text_config is a Step3TextConfig
+    "Step3TextForCausalLM": "step3_text",
 }
 
 _INIT = ".__init__ (init_vllm_registered_model)"
@@ -236,5 +238,22 @@ WRAPPERS: dict[str, Wrapper] = {
         "top config",
         lm="PanguEmbeddedForCausalLM",
         head="openpangu.language_model.",
+    ),
+    # issue 27, decc: language models of decoder_kinds. step3_vl.py / step_vl.py / step3p7.py: hf_config=
+    # config.text_config, its own architectures (Step3TextForCausalLM, Step3p5ForCausalLM, ...), prefix
+    # "language_model"; Step3TextForCausalLM builds its layers at f"{prefix}.layers" (Wrapper.layer_name)
+    "Step3VLForConditionalGeneration": _w("step3_vl.py Step3VLForConditionalGeneration" + _INIT),
+    "StepVLForConditionalGeneration": _w("step_vl.py StepVLForConditionalGeneration" + _INIT),
+    "Step3p7ForConditionalGeneration": _w("step3p7.py Step3p7ForConditionalGeneration" + _INIT),
+    # mimo_v2_omni.py MiMoV2OmniForCausalLM.__init__: MiMoV2FlashForCausalLM(vllm_config, prefix=
+    # maybe_prefix(prefix, "language_model")), which reads hf_config.get_text_config() (mimo_v2.py MiMoV2Model)
+    "MiMoV2OmniForCausalLM": _w(
+        "mimo_v2_omni.py MiMoV2OmniForCausalLM.__init__ (MiMoV2FlashForCausalLM)",
+        "get_text_config()",
+        lm="MiMoV2FlashForCausalLM",
+    ),
+    # gemma4_unified.py: hf_config=config.text_config, architectures=["Gemma4ForCausalLM"]
+    "Gemma4UnifiedForConditionalGeneration": _w(
+        "gemma4_unified.py Gemma4UnifiedForConditionalGeneration" + _INIT, lm="Gemma4ForCausalLM"
     ),
 }

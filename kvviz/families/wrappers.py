@@ -33,7 +33,7 @@ import types
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
 from kvviz.families import decoder, mla, state
-from kvviz.families.hf import derive_max_model_len, read_config, resolve_dtype
+from kvviz.families.hf import derive_max_model_len, read_config, resolve_dtype, vllm_own_defaults
 from kvviz.families.refused import refusal
 from kvviz.families.registry import ARCHITECTURES, FAMILIES, Family, Model, check_call, model_method, register
 from kvviz.families.wrapper_table import LM_MODEL_TYPES, WRAPPERS, Wrapper
@@ -64,8 +64,12 @@ class WrappedConfig:
         return getattr(self.lm.config, attr)
 
     def layer_name(self, name: str) -> str:
-        """The name vLLM gives the language model's layer `name` under the wrapper (maybe_prefix)."""
+        """The name vLLM gives the language model's layer `name` under the wrapper (maybe_prefix). A name
+        that starts with '.' is one its model built as f"{prefix}.layers" from the empty prefix
+        (step3_text.py Step3TextModel): under the wrapper it is `head` less its dot, then the name."""
         require(name.startswith(self.strip), f"{name}: expected under {self.strip!r} (wrapper rule)")
+        if name.startswith("."):
+            return self.head.removesuffix(".") + name
         return self.head + name[len(self.strip) :]
 
 
@@ -157,6 +161,7 @@ def _top_and_text(raw: dict, entry: Wrapper, *, name: str):
     for part in entry.source_path:
         sub = sub.get(part) if isinstance(sub, dict) else None
         require(isinstance(sub, dict), f"{name}: config has no {entry.source} object (vLLM {entry.file})")
+    sub = vllm_own_defaults(sub)  # vLLM's own text config class fills what the JSON leaves out
     top = types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str) and k.isidentifier()})
     text = types.SimpleNamespace(**{k: v for k, v in sub.items() if isinstance(k, str) and k.isidentifier()})
     return top, text, dict(sub)
