@@ -155,9 +155,8 @@ def _config_record(budget, sched_cfg, rank_cfg, block_size, hash_block_size, lay
 
 def _settings(m, vllm_config, inp) -> dict:
     cc, sc, mc = vllm_config.cache_config, vllm_config.scheduler_config, vllm_config.model_config
-    kinds = []
-    for name in m.specs:
-        kinds.append(_kind(m.specs[name]))
+    # the config's own layer_types where it has them, else the kind of each layer's spec
+    kinds = list(getattr(mc.hf_text_config, "layer_types", None) or [_kind(s) for s in m.specs.values()])
     return {
         "hf_architecture": m.arch,
         "model_type": m.raw.get("model_type"),
@@ -180,7 +179,11 @@ def _settings(m, vllm_config, inp) -> dict:
         "max_num_seqs": sc.max_num_seqs,
         "enable_chunked_prefill": sc.enable_chunked_prefill,
         "long_prefill_token_threshold": sc.long_prefill_token_threshold,
+        "scheduler_reserve_full_isl": sc.scheduler_reserve_full_isl,
+        "watermark": sc.watermark,
         "policy": sc.policy,
+        "prefill_schedule_interval": sc.prefill_schedule_interval,
+        "use_v2_model_runner": vllm_config.use_v2_model_runner,
         "num_lookahead_tokens": vllm_config.num_lookahead_tokens,
         "num_hash_lookahead_tokens": vllm_config.num_hash_lookahead_tokens,
         "tensor_parallel_size": vllm_config.parallel_config.tensor_parallel_size,
@@ -252,9 +255,8 @@ def replay_case(case: dict, configs: Path) -> dict:
             hasher = get_request_block_hasher(hash_block_size, fn, vc.num_hash_lookahead_tokens)
         settings = _settings(m, vc, inp)
         kvm = sched.kv_cache_manager
-        settings["kv_cache_size_tokens(update_kv_cache_capacity)"] = getattr(
-            vc.cache_config, "kv_cache_size_tokens", None
-        )
+        settings["kv_cache_size_tokens(update_kv_cache_capacity)"] = vc.cache_config.kv_cache_size_tokens
+        settings["kv_cache_max_concurrency(update_kv_cache_capacity)"] = vc.cache_config.kv_cache_max_concurrency
         setup_s = time.perf_counter() - t_setup
 
         workload = case["workload"]
