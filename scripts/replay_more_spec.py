@@ -19,7 +19,7 @@ GIB = 1 << 30
 
 # name -> (model, generator, generator kwargs, inputs beyond the defaults)
 CASES = {
-    "gpt-oss-20b/chat": ("gpt-oss-20b", "chat", {"n": 48, "seed": 1}, {"kv_budget": 96 * MIB}),
+    "gpt-oss-20b/chat": ("gpt-oss-20b", "chat", {"n": 48, "seed": 1}, {"kv_budget": 112 * MIB, "max_model_len": 2048}),
     "deepseek-v3/documents": (
         "deepseek-v3",
         "documents",
@@ -37,7 +37,7 @@ CASES = {
         "lfm2-1.2b",
         "multi_turn",
         {"sessions": 10, "turns": 3, "seed": 5},
-        {"kv_budget": 40 * MIB},
+        {"kv_budget": 40 * MIB, "max_model_len": 2048},
     ),
     "qwen3-next-80b-a3b/multi-turn": (
         "qwen3-next-80b-a3b",
@@ -49,7 +49,7 @@ CASES = {
         "llama-3.1-8b",
         "chat",
         {"n": 48, "seed": 7},
-        {"kv_budget": 256 * MIB, "kv_cache_dtype": "fp8"},
+        {"kv_budget": 256 * MIB, "kv_cache_dtype": "fp8", "max_model_len": 2048},
     ),
     "nemotron-nano-9b-v2/burst/async=off": (
         "nemotron-nano-9b-v2",
@@ -61,19 +61,19 @@ CASES = {
         "gemma-3-27b-text",
         "documents",
         {"n": 32, "seed": 9, "num_documents": 2, "document": (900, 1400)},
-        {"kv_budget": 1 * GIB, "async_scheduling": "off"},
+        {"kv_budget": 1280 * MIB, "async_scheduling": "off", "max_model_len": 2048},
     ),
     "llama-3.1-8b/chat/max_num_seqs=4": (
         "llama-3.1-8b",
         "chat",
         {"n": 32, "seed": 10, "mean_gap": 1.0},
-        {"kv_budget": 384 * MIB, "max_num_seqs": 4},
+        {"kv_budget": 384 * MIB, "max_num_seqs": 4, "max_model_len": 2048},
     ),
     "gemma-3-27b-text/burst/mnbt=1024": (
         "gemma-3-27b-text",
         "burst",
-        {"n": 16, "seed": 11, "prompt": (600, 1500), "output": (100, 400)},
-        {"kv_budget": 1 * GIB, "max_num_batched_tokens": 1024},
+        {"n": 16, "seed": 11, "prompt": (400, 1000), "output": (300, 900)},
+        {"kv_budget": 1280 * MIB, "max_num_batched_tokens": 1024, "max_model_len": 2048},
     ),
     "qwen3-next-80b-a3b/agentic/mnbt=1024": (
         "qwen3-next-80b-a3b",
@@ -82,7 +82,7 @@ CASES = {
         {"kv_budget": 1536 * MIB, "max_num_batched_tokens": 1024},
     ),
 }
-DEFAULT_INPUTS = {
+DEFAULT_INPUTS = {  # max_model_len: vLLM refuses a budget below one max_model_len request
     "kv_budget": None,
     "max_model_len": 8192,
     "tp": 1,
@@ -151,11 +151,12 @@ def main(argv=None) -> int:
                 async_scheduling=async_,
             )
             t = r.totals_dict()
+            conc = plan.capacity(i["kv_budget"]).max_concurrency  # vLLM refuses below 1 (one max_model_len request)
             pc = t["prefix_cache"]
             print(
                 f"{c['case']}: {r.to_json()['kv_cache_config']['num_blocks']} blocks, {t['num_steps']} steps, "
                 f"{t['total_preemptions']} preemptions, hits {pc['hits']}+{pc['preempted_hits']} of {pc['queries']}, "
-                f"peak running {t['peak_running']}, never {t['never_admitted']}"
+                f"peak running {t['peak_running']}, never {t['never_admitted']}, concurrency {conc:.2f}"
             )
     return 0
 
