@@ -131,6 +131,11 @@ def _h200_backends():
     for kernel in ("flash_attn_varlen_func", "get_scheduler_metadata", "compile_flash_attn_varlen_func_from_specs"):
         if not hasattr(fa_utils, kernel):
             setattr(fa_utils, kernel, None)
+    # FA3 on SM90 runs MLA too (fa_utils.flash_attn_supports_mla); FlashAttnMLAImpl.__init__ asserts it
+    # (imported after the kernel names above exist: the module imports them)
+    import vllm.v1.attention.backends.mla.flashattn_mla as flashattn_mla
+
+    flashattn_mla.flash_attn_supports_mla = lambda: True
     return current_platform
 
 
