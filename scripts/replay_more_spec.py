@@ -2,8 +2,9 @@
 generators (kvviz/replay/generators.py), for scripts/vllm_reference_replay.py to run through vLLM 0.33's
 scheduler. Runs with kvviz's venv (it imports kvviz; the vLLM script does not).
 
-usage: PYTHONPATH=$PWD .venv/bin/python scripts/replay_more_spec.py --out SPEC.json [--kvviz]
-       (--kvviz: also replay each case with kvviz and print its totals, to size a case before vLLM runs it)
+usage: PYTHONPATH=$PWD .venv/bin/python scripts/replay_more_spec.py --out SPEC.json [--kvviz] [--refused]
+       (--kvviz: also replay each case with kvviz and print its totals, to size a case before vLLM runs it;
+        --refused: the cases vLLM refuses to start on, whose errors the reference keeps)
 """
 
 from __future__ import annotations
@@ -82,6 +83,10 @@ CASES = {
         {"kv_budget": 1536 * MIB, "max_num_batched_tokens": 1024},
     ),
 }
+# vLLM refuses to start on these (one max_model_len request does not fit): its error is the reference
+REFUSED = {
+    "gpt-oss-20b/refused": ("gpt-oss-20b", "chat", {"n": 1, "seed": 1}, {"kv_budget": 96 * MIB}),
+}
 DEFAULT_INPUTS = {  # max_model_len: vLLM refuses a budget below one max_model_len request
     "kv_budget": None,
     "max_model_len": 8192,
@@ -95,9 +100,9 @@ DEFAULT_INPUTS = {  # max_model_len: vLLM refuses a budget below one max_model_l
 }
 
 
-def spec() -> dict:
+def spec(refused: bool = False) -> dict:
     cases = []
-    for name, (model, gen, kwargs, extra) in CASES.items():
+    for name, (model, gen, kwargs, extra) in (REFUSED if refused else CASES).items():
         work = getattr(generators, gen)(**kwargs)
         inputs = dict(DEFAULT_INPUTS, model=model, **extra)
         cases.append(
@@ -125,8 +130,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--kvviz", action="store_true")
+    ap.add_argument("--refused", action="store_true", help="the cases vLLM refuses to start on")
     ns = ap.parse_args(argv)
-    s = spec()
+    s = spec(ns.refused)
     Path(ns.out).write_text(json.dumps(s, indent=1) + "\n")
     if ns.kvviz:
         import kvviz

@@ -90,6 +90,9 @@ def _h200_backends():
     import vllm.v1.attention.backends.flash_attn as flash_attn
 
     flash_attn.flash_attn_supports_sinks = lambda: True  # FA3 on SM90 (fa_utils.flash_attn_supports_sinks)
+    # FA3 on SM90 reads an fp8 (e4m3) KV cache, never e5m2 (fa_utils.flash_attn_supports_kv_cache_dtype);
+    # FlashAttentionImpl.__init__ asks it for --kv-cache-dtype fp8
+    flash_attn.flash_attn_supports_kv_cache_dtype = lambda kv_cache_dtype="fp8_e4m3", **kw: kv_cache_dtype != "fp8_e5m2"
     # the MoE kernel (no KV cache): CudaPlatform's list on SM90 (fused_moe/oracle/unquantized.py
     # _get_priority_backends, FlashInfer moved behind Triton on Hopper)
     from vllm.model_executor.layers.fused_moe.oracle import unquantized
@@ -136,6 +139,20 @@ def _h200_backends():
     import vllm.v1.attention.backends.mla.flashattn_mla as flashattn_mla
 
     flashattn_mla.flash_attn_supports_mla = lambda: True
+    # MLA's prefill kernel (no KV cache of its own): on SM90 the platform's only priority is FLASH_ATTN
+    # (platforms/interface.py get_mla_prefill_backend_cls), whose dependency check needs CUDA
+    import vllm.v1.attention.backends.mla.prefill.flash_attn as mla_prefill_fa
+    from vllm.v1.attention.backends.mla.prefill.registry import MLAPrefillBackendEnum
+
+    def no_kernel(*args, **kwargs):  # FlashAttnPrefillBackend.__init__ asserts the kernel exists; never called
+        raise RuntimeError("no CUDA kernel on this machine")
+
+    if mla_prefill_fa.flash_attn_varlen_func is None:
+        mla_prefill_fa.flash_attn_varlen_func = no_kernel
+
+    type(current_platform).get_mla_prefill_backend_cls = classmethod(
+        lambda cls, mla_selector_config: MLAPrefillBackendEnum.FLASH_ATTN.get_class()
+    )
     return current_platform
 
 

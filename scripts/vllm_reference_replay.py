@@ -534,7 +534,7 @@ def main(argv=None) -> int:
                 file=sys.stderr,
             )
         else:
-            errors[c["case"]] = result["failure"]
+            errors[c["case"]] = dict(result["failure"], inputs=c["inputs"], workload=c["workload"])
             print(f"{c['case']}: FAILED {result['failure']}", file=sys.stderr)
     out = {
         "vllm_version": vllm.__version__,

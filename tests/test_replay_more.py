@@ -3,7 +3,8 @@
 sliding window, MLA, Mamba-1, Mamba-2, short conv, gated delta net, fp8 KV, async scheduling off on
 hybrids, a small max_num_seqs, a smaller max_num_batched_tokens; its README says how), every step
 field and request field through `kvviz replay --json` (the CLI's main, in-process), compared as
-tests/test_replay.py compares the shared cases (tests/replay_cases.py)."""
+tests/test_replay.py compares the shared cases (tests/replay_cases.py); and the budget vLLM refuses to
+start on, refused with vLLM's message."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from kvviz.cli import main
 
 DATA = Path(__file__).parent / "data" / "vllm-0.33" / "replay-more"
 CASES = load_cases(DATA / "scheduler-cases.json")
+REFUSED = json.loads((DATA / "scheduler-cases.json").read_text())["errors"]  # vLLM would not start on these
 
 
 def test_cases_cover_the_issue():
@@ -50,3 +52,15 @@ def test_cli_matches_vllm(case, tmp_path, capsys):
     workload = write_workload(case, tmp_path / "workload.jsonl")
     assert main(cli_args(case, DATA, workload)) == 0
     compare(json.loads(capsys.readouterr().out), case)
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_cli_refuses_as_vllm(name, tmp_path, capsys):
+    """A budget below one max_model_len request: vLLM 0.33 does not start (`_check_enough_kv_cache_memory`),
+    and `kvviz replay` refuses with vLLM's own message (less the docs link vLLM appends)."""
+    ref = REFUSED[name]
+    case = {"case": name, "inputs": ref["inputs"], "workload": ref["workload"]}
+    assert main(cli_args(case, DATA, write_workload(case, tmp_path / "w.jsonl"))) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert ref["error"].removeprefix("ValueError: ").split(" See https://")[0] in err
