@@ -25,6 +25,7 @@ usage: VENV/bin/python scripts/vllm_reference_plans.py --out plans.json DIR [DIR
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -89,6 +90,9 @@ def _h200_backends():
     import vllm.v1.attention.backends.flash_attn as flash_attn
 
     flash_attn.flash_attn_supports_sinks = lambda: True  # FA3 on SM90 (fa_utils.flash_attn_supports_sinks)
+    # FA3 on SM90 reads an fp8 (e4m3) KV cache, never e5m2 (fa_utils.flash_attn_supports_kv_cache_dtype);
+    # FlashAttentionImpl.__init__ asks it for --kv-cache-dtype fp8
+    flash_attn.flash_attn_supports_kv_cache_dtype = lambda kv_cache_dtype="fp8_e4m3", **kw: kv_cache_dtype != "fp8_e5m2"
     # the MoE kernel (no KV cache): CudaPlatform's list on SM90 (fused_moe/oracle/unquantized.py
     # _get_priority_backends, FlashInfer moved behind Triton on Hopper)
     from vllm.model_executor.layers.fused_moe.oracle import unquantized
@@ -112,6 +116,21 @@ def _h200_backends():
     for table in [v for v in vars(linear_kernels).values() if isinstance(v, dict) and PlatformEnum.CUDA in v]:
         table[current_platform._enum] = table[PlatformEnum.CUDA]
     linear_kernels.is_supported_and_can_implement_kernel = lambda kernel, config, capability=None: (True, None)
+    # the GDN prefill kernel: on SM90 CUDA, "auto" (and "flashinfer") resolve to FlashInfer's
+    # (model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend), whose
+    # mid-prefill states make the GDN layers export prefill checkpoints in align mode
+    # (get_prefill_checkpoint_alignment, num_prefill_checkpoint_blocks=1) and align the hybrid block
+    # size to FLASHINFER_GDN_CHECKPOINT_ALIGNMENT (platforms/interface.py _align_hybrid_block_size);
+    # off CUDA the same function answers Triton and both are lost
+    from vllm.model_executor.layers.mamba.gdn import qwen_gdn_linear_attn as gdn
+
+    real_gdn = gdn._resolve_gdn_prefill_backend
+
+    def gdn_on_sm90(vllm_config):
+        requested, active = real_gdn(vllm_config)
+        return (requested, "flashinfer") if requested in ("auto", "flashinfer") else (requested, active)
+
+    gdn._resolve_gdn_prefill_backend = gdn_on_sm90
     for kernel in ("flash_attn_varlen_func", "get_scheduler_metadata", "compile_flash_attn_varlen_func_from_specs"):
         if not hasattr(fa_utils, kernel):
             setattr(fa_utils, kernel, None)
@@ -127,17 +146,6 @@ def _h200_backends():
     mla_prefill_fa.FlashAttnPrefillBackend.is_available = classmethod(lambda cls: True)
     if mla_prefill_fa.flash_attn_varlen_func is None:  # the kernel, never called by the planner
         mla_prefill_fa.flash_attn_varlen_func = lambda *a, **k: None
-    # the gated delta net's prefill kernel as _resolve_gdn_prefill_backend (layers/mamba/gdn/qwen_gdn_linear_attn.py)
-    # answers on CUDA at SM90: FlashInfer for 'auto' / 'flashinfer', else Triton. Off CUDA it answers Triton,
-    # and with it the layer's prefill checkpoint alignment (64 in 'align' mode) and block change.
-    import vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn as qwen_gdn
-
-    def sm90_gdn_prefill(vllm_config):
-        extra = vllm_config.additional_config
-        backend = str(extra.get("gdn_prefill_backend", "auto") if isinstance(extra, dict) else "auto").strip().lower()
-        return backend, ("flashinfer" if backend in ("flashinfer", "auto") else "triton")
-
-    qwen_gdn._resolve_gdn_prefill_backend = sm90_gdn_prefill
     return current_platform
 
 
@@ -197,24 +205,25 @@ def _distributed_once() -> None:
         _DIST.append(True)
 
 
-def plan_one(folder: Path, label: str) -> dict:
+@contextlib.contextmanager
+def vllm_model(folder: Path, max_model_len: int | None = None, **engine_kwargs):
+    """vLLM's own config and KV cache specs for a config folder (shared by this script and
+    scripts/vllm_reference_replay.py): `EngineArgs(...).create_engine_config()` (max_model_len
+    min(32768, derived) unless given; `engine_kwargs` go to EngineArgs), the model built with its real
+    `__init__` on the meta device, `update_block_size_for_backend`, and every layer's own
+    `get_kv_cache_spec` as GPUModelRunner.get_kv_cache_spec collects them. Yields a namespace (raw,
+    derived, vllm_config, model_cls, arch, specs, shared, backends) inside `set_current_vllm_config`."""
+    import types
+
     import torch
     from vllm.config import set_current_vllm_config
     from vllm.config.vllm import get_layers_from_vllm_config
-    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
     from vllm.engine.arg_utils import EngineArgs
     from vllm.model_executor.layers.attention import Attention
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
     from vllm.model_executor.model_loader.utils import get_model_architecture, initialize_model
     from vllm.platforms import current_platform
     from vllm.utils.torch_utils import set_default_torch_dtype
-    from vllm.v1.attention.backends.utils import (
-        get_supported_kv_cache_layouts,
-        record_kv_cache_layout,
-        resolve_kv_cache_layout,
-    )
-    from vllm.v1.core import kv_cache_planning, kv_cache_utils
-    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
     from vllm.v1.kv_cache_interface import AttentionSpec
     from vllm.v1.worker.utils import customize_attention_spec
 
@@ -227,15 +236,15 @@ def plan_one(folder: Path, label: str) -> dict:
         model=str(folder), dtype="bfloat16", skip_tokenizer_init=True, trust_remote_code=remote
     ).create_model_config()
     derived = probe.max_model_len
-    max_len = min(32768, derived)
+    engine_kwargs.setdefault("max_num_batched_tokens", MNBT)
     args = EngineArgs(
         model=str(folder),
         dtype="bfloat16",
         skip_tokenizer_init=True,
-        max_model_len=max_len,
-        max_num_batched_tokens=MNBT,
+        max_model_len=min(32768, derived) if max_model_len is None else max_model_len,
         enforce_eager=True,
         trust_remote_code=remote,
+        **engine_kwargs,
     )
     vllm_config = args.create_engine_config()
     model_config = vllm_config.model_config
@@ -262,6 +271,38 @@ def plan_one(folder: Path, label: str) -> dict:
                 if isinstance(spec, AttentionSpec):
                     spec = customize_attention_spec(backend, spec)
                 specs[name] = spec
+        yield types.SimpleNamespace(
+            raw=raw,
+            derived=derived,
+            vllm_config=vllm_config,
+            model_cls=model_cls,
+            arch=arch,
+            specs=specs,
+            shared=shared,
+            backends=backends,
+        )
+
+
+def plan_one(folder: Path, label: str) -> dict:
+    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
+    from vllm.v1.attention.backends.utils import (
+        get_supported_kv_cache_layouts,
+        record_kv_cache_layout,
+        resolve_kv_cache_layout,
+    )
+    from vllm.v1.core import kv_cache_planning, kv_cache_utils
+    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
+
+    with vllm_model(folder) as m:
+        raw, derived, vllm_config, specs, shared, backends = (
+            m.raw,
+            m.derived,
+            m.vllm_config,
+            m.specs,
+            m.shared,
+            m.backends,
+        )
+        model_cls, arch, model_config = m.model_cls, m.arch, vllm_config.model_config
         register_all_kvcache_specs(vllm_config)
         # EngineCore._initialize_kv_caches: the layout from the worker's backends, then the groups
         supported = [[x.name for x in get_supported_kv_cache_layouts(get_current_attn_backends(vllm_config))]]

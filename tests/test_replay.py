@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from replay_cases import cli_args, compare, config_path, load_cases, write_workload
 
 import kvviz
 from kvviz.base.errors import KvvizError
@@ -17,81 +18,18 @@ from kvviz.cli import main
 from kvviz.replay import WorkloadRequest, dumps, loads, read_jsonl, replay
 
 DATA = Path(__file__).parent / "data" / "vllm-0.33" / "replay"
-CASES = json.loads((DATA / "scheduler-cases.json").read_text())["cases"]
-REQUEST_FIELDS = (
-    "id",
-    "first_scheduled_step",
-    "first_token_step",
-    "finish_step",
-    "finish_processed_step",
-    "num_preemptions",
-    "prefix_hit_tokens_at_admission",
-    "admissions",
-    "preempted_steps",
-    "num_output_tokens",
-    "finish_reason",
-)
+CASES = load_cases(DATA / "scheduler-cases.json")
 
 
 def _config(case) -> str:
-    return str(DATA / "configs" / case["inputs"]["model"] / "config.json")
-
-
-def _args(case, workload: Path) -> list[str]:
-    inp = case["inputs"]
-    argv = [
-        "replay",
-        "--hf-config",
-        _config(case),
-        "--workload",
-        str(workload),
-        "--budget-bytes",
-        str(inp["kv_budget"]),
-        "--max-model-len",
-        str(inp["max_model_len"]),
-        "--json",
-    ]
-    if inp["tp"] != 1:
-        argv += ["--tensor-parallel-size", str(inp["tp"])]
-    if inp["async_scheduling"] == "off":
-        argv.append("--no-async-scheduling")
-    return argv
-
-
-def _compare(out: dict, case: dict) -> None:
-    assert out["kv_cache_config"]["num_blocks"] == case["kv_cache_config"]["num_blocks"]
-    ref, got = case["steps"], out["steps"]
-    assert len(got["step"]) == len(ref["step"])
-    for field, values in ref.items():  # every recorded step field, step by step
-        for i, (a, b) in enumerate(zip(got[field], values)):
-            assert a == b, f"{case['case']}: step {i} {field}: kvviz {a!r}, vLLM {b!r}"
-    assert [r["id"] for r in out["requests"]] == [r["id"] for r in case["requests"]]
-    for a, b in zip(out["requests"], case["requests"]):
-        for field in REQUEST_FIELDS:
-            assert a[field] == b[field], f"{case['case']}: {b['id']} {field}: kvviz {a[field]!r}, vLLM {b[field]!r}"
-    for field in (
-        "num_steps",
-        "num_idle_steps",
-        "total_preemptions",
-        "requests_preempted",
-        "prefix_cache",
-        "tokens_scheduled",
-        "prefill_tokens",
-        "decode_tokens",
-        "peak_held_blocks_per_group",
-        "min_free_blocks",
-        "peak_running",
-        "last_finish_step",
-    ):
-        assert out["totals"][field] == case["totals"][field], field
+    return config_path(case, DATA)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["case"] for c in CASES])
 def test_cli_matches_vllm(case, tmp_path, capsys):
-    workload = tmp_path / "workload.jsonl"
-    workload.write_text("".join(json.dumps(r) + "\n" for r in case["workload"]))
-    assert main(_args(case, workload)) == 0
-    _compare(json.loads(capsys.readouterr().out), case)
+    workload = write_workload(case, tmp_path / "workload.jsonl")
+    assert main(cli_args(case, DATA, workload)) == 0
+    compare(json.loads(capsys.readouterr().out), case)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["case"] for c in CASES])
@@ -107,7 +45,7 @@ def test_library_matches_vllm(case):
     result = replay(
         plan, case["workload"], budget_bytes=inp["kv_budget"], async_scheduling=async_, check_invariants=True
     )
-    _compare(result.to_json(), case)
+    compare(result.to_json(), case)
     assert len(result.to_dataframe()) == case["totals"]["num_steps"]
 
 

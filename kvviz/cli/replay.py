@@ -93,9 +93,15 @@ def run(args) -> int:
     """Replay the workload; print the totals (or, with --json, everything)."""
     from kvviz.cli.args import model_from_args
     from kvviz.replay import read_jsonl, replay
+    from kvviz.vllm.pipeline import startup_refusal
 
     model = model_from_args(args)
     plan = plan_for(model, args)
+    # vLLM 0.33 does not start when one max_model_len request does not fit the pool
+    # (kv_cache_planning._check_enough_kv_cache_memory), so neither does its replay on the command line
+    refusal = startup_refusal(plan, args.budget_bytes)
+    if refusal:
+        raise KvvizError(f"--budget-bytes {args.budget_bytes:,}: vLLM 0.33 refuses to start: {refusal}")
     workload = read_jsonl(args.workload, args.max_model_len)
     result = replay(
         plan,
