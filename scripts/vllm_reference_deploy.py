@@ -94,7 +94,6 @@ def _fake_distributed(world: int, rank: int, tp: int, pp: int) -> None:
     stands for one worker; nothing is communicated at construction)."""
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
-
     from vllm.distributed import parallel_state
 
     if dist.is_initialized():
@@ -146,7 +145,6 @@ def _engine_config(folder: Path, o: dict):
 def _stage_specs(folder: Path, o: dict, stage: int):
     """The spec dict one worker of `stage` registers (its first TP rank), its layer range, backends."""
     import torch
-
     from vllm.config import set_current_vllm_config
     from vllm.config.vllm import get_layers_from_vllm_config
     from vllm.distributed import get_pp_group
