@@ -84,12 +84,21 @@ CASES = {
         {"pp": 2, "partition": "6,26", "offload": 16},
     ),
     "deepseek-v2-lite/tp=2,pp=2/kv-offloading-size=16": ("configs/deepseek-v2-lite", {"tp": 2, "pp": 2, "offload": 16}),
+    # data parallel / attention DP / DCP on the same GPUs (an MLA model): each DP rank is its own engine
+    "deepseek-v2-lite/tp=1": ("configs/deepseek-v2-lite", {}),
+    "deepseek-v2-lite/tp=2": ("configs/deepseek-v2-lite", {"tp": 2}),
+    "deepseek-v2-lite/dp=2,ep": ("configs/deepseek-v2-lite", {"dp": 2, "ep": True}),
+    "deepseek-v3/tp=1": ("configs/deepseek-v3", {}),
+    "deepseek-v3/tp=8": ("configs/deepseek-v3", {"tp": 8}),
+    "deepseek-v3/tp=8,dcp=8": ("configs/deepseek-v3", {"tp": 8, "dcp": 8}),
+    "deepseek-v3/dp=8,ep": ("configs/deepseek-v3", {"dp": 8, "ep": True}),
+    "llama-3.1-8b/tp=2,dp=2": ("configs/llama-3.1-8b", {"tp": 2, "dp": 2}),
     # refused by vLLM: a partition that does not sum to the layers
     "llama-3.1-8b/pp=2/partition=12,21": ("configs/llama-3.1-8b", {"pp": 2, "partition": "12,21"}),
 }
 
 
-def _fake_distributed(world: int, rank: int, tp: int, pp: int) -> None:
+def _fake_distributed(world: int, rank: int, tp: int, pp: int, dcp: int = 1) -> None:
     """vLLM's process groups for `world` ranks seen from `rank`, with torch's fake backend under them (one process
     stands for one worker; nothing is communicated at construction)."""
     import torch.distributed as dist
@@ -109,10 +118,15 @@ def _fake_distributed(world: int, rank: int, tp: int, pp: int) -> None:
         return orig(ranks, backend="fake", **kw)
 
     dist.new_group = new_group
+    # the TP group's shared-memory broadcaster waits for the other ranks' processes (none here); it carries
+    # scheduler messages at run time, nothing the planner reads
+    from vllm.distributed.device_communicators.shm_broadcast import MessageQueue
+
+    MessageQueue.create_from_process_group = staticmethod(lambda *a, **k: None)
     parallel_state.init_distributed_environment(
         world_size=world, rank=rank, local_rank=rank % tp, backend="fake", distributed_init_method="env://"
     )
-    parallel_state.ensure_model_parallel_initialized(tp, pp)
+    parallel_state.ensure_model_parallel_initialized(tp, pp, decode_context_model_parallel_size=dcp)
 
 
 def _engine_config(folder: Path, o: dict):
@@ -136,6 +150,9 @@ def _engine_config(folder: Path, o: dict):
         trust_remote_code=remote,
         tensor_parallel_size=o.get("tp", 1),
         pipeline_parallel_size=o.get("pp", 1),
+        decode_context_parallel_size=o.get("dcp", 1),
+        data_parallel_size=o.get("dp", 1),
+        enable_expert_parallel=o.get("ep", False),
         distributed_executor_backend="mp",
         **kw,
     )
@@ -160,7 +177,8 @@ def _stage_specs(folder: Path, o: dict, stage: int):
     tp, pp = o.get("tp", 1), o.get("pp", 1)
     vllm_config, _ = _engine_config(folder, o)
     with set_current_vllm_config(vllm_config):
-        _fake_distributed(tp * pp, stage * tp, tp, pp)
+        # the world across DP (DP rank 0's engine): ParallelConfig.world_size_across_dp ranks
+        _fake_distributed(o.get("dp", 1) * tp * pp, stage * tp, tp, pp, o.get("dcp", 1))
         assert get_pp_group().rank_in_group == stage
         from vllm.v1.worker.workspace import init_workspace_manager
 
@@ -259,6 +277,9 @@ def _case(name: str) -> dict:
             "max_concurrent_batches": vllm_config.max_concurrent_batches,
             "async_scheduling": vllm_config.scheduler_config.async_scheduling,
             "world_size": vllm_config.parallel_config.world_size,
+            "world_size_across_dp": vllm_config.parallel_config.world_size_across_dp,
+            "data_parallel_size": vllm_config.parallel_config.data_parallel_size,
+            "workers_of_this_engine": len(per_worker),
             "kv_connector": getattr(vllm_config.kv_transfer_config, "kv_connector", None),
         },
     }
