@@ -175,6 +175,10 @@ def _stage_specs(folder: Path, o: dict, stage: int):
     from vllm.v1.worker.utils import customize_attention_spec
 
     tp, pp = o.get("tp", 1), o.get("pp", 1)
+    # FA3 on SM90 supports MLA (fa_utils.flash_attn_supports_mla on an H200); this CPU has no kernel to ask
+    import vllm.v1.attention.backends.mla.flashattn_mla as flashattn_mla
+
+    flashattn_mla.flash_attn_supports_mla = lambda: True
     vllm_config, _ = _engine_config(folder, o)
     with set_current_vllm_config(vllm_config):
         # the world across DP (DP rank 0's engine): ParallelConfig.world_size_across_dp ranks
