@@ -207,13 +207,7 @@ def test_get_kv_cache_configs_per_stage_gives_kvvizs_blocks(name, knobs):
     refusal = startup_refusal(plan, small)
     with pytest.raises(ValueError) as e:
         _run_vllm(plan, options, small)
-    assert (
-        refusal is not None
-        and refusal.split(": ", 1)[1]
-        in str(e.value)
-        .replace(" See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.", "")
-        .rstrip()
-    )
+    assert refusal is not None and refusal.split(": ", 1)[1] == str(e.value)  # word for word, its last sentence too
 
 
 def test_offload_window_chunks_are_vllms():
