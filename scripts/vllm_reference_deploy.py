@@ -277,6 +277,8 @@ def _case(name: str) -> dict:
             "max_position_embeddings": derived,
             "layout": vllm_config.cache_config.kv_cache_layout,
             "block_size": vllm_config.cache_config.block_size,
+            "enable_prefix_caching": vllm_config.cache_config.enable_prefix_caching,
+            "mamba_cache_mode": vllm_config.cache_config.mamba_cache_mode,
             "attention_backends": workers[0]["backends"],
             "max_concurrent_batches": vllm_config.max_concurrent_batches,
             "async_scheduling": vllm_config.scheduler_config.async_scheduling,
@@ -349,6 +351,8 @@ def _case_main(name: str, out: Path) -> None:
                 "tail": traceback.format_exc().splitlines()[-8:],
             }
         }
+    rec.setdefault("options", CASES[name][1])
+    rec.setdefault("config_path", CASES[name][0] + "/config.json")
     rec["elapsed_s"] = round(time.time() - t0, 1)
     out.write_text(json.dumps(rec))
 
