@@ -72,10 +72,11 @@ def test_deploy_lines_without_widgets():
 
 
 def test_a_plan_with_stages_and_offload_opens_in_the_explorer():
-    """`Explorer(kvviz.plan(...))` takes the plan's pipeline_parallel_size and kv_offloading_size as its knobs; offload
-    with stages is not modelled, and that view says so on its own line while the stages still show."""
+    """`Explorer(kvviz.plan(...))` takes the plan's pipeline_parallel_size and kv_offloading_size as its knobs; the
+    stages and the host tier both show (offload with PP: vLLM's scheduler-side connector, stage 0's bytes per block
+    x TP x PP copies)."""
     import kvviz
 
     app = Explorer(kvviz.plan("llama-3.1-8b", pipeline_parallel_size=2, kv_offloading_size=8.0, max_model_len=L))
     assert app.error == "" and app.pipeline_parallel_size.value == 2 and app.kv_offloading_size.value == 8.0
-    assert "stages:" in app.deploy_label.value and "does not model CPU offload with pipeline" in app.deploy_label.value
+    assert "stages:" in app.deploy_label.value and "CPU offload: 8 GiB host" in app.deploy_label.value

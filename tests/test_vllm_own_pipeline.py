@@ -207,13 +207,7 @@ def test_get_kv_cache_configs_per_stage_gives_kvvizs_blocks(name, knobs):
     refusal = startup_refusal(plan, small)
     with pytest.raises(ValueError) as e:
         _run_vllm(plan, options, small)
-    assert (
-        refusal is not None
-        and refusal.split(": ", 1)[1]
-        in str(e.value)
-        .replace(" See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.", "")
-        .rstrip()
-    )
+    assert refusal is not None and refusal.split(": ", 1)[1] == str(e.value)  # word for word, its last sentence too
 
 
 def test_offload_window_chunks_are_vllms():
@@ -300,6 +294,7 @@ def test_transfer_blocks_are_the_connectors_clipping(name):
 
 
 def test_refusals_name_the_knob():
-    """Offload with PP is refused, not guessed."""
+    """Offload without its size is refused naming the knob (offload with PP is planned: vLLM 0.33 raises nothing
+    for it; tests/test_deploy_more.py holds it equal to vLLM's own connector)."""
     with pytest.raises(KvvizError, match="kv_offloading_size"):
-        offload_for(kvviz.plan("llama-3.1-8b", pipeline_parallel_size=2), Options(kv_offloading_size=1))
+        offload_for(kvviz.plan("llama-3.1-8b", pipeline_parallel_size=2), Options())

@@ -11,6 +11,8 @@ The arithmetic, each step from vLLM 0.33's source:
 * v1/kv_offload/cpu/spec.py `CPUOffloadingSpec.__init__`: bytes per chunk = worker bytes per block x copies
   (world size, or 1 replicated) x blocks_per_chunk, rounded up to BLOCK_SIZE_ALIGNMENT (4,096, mmap's
   page); num_chunks = cpu_bytes_to_use // that;
+* with pipeline parallel: the scheduler's KVCacheConfig is the first worker's (stage 0's bytes per block), the
+  copies TP x PP;
 * the scheduler's store loop (offloading/scheduler.py, offload_prompt_only): one key per (block hash, group),
   each a whole chunk of the largest group's bytes: a full group every whole prompt chunk, a window group the
   window's chunks, a Mamba group one state. So a hybrid holds fewer host tokens than host bytes / bytes per
@@ -124,19 +126,25 @@ def _window_chunks(cache, tokens_per_chunk: int) -> int | None:
 
 def offload_for(plan: Plan, options: Options, prompt_len: int | None = None) -> Offload:
     """vLLM 0.33's CPU offload of `options.kv_offloading_size` GiB for `plan` (see the module's steps), with what
-    prompts of `prompt_len` tokens (default max_model_len) store. Pipeline parallel is refused (not modelled)."""
+    prompts of `prompt_len` tokens (default max_model_len) store.
+
+    With pipeline parallel vLLM 0.33 raises nothing: the scheduler's connector is built on the scheduler's
+    KVCacheConfig, a copy of the first worker's (kv_cache_utils.generate_scheduler_kv_cache_config), so
+    `worker_kv_bytes_per_block` is stage 0's bytes per block (its tensor // num_blocks), the copies are the
+    whole world (TP x PP: `replicated_layout` requires PP 1), and each group's chunks are the global group's."""
     size = options.kv_offloading_size
     require(size is not None, "kv_offloading_size: give the host GiB to offload to")
-    require(not plan.stages, "kv_offloading_size: kvviz does not model CPU offload with pipeline_parallel_size > 1 yet")
     require(plan.planner == "vllm" and len(plan.pools) == 1, "kv_offloading_size: offload follows vLLM's own plan")
     length = plan.max_model_len if prompt_len is None else prompt_len
     require(type(length) is int and length > 0, f"prompt_len={length!r}: must be a positive integer")
-    tp, dcp = options.tensor_parallel_size or 1, plan.scheduling.dcp
-    world = tp  # DCP reuses the TP ranks; PP is refused above
+    tp, dcp, pp = options.tensor_parallel_size or 1, plan.scheduling.dcp, len(plan.stages or ()) or 1
+    world = tp * pp  # ParallelConfig.world_size: DCP reuses the TP ranks
     caches = [c for g in plan.groups for c in g.layers]
     pure_mla = all(c.spec_class == "MLAAttentionSpec" for c in caches)
-    copies = 1 if pure_mla and tp > 1 and dcp == 1 else world  # build_offloading_config's replicated_layout
-    worker = plan.layout.block_stride
+    # build_offloading_config's replicated_layout: MLA, TP > 1, every TP rank a replica, no PP / DCP
+    copies = 1 if pure_mla and tp > 1 and dcp == 1 and pp == 1 else world
+    # tensors[0].size // num_blocks of the scheduler's config: the first worker's (stage 0's) bytes per block
+    worker = plan.stages[0].bytes_per_block if plan.stages else plan.layout.block_stride
     per_chunk = worker * copies * BLOCKS_PER_CHUNK
     aligned = cdiv(per_chunk, BLOCK_SIZE_ALIGNMENT) * BLOCK_SIZE_ALIGNMENT
     cpu_bytes = int(size * (1 << 30)) if size is not None else 0

@@ -25,6 +25,8 @@ from kvviz.options import Options
 
 PP = "pipeline_parallel_size"
 PARTITION = "pp_layer_partition"
+# the last sentence of both of _check_enough_kv_cache_memory's errors (v1/core/kv_cache_planning.py)
+_SEE = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 
 
 def pp_indices(num_hidden_layers: int, pp_rank: int, pp_size: int, partition: tuple[int, ...] | None = None):
@@ -114,7 +116,8 @@ def startup_refusal(plan: Plan, budget_bytes: int) -> str | None:
         if check <= 0:
             return (
                 f"{where}No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-                f"initializing the engine."
+                f"initializing the engine (this flag also controls CPU memory reservation on the CPU backend, despite "
+                f"its name). {_SEE}"
             )
         need = _stage_need(plan, stride, length)
         if need <= check:
@@ -133,6 +136,6 @@ def startup_refusal(plan: Plan, budget_bytes: int) -> str | None:
             f"{where}To serve at least one request with the model's max seq len ({length}), ({format_gib(need)} "
             f"GiB KV cache is needed, which is larger than the available KV cache memory ({format_gib(check)} "
             f"GiB). {estimated}Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU "
-            f"backend) or decreasing `max_model_len` when initializing the engine."
+            f"backend) or decreasing `max_model_len` when initializing the engine. {_SEE}"
         )
     return None
