@@ -230,3 +230,14 @@ WRAPPERS: dict[str, Wrapper] = {
         "glm4_1v.py Glm4vForConditionalGeneration" + _INIT + ": model_type glm4v_moe", lm="Glm4MoeForCausalLM"
     ),
 }
+
+# issue 27 (mla): the DeepSeek-OCR wrappers. transformers_utils/configs/deepseek_vl2.py DeepseekVLV2Config reads
+# config.json's language_config into DeepseekVLV2TextConfig (kv_lora_rank may be None: no MLA); each builds it
+# with init_vllm_registered_model(hf_config=self.text_config, prefix=maybe_prefix(prefix, "language_model"))
+WRAPPERS["DeepseekOCRForCausalLM"] = _w("deepseek_ocr.py DeepseekOCRForCausalLM" + _INIT, "language_config")
+WRAPPERS["DeepseekOCR2ForCausalLM"] = _w("deepseek_ocr2.py DeepseekOCR2ForCausalLM" + _INIT, "language_config")
+# unlimited_ocr.py UnlimitedOCRForCausalLM(DeepseekOCRForCausalLM): the same __init__; its rswa_window makes
+# DeepseekAttention an RSWAAttention, whose RSWASpec the planner treats as a FullAttentionSpec
+WRAPPERS["UnlimitedOCRForCausalLM"] = _w(
+    "unlimited_ocr.py UnlimitedOCRForCausalLM -> deepseek_ocr.py DeepseekOCRForCausalLM" + _INIT, "language_config"
+)

@@ -33,6 +33,7 @@ import types
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
 from kvviz.families import decoder, mla, state
+from kvviz.families.deepseek_text import VL_V2_TEXT
 from kvviz.families.hf import derive_max_model_len, read_config, resolve_dtype
 from kvviz.families.refused import refusal
 from kvviz.families.registry import ARCHITECTURES, FAMILIES, Family, Model, check_call, model_method, register
@@ -202,6 +203,9 @@ class WrapperReader(Family):
             )
         inner_raw = dict(text, architectures=[lm_arch])
         model_type = _model_type_of(lm_arch, text.get("model_type"), family)
+        if entry.source == "language_config":
+            # transformers_utils/configs/deepseek_vl2.py DeepseekVLV2Config: DeepseekVLV2TextConfig(**language_config)
+            model_type = VL_V2_TEXT
         if model_type is not None:
             inner_raw["model_type"] = model_type
         lm = family.read(inner_raw, name=name)
