@@ -241,3 +241,11 @@ WRAPPERS["DeepseekOCR2ForCausalLM"] = _w("deepseek_ocr2.py DeepseekOCR2ForCausal
 WRAPPERS["UnlimitedOCRForCausalLM"] = _w(
     "unlimited_ocr.py UnlimitedOCRForCausalLM -> deepseek_ocr.py DeepseekOCRForCausalLM" + _INIT, "language_config"
 )
+# vllm/models/deepseek_v4/common/vl_model.py DeepseekV4ForConditionalGeneration.__init__ (CUDA / ROCm; the CPU and
+# XPU builds import vl_stub.py, which refuses): init_vllm_registered_model(hf_config=config,
+# prefix=maybe_prefix(prefix, "language_model"), architectures=["DeepseekV4ForCausalLM"]): the whole config
+WRAPPERS["DeepseekV4ForConditionalGeneration"] = _w(
+    "deepseek_v4/common/vl_model.py DeepseekV4ForConditionalGeneration" + _INIT,
+    "top config",
+    lm="DeepseekV4ForCausalLM",
+)
