@@ -152,6 +152,17 @@ def _h200_backends():
     for kernel in ("flash_attn_varlen_func", "get_scheduler_metadata", "compile_flash_attn_varlen_func_from_specs"):
         if not hasattr(fa_utils, kernel):
             setattr(fa_utils, kernel, None)
+    import vllm.v1.attention.backends.mla.flashattn_mla as flashattn_mla
+
+    # FA3 on SM90 runs MLA (fa_utils.flash_attn_supports_mla); FlashAttnMLAImpl.__init__ asserts it
+    flashattn_mla.flash_attn_supports_mla = lambda: True
+    # the MLA prefill kernel (no KV cache): SM90's only one, FLASH_ATTN (platforms/interface.py
+    # select_mla_prefill_backend), whose availability check asks for the CUDA varlen kernel
+    import vllm.v1.attention.backends.mla.prefill.flash_attn as mla_prefill_fa
+
+    mla_prefill_fa.is_flash_attn_varlen_func_available = lambda: True
+    if mla_prefill_fa.flash_attn_varlen_func is None:  # bound at import on CUDA only; never called here
+        mla_prefill_fa.flash_attn_varlen_func = lambda *args, **kwargs: None
     return current_platform
 
 
