@@ -126,6 +126,20 @@ def _h200_backends():
     import vllm.v1.attention.backends.flash_attn as flash_attn
 
     flash_attn.flash_attn_supports_sinks = lambda: True  # FA3 on SM90 (fa_utils.flash_attn_supports_sinks)
+
+    def fa_version(requires_alibi=False, head_size=None, **kwargs):
+        """fa_utils.get_flash_attn_version on SM90 with FA3 installed (it imports vllm_flash_attn, CUDA only):
+        3, ALiBi falls back to 2; the FA3 -> FA4 upgrade of a head over 256 depends on FA4 being
+        installed, which is not modelled here (refused rather than guessed). flash_attn_supports_kv_cache_dtype
+        asks it: FA3 on SM90 takes an fp8 KV cache (--kv-cache-dtype fp8)."""
+        if requires_alibi:
+            return 2
+        if head_size is not None and head_size > 256:
+            raise NotImplementedError(f"head_size {head_size} > 256: FA3 -> FA4 upgrade not modelled")
+        return 3
+
+    fa_utils.get_flash_attn_version = fa_version
+    flash_attn.get_flash_attn_version = fa_version
     # the MoE kernel (no KV cache): CudaPlatform's list on SM90 (fused_moe/oracle/unquantized.py
     # _get_priority_backends, FlashInfer moved behind Triton on Hopper)
     from vllm.model_executor.layers.fused_moe.oracle import unquantized
@@ -260,8 +274,11 @@ def plan_one(
     raw = json.loads((folder / "config.json").read_text())
     # a custom-code config (no transformers class) is read as vLLM reads it with --trust-remote-code:
     # the folder's own configuration module named by config.json's auto_map (written beside the
-    # reference config, holding only the keys the vLLM model file reads)
-    remote = "auto_map" in raw
+    # reference config, holding only the keys the vLLM model file reads). A transcribed hub config
+    # whose auto_map names a module not kept beside it (the folder has only config.json) is read
+    # without remote code, by transformers' own class for its model_type, as before auto_map support
+    auto_config = raw.get("auto_map", {}).get("AutoConfig", "")
+    remote = bool(auto_config) and (folder / (auto_config.rsplit(".", 1)[0] + ".py")).is_file()
     probe = EngineArgs(
         model=str(folder), dtype="bfloat16", skip_tokenizer_init=True, trust_remote_code=remote
     ).create_model_config()  # max_model_len is derived from the config alone (no parallel size in it)
@@ -339,6 +356,12 @@ def plan_one(
                     for g in sched.kv_cache_groups
                 ]
                 entry["num_blocks"] = sched.num_blocks
+                # where each KVCacheTensor places its layers in the backing allocation (offset, strides
+                # depend on num_blocks in a layer-outer layout); the layers are recorded once, below
+                entry["kv_cache_tensors"] = [
+                    {"offset": t.offset, "layer_stride": t.layer_stride, "block_stride": t.block_stride}
+                    for t in sched.kv_cache_tensors
+                ]
                 entry["capacity"] = {
                     f"max_num_batched_tokens={MNBT}": {
                         "blocks_per_request": sum(per_group),
@@ -407,6 +430,9 @@ def plan_one(
             "num_cache_layers": len(specs),
             "kv_sharing": shared,
             "bytes_per_block": bytes_per_block,
+            # kv_cache_planning.get_kv_cache_config_from_groups: one KVCacheTensor per distinct spec of a
+            # group, its layers in first-seen order (a mixed-spec group's tensors are not its layer_names order)
+            "kv_cache_tensor_layers": None if sched is None else [list(t.layers) for t in sched.kv_cache_tensors],
             "groups": out_groups,
             "budgets": budgets,
         }
