@@ -61,8 +61,11 @@ def vl_v2_text(raw: dict) -> SimpleNamespace:
     return SimpleNamespace(**merged)
 
 
-def plain_attention(text, arch: str, *, name: str) -> MHAttention | None:
-    """The plain attention DeepseekV2DecoderLayer builds for this text config, or None where it builds MLA."""
+def plain_attention(text, arch: str, *, name: str, vl_v2: bool = False) -> MHAttention | None:
+    """The plain attention DeepseekV2DecoderLayer builds for this text config, or None where it builds MLA.
+    kv_lora_rank None (DeepseekV2Attention) exists only in vLLM's DeepseekVLV2TextConfig (`vl_v2`):
+    transformers' DeepseekV2Config / DeepseekV3Config refuse None, so elsewhere MLA is built and a missing
+    kv_lora_rank is the MLA family's one-line refusal."""
     if arch not in DEEPSEEK_V2_LAYER_ARCHS:
         return None
     nope, rope = getattr(text, "qk_nope_head_dim", 0) or 0, getattr(text, "qk_rope_head_dim", 0) or 0
@@ -73,7 +76,7 @@ def plain_attention(text, arch: str, *, name: str) -> MHAttention | None:
         kv = field(text, "num_key_value_heads", model=name)
         require(hidden % heads == 0, f"{name}: hidden_size={hidden}: must divide by num_attention_heads={heads}")
         return MHAttention(kv, hidden // heads, "DeepseekAttention", rswa)
-    if getattr(text, "kv_lora_rank", None) is not None:
+    if not vl_v2 or getattr(text, "kv_lora_rank", None) is not None:
         return None  # use_mla: DeepseekV2MLAAttention
     return MHAttention(heads, nope + rope, "DeepseekV2Attention")
 

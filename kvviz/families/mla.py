@@ -192,7 +192,8 @@ class MLAFamily(Family):
     )
 
     def read(self, raw: dict, *, name: str) -> Model:
-        if raw.get("model_type") == VL_V2_TEXT:  # a DeepSeek-VL2 / OCR wrapper's language model (deepseek_text)
+        vl_v2 = raw.get("model_type") == VL_V2_TEXT
+        if vl_v2:  # a DeepSeek-VL2 / OCR wrapper's language model (deepseek_text)
             top = text = vl_v2_text(raw)
         else:
             top, text = read_config(raw, name=name)
@@ -211,7 +212,7 @@ class MLAFamily(Family):
         require(n > 0, f"{name}: {layers_key}={n}: must be positive")
         heads = field(text, "num_attention_heads", model=name)
         archs = raw.get("architectures") or [model_type]
-        plain = plain_attention(text, str(archs[0]), name=name)  # DeepseekV2DecoderLayer without MLA
+        plain = plain_attention(text, str(archs[0]), name=name, vl_v2=vl_v2)  # DeepseekV2DecoderLayer without MLA
         rank, rope = (0, 0) if plain else mla_dims(raw, text, name=name)
         length, key = derive_max_model_len(text)
         config = MLAConfig(
