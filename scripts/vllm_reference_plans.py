@@ -33,6 +33,34 @@ import time
 import traceback
 from pathlib import Path
 
+_HIDE_TORCHVISION = """
+import importlib.util, sys
+_find_spec = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a, **k: None if name == "torchvision" else _find_spec(name, *a, **k)
+sys.modules["torchvision"] = None
+"""
+
+
+def _hide_unloadable_torchvision() -> None:
+    """A torchvision whose C operators do not load against the venv's torch (a build for another
+    torch) breaks `import transformers.image_utils`, which vLLM's config module imports. vLLM's planner
+    never uses torchvision: where it cannot be imported (checked in a child process), it is hidden as
+    if not installed (transformers' is_torchvision_available is False) in this process and, through a
+    sitecustomize on PYTHONPATH, in every process vLLM starts (its registry inspection among them)."""
+    import subprocess
+    import tempfile
+
+    if os.environ.get("KVVIZ_REF_TORCHVISION") is None:
+        probe = subprocess.run([sys.executable, "-c", "import torchvision"], capture_output=True)
+        os.environ["KVVIZ_REF_TORCHVISION"] = "ok" if probe.returncode == 0 else "hidden"
+        if probe.returncode != 0:
+            shim = tempfile.mkdtemp(prefix="vllm-ref-shim-")
+            Path(shim, "sitecustomize.py").write_text(_HIDE_TORCHVISION)
+            os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (shim, os.environ.get("PYTHONPATH")) if p)
+    if os.environ["KVVIZ_REF_TORCHVISION"] == "hidden":
+        exec(_HIDE_TORCHVISION, {})
+
+
 GIB = 1 << 30
 BUDGETS = {"8GiB": 8 * GIB, "40GiB": 40 * GIB}
 MNBT = 8192
@@ -64,9 +92,18 @@ def _h200_backends():
 
     def pick(selected_backend, attn_selector_config, num_heads=None):
         c = attn_selector_config
-        if c.use_mla:
-            enum = AttentionBackendEnum.FLASHMLA_SPARSE if c.use_sparse else AttentionBackendEnum.FLASH_ATTN_MLA
+        if c.use_mla and c.use_sparse:
+            enum = AttentionBackendEnum.FLASHMLA_SPARSE  # takes "fp8" as its fp8_ds_mla alias
+        elif c.use_mla:
+            # SM90's MLA list starts FLASH_ATTN_MLA, FLASHMLA: the first whose
+            # supported_kv_cache_dtypes holds the cache dtype (FlashAttnMLA has no fp8; FlashMLA has)
+            enum = next(
+                e
+                for e in (AttentionBackendEnum.FLASH_ATTN_MLA, AttentionBackendEnum.FLASHMLA)
+                if c.kv_cache_dtype in e.get_class().supported_kv_cache_dtypes
+            )
         else:
+            # FA3 on SM90 takes fp8 / fp8_e4m3 (fa_utils.flash_attn_supports_kv_cache_dtype, head_size <= 256)
             enum = AttentionBackendEnum.FLASH_ATTN
         path = enum.get_path()
         BACKEND_REQUESTS.append({"request": {k: str(v) for k, v in c._asdict().items()}, "picked": enum.name})
@@ -90,9 +127,20 @@ def _h200_backends():
     import vllm.v1.attention.backends.flash_attn as flash_attn
 
     flash_attn.flash_attn_supports_sinks = lambda: True  # FA3 on SM90 (fa_utils.flash_attn_supports_sinks)
-    # FA3 on SM90 reads an fp8 (e4m3) KV cache, never e5m2 (fa_utils.flash_attn_supports_kv_cache_dtype);
-    # FlashAttentionImpl.__init__ asks it for --kv-cache-dtype fp8
-    flash_attn.flash_attn_supports_kv_cache_dtype = lambda kv_cache_dtype="fp8_e4m3", **kw: kv_cache_dtype != "fp8_e5m2"
+
+    def fa_version(requires_alibi=False, head_size=None, **kwargs):
+        """fa_utils.get_flash_attn_version on SM90 with FA3 installed (it imports vllm_flash_attn, CUDA only):
+        3, ALiBi falls back to 2; the FA3 -> FA4 upgrade of a head over 256 depends on FA4 being
+        installed, which is not modelled here (refused rather than guessed). flash_attn_supports_kv_cache_dtype
+        asks it: FA3 on SM90 takes an fp8 KV cache (--kv-cache-dtype fp8)."""
+        if requires_alibi:
+            return 2
+        if head_size is not None and head_size > 256:
+            raise NotImplementedError(f"head_size {head_size} > 256: FA3 -> FA4 upgrade not modelled")
+        return 3
+
+    fa_utils.get_flash_attn_version = fa_version
+    flash_attn.get_flash_attn_version = fa_version
     # the MoE kernel (no KV cache): CudaPlatform's list on SM90 (fused_moe/oracle/unquantized.py
     # _get_priority_backends, FlashInfer moved behind Triton on Hopper)
     from vllm.model_executor.layers.fused_moe.oracle import unquantized
@@ -146,6 +194,8 @@ def _h200_backends():
     mla_prefill_fa.FlashAttnPrefillBackend.is_available = classmethod(lambda cls: True)
     if mla_prefill_fa.flash_attn_varlen_func is None:  # the kernel, never called by the planner
         mla_prefill_fa.flash_attn_varlen_func = lambda *a, **k: None
+    if hasattr(mla_prefill_fa, "is_flash_attn_varlen_func_available"):  # the check select_mla_prefill_backend asks
+        mla_prefill_fa.is_flash_attn_varlen_func_available = lambda: True
     return current_platform
 
 
@@ -188,25 +238,35 @@ def _kind(spec) -> str:
 _DIST = []
 
 
-def _distributed_once() -> None:
-    """vLLM's single-rank process group on CPU (gloo), made once."""
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _distributed_once(world: int = 1, rank: int = 0, port: int | None = None) -> None:
+    """vLLM's process group on CPU (gloo), made once: `world` processes, one per tensor-parallel rank
+    (../shared/tools/README.md step 2), each calling this with its own rank and the same port."""
     from vllm.distributed import ensure_model_parallel_initialized, init_distributed_environment
 
     if not _DIST:
-        import socket
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
         init_distributed_environment(
-            world_size=1, rank=0, local_rank=0, backend="gloo", distributed_init_method=f"tcp://127.0.0.1:{port}"
+            world_size=world,
+            rank=rank,
+            local_rank=rank,
+            backend="gloo",
+            distributed_init_method=f"tcp://127.0.0.1:{port or _free_port()}",
         )
-        ensure_model_parallel_initialized(1, 1)
+        ensure_model_parallel_initialized(world, 1)
         _DIST.append(True)
 
 
 @contextlib.contextmanager
-def vllm_model(folder: Path, max_model_len: int | None = None, **engine_kwargs):
+def vllm_model(
+    folder: Path, max_model_len: int | None = None, *, rank: int = 0, port: int | None = None, **engine_kwargs
+):
     """vLLM's own config and KV cache specs for a config folder (shared by this script and
     scripts/vllm_reference_replay.py): `EngineArgs(...).create_engine_config()` (max_model_len
     min(32768, derived) unless given; `engine_kwargs` go to EngineArgs), the model built with its real
@@ -230,11 +290,14 @@ def vllm_model(folder: Path, max_model_len: int | None = None, **engine_kwargs):
     raw = json.loads((folder / "config.json").read_text())
     # a custom-code config (no transformers class) is read as vLLM reads it with --trust-remote-code:
     # the folder's own configuration module named by config.json's auto_map (written beside the
-    # reference config, holding only the keys the vLLM model file reads)
-    remote = "auto_map" in raw
+    # reference config, holding only the keys the vLLM model file reads). A transcribed hub config
+    # whose auto_map names a module not kept beside it (the folder has only config.json) is read
+    # without remote code, by transformers' own class for its model_type, as before auto_map support
+    auto_config = raw.get("auto_map", {}).get("AutoConfig", "")
+    remote = bool(auto_config) and (folder / (auto_config.rsplit(".", 1)[0] + ".py")).is_file()
     probe = EngineArgs(
         model=str(folder), dtype="bfloat16", skip_tokenizer_init=True, trust_remote_code=remote
-    ).create_model_config()
+    ).create_model_config()  # max_model_len is derived from the config alone (no parallel size in it)
     derived = probe.max_model_len
     engine_kwargs.setdefault("max_num_batched_tokens", MNBT)
     args = EngineArgs(
@@ -249,7 +312,7 @@ def vllm_model(folder: Path, max_model_len: int | None = None, **engine_kwargs):
     vllm_config = args.create_engine_config()
     model_config = vllm_config.model_config
     with set_current_vllm_config(vllm_config):
-        _distributed_once()
+        _distributed_once(vllm_config.parallel_config.tensor_parallel_size, rank, port)
         from vllm.v1.worker.workspace import init_workspace_manager
 
         torch.accelerator.empty_cache = lambda: None  # no accelerator here; the workspace is on meta
@@ -283,7 +346,13 @@ def vllm_model(folder: Path, max_model_len: int | None = None, **engine_kwargs):
         )
 
 
-def plan_one(folder: Path, label: str) -> dict:
+def plan_one(
+    folder: Path, label: str, tp: int = 1, rank: int = 0, port: int | None = None, kv_cache_dtype: str = "auto"
+) -> dict | None:
+    """One rank's part of the plan. Every rank builds its own model and collects its own layers'
+    specs (GPUModelRunner.get_kv_cache_spec on each worker); the specs of all ranks are gathered
+    (the executor's get_kv_cache_specs, one dict per worker) and rank 0 plans them with one budget
+    per worker, as EngineCore._initialize_kv_caches does. Ranks other than 0 return None."""
     from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
     from vllm.v1.attention.backends.utils import (
         get_supported_kv_cache_layouts,
@@ -293,7 +362,14 @@ def plan_one(folder: Path, label: str) -> dict:
     from vllm.v1.core import kv_cache_planning, kv_cache_utils
     from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
 
-    with vllm_model(folder) as m:
+    parallel = {
+        "tensor_parallel_size": tp,
+        "kv_cache_dtype": kv_cache_dtype,
+        # one process per rank is started by this script itself (the gloo group), as the
+        # multiprocessing executor starts one worker per rank
+        "distributed_executor_backend": "mp" if tp > 1 else None,
+    }
+    with vllm_model(folder, rank=rank, port=port, **parallel) as m:
         raw, derived, vllm_config, specs, shared, backends = (
             m.raw,
             m.derived,
@@ -304,17 +380,31 @@ def plan_one(folder: Path, label: str) -> dict:
         )
         model_cls, arch, model_config = m.model_cls, m.arch, vllm_config.model_config
         register_all_kvcache_specs(vllm_config)
+        # the executor's get_kv_cache_specs: one dict of specs per worker, gathered on rank 0
+        per_worker = [specs]
+        if tp > 1:
+            import torch.distributed as dist
+            from vllm.distributed.parallel_state import get_world_group
+
+            per_worker = [None] * tp
+            dist.all_gather_object(per_worker, (specs, sorted(backends), shared), group=get_world_group().cpu_group)
+            if rank != 0:
+                return None
+            per_worker, _, _ = zip(*per_worker, strict=True)
+            per_worker = list(per_worker)
+            # the case records rank 0's layers; a rank whose layers differ would be a different plan
+            assert all(list(w) == list(specs) for w in per_worker), "ranks hold different layers"
         # EngineCore._initialize_kv_caches: the layout from the worker's backends, then the groups
         supported = [[x.name for x in get_supported_kv_cache_layouts(get_current_attn_backends(vllm_config))]]
         layout = resolve_kv_cache_layout(vllm_config, supported, list(specs.values()))
         record_kv_cache_layout(vllm_config.cache_config, layout.name)
-        groups = kv_cache_planning.get_global_kv_cache_groups(vllm_config, [specs])
+        groups = kv_cache_planning.get_global_kv_cache_groups(vllm_config, per_worker)
         budgets = {}
         sched = None
         for label_b, avail in BUDGETS.items():
             entry = {"available_bytes_per_gpu": avail}
             try:
-                configs = kv_cache_planning.get_kv_cache_configs(vllm_config, [specs], [avail], groups)
+                configs = kv_cache_planning.get_kv_cache_configs(vllm_config, per_worker, [avail] * tp, groups)
                 sched = kv_cache_utils.generate_scheduler_kv_cache_config(configs)
                 tokens, conc = kv_cache_utils.get_kv_cache_capacity(vllm_config, sched)
                 per_group = [
@@ -322,6 +412,12 @@ def plan_one(folder: Path, label: str) -> dict:
                     for g in sched.kv_cache_groups
                 ]
                 entry["num_blocks"] = sched.num_blocks
+                # where each KVCacheTensor places its layers in the backing allocation (offset, strides
+                # depend on num_blocks in a layer-outer layout); the layers are recorded once, below
+                entry["kv_cache_tensors"] = [
+                    {"offset": t.offset, "layer_stride": t.layer_stride, "block_stride": t.block_stride}
+                    for t in sched.kv_cache_tensors
+                ]
                 entry["capacity"] = {
                     f"max_num_batched_tokens={MNBT}": {
                         "blocks_per_request": sum(per_group),
@@ -356,23 +452,15 @@ def plan_one(folder: Path, label: str) -> dict:
                 }
             )
         bytes_per_block = None
-        sizes = {t.size for t in sched.kv_cache_tensors} if sched is not None else set()
-        if len(sizes) == 1:
-            # every KVCacheTensor views one backing allocation of `size` bytes (v1/worker/utils.py
-            # allocate_kv_cache asserts they share it; get_kv_cache_config_from_groups sets it to
-            # bytes_per_block x num_blocks): a tensor's offset places its layers inside it, so offset + size
-            # overstates the pool where one group holds layers of several pages (UniformTypeKVCacheSpecs)
+        if sched is not None:
+            # the pool's bytes per block id: every KVCacheTensor places its layers in ONE backing
+            # allocation of `size` bytes (`offset` is where its first layer starts inside it, not a
+            # second allocation): v1/kv_cache_interface.py KVCacheTensor, v1/worker/utils.py
+            # allocate_kv_cache ("KV cache tensors must share one backing allocation"), sized
+            # bytes_per_block * num_blocks by kv_cache_planning.get_kv_cache_config_from_groups
+            sizes = {t.size for t in sched.kv_cache_tensors}
+            assert len(sizes) == 1, sizes
             bytes_per_block = sizes.pop() // sched.num_blocks
-        elif sched is not None:
-            # the pool's bytes per block id: the union of the tensors' byte ranges (overlapping
-            # tensors alias the same bytes, vllm/v1/kv_cache_interface.py KVCacheTensor)
-            spans, total, end = sorted((t.offset, t.offset + t.size) for t in sched.kv_cache_tensors), 0, -1
-            for lo, hi in spans:
-                lo = max(lo, end)
-                if hi > lo:
-                    total += hi - lo
-                end = max(end, hi)
-            bytes_per_block = total // sched.num_blocks
         cc = vllm_config.cache_config
         return {
             "architecture": arch,
@@ -402,45 +490,66 @@ def plan_one(folder: Path, label: str) -> dict:
             "num_cache_layers": len(specs),
             "kv_sharing": shared,
             "bytes_per_block": bytes_per_block,
+            # kv_cache_planning.get_kv_cache_config_from_groups: one KVCacheTensor per distinct spec of a
+            # group, its layers in first-seen order (a mixed-spec group's tensors are not its layer_names order)
+            "kv_cache_tensor_layers": None if sched is None else [list(t.layers) for t in sched.kv_cache_tensors],
             "groups": out_groups,
             "budgets": budgets,
         }
 
 
-def _run_one(folder: Path, label: str) -> dict:
-    """Plan one folder in a fresh process: vLLM's process groups (expert parallel among them) are
-    made for the model being built, so each model gets its own."""
+def _run_one(folder: Path, label: str, tp: int = 1, kv_cache_dtype: str = "auto") -> dict:
+    """Plan one folder in fresh processes, one per tensor-parallel rank (one gloo group): vLLM's
+    process groups (expert parallel among them) are made for the model being built, so each model
+    gets its own. Rank 0 writes the case."""
     import subprocess
     import tempfile
 
+    port = _free_port()
     with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
-        proc = subprocess.run(
-            [sys.executable, __file__, "--one", str(folder), "--label", label, "--out", tmp.name],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
+        procs = [
+            subprocess.Popen(
+                [sys.executable, __file__, "--one", str(folder), "--label", label, "--out", tmp.name]
+                + ["--tensor-parallel-size", str(tp), "--rank", str(r), "--port", str(port)]
+                + ["--kv-cache-dtype", kv_cache_dtype],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for r in range(tp)
+        ]
+        errs = []
+        for proc in procs:
+            try:
+                errs.append(proc.communicate(timeout=900)[1])
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                errs.append(proc.communicate()[1] + "\n(timed out)")
         try:
             return json.loads(Path(tmp.name).read_text())
         except ValueError:
             return {
                 "failure": {
                     "config_path": label,
-                    "error": f"process exited {proc.returncode}",
-                    "traceback_tail": proc.stderr.splitlines()[-14:],
+                    "error": f"process exited {procs[0].returncode}",
+                    "traceback_tail": errs[0].splitlines()[-14:],
                 }
             }
 
 
-def _one(folder: Path, label: str, out: Path) -> None:
+def _one(folder: Path, label: str, out: Path, tp: int, rank: int, port: int, kv_cache_dtype: str) -> None:
     _h200_backends()
     t0 = time.time()
     try:
-        case = plan_one(folder, label)
+        case = plan_one(folder, label, tp, rank, port, kv_cache_dtype)
+        if case is None:  # not rank 0: its specs went to rank 0
+            return
         case["elapsed_s"] = round(time.time() - t0, 2)
         case["backend_selection"] = list({json.dumps(r, sort_keys=True): r for r in BACKEND_REQUESTS}.values())
         result = {"case": case}
     except Exception as e:  # a reference run: record vLLM's own refusal
+        if rank != 0:
+            raise
         result = {
             "failure": {
                 "config_path": label,
@@ -459,10 +568,15 @@ def main(argv=None) -> int:
     ap.add_argument("--mode", default="real public configs")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--label", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--tensor-parallel-size", type=int, default=1, help="N ranks, one process each, in one gloo group")
+    ap.add_argument("--kv-cache-dtype", default="auto", help="vLLM's --kv-cache-dtype (auto, fp8, ...)")
     ns = ap.parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    _hide_unloadable_torchvision()
     if ns.one:
-        _one(Path(ns.one), ns.label, Path(ns.out))
+        _one(Path(ns.one), ns.label, Path(ns.out), ns.tensor_parallel_size, ns.rank, ns.port, ns.kv_cache_dtype)
         return 0
     import torch
     import transformers
@@ -474,7 +588,7 @@ def main(argv=None) -> int:
         label = (
             str(folder.relative_to(Path(ns.label_root).resolve())) + "/config.json" if ns.label_root else str(folder)
         )
-        result = _run_one(folder, label)
+        result = _run_one(folder, label, ns.tensor_parallel_size, ns.kv_cache_dtype)
         if "case" in result:
             cases[folder.name] = result["case"]
             print(f"{folder.name}: planned, {result['case']['num_groups']} groups", file=sys.stderr)
@@ -483,16 +597,23 @@ def main(argv=None) -> int:
             print(f"{folder.name}: FAILED {result['failure']['error']}", file=sys.stderr)
     out = {
         "vllm_version": vllm.__version__,
-        "runtime": {"torch": torch.__version__, "transformers": transformers.__version__},
+        "runtime": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "torchvision": os.environ["KVVIZ_REF_TORCHVISION"],
+        },
         "target_device": "NVIDIA H200 (SM90): attention backends as CudaPlatform picks them there (see _h200_backends)",
         "mode": ns.mode,
         "budgets": BUDGETS,
         "budgets_are": "KV-cache memory available on EACH GPU (rank)",
         "max_model_len": "min(32768, the model's derived maximum)",
         "max_num_batched_tokens": MNBT,
+        "tensor_parallel_size": ns.tensor_parallel_size,
+        "kv_cache_dtype": ns.kv_cache_dtype,
         "how": "scripts/vllm_reference_plans.py: EngineArgs.create_engine_config, the model's real __init__ on "
-        "the meta device in a single-rank gloo group (one process per model), each layer's get_kv_cache_spec, "
-        "get_kv_cache_configs, generate_scheduler_kv_cache_config, get_kv_cache_capacity",
+        f"the meta device in a {ns.tensor_parallel_size}-rank gloo group (one process per rank, fresh ones per "
+        "model), each rank's layers' get_kv_cache_spec, get_kv_cache_configs over every rank's specs (one budget "
+        "per rank), generate_scheduler_kv_cache_config, get_kv_cache_capacity",
         "cases": cases,
         "failures": failures,
     }

@@ -154,9 +154,20 @@ def test_dsa_glm_moe_dsa_equals_the_same_rule():
     assert sorted(set(group["page_size_bytes"])) == [64 * index, 64 * latent]
 
 
+def test_dsa_fp8_is_fp8_ds_mla():
+    """--kv-cache-dtype fp8 on sparse MLA: FLASHMLA_SPARSE serves it as fp8_ds_mla, 656 B a token at 512 + 64
+    (v1/attention/backends/mla/flashmla_sparse.py: 512 E4M3 + 4 fp32 scales + 64 bf16); the indexer row is
+    unchanged (vLLM's own plan: tests/test_real_config_parallel.py, plans-fp8.json)."""
+    raw = _dsa_config()
+    p = plan_model(model_from_dict(raw, name="d"), options=Options(kv_dtype="fp8", max_model_len=32768))
+    index = raw["index_head_dim"] + raw["index_head_dim"] // 128 * 4
+    latent = raw["kv_lora_rank"] + raw["kv_lora_rank"] // 128 * 4 + raw["qk_rope_head_dim"] * 2
+    assert latent == 656 and p.tokens_per_block == 64
+    (g,) = p.layout.groups
+    assert sorted({c.page_bytes for c in g.layers}) == [64 * index, 64 * latent]
+
+
 def test_dsa_refusals():
-    with pytest.raises(KvvizError, match="kv_dtype=fp8"):
-        plan_model(model_from_dict(_dsa_config(), name="d"), options=Options(kv_dtype="fp8"))
     with pytest.raises(KvvizError, match="block_size=32"):
         plan_model(model_from_dict(_dsa_config(), name="d"), options=Options(block_size=32))
     assert plan_model(model_from_dict(_dsa_config(), name="d"), options=Options(block_size=128)).tokens_per_block == 128

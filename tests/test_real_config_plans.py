@@ -20,11 +20,7 @@ CASES = PLANS["cases"]
 MNBT = "max_num_batched_tokens=8192"
 
 # vLLM's reference is recorded; kvviz's side belongs to other work (strict: planning one must remove it here).
-NOT_YET = {
-    "DeepSeek-V3.2-Exp": "num_blocks and the capacity line equal vLLM's, but the reference's bytes per block "
-    "(the union of vLLM's kv_cache_tensors / num_blocks) is 5,528,064 B against kvviz's 5,012,736 B stride: "
-    "not explained yet",
-}
+NOT_YET: dict = {}
 
 
 def _params() -> list:

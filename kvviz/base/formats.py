@@ -174,6 +174,25 @@ def ds_mla_row(head_dim: int, qk_rope_head_dim: int, scale_block: int = DS_MLA_S
 
 
 @functools.lru_cache(maxsize=None)
+def ds_mla_v32_row(kv_lora_rank: int, qk_rope_head_dim: int, block: int = INDEXER_FP8_BLOCK) -> RowFormat:
+    """DeepSeek V3.2 `fp8_ds_mla` (sparse MLA on FLASHMLA_SPARSE with an fp8 cache): per token the latent as
+    E4M3, one fp32 scale per 128 of it, then the RoPE dims as bf16, one contiguous row (656 B at 512 + 64:
+    vLLM 0.33 v1/attention/backends/mla/flashmla_sparse.py's format note; MLAAttention.get_kv_cache_spec
+    state_content_bytes)."""
+    require(kv_lora_rank % block == 0, f"kv_lora_rank={kv_lora_rank}: fp8_ds_mla scales every {block} latent values")
+    return RowFormat(
+        name="fp8_ds_mla_v32",
+        dims=kv_lora_rank + qk_rope_head_dim,
+        payload=(
+            Field(name="NoPE", element=Element.E4M3, count=kv_lora_rank),
+            Field(name="scale", element=Element.FP32, count=kv_lora_rank // block),
+            Field(name="RoPE", element=Element.BF16, count=qk_rope_head_dim),
+        ),
+        codec="parts",
+    )
+
+
+@functools.lru_cache(maxsize=None)
 def fp8_row(head_dim: int) -> RowFormat:
     """FlashInfer DSV4 FP8: every dim (RoPE too) as E4M3; the per-tensor scale lives outside the cache
     (vLLM 0.33's ``fused_deepseek_v4_qnorm_rope_kv_rope_full_cache_fp8_insert``)."""

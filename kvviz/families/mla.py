@@ -37,11 +37,12 @@ import dataclasses
 from types import SimpleNamespace
 
 from kvviz.base.errors import require
-from kvviz.base.formats import indexer_fp8_row, mla_row
+from kvviz.base.formats import ds_mla_v32_row, indexer_fp8_row, mla_row
 from kvviz.base.inputs import MAX_DIM, MAX_TOKENS_PER_BLOCK, bounded_int, short_repr
 from kvviz.core.declare import MLACache
 from kvviz.core.kinds import CacheKind
 from kvviz.core.spec import CacheSpec
+from kvviz.families.deepseek_text import VL_V2_TEXT, MHAttention, plain_attention, plain_caches, vl_v2_text
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, read_config, resolve_dtype
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.options import Options
@@ -58,6 +59,9 @@ class MLAConfig:
     qk_rope_head_dim: int
     layer_prefix: str = "model.layers"
     index_head_dim: int | None = None  # DSA: the indexer K cache's dims (None: dense MLA)
+    # the MLA modules of one decoder layer, each registering `{layer_prefix}.{i}.{module}.attn`
+    attentions: tuple[str, ...] = ("self_attn",)
+    plain: MHAttention | None = None  # a DeepseekV2DecoderLayer that builds no MLA (deepseek_text)
 
     @property
     def latent(self) -> int:
@@ -99,7 +103,16 @@ MLA_MODEL_TYPES = (
     "kimi_k2",
     "pangu_ultra_moe",
     "hy_v4",
+    "longcat_flash",
 )
+# Model files that build MLAAttention whatever ModelConfig.use_mla says: sarvam.py SarvamMLAAttention always
+# wraps MultiHeadLatentAttentionWrapper (its model type is not in is_deepseek_mla, so use_mla is False, which
+# changes nothing MLAAttention.get_kv_cache_spec reads: one head of kv_lora_rank + qk_rope_head_dim, the
+# backend asked with use_mla=True by MLAAttention.__init__ itself)
+MLA_ALWAYS_MODEL_TYPES = ("sarvam_mla",)
+# longcat_flash.py FlashDecoderLayer: two DeepseekV2MLAAttention a layer, prefixes self_attn.0 / self_attn.1
+# (model_arch_config_convertor.py LongCatFlashModelArchConfigConvertor: the layer count is num_layers)
+LONGCAT_ATTENTIONS = ("self_attn.0", "self_attn.1")
 # DeepseekV32Indexer / Indexer (models/deepseek_v32/attention.py, models/deepseek_v2.py): quant_block_size = 128
 INDEXER_QUANT_BLOCK = 128
 # FLASH_ATTN_MLA_SPARSE.get_supported_kernel_block_sizes (v1/attention/backends/mla/flashattn_mla_sparse.py)
@@ -179,21 +192,28 @@ class MLAFamily(Family):
     )
 
     def read(self, raw: dict, *, name: str) -> Model:
-        top, text = read_config(raw, name=name)
+        vl_v2 = raw.get("model_type") == VL_V2_TEXT
+        if vl_v2:  # a DeepSeek-VL2 / OCR wrapper's language model (deepseek_text)
+            top = text = vl_v2_text(raw)
+        else:
+            top, text = read_config(raw, name=name)
         model_type = getattr(text, "model_type", None) or raw.get("model_type")
         require(
-            model_type in MLA_MODEL_TYPES,
+            model_type in MLA_MODEL_TYPES + MLA_ALWAYS_MODEL_TYPES,
             f"{name}: model_type {short_repr(model_type)}: vLLM 0.33 serves MLA only for the model types of "
-            f"is_deepseek_mla ({', '.join(MLA_MODEL_TYPES)})",
+            f"is_deepseek_mla ({', '.join(MLA_MODEL_TYPES)}) and the model files that always build it "
+            f"({', '.join(MLA_ALWAYS_MODEL_TYPES)})",
         )
         if model_type == "pangu_ultra_moe":  # OpenPanguDecoderLayer.use_mla: all four fields present
             for key in ("qk_nope_head_dim", "v_head_dim"):
                 require(getattr(text, key, None) is not None, f"{name}: config is missing field {key!r} (MLA)")
-        n = field(text, "num_hidden_layers", model=name)
-        require(n > 0, f"{name}: num_hidden_layers={n}: must be positive")
+        layers_key = "num_layers" if model_type == "longcat_flash" else "num_hidden_layers"
+        n = field(text, layers_key, model=name)
+        require(n > 0, f"{name}: {layers_key}={n}: must be positive")
         heads = field(text, "num_attention_heads", model=name)
-        rank, rope = mla_dims(raw, text, name=name)
         archs = raw.get("architectures") or [model_type]
+        plain = plain_attention(text, str(archs[0]), name=name, vl_v2=vl_v2)  # DeepseekV2DecoderLayer without MLA
+        rank, rope = (0, 0) if plain else mla_dims(raw, text, name=name)
         length, key = derive_max_model_len(text)
         config = MLAConfig(
             num_hidden_layers=n,
@@ -201,6 +221,8 @@ class MLAFamily(Family):
             kv_lora_rank=rank,
             qk_rope_head_dim=rope,
             index_head_dim=_dsa_index_head_dim(raw, text, str(model_type), name=name),
+            attentions=LONGCAT_ATTENTIONS if model_type == "longcat_flash" else ("self_attn",),
+            plain=plain,
         )
         return Model(
             name=name,
@@ -219,30 +241,40 @@ class MLAFamily(Family):
         tp = options.tensor_parallel_size or 1
         check_tp_heads(c.num_attention_heads, tp, model=model.name)
         dtype = options.kv_dtype or model.dtype
+        if c.plain is not None:
+            return plain_caches(c.plain, c.num_hidden_layers, c.layer_prefix, tp, dtype, model=model.name)
         if c.index_head_dim is not None:
             return _sparse_caches(model, options, dtype)
         return tuple(
             MLACache(
-                name=f"{c.layer_prefix}.{i}.self_attn.attn",
+                name=f"{c.layer_prefix}.{i}.{module}.attn",
                 layer=i,
                 kv_lora_rank=c.kv_lora_rank,
                 qk_rope_head_dim=c.qk_rope_head_dim,
                 kv_dtype=dtype,
             )
             for i in range(c.num_hidden_layers)
+            for module in c.attentions
         )
 
     @model_method
     def describe(self, model: Model) -> str:
         c: MLAConfig = model.config
+        if c.plain is not None:
+            return (
+                f"{model.name} ({model.architecture}): {c.num_hidden_layers} attention layers without MLA "
+                f"({c.plain.rule}, deepseek_v2.py DeepseekV2DecoderLayer): {c.plain.total_kv_heads} KV heads of "
+                f"{c.plain.head_size}; {model.dtype}; max_model_len {model.max_model_len:,}"
+            )
         dsa = (
             f" + a DSA indexer K cache of {c.index_head_dim} fp8 + {c.index_head_dim // INDEXER_QUANT_BLOCK} fp32 "
             f"scales a token"
             if c.index_head_dim is not None
             else ""
         )
+        modules = f" x {len(c.attentions)} MLA modules ({', '.join(c.attentions)})" if len(c.attentions) > 1 else ""
         return (
-            f"{model.name} ({model.architecture}): {c.num_hidden_layers} MLA layers, one latent head of "
+            f"{model.name} ({model.architecture}): {c.num_hidden_layers} MLA layers{modules}, one latent head of "
             f"kv_lora_rank {c.kv_lora_rank} + qk_rope_head_dim {c.qk_rope_head_dim} = {c.latent} a token "
             f"(not TP-sharded){dsa}; {model.dtype}; max_model_len {model.max_model_len:,}"
         )
@@ -252,11 +284,6 @@ def _sparse_caches(model: Model, options: Options, dtype: str) -> tuple[CacheSpe
     """A DSA model's caches, paged: per layer the indexer K cache (registered first: the indexer is built
     before MLAAttention) and the sparse MLA cache, both MLAAttentionSpecs of the sparse backend's block."""
     c: MLAConfig = model.config
-    require(
-        dtype != "fp8",
-        f"kv_dtype=fp8: {model.name} is sparse MLA (DSA); vLLM serves an fp8 cache there as fp8_ds_mla on "
-        f"FLASHMLA_SPARSE (mla_attention.py _canonicalize_sparse_mla_kv_cache_dtype): not modelled",
-    )
     block = options.block_size or SPARSE_MLA_BLOCK
     bounded_int(block, field="block_size", low=1, high=MAX_TOKENS_PER_BLOCK)
     require(
@@ -264,7 +291,15 @@ def _sparse_caches(model: Model, options: Options, dtype: str) -> tuple[CacheSpe
         f"block_size={block}: {model.name}'s sparse MLA backend (FLASH_ATTN_MLA_SPARSE) takes multiples of "
         f"{SPARSE_MLA_BLOCK} tokens",
     )
-    mla, index = mla_row(c.kv_lora_rank, c.qk_rope_head_dim, dtype), indexer_fp8_row(c.index_head_dim)
+    # an fp8 cache: FLASH_ATTN_MLA_SPARSE takes none, FLASHMLA_SPARSE (next on SM90) takes "fp8" as fp8_ds_mla
+    # (mla_attention.py _canonicalize_sparse_mla_kv_cache_dtype); off SM100 its quantized spec aligns block
+    # strides to MultipleOf(64) (FlashMLASparseBackend.customize_spec): one 64-token block, nothing to pad
+    mla = (
+        ds_mla_v32_row(c.kv_lora_rank, c.qk_rope_head_dim)
+        if dtype == "fp8"
+        else mla_row(c.kv_lora_rank, c.qk_rope_head_dim, dtype)
+    )
+    index = indexer_fp8_row(c.index_head_dim)
     out = []
     for i in range(c.num_hidden_layers):
         prefix = f"{c.layer_prefix}.{i}.self_attn"
@@ -305,5 +340,12 @@ MLA = register(
         "deepseek_v32",
         "GlmMoeDsaForCausalLM",  # vllm/models/deepseek_v32 (DeepseekV32ForCausalLM)
         "glm_moe_dsa",
+        # issue 27 (mla): longcat_flash.py FlashModel, two MLA modules a layer; longcat_flash_ngram.py builds the
+        # same FlashModel (its n-gram embedding history is model-runner state, not KV cache)
+        "LongcatFlashForCausalLM",
+        "LongcatFlashNgramForCausalLM",
+        "longcat_flash",
+        "SarvamMLAForCausalLM",  # sarvam.py SarvamMLAAttention (MultiHeadLatentAttentionWrapper, use_mla False)
+        "sarvam_mla",
     ),
 )

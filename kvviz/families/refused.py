@@ -114,9 +114,10 @@ _RULES: dict[str, str] = {
     "ring CircularBufferSpec (one main-page-sized block a request) beside the main K|V: not modelled": (
         "Step5ForCausalLM Step5ForConditionalGeneration"
     ),
-    "DeepSeek V4 under a wrapper / V4.1 config: not read yet": (
-        "DeepseekV4ForConditionalGeneration DeepseekV41ForCausalLM"
-    ),
+    (
+        "DeepSeek V4.1 (vllm/models/deepseek_v41): compressor states as CircularBufferSpec and bounded-replay "
+        "sliding-window MLA (SlidingWindowMLASpec.bounded_replay): not modelled"
+    ): ("DeepseekV4ForConditionalGeneration DeepseekV41ForCausalLM"),
     "KV heads in nested attn_config: reader not written yet": ("DbrxForCausalLM"),
     "per-layer KV heads / attention-free layers (block_configs): rule not written yet": ("DeciLMForCausalLM"),
     "layer names other than model.layers.N.self_attn.attn: reader not written yet": ("ExaoneForCausalLM"),

@@ -257,3 +257,22 @@ WRAPPERS: dict[str, Wrapper] = {
         "gemma4_unified.py Gemma4UnifiedForConditionalGeneration" + _INIT, lm="Gemma4ForCausalLM"
     ),
 }
+
+# issue 27 (mla): the DeepSeek-OCR wrappers. transformers_utils/configs/deepseek_vl2.py DeepseekVLV2Config reads
+# config.json's language_config into DeepseekVLV2TextConfig (kv_lora_rank may be None: no MLA); each builds it
+# with init_vllm_registered_model(hf_config=self.text_config, prefix=maybe_prefix(prefix, "language_model"))
+WRAPPERS["DeepseekOCRForCausalLM"] = _w("deepseek_ocr.py DeepseekOCRForCausalLM" + _INIT, "language_config")
+WRAPPERS["DeepseekOCR2ForCausalLM"] = _w("deepseek_ocr2.py DeepseekOCR2ForCausalLM" + _INIT, "language_config")
+# unlimited_ocr.py UnlimitedOCRForCausalLM(DeepseekOCRForCausalLM): the same __init__; its rswa_window makes
+# DeepseekAttention an RSWAAttention, whose RSWASpec the planner treats as a FullAttentionSpec
+WRAPPERS["UnlimitedOCRForCausalLM"] = _w(
+    "unlimited_ocr.py UnlimitedOCRForCausalLM -> deepseek_ocr.py DeepseekOCRForCausalLM" + _INIT, "language_config"
+)
+# vllm/models/deepseek_v4/common/vl_model.py DeepseekV4ForConditionalGeneration.__init__ (CUDA / ROCm; the CPU and
+# XPU builds import vl_stub.py, which refuses): init_vllm_registered_model(hf_config=config,
+# prefix=maybe_prefix(prefix, "language_model"), architectures=["DeepseekV4ForCausalLM"]): the whole config
+WRAPPERS["DeepseekV4ForConditionalGeneration"] = _w(
+    "deepseek_v4/common/vl_model.py DeepseekV4ForConditionalGeneration" + _INIT,
+    "top config",
+    lm="DeepseekV4ForCausalLM",
+)

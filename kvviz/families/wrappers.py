@@ -32,7 +32,8 @@ import types
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
-from kvviz.families import decoder, mla, state
+from kvviz.families import decoder, deepseek_v4, mla, state
+from kvviz.families.deepseek_text import VL_V2_TEXT
 from kvviz.families.hf import derive_max_model_len, read_config, resolve_dtype, vllm_own_defaults
 from kvviz.families.refused import refusal
 from kvviz.families.registry import ARCHITECTURES, FAMILIES, Family, Model, check_call, model_method, register
@@ -43,7 +44,7 @@ ENCODER_NOTE = (
     "the vision/audio encoder's outputs live in vLLM's encoder cache "
     "(v1/core/encoder_cache_manager.py EncoderCacheManager), not in the KV pool"
 )
-INNER_FAMILIES = (decoder.DECODER, mla.MLA, state.STATE_FAMILY)
+INNER_FAMILIES = (decoder.DECODER, mla.MLA, state.STATE_FAMILY, deepseek_v4.DEEPSEEK_V4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,7 +207,12 @@ class WrapperReader(Family):
                 f"does not plan: {refusal(lm_arch)}"
             )
         inner_raw = dict(text, architectures=[lm_arch])
+        if family is deepseek_v4.DEEPSEEK_V4:  # vl_model.py hands over the whole config, which the V4 family reads
+            inner_raw = dict(raw, architectures=[lm_arch])
         model_type = _model_type_of(lm_arch, text.get("model_type"), family)
+        if entry.source == "language_config":
+            # transformers_utils/configs/deepseek_vl2.py DeepseekVLV2Config: DeepseekVLV2TextConfig(**language_config)
+            model_type = VL_V2_TEXT
         if model_type is not None:
             inner_raw["model_type"] = model_type
         lm = family.read(inner_raw, name=name)
