@@ -233,4 +233,8 @@ NAMES = (
     # LAYER_NAMES above: BailingAttention (head_dim, else hidden_size // heads; num_key_value_heads)
     "SarvamMoEForCausalLM",
     "sarvam_moe",
+    # issue 27, multimodal wrappers' own language model classes (kvviz.families.wrapper_table_more), the
+    # rules above: vllm/model_executor/models/cohere_compass.py CohereCompassAttention.__init__ (config.head_dim,
+    # num_key_value_heads, layer_types[i] == "sliding_attention" gives config.sliding_window)
+    "CohereCompassForCausalLM",
 )

@@ -4,7 +4,8 @@
 "language_model"), architectures=[...])` (vllm/model_executor/models/utils.py), or constructs the
 class itself under the same kind of prefix; the KV cache is the language model's alone.
 
-The rule, for every wrapper of `kvviz.families.wrapper_table.WRAPPERS` (each entry cites its model file):
+The rule, for every wrapper of `kvviz.families.wrapper_table.WRAPPERS` and `wrapper_table_more`'s (each
+entry cites its model file):
 
 * the text config: the part of the wrapper's config its model file hands the language model
   (`text_config`, `get_text_config()`, `llm_config`, `thinker_config.text_config`, the top config),
@@ -36,7 +37,8 @@ from kvviz.families import decoder, mla, state
 from kvviz.families.hf import derive_max_model_len, read_config, resolve_dtype
 from kvviz.families.refused import refusal
 from kvviz.families.registry import ARCHITECTURES, FAMILIES, Family, Model, check_call, model_method, register
-from kvviz.families.wrapper_table import LM_MODEL_TYPES, WRAPPERS, Wrapper
+from kvviz.families.wrapper_table import Wrapper
+from kvviz.families.wrapper_table_more import LM_MODEL_TYPES, WRAPPERS
 from kvviz.options import Options
 
 ENCODER_NOTE = (
@@ -156,6 +158,8 @@ def _top_and_text(raw: dict, entry: Wrapper, *, name: str):
         sub = raw.get("text_config") or raw.get("llm_config") or raw
     for part in entry.source_path:
         sub = sub.get(part) if isinstance(sub, dict) else None
+        if sub is None and entry.rule is not None:
+            sub = {}  # the config class's own default (its rule: UltravoxConfig, MossAudioConfig, ...)
         require(isinstance(sub, dict), f"{name}: config has no {entry.source} object (vLLM {entry.file})")
     top = types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str) and k.isidentifier()})
     text = types.SimpleNamespace(**{k: v for k, v in sub.items() if isinstance(k, str) and k.isidentifier()})
@@ -184,7 +188,10 @@ class WrapperReader(Family):
         require(arch is not None, f"{name}: architectures={short_repr(archs)}: no multimodal wrapper kvviz reads")
         entry = WRAPPERS[arch]
         top, hf_text, text = _top_and_text(raw, entry, name=name)
-        lm_arch = entry.lm or next(iter(text.get("architectures") or []), None)
+        chosen = None
+        if entry.rule is not None:  # the model file's rewrite of the config or choice of class (wrapper_table_more)
+            text, hf_text, chosen = entry.rule(raw, text, hf_text, name=name)
+        lm_arch = chosen or entry.lm or next(iter(text.get("architectures") or []), None)
         if lm_arch is None:
             from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 

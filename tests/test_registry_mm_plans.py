@@ -1,0 +1,139 @@
+"""Multimodal wrappers of kvviz.families.wrapper_table_more (issue 27) against vLLM 0.33's own plans.
+
+tests/data/vllm-0.33/registry-mm/plans.json holds what vLLM 0.33.0 itself planned, with its real model
+construction on the meta device (scripts/vllm_reference_plans.py), for the configs beside it (see that
+folder's README: transformers' default configs where transformers knows the model_type, else small
+configs with the fields the model file reads). Every case must plan exactly as vLLM did (test_registry_plans._compare).
+
+Where vLLM's construction cannot run here (a tokenizer the wrapper asks for, a custom-code vision tower),
+the wrapper's plan must equal the plan of its text config read alone as the class the model file builds,
+with every layer name under the prefix the file gives it (test_wrappers._check), the prefix and the class
+cited from the model file in each test.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_registry_plans import _compare
+from test_wrappers import SMALL_LLAMA, _check, _write
+
+import kvviz
+from kvviz.base.errors import KvvizError
+from kvviz.families.registry import ARCHITECTURES
+from kvviz.families.wrapper_table_more import MORE_WRAPPERS
+
+HERE = Path(__file__).parent / "data" / "vllm-0.33" / "registry-mm"
+PLANS = json.loads((HERE / "plans.json").read_text())
+CASES = PLANS["cases"]
+
+QWEN2 = dict(SMALL_LLAMA, model_type="qwen2", hidden_size=1536, num_attention_heads=12, num_key_value_heads=2)
+QWEN3 = dict(SMALL_LLAMA, model_type="qwen3", head_dim=128, num_attention_heads=16, num_key_value_heads=8)
+
+
+@pytest.mark.parametrize("arch", sorted(CASES))
+def test_plan_equals_vllm_033(arch):
+    case = CASES[arch]
+    assert case["architecture"] == arch
+    model = kvviz.load(str(HERE / case["config_path"]))
+    assert model.family.startswith("multimodal_")
+    assert "not in the KV pool" in model.describe()
+    _compare(model, case)
+
+
+def test_every_entry_is_planned():
+    for arch in MORE_WRAPPERS:
+        assert ARCHITECTURES[arch] == "multimodal", arch
+
+
+# minicpmv.py MiniCPMV.__new__ picks the class by config.version (_SUPPORT_VERSION), which builds its LLM
+# with init_llm(vllm_config, prefix=maybe_prefix(prefix, "llm")) from the top config (MiniCPMVBaseModel):
+# 2.5 and 4.0 LlamaForCausalLM, 2.6 Qwen2ForCausalLM, 4.5 Qwen3ForCausalLM -> llm.model.layers.N.self_attn.attn
+@pytest.mark.parametrize(
+    ("version", "text", "lm"),
+    [
+        ("2.5", SMALL_LLAMA, "LlamaForCausalLM"),
+        (None, SMALL_LLAMA, "LlamaForCausalLM"),  # no version, not (hidden_size 2304, query_num 64): 2.5
+        (4.0, SMALL_LLAMA, "LlamaForCausalLM"),
+        (2.6, QWEN2, "Qwen2ForCausalLM"),
+        ("4.5", QWEN3, "Qwen3ForCausalLM"),
+    ],
+)
+def test_minicpmv_version_picks_the_llm(tmp_path, version, text, lm):
+    raw = dict(text, model_type="minicpmv", architectures=["MiniCPMV"], torch_dtype="bfloat16", query_num=64)
+    if version is not None:
+        raw["version"] = version
+    alone = dict(text, architectures=[lm], torch_dtype="bfloat16")
+    _check(tmp_path, raw, alone, "llm.model.", "model.")
+
+
+def test_minicpmv_2_0_builds_minicpm(tmp_path):
+    # minicpmv.py MiniCPMV2_0.init_llm: MiniCPMForCausalLM (no version, hidden_size 2304, query_num 64: 2.0)
+    raw = dict(SMALL_LLAMA, hidden_size=2304, num_attention_heads=36, query_num=64, model_type="minicpmv")
+    raw.update(architectures=["MiniCPMV"], torch_dtype="bfloat16")
+    if "MiniCPMForCausalLM" in ARCHITECTURES:
+        _check(tmp_path, raw, dict(raw, model_type="minicpm", architectures=["MiniCPMForCausalLM"]), "llm.model.")
+    else:
+        with pytest.raises(KvvizError, match="builds language model MiniCPMForCausalLM from top config"):
+            kvviz.load(_write(tmp_path, "minicpmv2", raw))
+
+
+def test_minicpmv_unserved_version_is_refused(tmp_path):
+    raw = dict(SMALL_LLAMA, model_type="minicpmv", architectures=["MiniCPMV"], version="3.0")
+    with pytest.raises(KvvizError, match=r"version='3.0': vLLM 0.33 serves versions 2.0, 2.5, 2.6, 4.0, 4.5"):
+        kvviz.load(_write(tmp_path, "minicpmv3", raw))
+
+
+# minicpmo.py MiniCPMO.__new__: version[:2], no version 2.6; MiniCPMO2_6 (Qwen2), MiniCPMO4_5 (Qwen3), under "llm"
+@pytest.mark.parametrize(
+    ("version", "text", "lm"), [(None, QWEN2, "Qwen2ForCausalLM"), ("4.5.1", QWEN3, "Qwen3ForCausalLM")]
+)
+def test_minicpmo_version_picks_the_llm(tmp_path, version, text, lm):
+    raw = dict(text, model_type="minicpmo", architectures=["MiniCPMO"], torch_dtype="bfloat16")
+    if version is not None:
+        raw["version"] = version
+    _check(tmp_path, raw, dict(text, architectures=[lm], torch_dtype="bfloat16"), "llm.model.", "model.")
+
+
+def test_isaac_text_config_as_qwen3(tmp_path):
+    # isaac.py IsaacForConditionalGeneration.__init__: init_vllm_registered_model(architectures=
+    # ["Qwen3ForCausalLM"], prefix=maybe_prefix(prefix, "language_model")), no hf_config: Qwen3's layers read
+    # get_text_config(), IsaacConfig's text_config (transformers_utils/configs/isaac.py). vLLM's construction
+    # asks the tokenizer for the vision token (_resolve_vision_token_id), so it cannot run without a checkout.
+    raw = {"model_type": "isaac", "architectures": ["IsaacForConditionalGeneration"], "text_config": QWEN3}
+    raw.update(vision_config={}, torch_dtype="bfloat16")
+    _check(
+        tmp_path, raw, dict(QWEN3, architectures=["Qwen3ForCausalLM"], torch_dtype="bfloat16"), "language_model.model."
+    )
+
+
+def test_ultravox_text_model_id_is_refused_naming_the_field(tmp_path):
+    # transformers_utils/configs/ultravox.py UltravoxConfig.__setattr__: text_model_id loads another checkout
+    raw = {"model_type": "ultravox", "architectures": ["UltravoxModel"], "text_model_id": "meta-llama/Llama-3.1-8B"}
+    with pytest.raises(KvvizError, match="text_model_id='meta-llama/Llama-3.1-8B': vLLM reads the language model's"):
+        kvviz.load(_write(tmp_path, "ultravox_id", raw))
+
+
+def test_ultravox_text_config_without_model_type_is_llama(tmp_path):
+    # UltravoxConfig.__init__: CONFIG_MAPPING[text_config.get("model_type", "llama")](**text_config)
+    text = {k: v for k, v in SMALL_LLAMA.items() if k != "model_type"}
+    raw = {"model_type": "ultravox", "architectures": ["UltravoxModel"], "text_config": text, "torch_dtype": "bfloat16"}
+    _check(
+        tmp_path,
+        raw,
+        dict(SMALL_LLAMA, architectures=["LlamaForCausalLM"], torch_dtype="bfloat16"),
+        "language_model.model.",
+    )
+
+
+def test_ovis_serves_three_text_model_types(tmp_path):
+    # ovis.py Ovis.__init__: IMAGE_PAD_TOKEN_ID_MAP[text_model_type] (gemma2, llama, qwen2), else KeyError
+    raw = {
+        "model_type": "ovis",
+        "architectures": ["Ovis"],
+        "llm_config": dict(QWEN3, architectures=["Qwen3ForCausalLM"]),
+    }
+    with pytest.raises(KvvizError, match="llm_config.model_type='qwen3': vLLM's Ovis serves gemma2, llama, qwen2"):
+        kvviz.load(_write(tmp_path, "ovis_qwen3", raw))
