@@ -137,3 +137,46 @@ def test_ovis_serves_three_text_model_types(tmp_path):
     }
     with pytest.raises(KvvizError, match="llm_config.model_type='qwen3': vLLM's Ovis serves gemma2, llama, qwen2"):
         kvviz.load(_write(tmp_path, "ovis_qwen3", raw))
+
+
+def test_molmo_head_from_hidden(tmp_path):
+    # molmo.py MolmoForCausalLM.__init__: MolmoModel under "model" from the top config; MolmoAttention: head size
+    # hidden_size // num_attention_heads whatever head_dim says, KV heads num_key_value_heads or the heads.
+    # Custom code (no transformers class): the same rules as Qwen2's (qwen2.py Qwen2Attention), read alone as it.
+    text = dict(QWEN2, head_dim=64, num_key_value_heads=None)
+    raw = dict(text, model_type="molmo", architectures=["MolmoForCausalLM"], torch_dtype="bfloat16")
+    alone = dict(text, num_key_value_heads=QWEN2["num_attention_heads"], architectures=["Qwen2ForCausalLM"])
+    _check(tmp_path, raw, dict(alone, torch_dtype="bfloat16"), "model.", "model.")
+
+
+def test_interns1_pro_text_config(tmp_path):
+    # interns1_pro.py InternS1ProForConditionalGeneration.__init__: InternS1ProMoeLLMForCausalLM under
+    # "language_model"; InternS1ProMoeAttention: head_dim or hidden_size // heads, num_key_value_heads, full
+    # attention, as qwen3_moe.py Qwen3MoeAttention (custom code config: read alone as Qwen3-MoE)
+    text = dict(QWEN3, model_type="qwen3_moe", num_experts=8, num_experts_per_tok=2, moe_intermediate_size=512)
+    raw = {"model_type": "interns1_pro", "architectures": ["InternS1ProForConditionalGeneration"], "text_config": text}
+    raw["torch_dtype"] = "bfloat16"
+    alone = dict(text, architectures=["Qwen3MoeForCausalLM"], torch_dtype="bfloat16")
+    _check(tmp_path, raw, alone, "language_model.model.", "model.")
+
+
+def _data(arch: str) -> dict:
+    return json.loads((HERE / arch / "config.json").read_text())
+
+
+def test_fireredasr2_qwen2_under_model_decoder(tmp_path):
+    # fireredasr2.py FireRedASR2ForConditionalGeneration.__init__: FireRedASR2Model under "model", whose
+    # Qwen2ForCausalLM(vllm_config, prefix=maybe_prefix(prefix, "decoder")) reads the top config (a Qwen2Config):
+    # model.decoder.model.layers.N.self_attn.attn. vLLM's construction on the meta device stops in the Conformer
+    # encoder (Tensor.item() on a meta tensor), so the plan is the top config's alone as Qwen2ForCausalLM.
+    raw = _data("FireRedASR2ForConditionalGeneration")
+    alone = dict(raw, architectures=["Qwen2ForCausalLM"])
+    _check(tmp_path, raw, alone, "model.decoder.model.", "model.")
+
+
+def test_funasr_bare_qwen3_model_under_model_decoder(tmp_path):
+    # funasr.py FunASRModel.__init__ (under "model"): Qwen3Model(vllm_config, prefix=maybe_prefix(prefix,
+    # "decoder")), the bare model from the top config (a Qwen3Config): model.decoder.layers.N.self_attn.attn
+    raw = _data("FunASRForConditionalGeneration")
+    alone = dict(raw, architectures=["Qwen3ForCausalLM"])
+    _check(tmp_path, raw, alone, "model.decoder.", "model.")

@@ -237,4 +237,10 @@ NAMES = (
     # rules above: vllm/model_executor/models/cohere_compass.py CohereCompassAttention.__init__ (config.head_dim,
     # num_key_value_heads, layer_types[i] == "sliding_attention" gives config.sliding_window)
     "CohereCompassForCausalLM",
+    # interns1_pro.py InternS1ProMoeDecoderLayer.__init__ (hf_text_config), InternS1ProMoeAttention.__init__
+    # (head_dim or hidden_size // num_attention_heads, num_key_value_heads, full attention)
+    "InternS1ProMoeLLMForCausalLM",
+    # molmo.py MolmoAttention.__init__: num_key_value_heads or num_attention_heads, head size hidden_size //
+    # num_attention_heads, full attention: read with qwen2's rules (wrapper_table_more.LM_MODEL_TYPES)
+    "MolmoModel",
 )

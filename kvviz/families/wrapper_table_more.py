@@ -223,6 +223,16 @@ MORE_WRAPPERS: dict[str, Wrapper] = {
         "text_config",
         lm="CohereCompassForCausalLM",
     ),
+    # interns1_pro.py InternS1ProMoeLLMForCausalLM (a Qwen3MoeForCausalLM) from config.text_config
+    "InternS1ProForConditionalGeneration": Wrapper(
+        "interns1_pro.py InternS1ProForConditionalGeneration.__init__ (InternS1ProMoeLLMForCausalLM)",
+        "text_config",
+        lm="InternS1ProMoeLLMForCausalLM",
+    ),
+    # molmo.py MolmoForCausalLM.__init__: MolmoModel(prefix=maybe_prefix(prefix, "model")) from the top config
+    "MolmoForCausalLM": Wrapper(
+        "molmo.py MolmoForCausalLM.__init__ (MolmoModel)", "top config", lm="MolmoModel", head="model.", strip="model."
+    ),
 }
 
 WRAPPERS: dict[str, Wrapper] = {**wrapper_table.WRAPPERS, **MORE_WRAPPERS}
@@ -232,4 +242,9 @@ LM_MODEL_TYPES = {
     **wrapper_table.LM_MODEL_TYPES,
     "Ernie4_5ForCausalLM": "ernie4_5",
     "MiniCPMForCausalLM": "minicpm",
+    # molmo.py MolmoAttention: qwen2.py Qwen2Attention's rule (head size hidden_size // heads; Qwen2Config
+    # makes a missing num_key_value_heads the heads, as MolmoAttention's `or`)
+    "MolmoModel": "qwen2",
+    # interns1_pro.py InternS1ProMoeAttention: qwen3_moe.py Qwen3MoeAttention's rule (head_dim, else hidden // heads)
+    "InternS1ProMoeLLMForCausalLM": "qwen3_moe",
 }
