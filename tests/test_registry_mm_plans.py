@@ -180,3 +180,16 @@ def test_funasr_bare_qwen3_model_under_model_decoder(tmp_path):
     raw = _data("FunASRForConditionalGeneration")
     alone = dict(raw, architectures=["Qwen3ForCausalLM"])
     _check(tmp_path, raw, alone, "model.decoder.", "model.")
+
+
+def test_ernie45_vl_reads_the_top_config(tmp_path):
+    # ernie45_vl.py Ernie4_5_VLMoeForConditionalGeneration.__init__: Ernie4_5_VLMoeForCausalLM under
+    # "language_model" from vllm_config.model_config.hf_config, the checkpoint's flat custom-code config
+    # (ernie45_vl_moe.py Ernie4_5_VLMoeDecoderLayer: num_attention_heads, num_key_value_heads, head_dim or
+    # hidden_size // heads, as ernie45_moe.py Ernie4_5_MoeAttention). transformers' nested ernie4_5_vl_moe
+    # config has none of those fields at the top, and vLLM's construction fails on it.
+    text = dict(SMALL_LLAMA, model_type="ernie4_5_moe", moe_num_experts=8, moe_k=2, moe_intermediate_size=512)
+    raw = dict(text, model_type="ernie4_5_moe_vl", architectures=["Ernie4_5_VLMoeForConditionalGeneration"])
+    raw.update(torch_dtype="bfloat16", vision_config={})
+    alone = dict(text, architectures=["Ernie4_5_MoeForCausalLM"], torch_dtype="bfloat16")
+    _check(tmp_path, raw, alone, "language_model.model.", "model.")

@@ -243,4 +243,8 @@ NAMES = (
     # molmo.py MolmoAttention.__init__: num_key_value_heads or num_attention_heads, head size hidden_size //
     # num_attention_heads, full attention: read with qwen2's rules (wrapper_table_more.LM_MODEL_TYPES)
     "MolmoModel",
+    # molmo2.py Molmo2Attention.__init__: config.head_dim, num_key_value_heads, full attention
+    "Molmo2TextModel",
+    # ernie45_vl_moe.py Ernie4_5_VLMoeDecoderLayer.__init__ (head_dim or hidden_size // heads, num_key_value_heads)
+    "Ernie4_5_VLMoeForCausalLM",
 )

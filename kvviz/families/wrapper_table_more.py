@@ -233,6 +233,22 @@ MORE_WRAPPERS: dict[str, Wrapper] = {
     "MolmoForCausalLM": Wrapper(
         "molmo.py MolmoForCausalLM.__init__ (MolmoModel)", "top config", lm="MolmoModel", head="model.", strip="model."
     ),
+    # molmo2.py Molmo2ForConditionalGeneration.__init__: Molmo2TextModel(prefix=maybe_prefix(prefix, "model")),
+    # which reads config.text_config (else llm_config) into its TextConfig: model.layers.N.self_attn.attn
+    "Molmo2ForConditionalGeneration": Wrapper(
+        "molmo2.py Molmo2ForConditionalGeneration.__init__ (Molmo2TextModel)",
+        "text_config",
+        lm="Molmo2TextModel",
+        head="model.",
+        strip="model.",
+    ),
+    # ernie45_vl.py Ernie4_5_VLMoeForConditionalGeneration.__init__: Ernie4_5_VLMoeForCausalLM (ernie45_vl_moe.py)
+    # under "language_model" reads the top config's own fields (vllm_config.model_config.hf_config)
+    "Ernie4_5_VLMoeForConditionalGeneration": Wrapper(
+        "ernie45_vl.py Ernie4_5_VLMoeForConditionalGeneration.__init__ (Ernie4_5_VLMoeForCausalLM)",
+        "top config",
+        lm="Ernie4_5_VLMoeForCausalLM",
+    ),
 }
 
 WRAPPERS: dict[str, Wrapper] = {**wrapper_table.WRAPPERS, **MORE_WRAPPERS}
@@ -247,4 +263,7 @@ LM_MODEL_TYPES = {
     "MolmoModel": "qwen2",
     # interns1_pro.py InternS1ProMoeAttention: qwen3_moe.py Qwen3MoeAttention's rule (head_dim, else hidden // heads)
     "InternS1ProMoeLLMForCausalLM": "qwen3_moe",
+    # ernie45_vl_moe.py Ernie4_5_VLMoeAttention: ernie45_moe.py Ernie4_5_MoeAttention's rule (head_dim, else
+    # hidden_size // heads; num_key_value_heads; full attention)
+    "Ernie4_5_VLMoeForCausalLM": "ernie4_5_moe",
 }
