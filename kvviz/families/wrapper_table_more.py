@@ -249,6 +249,13 @@ MORE_WRAPPERS: dict[str, Wrapper] = {
         "top config",
         lm="Ernie4_5_VLMoeForCausalLM",
     ),
+    # cosmos3_edge.py Cosmos3EdgeForConditionalGeneration.__init__: Cosmos3EdgeForCausalLM(with_hf_config(
+    # config.text_config), prefix=maybe_prefix(prefix, "language_model")), a Nemotron-H of attention + MLP layers
+    "Cosmos3EdgeForConditionalGeneration": Wrapper(
+        "cosmos3_edge.py Cosmos3EdgeForConditionalGeneration.__init__ (Cosmos3EdgeForCausalLM)",
+        "text_config",
+        lm="Cosmos3EdgeForCausalLM",
+    ),
 }
 
 WRAPPERS: dict[str, Wrapper] = {**wrapper_table.WRAPPERS, **MORE_WRAPPERS}
