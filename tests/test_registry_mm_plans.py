@@ -193,3 +193,18 @@ def test_ernie45_vl_reads_the_top_config(tmp_path):
     raw.update(torch_dtype="bfloat16", vision_config={})
     alone = dict(text, architectures=["Ernie4_5_MoeForCausalLM"], torch_dtype="bfloat16")
     _check(tmp_path, raw, alone, "language_model.model.", "model.")
+
+
+def test_molmo2_text_model_under_model(tmp_path):
+    # molmo2.py Molmo2ForConditionalGeneration.__init__: Molmo2TextModel under "model" reads text_config into its
+    # TextConfig; Molmo2Attention: config.head_dim (asserted hidden_size // heads), num_key_value_heads, full
+    # attention: model.layers.N.self_attn.attn, as llama.py LlamaAttention reads the same fields. vLLM's
+    # construction needs the checkpoint's vit_config (its own config class); without one kvviz refuses as well.
+    text = dict(SMALL_LLAMA, model_type="molmo2_text", head_dim=64)
+    raw = {"model_type": "molmo2", "architectures": ["Molmo2ForConditionalGeneration"], "text_config": text}
+    raw.update(vit_config={}, torch_dtype="bfloat16")
+    alone = dict(text, model_type="llama", architectures=["LlamaForCausalLM"], torch_dtype="bfloat16")
+    _check(tmp_path, raw, alone, "model.", "model.")
+    del raw["vit_config"]
+    with pytest.raises(KvvizError, match="config has no vit_config"):
+        kvviz.load(_write(tmp_path, "molmo2_no_vit", raw))

@@ -139,6 +139,13 @@ def _paddleocr_vl(raw, text, hf_text, *, name):
     return merged, hf_text, None
 
 
+def _molmo2(raw, text, hf_text, *, name):
+    # molmo2.py Molmo2ForConditionalGeneration.__init__ builds its vision backbone from config.vit_config (the
+    # checkpoint's own config class): without it vLLM stops there
+    require("vit_config" in raw, f"{name}: config has no vit_config (vLLM molmo2.py Molmo2ForConditionalGeneration)")
+    return text, hf_text, None
+
+
 _INIT = ".__init__ (init_vllm_registered_model)"
 MORE_WRAPPERS: dict[str, Wrapper] = {
     # the class by version (minicpmv.py MiniCPMV.__new__ / minicpmo.py MiniCPMO.__new__), built from the top
@@ -241,6 +248,7 @@ MORE_WRAPPERS: dict[str, Wrapper] = {
         lm="Molmo2TextModel",
         head="model.",
         strip="model.",
+        rule=_molmo2,
     ),
     # ernie45_vl.py Ernie4_5_VLMoeForConditionalGeneration.__init__: Ernie4_5_VLMoeForCausalLM (ernie45_vl_moe.py)
     # under "language_model" reads the top config's own fields (vllm_config.model_config.hf_config)
