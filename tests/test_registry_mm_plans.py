@@ -208,3 +208,23 @@ def test_molmo2_text_model_under_model(tmp_path):
     del raw["vit_config"]
     with pytest.raises(KvvizError, match="config has no vit_config"):
         kvviz.load(_write(tmp_path, "molmo2_no_vit", raw))
+
+
+@pytest.mark.parametrize(
+    "arch",
+    [
+        "MiniCPMV4_6ForConditionalGeneration",
+        "MiniCPMV4_7ForConditionalGeneration",
+        "MiniCPMOcrForConditionalGeneration",
+    ],
+)
+def test_minicpmv4_6_qwen3_5_under_language_model(tmp_path, arch):
+    # minicpmv4_6.py MiniCPMV4_6ForConditionalGeneration.__init__ (4.7 and OCR inherit it): Qwen3_5ForCausalLM(
+    # vllm_config, prefix=maybe_prefix(prefix, "language_model")), which reads hf_text_config (text_config).
+    # vLLM's own plan of these configs (plans.json off_target) was made off CUDA, where the GDN prefill backend is
+    # triton (no checkpoint alignment): block 272, not the H200's 320 (FlashInfer, as the registry's own
+    # Qwen3_5ForCausalLM plan has it). So the wrapper's plan must equal its text config's alone as Qwen3_5ForCausalLM.
+    assert arch in PLANS["off_target"]["cases"]
+    raw = _data(arch)
+    alone = dict(raw["text_config"], architectures=["Qwen3_5ForCausalLM"], dtype="bfloat16")
+    _check(tmp_path, raw, alone, "language_model.model.", "model.")
