@@ -1,4 +1,6 @@
-import json, sys
+import json
+import sys
+
 out = {"cases": {}, "failures": {}}
 meta = None
 for f in sys.argv[2:]:
