@@ -13,12 +13,13 @@ cited from the model file in each test.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 from test_registry_plans import _compare
-from test_wrappers import SMALL_LLAMA, _check, _write
+from test_wrappers import BUDGET, KNOBS, SMALL_LLAMA, _check, _write
 
 import kvviz
 from kvviz.base.errors import KvvizError
@@ -228,3 +229,33 @@ def test_minicpmv4_6_qwen3_5_under_language_model(tmp_path, arch):
     raw = _data(arch)
     alone = dict(raw["text_config"], architectures=["Qwen3_5ForCausalLM"], dtype="bfloat16")
     _check(tmp_path, raw, alone, "language_model.model.", "model.")
+
+
+@pytest.mark.parametrize("arch", ["Moondream3ForCausalLM", "HfMoondream"])
+def test_moondream3_text_blocks(tmp_path, arch):
+    # moondream3.py Moondream3ForCausalLM.__init__: Moondream3Config(config=...).text_config, a Moondream3TextConfig
+    # (transformers_utils/configs/moondream3.py: dim, n_heads, n_kv_heads, n_layers, max_context, with defaults),
+    # under Moondream3TextModel(prefix "text"), blocks under "blocks", Moondream3Attention at ".attn" (head size
+    # dim // n_heads, n_kv_heads): text.blocks.N.attn.attn; as Llama of those sizes, read alone
+    raw = dict(_data("Moondream3ForCausalLM"), architectures=[arch])
+    t = raw["config"]["text"]
+    alone = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "dtype": "bfloat16", "vocab_size": 51200}
+    alone.update(hidden_size=t["dim"], num_hidden_layers=t["n_layers"], num_attention_heads=t["n_heads"])
+    alone.update(num_key_value_heads=t["n_kv_heads"], intermediate_size=t["ff_dim"], max_position_embeddings=4096)
+    w, lm = kvviz.load(_write(tmp_path, "w", raw)), kvviz.load(_write(tmp_path, "alone", alone))
+    assert "not in the KV pool" in w.describe()
+    for knobs in KNOBS:
+        pw, pl = kvviz.plan(w, **knobs), kvviz.plan(lm, **knobs)
+        names = [
+            c.name.replace("model.layers.", "text.blocks.").replace(".self_attn.attn", ".attn.attn")
+            for g in pl.groups
+            for c in g.layers
+        ]
+        assert [c.name for g in pw.groups for c in g.layers] == names
+        assert pw.block_stride == pl.block_stride
+        cw, cl = pw.capacity(BUDGET), pl.capacity(BUDGET)
+        assert dataclasses.replace(cw, model=cl.model) == cl
+    # defaults of Moondream3TextConfig where config.text says nothing: 24 layers, 32 heads of 2048 // 32
+    bare = kvviz.load(_write(tmp_path, "bare", {"model_type": "moondream3", "architectures": [arch]}))
+    c = bare.config
+    assert (c.num_hidden_layers, c.num_key_value_heads, c.head_dim, bare.max_model_len) == (24, 32, 64, 4096)

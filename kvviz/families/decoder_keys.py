@@ -255,4 +255,6 @@ NAMES = (
     # cosmos3_edge.py Cosmos3EdgeForCausalLM: NemotronHAttention (head_dim, else hidden_size // heads;
     # num_key_value_heads; full attention) on every other layer (LOOPED above)
     "Cosmos3EdgeForCausalLM",
+    # moondream3.py Moondream3Attention.__init__: dim // n_heads, n_kv_heads, full attention (wrapper_table_more)
+    "Moondream3TextModel",
 )

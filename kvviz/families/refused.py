@@ -115,10 +115,6 @@ _RULES: dict[str, str] = {
         "NanbeigeForCausalLM"
     ),
     # issue 27 (helper mm): the multimodal wrappers of the work list still refused, each for its rule
-    "Moondream3Config's own text fields (config.text: dim, n_heads, n_kv_heads, n_layers, max_context) and "
-    "text.blocks.N.attn.attn layer names (moondream3.py Moondream3TextModel): reader not written yet": (
-        "Moondream3ForCausalLM HfMoondream"
-    ),
     "per-platform model package (vllm/models/muse_spark nvidia / amd MuseSpark1xAttention: layer_types windows, "
     "draft layers' global_attn_cfg windows): reader not written yet": ("MuseSparkForConditionalGeneration"),
 }

@@ -25,6 +25,7 @@ class Wrapper:
     # where the model file rewrites the config or picks the class from it (a version switch):
     # rule(raw, text, hf_text, name=...) -> (text, hf_text, lm or None); kvviz.families.wrapper_table_more
     rule: object = None
+    rename: tuple[str, str] = ("", "")  # a part of every layer name the wrapper's own modules name otherwise
 
     @property
     def source_path(self) -> tuple[str, ...]:

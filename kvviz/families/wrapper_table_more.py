@@ -7,6 +7,8 @@ does what the file does to the config. `WRAPPERS` is kvviz.families.wrapper_tabl
 
 from __future__ import annotations
 
+import types
+
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
 from kvviz.families import wrapper_table
@@ -146,6 +148,28 @@ def _molmo2(raw, text, hf_text, *, name):
     return text, hf_text, None
 
 
+# transformers_utils/configs/moondream3.py Moondream3TextConfig.__init__: its own names and defaults, and the
+# standard ones it sets from them (hidden_size = dim, num_key_value_heads = n_kv_heads, ...)
+MOONDREAM3_TEXT = {
+    "hidden_size": ("dim", 2048),
+    "intermediate_size": ("ff_dim", 8192),
+    "num_hidden_layers": ("n_layers", 24),
+    "vocab_size": ("vocab_size", 51200),
+    "max_position_embeddings": ("max_context", 4096),
+    "num_attention_heads": ("n_heads", 32),
+    "num_key_value_heads": ("n_kv_heads", 32),
+}
+
+
+def _moondream3(raw, text, hf_text, *, name):
+    # moondream3.py Moondream3ForCausalLM.__init__: Moondream3Config(config=hf_config.config), whose text_config
+    # is Moondream3TextConfig(**config["text"]); Moondream3Attention: head size dim // n_heads, n_kv_heads KV
+    # heads, full attention (llama.py LlamaAttention's rule without head_dim)
+    out = {std: text.get(own, default) for std, (own, default) in MOONDREAM3_TEXT.items()}
+    out["model_type"] = "llama"
+    return out, types.SimpleNamespace(**out), None
+
+
 _INIT = ".__init__ (init_vllm_registered_model)"
 MORE_WRAPPERS: dict[str, Wrapper] = {
     # the class by version (minicpmv.py MiniCPMV.__new__ / minicpmo.py MiniCPMO.__new__), built from the top
@@ -264,6 +288,27 @@ MORE_WRAPPERS: dict[str, Wrapper] = {
         "text_config",
         lm="Cosmos3EdgeForCausalLM",
     ),
+    # moondream3.py Moondream3ForCausalLM.__init__: Moondream3TextModel(config.text_config, prefix=maybe_prefix(
+    # prefix, "text")): blocks under "blocks" (make_layers), Moondream3Attention at .attn: text.blocks.N.attn.attn
+    "Moondream3ForCausalLM": Wrapper(
+        "moondream3.py Moondream3ForCausalLM.__init__ (Moondream3TextModel)",
+        "config.text",
+        lm="Moondream3TextModel",
+        head="text.blocks.",
+        strip="model.layers.",
+        rule=_moondream3,
+        rename=(".self_attn.attn", ".attn.attn"),
+    ),
+    # registry.py: ("moondream3", "Moondream3ForCausalLM"), the same class
+    "HfMoondream": Wrapper(
+        "moondream3.py Moondream3ForCausalLM.__init__ (Moondream3TextModel)",
+        "config.text",
+        lm="Moondream3TextModel",
+        head="text.blocks.",
+        strip="model.layers.",
+        rule=_moondream3,
+        rename=(".self_attn.attn", ".attn.attn"),
+    ),
 }
 
 WRAPPERS: dict[str, Wrapper] = {**wrapper_table.WRAPPERS, **MORE_WRAPPERS}
@@ -281,4 +326,5 @@ LM_MODEL_TYPES = {
     # ernie45_vl_moe.py Ernie4_5_VLMoeAttention: ernie45_moe.py Ernie4_5_MoeAttention's rule (head_dim, else
     # hidden_size // heads; num_key_value_heads; full attention)
     "Ernie4_5_VLMoeForCausalLM": "ernie4_5_moe",
+    "Moondream3TextModel": "llama",
 }

@@ -59,16 +59,18 @@ class WrappedConfig:
     strip: str
     source: str  # where the text config came from, e.g. "text_config"
     file: str  # the wrapper's vLLM model file
+    rename: tuple[str, str] = ("", "")  # Wrapper.rename
 
     def __getattr__(self, attr: str):
-        if attr.startswith("__") or attr in ("lm", "head", "strip", "source", "file"):
+        if attr.startswith("__") or attr in ("lm", "head", "strip", "source", "file", "rename"):
             raise AttributeError(attr)
         return getattr(self.lm.config, attr)
 
     def layer_name(self, name: str) -> str:
         """The name vLLM gives the language model's layer `name` under the wrapper (maybe_prefix)."""
         require(name.startswith(self.strip), f"{name}: expected under {self.strip!r} (wrapper rule)")
-        return self.head + name[len(self.strip) :]
+        out = self.head + name[len(self.strip) :]
+        return out.replace(*self.rename) if self.rename[0] else out
 
 
 def _renamed(cache, config: WrappedConfig):
@@ -219,7 +221,9 @@ class WrapperReader(Family):
         dtype = resolve_dtype(top, dtype_of, raw, name=name)
         length, source = derive_max_model_len(hf_text) if hf_text is not None else (lm.max_model_len, "")
         lm = dataclasses.replace(lm, dtype=dtype, max_model_len=length, max_model_len_source=source)
-        config = WrappedConfig(lm=lm, head=entry.head, strip=entry.strip, source=entry.source, file=entry.file)
+        config = WrappedConfig(
+            lm=lm, head=entry.head, strip=entry.strip, source=entry.source, file=entry.file, rename=entry.rename
+        )
         return Model(
             name=name,
             family=WRAPPED[family.key].key,
