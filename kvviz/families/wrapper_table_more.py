@@ -136,9 +136,20 @@ def _paddleocr_vl(raw, text, hf_text, *, name):
     # model_type, architectures, tie_word_embeddings); Ernie4_5ForCausalLM then reads the top config
     require(hf_text is not None and "text_config" in raw, f"{name}: config has no text_config (vLLM paddleocr_vl.py)")
     sub = hf_text.to_dict() if hasattr(hf_text, "to_dict") else dict(vars(hf_text))
-    merged = dict(text)
+    merged = _own_fields(text)
     merged.update({k: v for k, v in sub.items() if k not in ("model_type", "architectures", "tie_word_embeddings")})
     return merged, hf_text, None
+
+
+def _own_fields(top: dict) -> dict:
+    """The top config's own fields, as a language model that reads hf_config itself sees them: its nested
+    text_config is not that model's (a reader asking get_text_config() of it would take that instead)."""
+    return {k: v for k, v in top.items() if k != "text_config"}
+
+
+def _top_fields(raw, text, hf_text, *, name):
+    # ernie45_vl_moe.py Ernie4_5_VLMoeForCausalLM.__init__: config = vllm_config.model_config.hf_config
+    return _own_fields(text), hf_text, None
 
 
 def _molmo2(raw, text, hf_text, *, name):
@@ -280,6 +291,7 @@ MORE_WRAPPERS: dict[str, Wrapper] = {
         "ernie45_vl.py Ernie4_5_VLMoeForConditionalGeneration.__init__ (Ernie4_5_VLMoeForCausalLM)",
         "top config",
         lm="Ernie4_5_VLMoeForCausalLM",
+        rule=_top_fields,
     ),
     # cosmos3_edge.py Cosmos3EdgeForConditionalGeneration.__init__: Cosmos3EdgeForCausalLM(with_hf_config(
     # config.text_config), prefix=maybe_prefix(prefix, "language_model")), a Nemotron-H of attention + MLP layers

@@ -141,6 +141,14 @@ def wrap(model: Model, lm: Model) -> Model:
     return dataclasses.replace(model, name=lm.name, config=dataclasses.replace(model.config, lm=lm))
 
 
+def _plain(value):
+    """kvviz's table reader's namespace (kvviz.families.hf_fast) as the dict transformers' to_dict() gives:
+    nested parts (text_config) as dicts, so the language model's reader sees the same JSON either way."""
+    if isinstance(value, types.SimpleNamespace):
+        return {k: _plain(v) for k, v in vars(value).items()}
+    return value
+
+
 def _top_and_text(raw: dict, entry: Wrapper, *, name: str):
     """(top config, vLLM's get_text_config(), the config the language model is built from) of the wrapper."""
     from transformers import CONFIG_MAPPING  # heavy: only when a wrapper's config is parsed
@@ -153,7 +161,7 @@ def _top_and_text(raw: dict, entry: Wrapper, *, name: str):
             require(sub is not None, f"{name}: config has no {entry.source} (vLLM {entry.file})")
         if entry.source == "get_text_config()":
             sub = hf_text
-        return top, hf_text, sub.to_dict() if hasattr(sub, "to_dict") else dict(vars(sub))
+        return top, hf_text, sub.to_dict() if hasattr(sub, "to_dict") else _plain(sub)
     # vLLM ships (or loads with trust_remote_code) the config class: the JSON's own parts
     sub = raw
     if entry.source == "get_text_config()":
