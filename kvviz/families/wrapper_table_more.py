@@ -148,7 +148,10 @@ def _own_fields(top: dict) -> dict:
 
 
 def _top_fields(raw, text, hf_text, *, name):
-    # ernie45_vl_moe.py Ernie4_5_VLMoeForCausalLM.__init__: config = vllm_config.model_config.hf_config
+    # ernie45_vl_moe.py Ernie4_5_VLMoeForCausalLM.__init__: config = vllm_config.model_config.hf_config, whose own
+    # num_hidden_layers / num_attention_heads it reads (a nested config without them stops vLLM)
+    for key in ("num_hidden_layers", "num_attention_heads"):
+        require(key in raw, f"{name}: config has no top-level {key} (vLLM ernie45_vl_moe.py reads hf_config.{key})")
     return _own_fields(text), hf_text, None
 
 
