@@ -222,13 +222,24 @@ def test_molmo2_text_model_under_model(tmp_path):
 def test_minicpmv4_6_qwen3_5_under_language_model(tmp_path, arch):
     # minicpmv4_6.py MiniCPMV4_6ForConditionalGeneration.__init__ (4.7 and OCR inherit it): Qwen3_5ForCausalLM(
     # vllm_config, prefix=maybe_prefix(prefix, "language_model")), which reads hf_text_config (text_config).
-    # vLLM's own plan of these configs (plans.json off_target) was made off CUDA, where the GDN prefill backend is
-    # triton (no checkpoint alignment): block 272, not the H200's 320 (FlashInfer, as the registry's own
-    # Qwen3_5ForCausalLM plan has it). So the wrapper's plan must equal its text config's alone as Qwen3_5ForCausalLM.
-    assert arch in PLANS["off_target"]["cases"]
+    # vLLM's own plan of these configs (plans.json off_target) was made off CUDA: qwen_gdn_linear_attn.py
+    # _resolve_gdn_prefill_backend returns 'triton' when not current_platform.is_cuda(), and 'flashinfer' on SM90
+    # (the H200). Only FlashInfer sets _checkpoint_alignment = FLASHINFER_GDN_CHECKPOINT_ALIGNMENT (64, gdn_attn.py)
+    # and get_kv_cache_spec's num_prefill_checkpoint_blocks=1 (QwenGatedDeltaNetAttention); platforms/interface.py
+    # _align_hybrid_block_size lcm's the alignment into the attention block: 320 on the H200, 272 in the reference.
+    # So on the H200 the wrapper's plan must equal its text config's alone as Qwen3_5ForCausalLM (whose H200 plan
+    # test_registry_plans compares with vLLM's) ...
     raw = _data(arch)
     alone = dict(raw["text_config"], architectures=["Qwen3_5ForCausalLM"], dtype="bfloat16")
     _check(tmp_path, raw, alone, "language_model.model.", "model.")
+    # ... and with the triton backend's rule (MambaBase's spec: no checkpoint block, no alignment; kvviz's "gdn/base",
+    # as OLMo-Hybrid's layers) it must equal vLLM's own off-CUDA plan field for field
+    case = PLANS["off_target"]["cases"][arch]
+    model = kvviz.load(str(HERE / case["config_path"]))
+    wrapped = model.config
+    lm = dataclasses.replace(wrapped.lm, config=dataclasses.replace(wrapped.lm.config, state_backend="gdn/base"))
+    _compare(dataclasses.replace(model, config=dataclasses.replace(wrapped, lm=lm)), case)
+    assert case["settings"]["block_size"] == 272 and kvviz.plan(model).groups[0].layers[0].tokens_per_block == 320
 
 
 @pytest.mark.parametrize("arch", ["Moondream3ForCausalLM", "HfMoondream"])
