@@ -162,7 +162,11 @@ def test_interns1_pro_text_config(tmp_path):
 
 
 def _data(arch: str) -> dict:
-    return json.loads((HERE / arch / "config.json").read_text())
+    return _data_of(HERE, arch)
+
+
+def _data_of(root: Path, arch: str) -> dict:
+    return json.loads((root / arch / "config.json").read_text())
 
 
 def test_fireredasr2_qwen2_under_model_decoder(tmp_path):
@@ -270,3 +274,45 @@ def test_moondream3_text_blocks(tmp_path, arch):
     bare = kvviz.load(_write(tmp_path, "bare", {"model_type": "moondream3", "architectures": [arch]}))
     c = bare.config
     assert (c.num_hidden_layers, c.num_key_value_heads, c.head_dim, bare.max_model_len) == (24, 32, 64, 4096)
+
+
+BACKEND_MM = Path(__file__).parent / "data" / "vllm-0.33" / "registry" / "transformers-backend"
+
+
+@pytest.mark.parametrize(
+    ("arch", "decoder"),
+    [
+        ("Emu3ForConditionalGeneration", "text_model"),
+        ("HunYuanVLForConditionalGeneration", "language_model"),
+        ("VibeVoiceAsrForConditionalGeneration", "language_model"),
+    ],
+)
+def test_transformers_backend_multimodal(tmp_path, arch, decoder):
+    # registry.py _TRANSFORMERS_SUPPORTED_MODELS: TransformersMultiModalForCausalLM (transformers/multimodal.py,
+    # MultiModalMixin over base.py Base). Base._create_attention_instances: for i in range(text_config.
+    # num_hidden_layers) one Attention named maybe_prefix(prefix, f"{attn_prefix}.attn"), attn_prefix the qualname of
+    # layer i's HF attention module in the vLLM model, whose `model` is transformers' AutoModel of the whole config
+    # (Base._create_model): Emu3Model.text_model, HunYuanVLModel.language_model, VibeVoiceAsrModel.language_model
+    # (transformers 5.x modeling files; AutoModel.from_config on the meta device lists <decoder>.layers.N.self_attn);
+    # head size model_arch_config.head_size (head_dim, else hidden_size // heads), KV heads num_key_value_heads,
+    # full attention (no sliding_window): the plan of a Llama of the text config's sizes (llama.py LlamaAttention,
+    # the same three rules) with model.layers. -> model.<decoder>.layers. vLLM's construction could not run here: its
+    # multimodal processing info asks for the checkpoint's HF processor (preprocessor_config.json and a tokenizer).
+    raw = _data_of(BACKEND_MM, arch)
+    t = raw["text_config"]
+    heads = t["num_attention_heads"]
+    alone = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "dtype": "bfloat16"}
+    alone.update(hidden_size=t["hidden_size"], num_hidden_layers=t["num_hidden_layers"], num_attention_heads=heads)
+    alone.update(num_key_value_heads=t.get("num_key_value_heads") or heads, head_dim=t.get("head_dim"))
+    alone.update(max_position_embeddings=t["max_position_embeddings"], vocab_size=t["vocab_size"])
+    assert t.get("sliding_window") is None
+    _check(tmp_path, dict(raw, dtype="bfloat16"), alone, f"model.{decoder}.", "model.")
+
+
+def test_hunyuan_vl_needs_head_dim(tmp_path):
+    # transformers modeling_hunyuan_vl.py HunYuanVLDenseV1Attention: getattr(config, "head_dim", ...) ** -0.5, and
+    # HunYuanVLTextConfig's head_dim is None by default: the model the backend builds fails without it
+    raw = _data_of(BACKEND_MM, "HunYuanVLForConditionalGeneration")
+    raw["text_config"]["head_dim"] = None
+    with pytest.raises(KvvizError, match="head_dim: transformers' HunYuan attention needs it"):
+        kvviz.load(_write(tmp_path, "hyvl", raw))

@@ -51,10 +51,10 @@ from kvviz.families.decoder_keys import (
 )
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
 from kvviz.families.registry import Family, Model, model_method, register
+from kvviz.families.transformers_backend import BACKEND_LM, backend_head_size, backend_kv_heads
 from kvviz.families.transformers_backend import LAYER_NAMES as BACKEND_LAYER_NAMES
 from kvviz.families.transformers_backend import MODEL_TYPES as BACKEND_TYPES
 from kvviz.families.transformers_backend import NAMES as BACKEND_NAMES
-from kvviz.families.transformers_backend import backend_head_size, backend_kv_heads
 from kvviz.options import Options
 
 FULL, SLIDING, CHUNKED, SHARED = "full_attention", "sliding_attention", "chunked_attention", "shared_kv"
@@ -184,7 +184,9 @@ class DecoderFamily(Family):
         kv = heads if per_layer else field(text, "num_key_value_heads", model=name, required=False, default=heads)
         hidden = field(text, "hidden_size", model=name, required=False)
         head_dim = 1 if per_layer else getattr(text, "head_dim", None)
-        backend = model_type in BACKEND_TYPES  # served by vLLM's Transformers backend (transformers_backend)
+        archs = raw.get("architectures") or [model_type]
+        # served by vLLM's Transformers backend (transformers_backend), or its own LM under a multimodal one
+        backend = model_type in BACKEND_TYPES or archs[0] == BACKEND_LM
         if backend:
             kv, head_dim = backend_kv_heads(text, heads), backend_head_size(text, heads, hidden, name=name)
         elif model_type in HEAD_FROM_HIDDEN or not head_dim:
@@ -228,7 +230,6 @@ class DecoderFamily(Family):
                     kinds[i] = SHARED
             shared = tuple(targets)
             source += f"; layers {first}..{n - 1} share layer {first - 2} / {first - 1}'s KV (gemma3n.py)"
-        archs = raw.get("architectures") or [model_type]
         wrapper = str(archs[0]).endswith("ForConditionalGeneration") or archs[0] in WRAPPERS
         prefix, suffix = {**LAYER_NAMES, **BACKEND_LAYER_NAMES}.get(model_type, DEFAULT_LAYER_NAMES)
         config = DecoderConfig(

@@ -11,7 +11,7 @@ import types
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
-from kvviz.families import wrapper_table
+from kvviz.families import transformers_backend, wrapper_table
 from kvviz.families.wrapper_table import Wrapper
 
 
@@ -325,6 +325,21 @@ MORE_WRAPPERS: dict[str, Wrapper] = {
         rename=(".self_attn.attn", ".attn.attn"),
     ),
 }
+# registry.py _TRANSFORMERS_SUPPORTED_MODELS: TransformersMultiModalForCausalLM (transformers/multimodal.py), the
+# Transformers backend's Base over get_text_config(); base.py _create_attention_instances names each layer's cache
+# after its HF attention module under `model` (AutoModel of the whole config): model.<decoder>.layers.N.self_attn.attn
+MORE_WRAPPERS.update(
+    {
+        arch: Wrapper(
+            "transformers/multimodal.py TransformersMultiModalForCausalLM (base.py Base._create_attention_instances)",
+            "get_text_config()",
+            lm=transformers_backend.BACKEND_LM,
+            head=f"model.{decoder}.",
+            strip="model.",
+        )
+        for arch, decoder in transformers_backend.MULTIMODAL.items()
+    }
+)
 
 WRAPPERS: dict[str, Wrapper] = {**wrapper_table.WRAPPERS, **MORE_WRAPPERS}
 
