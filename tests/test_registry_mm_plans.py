@@ -246,6 +246,32 @@ def test_minicpmv4_6_qwen3_5_under_language_model(tmp_path, arch):
     assert case["settings"]["block_size"] == 272 and kvviz.plan(model).groups[0].layers[0].tokens_per_block == 320
 
 
+@pytest.mark.parametrize(
+    "arch",
+    [
+        "MiniCPMV4_6ForConditionalGeneration",
+        "MiniCPMV4_7ForConditionalGeneration",
+        "MiniCPMOcrForConditionalGeneration",
+    ],
+)
+def test_minicpmv4_6_ignores_mamba_ssm_dtype(tmp_path, arch):
+    # config/vllm.py VllmConfig.try_verify_and_update_config: MODELS_CONFIG_MAP.get(model_config.architecture), the
+    # wrapper's architecture, which models/config.py MODELS_CONFIG_MAP does not list (Qwen3_5ForCausalLM and
+    # Qwen3_5(Moe)ForConditionalGeneration map to Qwen3_5ForConditionalGenerationConfig, which copies hf_text_config
+    # .mamba_ssm_dtype into cache_config.mamba_ssm_cache_dtype). So a text config's mamba_ssm_dtype float32 leaves
+    # the wrapper's states in the model dtype (bf16), while Qwen3_5ForCausalLM alone keeps them in float32.
+    raw = _data(arch)
+    base = kvviz.plan(kvviz.load(_write(tmp_path, "base", raw)))
+    raw["text_config"]["mamba_ssm_dtype"] = "float32"
+    with_field = kvviz.plan(kvviz.load(_write(tmp_path, "f32", raw)))
+    assert with_field.block_stride == base.block_stride
+    assert [c.page_bytes for g in with_field.groups for c in g.layers] == [
+        c.page_bytes for g in base.groups for c in g.layers
+    ]
+    alone = dict(raw["text_config"], architectures=["Qwen3_5ForCausalLM"], dtype="bfloat16")
+    assert kvviz.plan(kvviz.load(_write(tmp_path, "alone", alone))).block_stride > base.block_stride
+
+
 @pytest.mark.parametrize("arch", ["Moondream3ForCausalLM", "HfMoondream"])
 def test_moondream3_text_blocks(tmp_path, arch):
     # moondream3.py Moondream3ForCausalLM.__init__: Moondream3Config(config=...).text_config, a Moondream3TextConfig

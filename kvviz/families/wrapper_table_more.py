@@ -84,6 +84,14 @@ def _isaac(raw, text, hf_text, *, name):
     return text, cfg, None
 
 
+def _no_ssm_dtype_hook(raw, text, hf_text, *, name):
+    # config/vllm.py VllmConfig.try_verify_and_update_config runs MODELS_CONFIG_MAP[model_config.architecture], the
+    # wrapper's own architecture: models/config.py has no entry for MiniCPM-V 4.6 / 4.7 / OCR, so
+    # Qwen3_5ForConditionalGenerationConfig never copies the text config's mamba_ssm_dtype into
+    # mamba_ssm_cache_dtype ('auto': the states keep the model dtype) though their Qwen3_5ForCausalLM reads the rest
+    return {k: v for k, v in text.items() if k != "mamba_ssm_dtype"}, hf_text, None
+
+
 def _ultravox(raw, text, hf_text, *, name):
     # transformers_utils/configs/ultravox.py UltravoxConfig.__init__: with no text_model_id the wrapped
     # model's config is CONFIG_MAPPING[text_config.get("model_type", "llama")](**text_config); with one,
@@ -212,16 +220,19 @@ MORE_WRAPPERS: dict[str, Wrapper] = {
         "minicpmv4_6.py MiniCPMV4_6ForConditionalGeneration.__init__ (Qwen3_5ForCausalLM)",
         "text_config",
         lm="Qwen3_5ForCausalLM",
+        rule=_no_ssm_dtype_hook,
     ),
     "MiniCPMV4_7ForConditionalGeneration": Wrapper(
         "minicpmv4_7.py -> minicpmv4_6.py MiniCPMV4_6ForConditionalGeneration.__init__ (Qwen3_5ForCausalLM)",
         "text_config",
         lm="Qwen3_5ForCausalLM",
+        rule=_no_ssm_dtype_hook,
     ),
     "MiniCPMOcrForConditionalGeneration": Wrapper(
         "minicpm_ocr.py -> minicpmv4_6.py MiniCPMV4_6ForConditionalGeneration.__init__ (Qwen3_5ForCausalLM)",
         "text_config",
         lm="Qwen3_5ForCausalLM",
+        rule=_no_ssm_dtype_hook,
     ),
     # configs vLLM rewrites before the language model reads them
     "Ovis": Wrapper(
