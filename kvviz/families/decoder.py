@@ -72,10 +72,10 @@ from kvviz.families.decoder_mix import (  # noqa: F401
 from kvviz.families.decoder_names import NAMES
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
 from kvviz.families.registry import Family, Model, model_method, register
+from kvviz.families.transformers_backend import BACKEND_LM, backend_head_size, backend_kv_heads
 from kvviz.families.transformers_backend import LAYER_NAMES as BACKEND_LAYER_NAMES
 from kvviz.families.transformers_backend import MODEL_TYPES as BACKEND_TYPES
 from kvviz.families.transformers_backend import NAMES as BACKEND_NAMES
-from kvviz.families.transformers_backend import backend_head_size, backend_kv_heads
 from kvviz.options import Options
 
 LAYER_KINDS = (FULL, SLIDING, CHUNKED)
@@ -187,7 +187,8 @@ class DecoderFamily(Family):
         kv = heads if per_layer else field(text, "num_key_value_heads", model=name, required=False, default=heads)
         hidden = field(text, "hidden_size", model=name, required=False)
         head_dim = 1 if per_layer else getattr(text, "head_dim", None)
-        backend = model_type in BACKEND_TYPES  # served by vLLM's Transformers backend (transformers_backend)
+        # served by vLLM's Transformers backend (transformers_backend), or its own LM under a multimodal one
+        backend = model_type in BACKEND_TYPES or archs[0] == BACKEND_LM
         if backend:
             kv, head_dim = backend_kv_heads(text, heads), backend_head_size(text, heads, hidden, name=name)
         elif model_type in HEAD_FROM_HIDDEN or not head_dim:

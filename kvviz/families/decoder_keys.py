@@ -71,7 +71,7 @@ NO_CACHE_CONFIG = frozenset({"falcon"})
 WRAPPERS = frozenset({"HCXVisionV2ForCausalLM"})
 
 # Models whose attention caches are not one per decoder layer (`looped_layers`).
-LOOPED = frozenset({"hrm_text", "dory"})
+LOOPED = frozenset({"hrm_text", "dory", "cosmos3_edge_text"})
 
 
 def looped_layers(text, model_type: str, *, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -91,6 +91,11 @@ def looped_layers(text, model_type: str, *, name: str) -> tuple[tuple[str, ...],
         return bounded_int(getattr(text, key, None), field=f"{name}: {key}", low=low, high=MAX_LAYERS)
 
     names, kinds = [], []
+    if model_type == "cosmos3_edge_text":
+        # cosmos3_edge.py _to_nemotron_h_config: layers_block_type ["full_attention", "mlp"] x num_hidden_layers,
+        # so text layer i is Nemotron-H layer 2i, Cosmos3EdgeAttentionDecoderLayer's mixer (.mixer.attn)
+        n = count("num_hidden_layers")
+        return tuple(f"model.layers.{2 * i}.mixer.attn" for i in range(n)), ("full_attention",) * n
     if model_type == "hrm_text":
         h, low, per = count("H_cycles"), count("L_cycles"), count("num_layers_per_stack")
         for stack, steps in (

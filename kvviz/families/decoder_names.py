@@ -180,4 +180,23 @@ NAMES = (
     "step3p5",
     "Step3TextForCausalLM",  # vllm/model_executor/models/step3_text.py Step3TextAttention.__init__
     "step3_text",
+    # issue 27, multimodal wrappers' own language model classes (kvviz.families.wrapper_table_more), the
+    # rules above: vllm/model_executor/models/cohere_compass.py CohereCompassAttention.__init__ (config.head_dim,
+    # num_key_value_heads, layer_types[i] == "sliding_attention" gives config.sliding_window)
+    "CohereCompassForCausalLM",
+    # interns1_pro.py InternS1ProMoeDecoderLayer.__init__ (hf_text_config), InternS1ProMoeAttention.__init__
+    # (head_dim or hidden_size // num_attention_heads, num_key_value_heads, full attention)
+    "InternS1ProMoeLLMForCausalLM",
+    # molmo.py MolmoAttention.__init__: num_key_value_heads or num_attention_heads, head size hidden_size //
+    # num_attention_heads, full attention: read with qwen2's rules (wrapper_table_more.LM_MODEL_TYPES)
+    "MolmoModel",
+    # molmo2.py Molmo2Attention.__init__: config.head_dim, num_key_value_heads, full attention
+    "Molmo2TextModel",
+    # ernie45_vl_moe.py Ernie4_5_VLMoeDecoderLayer.__init__ (head_dim or hidden_size // heads, num_key_value_heads)
+    "Ernie4_5_VLMoeForCausalLM",
+    # cosmos3_edge.py Cosmos3EdgeForCausalLM: NemotronHAttention (head_dim, else hidden_size // heads;
+    # num_key_value_heads; full attention) on every other layer (LOOPED above)
+    "Cosmos3EdgeForCausalLM",
+    # moondream3.py Moondream3Attention.__init__: dim // n_heads, n_kv_heads, full attention (wrapper_table_more)
+    "Moondream3TextModel",
 )

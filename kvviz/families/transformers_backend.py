@@ -19,7 +19,13 @@ with the rule by which that backend registers their KV caches (issue 27):
   cla_share_factor leave every layer its own cache (transformers' HunYuan modeling has no CLA either);
   MoE (transformers/moe.py) replaces the experts only, no cache.
 
-The three multimodal ones (Emu3, HunYuan-VL, VibeVoice-ASR) are refused (kvviz.families.refused).
+The three multimodal ones (Emu3, HunYuan-VL, VibeVoice-ASR: transformers/multimodal.py
+TransformersMultiModalForCausalLM, a MultiModalMixin over the same Base) are multimodal wrappers
+(kvviz.families.wrapper_table_more) whose language model is `TransformersForCausalLM` of the text config
+(get_text_config(), Base.text_config), read by this rule: Base._create_attention_instances registers one
+Attention per layer of text_config.num_hidden_layers, named after the HF attention module's qualname under
+`model` (transformers' AutoModel of the whole config), whose decoder (get_decoder()) is a submodule
+(`MULTIMODAL`): `model.text_model.layers.N.self_attn.attn` for Emu3Model, `model.language_model.` for the others.
 """
 
 from __future__ import annotations
@@ -58,13 +64,25 @@ ARCHITECTURES = {
     "VaultGemmaForCausalLM": "vaultgemma",
 }
 MODEL_TYPES = frozenset(ARCHITECTURES.values())
-NAMES = tuple(ARCHITECTURES) + tuple(sorted(MODEL_TYPES))
+# registry.py _TRANSFORMERS_BACKEND_MODELS: the backend's own causal LM, the language model of the multimodal ones
+BACKEND_LM = "TransformersForCausalLM"
+NAMES = tuple(ARCHITECTURES) + tuple(sorted(MODEL_TYPES)) + (BACKEND_LM,)
+
+# registry.py _TRANSFORMERS_SUPPORTED_MODELS (multimodal) -> the module of transformers' AutoModel of the config
+# holding its decoder, whose layers base.py names (transformers 5.x modeling_<type>.py)
+MULTIMODAL = {
+    "Emu3ForConditionalGeneration": "text_model",  # Emu3Model.text_model (Emu3TextModel)
+    "HunYuanVLForConditionalGeneration": "language_model",  # HunYuanVLModel.language_model (HunYuanVLTextModel)
+    "VibeVoiceAsrForConditionalGeneration": "language_model",  # VibeVoiceAsrModel.language_model (Qwen2Model)
+}
 
 # transformers' HunYuanDenseV1Attention / HunYuanMoEV1Attention.__init__ (modeling_hunyuan_v1_dense.py,
 # modeling_hunyuan_v1_moe.py): `self.scaling = getattr(config, "head_dim", ...) ** -0.5`, and their config
 # classes always carry head_dim (None by default): the model the backend builds fails without one (vLLM 0.33
 # recorded: TypeError on transformers' default HunYuan configs, tests/data/vllm-0.33/registry/README.md).
-HEAD_DIM_REQUIRED = frozenset({"hunyuan_v1_dense", "hunyuan_v1_moe"})
+# transformers' HunYuanVLDenseV1Attention (modeling_hunyuan_vl.py) reads getattr(config, "head_dim", ...) the same
+# way, and HunYuanVLTextConfig carries head_dim (None by default) too.
+HEAD_DIM_REQUIRED = frozenset({"hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan_vl_text"})
 
 
 def backend_kv_heads(text, heads: int) -> int:

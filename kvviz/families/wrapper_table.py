@@ -22,6 +22,10 @@ class Wrapper:
     lm: str | None = None  # the architectures override; None: the text config's architectures
     head: str = LM
     strip: str = ""
+    # where the model file rewrites the config or picks the class from it (a version switch):
+    # rule(raw, text, hf_text, name=...) -> (text, hf_text, lm or None); kvviz.families.wrapper_table_more
+    rule: object = None
+    rename: tuple[str, str] = ("", "")  # a part of every layer name the wrapper's own modules name otherwise
 
     @property
     def source_path(self) -> tuple[str, ...]:

@@ -4,7 +4,8 @@
 "language_model"), architectures=[...])` (vllm/model_executor/models/utils.py), or constructs the
 class itself under the same kind of prefix; the KV cache is the language model's alone.
 
-The rule, for every wrapper of `kvviz.families.wrapper_table.WRAPPERS` (each entry cites its model file):
+The rule, for every wrapper of `kvviz.families.wrapper_table.WRAPPERS` and `wrapper_table_more`'s (each
+entry cites its model file):
 
 * the text config: the part of the wrapper's config its model file hands the language model
   (`text_config`, `get_text_config()`, `llm_config`, `thinker_config.text_config`, the top config),
@@ -37,7 +38,8 @@ from kvviz.families.deepseek_text import VL_V2_TEXT
 from kvviz.families.hf import derive_max_model_len, read_config, resolve_dtype, vllm_own_defaults
 from kvviz.families.refused import refusal
 from kvviz.families.registry import ARCHITECTURES, FAMILIES, Family, Model, check_call, model_method, register
-from kvviz.families.wrapper_table import LM_MODEL_TYPES, WRAPPERS, Wrapper
+from kvviz.families.wrapper_table import Wrapper
+from kvviz.families.wrapper_table_more import LM_MODEL_TYPES, WRAPPERS
 from kvviz.options import Options
 
 ENCODER_NOTE = (
@@ -58,9 +60,10 @@ class WrappedConfig:
     strip: str
     source: str  # where the text config came from, e.g. "text_config"
     file: str  # the wrapper's vLLM model file
+    rename: tuple[str, str] = ("", "")  # Wrapper.rename
 
     def __getattr__(self, attr: str):
-        if attr.startswith("__") or attr in ("lm", "head", "strip", "source", "file"):
+        if attr.startswith("__") or attr in ("lm", "head", "strip", "source", "file", "rename"):
             raise AttributeError(attr)
         return getattr(self.lm.config, attr)
 
@@ -70,8 +73,10 @@ class WrappedConfig:
         (step3_text.py Step3TextModel): under the wrapper it is `head` less its dot, then the name."""
         require(name.startswith(self.strip), f"{name}: expected under {self.strip!r} (wrapper rule)")
         if name.startswith("."):
-            return self.head.removesuffix(".") + name
-        return self.head + name[len(self.strip) :]
+            out = self.head.removesuffix(".") + name
+        else:
+            out = self.head + name[len(self.strip) :]
+        return out.replace(*self.rename) if self.rename[0] else out
 
 
 def _renamed(cache, config: WrappedConfig):
@@ -142,6 +147,14 @@ def wrap(model: Model, lm: Model) -> Model:
     return dataclasses.replace(model, name=lm.name, config=dataclasses.replace(model.config, lm=lm))
 
 
+def _plain(value):
+    """kvviz's table reader's namespace (kvviz.families.hf_fast) as the dict transformers' to_dict() gives:
+    nested parts (text_config) as dicts, so the language model's reader sees the same JSON either way."""
+    if isinstance(value, types.SimpleNamespace):
+        return {k: _plain(v) for k, v in vars(value).items()}
+    return value
+
+
 def _top_and_text(raw: dict, entry: Wrapper, *, name: str):
     """(top config, vLLM's get_text_config(), the config the language model is built from) of the wrapper."""
     from transformers import CONFIG_MAPPING  # heavy: only when a wrapper's config is parsed
@@ -154,13 +167,15 @@ def _top_and_text(raw: dict, entry: Wrapper, *, name: str):
             require(sub is not None, f"{name}: config has no {entry.source} (vLLM {entry.file})")
         if entry.source == "get_text_config()":
             sub = hf_text
-        return top, hf_text, sub.to_dict() if hasattr(sub, "to_dict") else dict(vars(sub))
+        return top, hf_text, sub.to_dict() if hasattr(sub, "to_dict") else _plain(sub)
     # vLLM ships (or loads with trust_remote_code) the config class: the JSON's own parts
     sub = raw
     if entry.source == "get_text_config()":
         sub = raw.get("text_config") or raw.get("llm_config") or raw
     for part in entry.source_path:
         sub = sub.get(part) if isinstance(sub, dict) else None
+        if sub is None and entry.rule is not None:
+            sub = {}  # the config class's own default (its rule: UltravoxConfig, MossAudioConfig, ...)
         require(isinstance(sub, dict), f"{name}: config has no {entry.source} object (vLLM {entry.file})")
     sub = vllm_own_defaults(sub)  # vLLM's own text config class fills what the JSON leaves out
     top = types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str) and k.isidentifier()})
@@ -190,7 +205,10 @@ class WrapperReader(Family):
         require(arch is not None, f"{name}: architectures={short_repr(archs)}: no multimodal wrapper kvviz reads")
         entry = WRAPPERS[arch]
         top, hf_text, text = _top_and_text(raw, entry, name=name)
-        lm_arch = entry.lm or next(iter(text.get("architectures") or []), None)
+        chosen = None
+        if entry.rule is not None:  # the model file's rewrite of the config or choice of class (wrapper_table_more)
+            text, hf_text, chosen = entry.rule(raw, text, hf_text, name=name)
+        lm_arch = chosen or entry.lm or next(iter(text.get("architectures") or []), None)
         if lm_arch is None:
             from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -210,8 +228,9 @@ class WrapperReader(Family):
         if family is deepseek_v4.DEEPSEEK_V4:  # vl_model.py hands over the whole config, which the V4 family reads
             inner_raw = dict(raw, architectures=[lm_arch])
         model_type = _model_type_of(lm_arch, text.get("model_type"), family)
-        if entry.source == "language_config":
+        if entry.source == "language_config" and family is mla.MLA:
             # transformers_utils/configs/deepseek_vl2.py DeepseekVLV2Config: DeepseekVLV2TextConfig(**language_config)
+            # (the DeepSeek-OCR wrappers; MOSS-Audio's language_config is a Qwen3Config, its rule's)
             model_type = VL_V2_TEXT
         if model_type is not None:
             inner_raw["model_type"] = model_type
@@ -223,7 +242,9 @@ class WrapperReader(Family):
         dtype = resolve_dtype(top, dtype_of, raw, name=name)
         length, source = derive_max_model_len(hf_text) if hf_text is not None else (lm.max_model_len, "")
         lm = dataclasses.replace(lm, dtype=dtype, max_model_len=length, max_model_len_source=source)
-        config = WrappedConfig(lm=lm, head=entry.head, strip=entry.strip, source=entry.source, file=entry.file)
+        config = WrappedConfig(
+            lm=lm, head=entry.head, strip=entry.strip, source=entry.source, file=entry.file, rename=entry.rename
+        )
         return Model(
             name=name,
             family=WRAPPED[family.key].key,

@@ -1,0 +1,371 @@
+"""More multimodal wrappers (issue 27): those whose model file picks the language model's class from
+the config (a version switch), rewrites the config before building it, or builds the language
+model under a prefix of its own. Each entry cites the vLLM 0.33 model file
+(vllm/model_executor/models/<file>) and function it mirrors; `Wrapper.rule` is the function that
+does what the file does to the config. `WRAPPERS` is kvviz.families.wrapper_table's table and these.
+"""
+
+from __future__ import annotations
+
+import types
+
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import short_repr
+from kvviz.families import transformers_backend, wrapper_table
+from kvviz.families.wrapper_table import Wrapper
+
+
+def _version(raw: dict, *, name: str, default, field_file: str) -> tuple[int, ...]:
+    """The config's `version` as vLLM splits it: str(version).split(".") as integers."""
+    if "version" not in raw:
+        return default(raw)
+    try:
+        return tuple(int(x) for x in str(raw["version"]).split("."))
+    except ValueError:
+        raise KvvizError(f"{name}: version={short_repr(raw['version'])}: not a dotted version ({field_file})") from None
+
+
+def _switch(table: dict, default, file: str):
+    """A rule picking the language model's class by the config's version (MiniCPM-V, MiniCPM-o)."""
+
+    def rule(raw, text, hf_text, *, name):
+        version = _version(raw, name=name, default=default, field_file=file)
+        key = version[:2] if file.startswith("minicpmo.py") else version
+        require(
+            key in table,
+            f"{name}: version={short_repr(raw.get('version'))}: vLLM 0.33 serves versions "
+            f"{', '.join('.'.join(map(str, v)) for v in sorted(table))} ({file})",
+        )
+        return text, hf_text, table[key]
+
+    return rule
+
+
+def _minicpmv_default(raw: dict) -> tuple[int, int]:
+    # minicpmv.py MiniCPMV.__new__: no version: 2.0 when hidden_size == 2304 and query_num == 64, else 2.5
+    return (2, 0) if raw.get("hidden_size") == 2304 and raw.get("query_num") == 64 else (2, 5)
+
+
+# minicpmv.py _SUPPORT_VERSION: MiniCPMV2_0 .. MiniCPMV4_5, each init_llm's class
+MINICPMV_LLM = {
+    (2, 0): "MiniCPMForCausalLM",
+    (2, 5): "LlamaForCausalLM",
+    (2, 6): "Qwen2ForCausalLM",
+    (4, 0): "LlamaForCausalLM",
+    (4, 5): "Qwen3ForCausalLM",
+}
+# minicpmo.py _MINICPMO_SUPPORT_VERSION: MiniCPMO2_6 (MiniCPMV2_6: Qwen2), MiniCPMO4_5 (MiniCPMV4_5: Qwen3)
+MINICPMO_LLM = {(2, 6): "Qwen2ForCausalLM", (4, 5): "Qwen3ForCausalLM"}
+
+
+def _built(model_type: str, fields: dict):
+    """transformers' config class of `model_type` built from `fields`, as the vLLM config classes do."""
+    from transformers import CONFIG_MAPPING  # heavy: only when such a wrapper's config is read
+
+    try:
+        return CONFIG_MAPPING[model_type](**{k: v for k, v in fields.items() if k != "model_type"})
+    except (TypeError, ValueError) as e:
+        raise KvvizError(f"{model_type} config: {str(e).splitlines()[0]}") from None
+
+
+def _as_config(model_type: str, fields: dict, *, name: str, what: str):
+    """(the text dict, the config object) of `fields` read as transformers' `model_type` class."""
+    require(isinstance(fields, dict), f"{name}: {what}: must be a JSON object")
+    cfg = _built(model_type, fields)
+    return dict(cfg.to_dict(), model_type=model_type), cfg
+
+
+def _isaac(raw, text, hf_text, *, name):
+    # transformers_utils/configs/isaac.py IsaacConfig.__init__: text_config = Qwen3Config(**text_config),
+    # or of the top-level fields where there is none; isaac.py builds Qwen3ForCausalLM, which reads it
+    # through get_text_config() (qwen2.py Qwen2Model.__init__)
+    fields = raw.get("text_config") if raw.get("text_config") is not None else text
+    text, cfg = _as_config("qwen3", fields, name=name, what="text_config")
+    return text, cfg, None
+
+
+def _no_ssm_dtype_hook(raw, text, hf_text, *, name):
+    # config/vllm.py VllmConfig.try_verify_and_update_config runs MODELS_CONFIG_MAP[model_config.architecture], the
+    # wrapper's own architecture: models/config.py has no entry for MiniCPM-V 4.6 / 4.7 / OCR, so
+    # Qwen3_5ForConditionalGenerationConfig never copies the text config's mamba_ssm_dtype into
+    # mamba_ssm_cache_dtype ('auto': the states keep the model dtype) though their Qwen3_5ForCausalLM reads the rest
+    return {k: v for k, v in text.items() if k != "mamba_ssm_dtype"}, hf_text, None
+
+
+def _ultravox(raw, text, hf_text, *, name):
+    # transformers_utils/configs/ultravox.py UltravoxConfig.__init__: with no text_model_id the wrapped
+    # model's config is CONFIG_MAPPING[text_config.get("model_type", "llama")](**text_config); with one,
+    # __setattr__ loads it from that checkout (get_config), which kvviz does not fetch
+    other = raw.get("text_model_id")
+    require(
+        other is None,
+        f"{name}: text_model_id={short_repr(other)}: vLLM reads the language model's config from that "
+        f"checkout (ultravox.py UltravoxConfig.__setattr__); give its config.json as text_config instead",
+    )
+    fields = raw.get("text_config") or {}
+    model_type = fields.get("model_type", "llama") if isinstance(fields, dict) else None
+    require(isinstance(model_type, str), f"{name}: text_config.model_type={short_repr(model_type)}: must be a name")
+    from transformers import CONFIG_MAPPING
+
+    require(model_type in CONFIG_MAPPING, f"{name}: text_config.model_type={model_type!r}: no transformers config")
+    text, cfg = _as_config(model_type, fields, name=name, what="text_config")
+    text["architectures"] = fields.get("architectures")
+    return text, cfg.get_text_config(), None
+
+
+# ovis.py Ovis.__init__: IMAGE_PAD_TOKEN_ID_MAP[get_text_config().model_type]
+OVIS_TEXT_TYPES = ("gemma2", "llama", "qwen2")
+
+
+def _ovis(raw, text, hf_text, *, name):
+    # transformers_utils/configs/ovis.py OvisConfig.__init__: text_config =
+    # AutoConfig.for_model(llm_config["model_type"], **llm_config); ovis.py Ovis.__init__ builds the
+    # text config's own architectures from it
+    model_type = text.get("model_type")
+    require(
+        model_type in OVIS_TEXT_TYPES,
+        f"{name}: llm_config.model_type={short_repr(model_type)}: vLLM's Ovis serves "
+        f"{', '.join(OVIS_TEXT_TYPES)} (ovis.py IMAGE_PAD_TOKEN_ID_MAP)",
+    )
+    out, cfg = _as_config(model_type, text, name=name, what="llm_config")
+    out["architectures"] = text.get("architectures")
+    return out, cfg, None
+
+
+def _moss_audio(raw, text, hf_text, *, name):
+    # moss_audio.py MossAudioConfig.__init__: language_config = Qwen3Config(**language_config);
+    # get_text_config() returns it; MossAudioModel.__init__ builds MossQwen3ForCausalLM from it
+    text, cfg = _as_config("qwen3", text, name=name, what="language_config")
+    return text, cfg, None
+
+
+def _paddleocr_vl(raw, text, hf_text, *, name):
+    # paddleocr_vl.py PaddleOCRVLForConditionalGeneration.__init__: config.update(text_config less
+    # model_type, architectures, tie_word_embeddings); Ernie4_5ForCausalLM then reads the top config
+    require(hf_text is not None and "text_config" in raw, f"{name}: config has no text_config (vLLM paddleocr_vl.py)")
+    sub = hf_text.to_dict() if hasattr(hf_text, "to_dict") else dict(vars(hf_text))
+    merged = _own_fields(text)
+    merged.update({k: v for k, v in sub.items() if k not in ("model_type", "architectures", "tie_word_embeddings")})
+    return merged, hf_text, None
+
+
+def _own_fields(top: dict) -> dict:
+    """The top config's own fields, as a language model that reads hf_config itself sees them: its nested
+    text_config is not that model's (a reader asking get_text_config() of it would take that instead)."""
+    return {k: v for k, v in top.items() if k != "text_config"}
+
+
+def _top_fields(raw, text, hf_text, *, name):
+    # ernie45_vl_moe.py Ernie4_5_VLMoeForCausalLM.__init__: config = vllm_config.model_config.hf_config, whose own
+    # num_hidden_layers / num_attention_heads it reads (a nested config without them stops vLLM)
+    for key in ("num_hidden_layers", "num_attention_heads"):
+        require(key in raw, f"{name}: config has no top-level {key} (vLLM ernie45_vl_moe.py reads hf_config.{key})")
+    return _own_fields(text), hf_text, None
+
+
+def _molmo2(raw, text, hf_text, *, name):
+    # molmo2.py Molmo2ForConditionalGeneration.__init__ builds its vision backbone from config.vit_config (the
+    # checkpoint's own config class): without it vLLM stops there
+    require("vit_config" in raw, f"{name}: config has no vit_config (vLLM molmo2.py Molmo2ForConditionalGeneration)")
+    return text, hf_text, None
+
+
+# transformers_utils/configs/moondream3.py Moondream3TextConfig.__init__: its own names and defaults, and the
+# standard ones it sets from them (hidden_size = dim, num_key_value_heads = n_kv_heads, ...)
+MOONDREAM3_TEXT = {
+    "hidden_size": ("dim", 2048),
+    "intermediate_size": ("ff_dim", 8192),
+    "num_hidden_layers": ("n_layers", 24),
+    "vocab_size": ("vocab_size", 51200),
+    "max_position_embeddings": ("max_context", 4096),
+    "num_attention_heads": ("n_heads", 32),
+    "num_key_value_heads": ("n_kv_heads", 32),
+}
+
+
+def _moondream3(raw, text, hf_text, *, name):
+    # moondream3.py Moondream3ForCausalLM.__init__: Moondream3Config(config=hf_config.config), whose text_config
+    # is Moondream3TextConfig(**config["text"]); Moondream3Attention: head size dim // n_heads, n_kv_heads KV
+    # heads, full attention (llama.py LlamaAttention's rule without head_dim)
+    out = {std: text.get(own, default) for std, (own, default) in MOONDREAM3_TEXT.items()}
+    out["model_type"] = "llama"
+    return out, types.SimpleNamespace(**out), None
+
+
+_INIT = ".__init__ (init_vllm_registered_model)"
+MORE_WRAPPERS: dict[str, Wrapper] = {
+    # the class by version (minicpmv.py MiniCPMV.__new__ / minicpmo.py MiniCPMO.__new__), built from the top
+    # config by init_llm under maybe_prefix(prefix, "llm") (MiniCPMVBaseModel.__init__)
+    "MiniCPMV": Wrapper(
+        "minicpmv.py MiniCPMV.__new__ -> MiniCPMVBaseModel.__init__ (init_llm)",
+        "top config",
+        head="llm.",
+        rule=_switch(MINICPMV_LLM, _minicpmv_default, "minicpmv.py MiniCPMV.__new__"),
+    ),
+    "MiniCPMO": Wrapper(
+        "minicpmo.py MiniCPMO.__new__ -> minicpmv.py MiniCPMVBaseModel.__init__ (init_llm)",
+        "top config",
+        head="llm.",
+        rule=_switch(MINICPMO_LLM, lambda raw: (2, 6), "minicpmo.py MiniCPMO.__new__"),
+    ),
+    # architectures=["Qwen3ForCausalLM"], no hf_config: Qwen3's layers read get_text_config()
+    "IsaacForConditionalGeneration": Wrapper(
+        "isaac.py IsaacForConditionalGeneration" + _INIT, "get_text_config()", lm="Qwen3ForCausalLM", rule=_isaac
+    ),
+    "UltravoxModel": Wrapper(
+        "ultravox.py UltravoxModel" + _INIT + " (hf_config=config.wrapped_model_config)", "text_config", rule=_ultravox
+    ),
+    # Qwen3_5ForCausalLM(vllm_config, prefix=maybe_prefix(prefix, "language_model")): it reads hf_text_config
+    "MiniCPMV4_6ForConditionalGeneration": Wrapper(
+        "minicpmv4_6.py MiniCPMV4_6ForConditionalGeneration.__init__ (Qwen3_5ForCausalLM)",
+        "text_config",
+        lm="Qwen3_5ForCausalLM",
+        rule=_no_ssm_dtype_hook,
+    ),
+    "MiniCPMV4_7ForConditionalGeneration": Wrapper(
+        "minicpmv4_7.py -> minicpmv4_6.py MiniCPMV4_6ForConditionalGeneration.__init__ (Qwen3_5ForCausalLM)",
+        "text_config",
+        lm="Qwen3_5ForCausalLM",
+        rule=_no_ssm_dtype_hook,
+    ),
+    "MiniCPMOcrForConditionalGeneration": Wrapper(
+        "minicpm_ocr.py -> minicpmv4_6.py MiniCPMV4_6ForConditionalGeneration.__init__ (Qwen3_5ForCausalLM)",
+        "text_config",
+        lm="Qwen3_5ForCausalLM",
+        rule=_no_ssm_dtype_hook,
+    ),
+    # configs vLLM rewrites before the language model reads them
+    "Ovis": Wrapper(
+        "ovis.py Ovis" + _INIT + " (with_hf_config(config.get_text_config()))", "llm_config", head="llm.", rule=_ovis
+    ),
+    "MossAudioModel": Wrapper(
+        "moss_audio.py MossAudioModel.__init__ (MossQwen3ForCausalLM)",
+        "language_config",
+        lm="Qwen3ForCausalLM",
+        rule=_moss_audio,
+    ),
+    "PaddleOCRVLForConditionalGeneration": Wrapper(
+        "paddleocr_vl.py PaddleOCRVLForConditionalGeneration.__init__ (Ernie4_5ForCausalLM)",
+        "top config",
+        lm="Ernie4_5ForCausalLM",
+        rule=_paddleocr_vl,
+    ),
+    # the decoder under the wrapper's own module: FireRedASR2Model under "model" builds Qwen2ForCausalLM
+    # under "decoder" (model.decoder.model.layers.N...); FunASRModel under "model" the bare Qwen3Model under
+    # "decoder" (model.decoder.layers.N...); both from the top config (a Qwen2Config / Qwen3Config)
+    "FireRedASR2ForConditionalGeneration": Wrapper(
+        "fireredasr2.py FireRedASR2Model.__init__ (Qwen2ForCausalLM)",
+        "top config",
+        lm="Qwen2ForCausalLM",
+        head="model.decoder.",
+    ),
+    "FunASRForConditionalGeneration": Wrapper(
+        "funasr.py FunASRModel.__init__ (Qwen3Model)",
+        "top config",
+        lm="Qwen3ForCausalLM",
+        head="model.decoder.",
+        strip="model.",
+    ),
+    # the registry maps it to muse_glimmer.py MuseGlimmerForCausalLM itself: its MuseGlimmerModel under
+    # "model" reads _text_config(hf_config) (text_config, else the config)
+    "MuseGlimmerForConditionalGeneration": Wrapper(
+        "muse_glimmer.py MuseGlimmerForCausalLM.__init__ (MuseGlimmerModel)",
+        "get_text_config()",
+        lm="MuseGlimmerForCausalLM",
+        head="",
+    ),
+    "CohereCompassForConditionalGeneration": Wrapper(
+        "cohere_compass.py CohereCompassForConditionalGeneration.__init__ (CohereCompassForCausalLM)",
+        "text_config",
+        lm="CohereCompassForCausalLM",
+    ),
+    # interns1_pro.py InternS1ProMoeLLMForCausalLM (a Qwen3MoeForCausalLM) from config.text_config
+    "InternS1ProForConditionalGeneration": Wrapper(
+        "interns1_pro.py InternS1ProForConditionalGeneration.__init__ (InternS1ProMoeLLMForCausalLM)",
+        "text_config",
+        lm="InternS1ProMoeLLMForCausalLM",
+    ),
+    # molmo.py MolmoForCausalLM.__init__: MolmoModel(prefix=maybe_prefix(prefix, "model")) from the top config
+    "MolmoForCausalLM": Wrapper(
+        "molmo.py MolmoForCausalLM.__init__ (MolmoModel)", "top config", lm="MolmoModel", head="model.", strip="model."
+    ),
+    # molmo2.py Molmo2ForConditionalGeneration.__init__: Molmo2TextModel(prefix=maybe_prefix(prefix, "model")),
+    # which reads config.text_config (else llm_config) into its TextConfig: model.layers.N.self_attn.attn
+    "Molmo2ForConditionalGeneration": Wrapper(
+        "molmo2.py Molmo2ForConditionalGeneration.__init__ (Molmo2TextModel)",
+        "text_config",
+        lm="Molmo2TextModel",
+        head="model.",
+        strip="model.",
+        rule=_molmo2,
+    ),
+    # ernie45_vl.py Ernie4_5_VLMoeForConditionalGeneration.__init__: Ernie4_5_VLMoeForCausalLM (ernie45_vl_moe.py)
+    # under "language_model" reads the top config's own fields (vllm_config.model_config.hf_config)
+    "Ernie4_5_VLMoeForConditionalGeneration": Wrapper(
+        "ernie45_vl.py Ernie4_5_VLMoeForConditionalGeneration.__init__ (Ernie4_5_VLMoeForCausalLM)",
+        "top config",
+        lm="Ernie4_5_VLMoeForCausalLM",
+        rule=_top_fields,
+    ),
+    # cosmos3_edge.py Cosmos3EdgeForConditionalGeneration.__init__: Cosmos3EdgeForCausalLM(with_hf_config(
+    # config.text_config), prefix=maybe_prefix(prefix, "language_model")), a Nemotron-H of attention + MLP layers
+    "Cosmos3EdgeForConditionalGeneration": Wrapper(
+        "cosmos3_edge.py Cosmos3EdgeForConditionalGeneration.__init__ (Cosmos3EdgeForCausalLM)",
+        "text_config",
+        lm="Cosmos3EdgeForCausalLM",
+    ),
+    # moondream3.py Moondream3ForCausalLM.__init__: Moondream3TextModel(config.text_config, prefix=maybe_prefix(
+    # prefix, "text")): blocks under "blocks" (make_layers), Moondream3Attention at .attn: text.blocks.N.attn.attn
+    "Moondream3ForCausalLM": Wrapper(
+        "moondream3.py Moondream3ForCausalLM.__init__ (Moondream3TextModel)",
+        "config.text",
+        lm="Moondream3TextModel",
+        head="text.blocks.",
+        strip="model.layers.",
+        rule=_moondream3,
+        rename=(".self_attn.attn", ".attn.attn"),
+    ),
+    # registry.py: ("moondream3", "Moondream3ForCausalLM"), the same class
+    "HfMoondream": Wrapper(
+        "moondream3.py Moondream3ForCausalLM.__init__ (Moondream3TextModel)",
+        "config.text",
+        lm="Moondream3TextModel",
+        head="text.blocks.",
+        strip="model.layers.",
+        rule=_moondream3,
+        rename=(".self_attn.attn", ".attn.attn"),
+    ),
+}
+# registry.py _TRANSFORMERS_SUPPORTED_MODELS: TransformersMultiModalForCausalLM (transformers/multimodal.py), the
+# Transformers backend's Base over get_text_config(); base.py _create_attention_instances names each layer's cache
+# after its HF attention module under `model` (AutoModel of the whole config): model.<decoder>.layers.N.self_attn.attn
+MORE_WRAPPERS.update(
+    {
+        arch: Wrapper(
+            "transformers/multimodal.py TransformersMultiModalForCausalLM (base.py Base._create_attention_instances)",
+            "get_text_config()",
+            lm=transformers_backend.BACKEND_LM,
+            head=f"model.{decoder}.",
+            strip="model.",
+        )
+        for arch, decoder in transformers_backend.MULTIMODAL.items()
+    }
+)
+
+WRAPPERS: dict[str, Wrapper] = {**wrapper_table.WRAPPERS, **MORE_WRAPPERS}
+
+# The model_type these wrappers' language model classes are read with (wrapper_table.LM_MODEL_TYPES).
+LM_MODEL_TYPES = {
+    **wrapper_table.LM_MODEL_TYPES,
+    "Ernie4_5ForCausalLM": "ernie4_5",
+    "MiniCPMForCausalLM": "minicpm",
+    # molmo.py MolmoAttention: qwen2.py Qwen2Attention's rule (head size hidden_size // heads; Qwen2Config
+    # makes a missing num_key_value_heads the heads, as MolmoAttention's `or`)
+    "MolmoModel": "qwen2",
+    # interns1_pro.py InternS1ProMoeAttention: qwen3_moe.py Qwen3MoeAttention's rule (head_dim, else hidden // heads)
+    "InternS1ProMoeLLMForCausalLM": "qwen3_moe",
+    # ernie45_vl_moe.py Ernie4_5_VLMoeAttention: ernie45_moe.py Ernie4_5_MoeAttention's rule (head_dim, else
+    # hidden_size // heads; num_key_value_heads; full attention)
+    "Ernie4_5_VLMoeForCausalLM": "ernie4_5_moe",
+    "Moondream3TextModel": "llama",
+}
