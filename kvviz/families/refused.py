@@ -14,83 +14,9 @@ REGISTRY_FILE = "vllm_registry.json"
 # The one vLLM 0.33 rule kvviz does not model yet -> the architectures it holds back
 # (docs/registry-work.md#c-rules-and-d-refusals; class b: a mapping kvviz has not registered yet).
 _RULES: dict[str, str] = {
-    # kvviz.families.wrappers plans every wrapper of wrapper_table.WRAPPERS; these are left, each for its rule
-    # step_vl.py StepVLForConditionalGeneration.__init__: init_vllm_registered_model(hf_config=config.text_config),
-    # a Step3TextConfig (transformers_utils/configs/step3_vl.py Step3VLConfig) -> Step3TextForCausalLM
-    "multimodal wrapper whose language model kvviz does not plan yet (Step3TextForCausalLM)": (
-        "StepVLForConditionalGeneration"
-    ),
-    "multimodal wrapper whose text config comes from another checkout or a version switch (text_model_id, "
-    "MiniCPM-V version, Isaac's rewritten rope): reader not written yet": (
-        "UltravoxModel MiniCPMO MiniCPMV IsaacForConditionalGeneration"
-    ),
-    "multimodal wrapper building its language model from a config vLLM rewrites (Ovis llm_config, "
-    "MossAudio language_config, PaddleOCR-VL top config): not read yet": (
-        "Ovis MossAudioModel PaddleOCRVLForConditionalGeneration"
-    ),
-    "speech encoder + bare decoder model under model.decoder (FireRedASR2, FunASR): prefix not read yet": (
-        "FireRedASR2ForConditionalGeneration FunASRForConditionalGeneration"
-    ),
-    "DeepSeek-OCR text config (DeepseekV2 with or without MLA by use_mla): rule not written yet": (
-        "DeepseekOCRForCausalLM DeepseekOCR2ForCausalLM UnlimitedOCRForCausalLM"
-    ),
-    "own text model class (MuseGlimmerModel under the wrapper): names not read yet": (
-        "MuseGlimmerForConditionalGeneration"
-    ),
-    "decoder architecture name not registered yet (key mapping in docs/registry-work.md)": (
-        "AfmoeForCausalLM ApertusForCausalLM BailingMoeForCausalLM BailingMoeV2ForCausalLM CohereForCausalLM "
-        "Cohere2MoeForCausalLM Ernie4_5ForCausalLM Ernie4_5_MoeForCausalLM Exaone4ForCausalLM "
-        "ExaoneMoeForCausalLM ExaoneMoEForCausalLM GemmaForCausalLM Glm4ForCausalLM "
-        "GraniteForCausalLM GraniteMoeForCausalLM GraniteMoeSharedForCausalLM GraniteMoeSWAForCausalLM "
-        "GraniteSWAForCausalLM HYV3ForCausalLM HyperCLOVAXForCausalLM InternLM3ForCausalLM "
-        "IQuestCoderForCausalLM LagunaForCausalLM LLaMAForCausalLM Ministral3ForCausalLM "
-        "MiMoForCausalLM NemotronForCausalLM MuseGlimmerForCausalLM Param2MoEForCausalLM PhiMoEForCausalLM "
-        "SolarForCausalLM TeleChat2ForCausalLM TeleChat3ForCausalLM TeleFLMForCausalLM"
-    ),
-    "head size hidden_size // num_attention_heads whatever head_dim says: rule not generalised yet": (
-        "BloomForCausalLM DeepseekForCausalLM GPT2LMHeadModel GPTJForCausalLM InternLM2ForCausalLM "
-        "MiniCPMForCausalLM OlmoeForCausalLM OPTForCausalLM OrionForCausalLM Step1ForCausalLM "
-        "StableLmForCausalLM"
-    ),
     "Inkling's short-conv state as a sliding-window KV cache of its own block size (inkling/nvidia/"
     "sconv_swa_attn.py InklingConvState: SlidingWindowSpec, block = window = sconv_kernel_size, a packed "
-    "power-of-two head size): not modelled": (
-        "AliceAIForCausalLM BailingMoeV2_5ForCausalLM BailingMoeV3ForCausalLM InklingForCausalLM "
-        "BailingMoeV3VLForConditionalGeneration InternS2MobiusForConditionalGeneration "
-        "KimiK3ForConditionalGeneration InklingForConditionalGeneration"
-    ),
-    "own attention class: kwargs (KV heads, window) not read yet": (
-        "K2HorizonForCausalLM Ernie4_5_VLMoeForConditionalGeneration Molmo2ForConditionalGeneration "
-        "Moondream3ForCausalLM HfMoondream MuseSparkForConditionalGeneration "
-        "CohereCompassForConditionalGeneration Cosmos3EdgeForConditionalGeneration "
-        "InternS1ProForConditionalGeneration"
-    ),
-    "multimodal wrapper around a Qwen3.5 LM (MiniCPM-V 4.6 / 4.7 / OCR): wrapper prefix not read yet": (
-        "MiniCPMV4_7ForConditionalGeneration MiniCPMOcrForConditionalGeneration MiniCPMV4_6ForConditionalGeneration"
-    ),
-    "per-kind KV heads / head size: rule not written yet": (
-        "MiMoV2FlashForCausalLM Step3p5ForCausalLM MiMoV2OmniForCausalLM "
-        "Step3p7ForConditionalGeneration MiMoV2ForCausalLM Gemma4ForConditionalGeneration "
-        "Gemma4UnifiedForConditionalGeneration"
-    ),
-    # model_arch_config_convertor.py is_deepseek_mla lacks sarvam_mla: ModelConfig.use_mla is False
-    "MLA layers of a model type vLLM's use_mla does not list (sarvam_mla): backend / block size not modelled": (
-        "SarvamMLAForCausalLM"
-    ),
-    "encoder-decoder cross-attention (not in the KV pool)": (
-        "CohereAsrForConditionalGeneration NemotronParseForConditionalGeneration RadioMBartPrefixForCausalLM "
-        "WhisperForConditionalGeneration"
-    ),
-    "state-family architecture name not registered yet": ("InternS2PreviewForConditionalGeneration"),
-    "KV heads read from multi_query_group_num: reader not written yet": (
-        "ChatGLMModel ChatGLMForConditionalGeneration GLM4VForCausalLM"
-    ),
-    "looped / stacked layers: layer count and names not read yet": ("IQuestLoopCoderForCausalLM"),
-    "static-sink attention (extra KV tokens): rule not written yet": (
-        "PanguEmbeddedForCausalLM PanguProMoEV2ForCausalLM OpenPanguVLForConditionalGeneration"
-    ),
-    "KV sharing across layers (kv_sharing_target_layer_name): rule not written yet": ("FlintForCausalLM"),
-    "per-layer window list: rule not written yet": ("DomynEdgeForCausalLM Plamo3ForCausalLM"),
+    "power-of-two head size): not modelled": ("InklingForCausalLM InklingForConditionalGeneration"),
     # models/qwen4_exp/common/qsa_cache.py QSAKeyStateCache / QSACompressedKeyCache, nvidia/model.py
     "QSA indexer ring: CircularBufferSpec (one block a request of round_up(compress_ratio + "
     "num_speculative_tokens, compress_ratio) raw keys, qsa_cache.py QSAKeyStateCache) beside a compressed "
@@ -103,8 +29,6 @@ _RULES: dict[str, str] = {
     "kpool-compressed indexer MLAAttentionSpec (tokens_per_state=index_kpool) and KDA states: not modelled": (
         "Glm5NextForCausalLM Glm5NextForConditionalGeneration"
     ),
-    "two MLA caches a layer: rule not written yet": ("LongcatFlashNgramForCausalLM LongcatFlashForCausalLM"),
-    "Step3 KV heads (1, not TP-split): rule not written yet": ("Step3TextForCausalLM Step3VLForConditionalGeneration"),
     # models/minimax_m3/nvidia/model.py get_kv_cache_spec, common/indexer.py MiniMaxM3IndexerCache
     "MiniMax M3 sparse layer: a GQA FullAttentionSpec beside a key-only indexer MLAAttentionSpec (1 head of "
     "index_head_dim, indexer_kv_dtype bf16 / fp8, cache_role=SparseCacheRole.INDEXER) in one layer, from a "
@@ -117,11 +41,7 @@ _RULES: dict[str, str] = {
     (
         "DeepSeek V4.1 (vllm/models/deepseek_v41): compressor states as CircularBufferSpec and bounded-replay "
         "sliding-window MLA (SlidingWindowMLASpec.bounded_replay): not modelled"
-    ): ("DeepseekV4ForConditionalGeneration DeepseekV41ForCausalLM"),
-    "KV heads in nested attn_config: reader not written yet": ("DbrxForCausalLM"),
-    "per-layer KV heads / attention-free layers (block_configs): rule not written yet": ("DeciLMForCausalLM"),
-    "layer names other than model.layers.N.self_attn.attn: reader not written yet": ("ExaoneForCausalLM"),
-    "chunk_lookback windows: rule not confirmed": ("Rnj1ForCausalLM"),
+    ): ("DeepseekV41ForCausalLM"),
     # whisper_causal.py WhisperCausalAttentionWithBlockPooling.get_kv_cache_spec (voxtral.py whisper_encoder)
     "causal audio encoder registers KV: SlidingWindowSpec / FullAttentionSpec with tokens_per_state=Fraction(1, "
     "block_pool_size) (block_pool_size states a token) and a pooled window cdiv(sliding_window, "
@@ -130,17 +50,10 @@ _RULES: dict[str, str] = {
     "NOTE layers: sparse MLA (DeepSeek V3.2's, with its indexer K cache) padded to physical_head_size = "
     "swa_kv_lora_rank + swa_qk_rope_head_dim, beside sliding-window MLA (SlidingWindowMLASpec) on its own "
     "Triton MLA backend: not modelled": ("Dots3NoteForCausalLM"),
-    "block-diffusion (non-causal) decoding: cache rule not modelled": ("DiffusionGemmaForBlockDiffusion"),
-    "own attention class and layer names: reader not written yet": ("MolmoForCausalLM"),
-    # registry.py _TRANSFORMERS_SUPPORTED_MODELS: TransformersMultiModalForCausalLM (transformers/multimodal.py)
-    "multimodal model of vLLM's Transformers backend (transformers/multimodal.py): language model's module "
-    "names not read yet": (
-        "Emu3ForConditionalGeneration HunYuanVLForConditionalGeneration VibeVoiceAsrForConditionalGeneration"
-    ),
     "Transformers-backend architecture whose config class transformers does not ship (custom code)": (
         "NanbeigeForCausalLM"
     ),
-    # issue 27 (helper mm): the multimodal wrappers of the work list still refused, each for its rule
+    # vllm/models/muse_spark/: the layer windows are read per platform package
     "per-platform model package (vllm/models/muse_spark nvidia / amd MuseSpark1xAttention: layer_types windows, "
     "draft layers' global_attn_cfg windows): reader not written yet": ("MuseSparkForConditionalGeneration"),
 }
