@@ -13,13 +13,13 @@ import json
 from pathlib import Path
 
 import pytest
+from real_config_cases import MNBT, assert_plan_equals, vllm_line
 
 import kvviz
 from kvviz.base.errors import KvvizError
 from kvviz.cli.main import main as cli_main
 
 HERE = Path(__file__).parent / "data" / "vllm-0.33" / "real-configs"
-MNBT = "max_num_batched_tokens=8192"
 REFERENCES = {
     "tp1": "plans.json",
     "tp2": "plans-tp2.json",
@@ -49,14 +49,6 @@ def _cli(folder: Path, knobs: dict, max_model_len: int, budget: int) -> tuple[in
         except SystemExit as e:  # argparse's error(): exit 2 with one line on stderr
             rc = e.code
     return rc, (json.loads(out.getvalue()) if rc == 0 else None), err.getvalue()
-
-
-def _vllm_line(line: dict, max_model_len: int) -> str:
-    """vLLM 0.33's logged line (v1/core/kv_cache_utils.py update_kv_cache_capacity)."""
-    return (
-        f"GPU KV cache size: {line['gpu_kv_cache_size_tokens']:,} tokens, Maximum concurrency for "
-        f"{max_model_len:,} tokens per request: {line['max_concurrency']:.2f}x"
-    )
 
 
 def _placement_order(case: dict, theirs: dict) -> list[str] | None:
@@ -103,26 +95,7 @@ def test_library_equals_vllm(key, name):
     model = kvviz.load(str(HERE / case["config_path"]))
     assert model.max_model_len == settings["derived_max_model_len"]
     plan = kvviz.plan(model, max_model_len=settings["max_model_len"], **_knobs(ref))
-    assert len(plan.groups) == case["num_groups"]
-    assert plan.block_stride == case["bytes_per_block"]
-    for ours, theirs in zip(plan.groups, case["groups"], strict=True):
-        assert [c.name for c in ours.layers] == theirs["layer_names"]
-        assert {c.tokens_per_block for c in ours.layers} == {theirs["block_size"]}
-        assert sorted({c.page_bytes for c in ours.layers}) == theirs["page_size_bytes"]
-        assert {c.sliding_window for c in ours.layers} == {s.get("sliding_window") for s in theirs["specs"]}
-    for label, want in case["budgets"].items():
-        budget = want["available_bytes_per_gpu"]
-        cap = plan.capacity(budget)
-        if "error" in want:
-            assert want["error"] == "ValueError", (label, want["error_text"])
-            assert cap.admission_bytes_per_request > budget, label
-            continue
-        line = want["capacity"][MNBT]
-        assert cap.num_blocks == want["num_blocks"], label
-        assert [g.blocks_per_request for g in cap.groups] == line["blocks_per_request_per_group"], label
-        assert cap.kv_cache_tokens == line["gpu_kv_cache_size_tokens"], label
-        assert cap.max_concurrency == pytest.approx(line["max_concurrency"], rel=1e-12), label
-        assert cap.line == _vllm_line(line, settings["max_model_len"]), label
+    assert_plan_equals(plan, case, settings["max_model_len"])
 
 
 @pytest.mark.parametrize(("key", "name"), _params("cases"))
@@ -150,7 +123,7 @@ def test_cli_json_equals_vllm(key, name):
         assert [g["blocks_per_request"] for g in summary["groups"]] == line["blocks_per_request_per_group"], label
         assert summary["blocks_per_request"] == line["blocks_per_request"], label
         assert summary["kv_cache_tokens"] == line["gpu_kv_cache_size_tokens"], label
-        assert out["capacity_line"] == _vllm_line(line, max_len), label
+        assert out["capacity_line"] == vllm_line(line, max_len), label
 
 
 @pytest.mark.parametrize(("key", "name"), _params("failures"))

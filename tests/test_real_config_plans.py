@@ -11,13 +11,13 @@ import json
 from pathlib import Path
 
 import pytest
+from real_config_cases import assert_plan_equals
 
 import kvviz
 
 HERE = Path(__file__).parent / "data" / "vllm-0.33" / "real-configs"
 PLANS = json.loads((HERE / "plans.json").read_text())
 CASES = PLANS["cases"]
-MNBT = "max_num_batched_tokens=8192"
 
 # vLLM's reference is recorded; kvviz's side belongs to other work (strict: planning one must remove it here).
 NOT_YET: dict = {}
@@ -45,22 +45,4 @@ def test_plan_equals_vllm_033(name):
     assert min(32768, model.max_model_len) == settings["max_model_len"]
     assert model.max_model_len == settings["derived_max_model_len"]
     plan = kvviz.plan(model, max_model_len=settings["max_model_len"])
-    assert len(plan.groups) == case["num_groups"]
-    assert plan.block_stride == case["bytes_per_block"]
-    for ours, theirs in zip(plan.groups, case["groups"], strict=True):
-        assert [c.name for c in ours.layers] == theirs["layer_names"]
-        assert {c.tokens_per_block for c in ours.layers} == {theirs["block_size"]}
-        assert sorted({c.page_bytes for c in ours.layers}) == theirs["page_size_bytes"]
-        assert {c.sliding_window for c in ours.layers} == {s.get("sliding_window") for s in theirs["specs"]}
-    for label, want in case["budgets"].items():
-        budget = want["available_bytes_per_gpu"]
-        cap = plan.capacity(budget)
-        if "error" in want:
-            assert want["error"] == "ValueError", (label, want["error_text"])
-            assert cap.admission_bytes_per_request > budget, label
-            continue
-        line = want["capacity"][MNBT]
-        assert cap.num_blocks == want["num_blocks"], label
-        assert [g.blocks_per_request for g in cap.groups] == line["blocks_per_request_per_group"], label
-        assert cap.kv_cache_tokens == line["gpu_kv_cache_size_tokens"], label
-        assert cap.max_concurrency == pytest.approx(line["max_concurrency"], rel=1e-12), label
+    assert_plan_equals(plan, case, settings["max_model_len"])
