@@ -34,7 +34,8 @@ def vllm_now(folder: Path, python: str) -> dict[str, float]:
         out = Path(tmp) / "out.json"
         script = ROOT / "scripts" / "vllm_reference_replay.py"
         spec, configs = folder / "scheduler-cases.json", folder / "configs"
-        subprocess.run([python, str(script), str(spec), "--configs", str(configs), "--out", str(out)], check=True)
+        # a case the script cannot run (the TP 2 case: it builds one rank) is missing from the output
+        subprocess.run([python, str(script), str(spec), "--configs", str(configs), "--out", str(out)], check=False)
         return {c["case"]: c["timing"]["steps_per_s"] for c in json.loads(out.read_text())["cases"]}
 
 
@@ -78,7 +79,7 @@ def cases(runs: int, folder: Path, vllm_python: str | None) -> None:
         best, med = r.num_steps / min(times), r.num_steps / statistics.median(times)
         ref = measured.get(case["case"]) if vllm_python else case["timing"]["steps_per_s"]
         if not ref:
-            print(f"{case['case']:38} vLLM's run gave no timing")
+            print(f"{case['case']:38} not measured: vLLM's run of this case failed (its stderr says why)")
             continue
         by_cpu = r.num_steps / min(cpu) / ref
         worst.append((best / ref, med / ref, by_cpu))
