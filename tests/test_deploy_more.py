@@ -56,17 +56,6 @@ def _run(argv: list[str]) -> tuple[int, dict | None, str]:
 
 PLANNED = [k for k, c in CASES.items() if "budgets" in c]
 REFUSED = [k for k, c in CASES.items() if "refused" in c]
-# where kvviz still differs from vLLM's own run, with what differs (the rule is not found yet): an open defect,
-# not a number typed in
-_QWEN3_NEXT = (
-    "this run's engine has block_size 544, the prefix-caching-off value (hybrid-presets.json's "
-    "mamba_cache_mode=none case), where kvviz and the registry run of vLLM have 576 (prefix caching on, align): "
-    "not yet found whether this harness or vLLM turns it off (open)"
-)
-KNOWN_DIFFERENT = {
-    "qwen3-next-80b-a3b/kv-offloading-size=100": _QWEN3_NEXT,
-    "qwen3-next-80b-a3b/pp=4": _QWEN3_NEXT,
-}
 
 
 def test_the_reference_covers_the_issue():
@@ -77,15 +66,10 @@ def test_the_reference_covers_the_issue():
     assert {o.get("pp", 1) for o in opts} >= {2, 3, 4}
     assert any("partition" in o for o in opts) and any(o.get("tp", 1) > 1 and o.get("pp", 1) > 1 for o in opts)
     assert any("offload" in o and o.get("pp", 1) > 1 for o in opts)
+    assert any(g["kind"] == "mla" for k in PLANNED for g in CASES[k]["groups"])
 
 
-@pytest.mark.parametrize(
-    "key",
-    [
-        pytest.param(k, marks=pytest.mark.xfail(reason=KNOWN_DIFFERENT[k], strict=True)) if k in KNOWN_DIFFERENT else k
-        for k in PLANNED
-    ],
-)
+@pytest.mark.parametrize("key", PLANNED)
 def test_plan_json_equals_vllms_own(key):
     case = CASES[key]
     for bkey, b in case["budgets"].items():
