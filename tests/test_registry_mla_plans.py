@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from test_real_config_parallel import _assert_cli_layers, _cli, _vllm_line
+from real_config_cases import vllm_line
+from test_real_config_parallel import _assert_cli_layers, _cli
 from test_registry_plans import MNBT, _compare
 
 import kvviz
@@ -55,7 +56,7 @@ def test_cli_json_equals_vllm_033(arch):
         line = want["capacity"][MNBT]
         assert out["num_blocks"] == want["num_blocks"], label
         assert [g["blocks_per_request"] for g in out["summary"]["groups"]] == line["blocks_per_request_per_group"]
-        assert out["capacity_line"] == _vllm_line(line, max_len), label
+        assert out["capacity_line"] == vllm_line(line, max_len), label
 
 
 def test_longcat_registers_two_mla_caches_a_layer():
