@@ -218,8 +218,11 @@ def test_no_memory_left(llama):
 
 
 def test_unestimable_family_asks_for_weights():
-    with pytest.raises(KvvizError, match="^weights_bytes: .*pass weights_bytes="):
-        kv_budget(load("deepseek-v4-pro"), gpu="H200")  # kvviz does not estimate DeepSeek V4's weights
+    from kvviz.families import preset_raw
+
+    trimmed = {k: v for k, v in preset_raw("deepseek-v4-pro").items() if k != "hidden_size"}
+    with pytest.raises(KvvizError, match="^weights_bytes: .*'hidden_size'.*pass weights_bytes="):
+        kv_budget(load("deepseek-v4-pro"), gpu="H200", raw_config=trimmed)  # a config trimmed of a size
     assert (
         kv_budget(
             load("qwen3-next-80b-a3b"), gpu="H200", weights_bytes=160 * 10**9, tensor_parallel_size=2

@@ -67,16 +67,19 @@ def test_compare_says_what_each_engines_tokens_count(name, capsys):
 def test_deepseek_v4_sglang_tokens_are_said_to_be_compressed_positions():
     # SGLang's max_total_num_tokens for DeepSeek V4 counts the compressed caches' address space,
     # and its SWA pool holds swa_full_tokens_ratio (0.1, model_overrides/deepseek_v4.py) of it.
-    rows = compare_rows(load("deepseek-v4-pro"), ("vllm", "sglang"), kv_budget_bytes=40 * GIB)
+    model = load("deepseek-v4-pro")
+    rows = compare_rows(model, ("vllm", "sglang"), kv_budget_bytes=40 * GIB)
     s = rows[1].plan
     swa = next(p.units for p in s.pools if p.name == "swa_kv")
     assert swa == int(s.token_capacity * 0.1) // 256 * 256
     assert "compressed caches' address space" in s.token_capacity_counts and f"{swa:,}" in s.token_capacity_counts
-    window = preset_raw("deepseek-v4-pro")["sliding_window"]
-    # max_running_requests 256 (deepseek_v4_hook.py); page 256; a 2,048-token request (vLLM's
-    # fallback max_model_len for a config without a length field).
-    need = math.ceil(min(2048, window + 256) / 256) * 256
-    assert s.full_length_requests == min(256, s.token_capacity // 2048, swa // need)
+    raw = preset_raw("deepseek-v4-pro")
+    window, length = raw["sliding_window"], raw["max_position_embeddings"]
+    # max_running_requests 256 (deepseek_v4_hook.py); page 256; a full-length request of the config's
+    # max_position_embeddings (1,048,576: vLLM's max_model_len, its YaRN rope_scaling not applied again).
+    assert model.max_model_len == length == 1 << 20
+    need = math.ceil(min(length, window + 256) / 256) * 256
+    assert s.full_length_requests == min(256, s.token_capacity // length, swa // need)
 
 
 def test_a_state_pool_of_blocks_is_drawn_as_one_state_per_layer_not_k_and_v():

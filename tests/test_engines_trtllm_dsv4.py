@@ -123,12 +123,17 @@ def test_pools_tokens_and_requests_by_hand(name, gib):
     assert plan.log_line == f"[TensorRT-LLM][INFO] KV cache manager v2 device quota set to {float(gib)}GiB"
 
 
+# The issue's case was planned at a 2,048-token max_seq_len (the preset had no length field then; it
+# now carries the published max_position_embeddings, 1,048,576), so it is asked for by name.
+ISSUE_CASE = Options(max_model_len=2048)
+
+
 def test_pro_at_40_gib_numbers():
     """The issue's case, in numbers: Pro at 40 GiB (61 layers: 30 c4, 31 c128; max_seq_len 2048)."""
     want = by_hand("deepseek-v4-pro", 40 * GIB, 2048)
     assert (want["c4"], want["c128"], want["gran"]) == (30, 31, 32 << 20)
     # per request: 2048 x (30 x (146 + 33) + 31 x 4) + 128 x (61 x 584 + 30 x 10240 + 31 x 4096)
-    plan = plan_trtllm_dsv4(load("deepseek-v4-pro"), kv_budget_bytes=40 * GIB)
+    plan = plan_trtllm_dsv4(load("deepseek-v4-pro"), ISSUE_CASE, kv_budget_bytes=40 * GIB)
     assert (plan.token_capacity, plan.request_bound, plan.full_length_requests) == (
         want["tokens"],
         want["bound"],
@@ -142,7 +147,7 @@ def test_max_batch_size_knob_reshapes_the_typical_step():
 
     want = by_hand("deepseek-v4-pro", 40 * GIB, 2048, max_batch_size=256)
     plan = plan_engine(
-        "trtllm", load("deepseek-v4-pro"), kv_budget_bytes=40 * GIB, knobs=EngineKnobs(max_batch_size=256)
+        "trtllm", load("deepseek-v4-pro"), ISSUE_CASE, kv_budget_bytes=40 * GIB, knobs=EngineKnobs(max_batch_size=256)
     )
     assert (plan.token_capacity, plan.request_bound) == (want["tokens"], want["bound"]) and want["bound"] <= 256
     with pytest.raises(KvvizError, match="max_attention_window"):
@@ -155,7 +160,8 @@ def test_cli_compare_row_shows_trtllm_numbers(capsys):
     from kvviz.cli import main
 
     want = by_hand("deepseek-v4-pro", 40 * GIB, 2048)
-    assert main(["compare", "--model", "deepseek-v4-pro", "--engines", "vllm,sglang,trtllm", "--budget-gib", "40"]) == 0
+    argv = ["compare", "--model", "deepseek-v4-pro", "--engines", "vllm,sglang,trtllm", "--budget-gib", "40"]
+    assert main([*argv, "--max-model-len", "2048"]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("trtllm "))
     assert f" {want['tokens']:,} " in row and f" {want['fit']:,} " in row and f" {want['bound']:,} " in row

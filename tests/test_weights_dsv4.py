@@ -1,6 +1,7 @@
 """DeepSeek V4's weights from its config.json (kvviz.deploy.params_dsv4), derived by hand from vLLM
 0.33's model file (models/deepseek_v4/nvidia/model.py, attention.py, compressor.py): DeepSeek-V4-Flash
-through its preset and the config.json fields kvviz.deploy.weights.PRESET_FILL adds."""
+through its preset and the config.json fields kvviz.deploy.weights.PRESET_FILL adds; DeepSeek-V4-Pro
+through its preset, which carries its published config.json's fields (kvviz/presets/README.md)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,13 @@ import kvviz
 from kvviz.base.errors import KvvizError
 from kvviz.cli.main import main
 from kvviz.deploy.budget import kv_budget
-from kvviz.deploy.weights import PRESET_FILL, _raw_config, estimate_weight_bytes
+from kvviz.deploy.weights import _raw_config, estimate_weight_bytes
 
 
-def flash_by_hand():
-    """(quantized linears, routed experts, bf16 rest, 4-byte tensors) of DeepSeek-V4-Flash, module by module."""
-    h, n, vocab, heads, hd, q_lora, o_lora, groups = 4096, 43, 129280, 64, 512, 1024, 1024, 8
-    e, topk, inter, m, ihd, iheads = 256, 6, 2048, 4, 128, 64
-    c4, c128, swa = 21, 20, 2  # the preset's compress_ratios over the 43 layers: 0, 0, then 4 / 128 alternating, 4
-    hash_layers = 3  # DeepseekV4Config's default_num_hash_layers
+def v4_by_hand(h, n, vocab, heads, q_lora, groups, e, inter, c4, c128, swa, noaux=False):
+    """(quantized linears, routed experts, bf16 rest, 4-byte tensors) of a DeepSeek V4, module by module."""
+    hd, o_lora, topk, m, ihd, iheads = 512, 1024, 6, 4, 128, 64
+    hash_layers = 3  # DeepseekV4Config's default_num_hash_layers (and the published configs' num_hash_layers)
     attn = h * (q_lora + hd) + q_lora * heads * hd + heads * hd // groups * groups * o_lora + groups * o_lora * h
     shared = 3 * h * inter
     linear = n * (attn + shared) + c4 * q_lora * ihd * iheads  # + the indexers' wq_b
@@ -29,8 +28,21 @@ def flash_by_hand():
     mix = (2 + m) * m
     four = n * (heads + 2 * (mix * m * h + mix + 3)) + hash_layers * vocab * topk + m * m * h + m + 1
     four += c4 * (4 * 2 * hd + 4 * 2 * ihd) + c128 * 128 * hd  # the compressors' ape
+    if noaux:  # topk_method noaux_tc: GateLinear's e_score_correction_bias on every non-hash layer
+        four += (n - hash_layers) * e
     assert c4 + c128 + swa == n
     return linear, experts, rest, four
+
+
+def flash_by_hand():
+    """DeepSeek-V4-Flash: the preset's compress_ratios over the 43 layers are 0, 0, then 4 / 128 alternating, 4."""
+    return v4_by_hand(4096, 43, 129280, 64, 1024, 8, 256, 2048, c4=21, c128=20, swa=2)
+
+
+def pro_by_hand():
+    """DeepSeek-V4-Pro (its published config.json, kvviz/presets/README.md): 61 layers, compress_ratios
+    128, 128, then 4 / 128 alternating: 30 ratio-4 layers, 31 ratio-128 layers; topk_method noaux_tc."""
+    return v4_by_hand(7168, 61, 129280, 128, 1536, 16, 384, 3072, c4=30, c128=31, swa=0, noaux=True)
 
 
 def flash_raw() -> dict:
@@ -85,7 +97,22 @@ def test_deepseek_v4_bad_fields_are_one_line(change, field):
     assert "\n" not in str(err.value)
 
 
-def test_deepseek_v4_pro_names_what_is_missing():
-    assert "deepseek-ai/DeepSeek-V4-Pro" not in PRESET_FILL  # its sizes are not known here
-    with pytest.raises(KvvizError, match="hidden_size"):
-        kv_budget(kvviz.load("deepseek-v4-pro"), gpu="H200", tensor_parallel_size=8)
+def test_deepseek_v4_pro_by_hand_and_on_8_h200():
+    linear, experts, rest, four = pro_by_hand()
+    assert 1.57e12 < linear + experts + rest + four < 1.58e12  # 1.6 T published, less the MTP layer
+    model = kvviz.load("deepseek-v4-pro")
+    raw = _raw_config(model, None, None)[0]
+    w, how = estimate_weight_bytes(model, raw)
+    assert w == round(linear * (1 + 1 / (128 * 128)) + experts * 4.25 / 8 + 2 * rest + 4 * four)
+    assert f"{linear + experts + rest + four:,} parameters" in how
+    b = kv_budget(model, gpu="H200", tensor_parallel_size=8)
+    assert b.weights_bytes == -(-w // 8) and b.available_bytes > 0
+
+
+def test_deepseek_v4_pro_without_its_sizes_names_what_is_missing():
+    model = kvviz.load("deepseek-v4-pro")
+    raw = _raw_config(model, None, None)[0]
+    del raw["hidden_size"]
+    with pytest.raises(KvvizError, match="hidden_size") as err:
+        estimate_weight_bytes(model, raw)
+    assert "\n" not in str(err.value)

@@ -124,8 +124,9 @@ def text_config(raw: dict) -> dict:
     return raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
 
 
-def _totals(need, raw, n, h, per_layer, kinds) -> tuple[dict, str]:
-    """The parts summed over the layers, with embeddings and norms, and a line saying how."""
+def _totals(need, raw, n, h, per_layer, kinds, *, extra_embeddings: int = 0) -> tuple[dict, str]:
+    """The parts summed over the layers, with embeddings (+ `extra_embeddings`, e.g. Gemma 3n's
+    per-layer table) and norms, and a line saying how."""
     cfg = need.cfg
     vocab = need("vocab_size")
     tie = cfg.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))
@@ -137,7 +138,7 @@ def _totals(need, raw, n, h, per_layer, kinds) -> tuple[dict, str]:
         parts["other"] += other
         moe_layers += moe
     parts["other"] += n * 2 * h + h  # input / post-attention norms per layer, final norm
-    parts["embeddings"] = vocab * h * (1 if tie else 2)
+    parts["embeddings"] = vocab * h * (1 if tie else 2) + extra_embeddings
     e = _experts(cfg)
     if e:
         kinds.append(f"MoE ({e} experts, {moe_layers} MoE layers)")
@@ -159,6 +160,8 @@ def decoder_parts(raw: dict, *, model: str = "model", hint: str = "") -> tuple[d
     cfg = text_config(raw)
     need = Need(cfg, model=model, hint=hint)
     h, n = need("hidden_size"), need("num_hidden_layers")
+    if cfg.get("model_type") == "gemma3n_text":
+        return _gemma3n_parts(need, raw, h, n)
     attn_linear, attn_other, kind = _mla(need, h) if cfg.get("kv_lora_rank") else _gqa(need, h)
     if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "gemma3"):
         attn_other += 2 * (need.get("head_dim") or h // need("num_attention_heads"))  # q_norm, k_norm
@@ -167,6 +170,36 @@ def decoder_parts(raw: dict, *, model: str = "model", hint: str = "") -> tuple[d
         linear, experts, other, moe = _ffn(need, h, i, n)
         layers.append((attn_linear + linear, experts, attn_other + other, moe))
     return _totals(need, raw, n, h, layers, [kind])
+
+
+def _gemma3n_parts(need: Need, raw: dict, h: int, n: int) -> tuple[dict, str]:
+    """Gemma 3n's text model as vLLM 0.33 builds it (models/gemma3n.py): per layer Gemma3nAttention
+    (the last num_kv_shared_layers layers hold only q_proj, no k_norm), Gemma3nMLP at that layer's
+    intermediate_size[i], Gemma3nLaurelBlock, Gemma3nAltUp, per_layer_input_gate / per_layer_projection
+    and five RMSNorms; once: embed_tokens_per_layer (its per-layer embedding table),
+    per_layer_model_projection and the altup (un)embed projections (Gemma3nSelfDecoder, Gemma3nTextModel)."""
+    inter = need.cfg.get("intermediate_size")
+    sizes = inter if isinstance(inter, list) else [need("intermediate_size")] * n
+    require(
+        len(sizes) == n and all(type(x) is int and 0 < x <= 1 << 40 for x in sizes),
+        f"weights_bytes: {need.model}: intermediate_size={short_repr(inter)} must be one positive integer or one "
+        f"per layer ({n}); {need.hint}",
+    )
+    hq, d = need("num_attention_heads"), need("head_dim")
+    hkv = need.get("num_key_value_heads", hq)
+    ple, k, r = need("hidden_size_per_layer_input"), need("altup_num_inputs"), need("laurel_rank")
+    first_shared = n - need.get("num_kv_shared_layers", 0)
+    layers = []
+    for i in range(n):
+        own_kv = i < first_shared
+        attn = h * (hq + 2 * hkv) * d if own_kv else h * hq * d
+        linear = attn + hq * d * h + 3 * h * sizes[i] + 2 * h * r + k * k + k**3 + h * k + 2 * h * ple
+        other = d + (d if own_kv else 0) + h + 2 * h + 3 * h  # q/k_norm, laurel and altup norms, 3 more norms
+        layers.append((linear, 0, other, False))
+    layers.append((h * n * ple + 2 * (k - 1) * h * h, 0, ple, False))  # per_layer_model_projection, altup, norm
+    extra = need("vocab_size_per_layer_input") * n * ple  # embed_tokens_per_layer
+    kinds = ["GQA" if hkv != hq else "MHA", f"(per-layer embeddings {extra:,}; vision and audio towers not counted)"]
+    return _totals(need, raw, n, h, layers, kinds, extra_embeddings=extra)
 
 
 def _state_mixer(need: Need, h: int, mamba_type: str, args: dict) -> tuple[int, int]:

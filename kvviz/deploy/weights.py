@@ -94,10 +94,10 @@ PRESET_FILL = {
     },
     "deepseek-ai/DeepSeek-V3": {"quantization_config": FP8_BLOCK_128},
     # transformers' DeepseekV4Config defaults (configuration_deepseek_v4.py, documented on the checkpoint
-    # deepseek-ai/DeepSeek-V4-Flash-Base; 284.3 B parameters, V4-Flash's published total); V4-Flash
-    # ships fp8 linears and fp4 (MXFP4) experts (vLLM 0.33 models/deepseek_v4/quant_config.py
-    # DeepseekV4FP8Config: expert_dtype "fp4", e.g. DeepSeek-V4-Flash). DeepSeek-V4-Pro's sizes are
-    # not known here: its weights are refused naming the missing field.
+    # deepseek-ai/DeepSeek-V4-Flash-Base; 284.3 B parameters, V4-Flash's published total), the same
+    # values as V4-Flash's published config.json (kvviz/presets/README.md); V4-Flash ships fp8 linears
+    # and fp4 (MXFP4) experts (vLLM 0.33 models/deepseek_v4/quant_config.py DeepseekV4FP8Config:
+    # expert_dtype "fp4"). The deepseek-v4-pro preset carries its own published sizes.
     "deepseek-ai/DeepSeek-V4-Flash": {
         "hidden_size": 4096,
         "vocab_size": 129280,
