@@ -31,3 +31,13 @@ def test_environment_yml_matches_pyproject():
 def test_torch_is_pinned_exactly():
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert "torch==2.13.0" in deps
+
+
+def test_transformers_is_pinned_to_the_fast_tables_release():
+    # the fast reader's table holds one transformers release's config defaults; a newer release on the registry
+    # would silently send every config through transformers (and torch) instead
+    import json
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    made_from = json.loads((ROOT / "kvviz" / "families" / "hf_table.json").read_text())["transformers"]
+    assert f"transformers=={made_from}" in deps
