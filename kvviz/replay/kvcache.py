@@ -17,13 +17,15 @@ from kvviz.replay.pool import NULL, BlockPool
 
 @dataclasses.dataclass(frozen=True)
 class GroupSpec:
-    """One KV cache group as the scheduler sees it (vLLM's `KVCacheGroupSpec`)."""
+    """One KV cache group as the scheduler sees it (vLLM's `KVCacheGroupSpec`). Two groups compare equal when
+    their layers' spec does (vLLM's `kv_cache_spec ==`): the name is not compared."""
 
-    name: str
+    name: str = dataclasses.field(compare=False)
     kind: str  # 'full', 'sliding' or 'mamba'
     block_size: int
     sliding_window: int | None = None
     checkpoint_blocks: int = 0
+    layer_spec: object = None  # the group's layer spec less its layer name and index
 
 
 def groups_from_plan(plan) -> tuple[GroupSpec, ...]:
@@ -36,14 +38,15 @@ def groups_from_plan(plan) -> tuple[GroupSpec, ...]:
     out = []
     for g in plan.layout.groups:
         c = g.layers[0]
+        same = dataclasses.replace(c, name="", layer=None)
         if c.is_state:
-            out.append(GroupSpec(g.name, "mamba", c.tokens_per_block, None, c.checkpoint_blocks))
+            out.append(GroupSpec(g.name, "mamba", c.tokens_per_block, None, c.checkpoint_blocks, same))
         elif c.attention_chunk_size is not None:
             raise KvvizError(f"replay: group {g.name!r} is chunked local attention, which the replay does not model")
         elif c.sliding_window is not None:
-            out.append(GroupSpec(g.name, "sliding", c.tokens_per_block, c.sliding_window))
+            out.append(GroupSpec(g.name, "sliding", c.tokens_per_block, c.sliding_window, 0, same))
         else:
-            out.append(GroupSpec(g.name, "full", c.tokens_per_block))
+            out.append(GroupSpec(g.name, "full", c.tokens_per_block, None, 0, same))
     return tuple(out)
 
 
@@ -94,8 +97,9 @@ class KVCacheManager:
             else:
                 m = Manager(self.pool, i, g.block_size, enable_caching)
             self.managers.append(m)
-        # HybridKVCacheCoordinator.verify_and_split_kv_cache_groups: groups of one spec looked up together,
-        # full attention first.
+        # HybridKVCacheCoordinator.verify_and_split_kv_cache_groups: groups of one spec (equal layer specs, as
+        # vLLM's `group.spec == spec`) looked up together, full attention first; with one full attention and one
+        # other spec, `find_longest_cache_hit` is its "simple hybrid" single pass.
         specs: dict = {}
         for i, g in enumerate(groups):
             specs.setdefault(g, []).append(i)
