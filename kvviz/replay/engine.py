@@ -284,3 +284,11 @@ def check_pool(kv: KVCacheManager) -> None:
         raise AssertionError(f"free {pool.num_free} + held {len(refs)} != {pool.num_blocks - 1}")
     if kv.held_blocks_slow() != kv.held_blocks() or pool.num_cached_free_slow() != pool.cached_free:
         raise AssertionError("held / cached-free counters differ from a recount")
+    for first, members in kv.spec_runs:  # one spec's groups: tables of one shape (kvviz/replay/running.py)
+        for m in members[1:]:
+            for rid, blocks in m.req_to_blocks.items():
+                mine = first.req_to_blocks.get(rid)
+                if mine is None or [b == 0 for b in blocks] != [b == 0 for b in mine]:
+                    raise AssertionError(f"groups {first.gid} and {m.gid} of one spec: {rid}'s tables differ")
+            if m.num_cached_block != first.num_cached_block or m.req_to_blocks.keys() != first.req_to_blocks.keys():
+                raise AssertionError(f"groups {first.gid} and {m.gid} of one spec hash or hold differently")

@@ -13,6 +13,7 @@ from kvviz.base.regions import cdiv
 from kvviz.replay.mamba import MambaManager
 from kvviz.replay.managers import Manager, SlidingWindowManager, mamba_checkpoint_position
 from kvviz.replay.pool import NULL, BlockPool
+from kvviz.replay.running import RunningSlots
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +51,7 @@ def groups_from_plan(plan) -> tuple[GroupSpec, ...]:
     return tuple(out)
 
 
-class KVCacheManager:
+class KVCacheManager(RunningSlots):
     """`KVCacheManager` + `UnitaryKVCacheCoordinator` / `HybridKVCacheCoordinator`."""
 
     def __init__(
@@ -105,6 +106,11 @@ class KVCacheManager:
             specs.setdefault(g, []).append(i)
         self.spec_groups = sorted(specs.items(), key=lambda kv: kv[0].kind != "full")
         self.hybrid = len(groups) > 1
+        # The groups of each spec, in group order: their tables have one shape (kvviz/replay/running.py)
+        runs: dict = {}
+        for g, m in zip(groups, self.managers):
+            runs.setdefault(g, []).append(m)
+        self.spec_runs = [(ms[0], tuple(ms)) for ms in runs.values()]
         # Per-group constants for the decode fast path of `allocate_slots` (no Mamba group).
         self.no_mamba = all(m.kind != "mamba" for m in self.managers)
         # A skipped step schedules at most this many tokens: fewer than a Mamba block cannot need a prefill
@@ -223,117 +229,6 @@ class KVCacheManager:
             self._set_limits(request, main)
         return True
 
-    def _allocate_running(self, request, num_new_tokens: int) -> bool:
-        """`allocate_slots` for a scheduled running request with no hit and no admission check, full and
-        sliding-window groups only: the same steps as the general path (windows trimmed, blocks counted,
-        allocated group by group, full blocks hashed), with the per-group formulas written out."""
-        rid = request.rid
-        mml = self.max_model_len
-        total = request.num_computed_tokens
-        if total > mml:
-            total = mml
-        main = total + num_new_tokens
-        need = main if main < mml else mml
-        if self.sliding:
-            processed = total - request.num_in_flight_tokens
-            if processed < 0:
-                processed = 0
-            for m in self.sliding:
-                m.remove_skipped_blocks(rid, processed)
-        to_allocate = 0
-        for m in self.managers:  # Manager.num_blocks_to_allocate with no new computed blocks
-            have = len(m.req_to_blocks.get(rid, ()))
-            k = -(-need // m.block_size)
-            if rid in m.num_cached_block or m.window is None:
-                k -= have
-            else:
-                skipped = m.skipped_tokens(request.num_computed_tokens) // m.block_size
-                k -= skipped if skipped > have else have
-            if k > 0:
-                to_allocate += k
-        if to_allocate > self.pool.num_free:
-            return False
-        for m in self.managers:  # Manager.allocate_new_blocks
-            blocks = m.req_to_blocks.get(rid)
-            if blocks is None:
-                blocks = m.req_to_blocks[rid] = []
-            new = -(-need // m.block_size) - len(blocks)
-            if new > 0:
-                blocks.extend(self.pool.get_new_blocks(new, m.gid, rid))
-        num_tokens = request.prompt_len + request.num_output
-        self.cache_blocks(request, main if main < num_tokens else num_tokens)
-        self._set_limits(request, main)
-        return True
-
-    def cache_running(self, request, main: int) -> None:
-        """`allocate_slots` for a running request of a model with no Mamba group when the scheduler knows it
-        allocates and frees nothing (main <= alloc_limit, processed < trim_limit: `_allocate_running`'s
-        windows trimmed and blocks counted and allocated are no-ops): the full blocks hashed, the limits reset."""
-        num_tokens = request.prompt_len + request.num_output
-        self.cache_blocks(request, main if main < num_tokens else num_tokens)
-        self._set_limits(request, main)
-
-    def _set_limits(self, request, main: int) -> None:
-        """After a running request's `allocate_slots`: the token counts up to which the next steps need no
-        pool work (the scheduler then skips the call; n <= `skip_max_tokens` scheduled tokens). main <=
-        alloc_limit: every group has blocks for `need`; main < cache_limit: every full block up to
-        min(main, num_tokens) is hashed and no Mamba group caches its prompt checkpoint; processed <
-        trim_limit: no window has a block to free (its first non-null block is still inside) and no Mamba
-        group frees a block (`MambaManager.remove_skipped_blocks`: the first non-null block at or after the
-        retired ones, the state block of two steps ago). All only grow while the request holds its blocks."""
-        rid = request.rid
-        mml = self.max_model_len
-        alloc, cache, trim = mml, mml + 1, mml + 1
-        for m in self.managers:
-            bs = m.block_size
-            blocks = m.req_to_blocks[rid]
-            alloc = min(alloc, len(blocks) * bs)
-            if self.caching:
-                cache = min(cache, (m.num_cached_block.get(rid, 0) + 1) * bs)
-            if m.window is not None:
-                lead = 0
-                while lead < len(blocks) and blocks[lead] == NULL:
-                    lead += 1
-                trim = min(trim, (lead + 1) * bs + m.window - 1)
-            elif m.kind == "mamba":
-                trim, cache = self._mamba_limits(m, request, main, blocks, trim, cache)
-                if rid in m.checkpoints:  # the next call pops it (num_blocks_to_allocate): not a no-op
-                    alloc = 0
-        request.alloc_limit, request.cache_limit, request.trim_limit = alloc, cache, trim
-
-    def _mamba_limits(self, m, request, main, blocks, trim, cache):
-        """`_set_limits` for one Mamba group: `MambaManager.remove_skipped_blocks` frees block i (past the
-        retired ones, or the last state block) once processed >= (i + 1) * block_size + 1; `cache_blocks`
-        caches the prompt checkpoint P when its (hybrid: scheduler-block rounded) token count equals P."""
-        bs, rid = m.block_size, request.rid
-        first = m.retired.get(rid, 0)
-        while first < len(blocks) and blocks[first] == NULL:
-            first += 1
-        if first < len(blocks):
-            trim = min(trim, (first + 1) * bs + 1)
-        last = m.last_state_block_idx.get(rid)
-        if last is not None and blocks[last] != NULL:
-            trim = min(trim, (last + 1) * bs + 1)
-        if self.caching:
-            position = mamba_checkpoint_position(request.prompt_len, bs)
-            sbs = self.scheduler_block_size if self.hybrid else 1
-            if position > 0 and position % sbs == 0:
-                x = min(main, request.prompt_len + request.num_output)
-                if x < position:
-                    cache = min(cache, position)
-                elif x < position + sbs and rid in m.num_cached_block:
-                    # `MambaManager._cache_tail` at the window's token counts does nothing while the block at
-                    # the checkpoint is absent, null, or already hashed at it (only this request's own calls,
-                    # past the other limits, change that)
-                    idx = position // bs - 1
-                    if idx < len(blocks) and blocks[idx] != NULL:
-                        pool = self.pool
-                        if pool.hash[blocks[idx]] is None or pool.hash_tokens[blocks[idx]] != position:
-                            cache = 0
-                elif x < position + sbs:
-                    cache = 0
-        return trim, cache
-
     def cache_blocks(self, request, num_tokens: int) -> None:
         """`KVCacheCoordinator.cache_blocks` (hybrid: rounded down to the scheduler block size)."""
         if not self.caching:
@@ -343,22 +238,25 @@ class KVCacheManager:
         rid = request.rid
         hashed = request.prompt_len + request.num_output
         upto = num_tokens if num_tokens < hashed else hashed
-        for m in self.managers:
+        for m, members in self.spec_runs:
             # Manager.cache_blocks returns at once when the full blocks are already hashed; Mamba's also caches
             # a tail block, which it skips (MambaManager._cache_tail) without a checkpoint unless num_tokens
-            # is the block-aligned prompt checkpoint position.
+            # is the block-aligned prompt checkpoint position. One spec's groups answer alike (running.py);
+            # each group hashes only its own blocks, so the order across specs does not matter.
             bs = m.block_size
-            if m.num_cached_block.get(rid, 0) < upto // bs:
-                m.cache_blocks(request, num_tokens)
-            elif m.kind == "mamba" and (
-                rid in m.checkpoints
-                or (
-                    num_tokens > 0
-                    and num_tokens % bs == 0
-                    and num_tokens == mamba_checkpoint_position(request.prompt_len, bs)
+            if m.num_cached_block.get(rid, 0) < upto // bs or (
+                m.kind == "mamba"
+                and (
+                    rid in m.checkpoints
+                    or (
+                        num_tokens > 0
+                        and num_tokens % bs == 0
+                        and num_tokens == mamba_checkpoint_position(request.prompt_len, bs)
+                    )
                 )
             ):
-                m.cache_blocks(request, num_tokens)
+                for g in members:
+                    g.cache_blocks(request, num_tokens)
 
     def record_prefix_cache_stats(self, request, hits: int) -> None:
         """`PrefixCacheStats.record`, called when a request is admitted."""

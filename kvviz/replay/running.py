@@ -1,0 +1,145 @@
+"""The running-request paths of vLLM 0.33's `KVCacheManager.allocate_slots` (vllm/v1/core/kv_cache_manager.py)
+for models with no Mamba group, and the token counts below which a running request's next steps need no
+pool work at all (the scheduler then skips the call).
+
+Groups of one layer spec (`KVCacheManager.spec_runs`) hold block tables of one shape for every request:
+the same operations reach them in the same steps (one hit lookup for all of them, `find_longest_cache_hit`
+on the spec group; the same counts allocated, nulled and hashed), so only their block ids differ. What
+depends on a table's shape alone (blocks to allocate, the limits, whether full blocks are left to hash) is
+asked of the first group of each spec and counted for all of them; blocks are still allocated, freed and
+hashed group by group in vLLM's order."""
+
+from __future__ import annotations
+
+from kvviz.replay.managers import mamba_checkpoint_position
+from kvviz.replay.pool import NULL
+
+
+class RunningSlots:
+    """`allocate_slots` for scheduled running requests and the limits it leaves (a mixin of `KVCacheManager`)."""
+
+    def _allocate_running(self, request, num_new_tokens: int) -> bool:
+        """`allocate_slots` for a scheduled running request with no hit and no admission check, full and
+        sliding-window groups only: the same steps as the general path (windows trimmed, blocks counted,
+        allocated group by group, full blocks hashed), with the per-group formulas written out."""
+        rid = request.rid
+        mml = self.max_model_len
+        total = request.num_computed_tokens
+        if total > mml:
+            total = mml
+        main = total + num_new_tokens
+        need = main if main < mml else mml
+        if self.sliding:
+            processed = total - request.num_in_flight_tokens
+            if processed < 0:
+                processed = 0
+            for m in self.sliding:
+                m.remove_skipped_blocks(rid, processed)
+        to_allocate = 0
+        for m, members in self.spec_runs:  # Manager.num_blocks_to_allocate with no new computed blocks
+            blocks = m.req_to_blocks.get(rid)
+            have = len(blocks) if blocks is not None else 0
+            k = -(-need // m.block_size)
+            if m.window is None or rid in m.num_cached_block:
+                k -= have
+            else:
+                skipped = m.skipped_tokens(request.num_computed_tokens) // m.block_size
+                k -= skipped if skipped > have else have
+            if k > 0:
+                to_allocate += k * len(members)
+        pool = self.pool
+        if to_allocate > pool.num_free:
+            return False
+        for m in self.managers:  # Manager.allocate_new_blocks, group by group
+            blocks = m.req_to_blocks.get(rid)
+            if blocks is None:
+                blocks = m.req_to_blocks[rid] = []
+            new = -(-need // m.block_size) - len(blocks)
+            if new > 0:
+                blocks.extend(pool.get_new_blocks(new, m.gid, rid))
+        num_tokens = request.prompt_len + request.num_output
+        self.cache_blocks(request, main if main < num_tokens else num_tokens)
+        self._set_limits(request, main)
+        return True
+
+    def cache_running(self, request, main: int) -> None:
+        """`allocate_slots` for a running request of a model with no Mamba group when the scheduler knows it
+        allocates and frees nothing (main <= alloc_limit, processed < trim_limit: `_allocate_running`'s
+        windows trimmed and blocks counted and allocated are no-ops): the full blocks hashed, the limits reset."""
+        num_tokens = request.prompt_len + request.num_output
+        self.cache_blocks(request, main if main < num_tokens else num_tokens)
+        self._set_limits(request, main)
+
+    def _set_limits(self, request, main: int) -> None:
+        """After a running request's `allocate_slots`: the token counts up to which the next steps need no
+        pool work (the scheduler then skips the call; n <= `skip_max_tokens` scheduled tokens). main <=
+        alloc_limit: every group has blocks for `need`; main < cache_limit: every full block up to
+        min(main, num_tokens) is hashed and no Mamba group caches its prompt checkpoint; processed <
+        trim_limit: no window has a block to free (its first non-null block is still inside) and no Mamba
+        group frees a block (`MambaManager.remove_skipped_blocks`: the first non-null block at or after the
+        retired ones, the state block of two steps ago). All only grow while the request holds its blocks."""
+        rid = request.rid
+        mml = self.max_model_len
+        alloc, cache, trim = mml, mml + 1, mml + 1
+        caching = self.caching
+        for m, _ in self.spec_runs:
+            bs = m.block_size
+            blocks = m.req_to_blocks[rid]
+            k = len(blocks) * bs
+            if k < alloc:
+                alloc = k
+            if caching:
+                k = (m.num_cached_block.get(rid, 0) + 1) * bs
+                if k < cache:
+                    cache = k
+            if m.window is not None:
+                # a window's nulls are a prefix of its table (hits start after nulls, blocks leaving the window
+                # are nulled from the front): the first non-null block by bisection
+                lo, hi = 0, len(blocks)
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if blocks[mid] == NULL:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                k = (lo + 1) * bs + m.window - 1
+                if k < trim:
+                    trim = k
+            elif m.kind == "mamba":
+                trim, cache = self._mamba_limits(m, request, main, blocks, trim, cache)
+                if rid in m.checkpoints:  # the next call pops it (num_blocks_to_allocate): not a no-op
+                    alloc = 0
+        request.alloc_limit, request.cache_limit, request.trim_limit = alloc, cache, trim
+
+    def _mamba_limits(self, m, request, main, blocks, trim, cache):
+        """`_set_limits` for one Mamba group: `MambaManager.remove_skipped_blocks` frees block i (past the
+        retired ones, or the last state block) once processed >= (i + 1) * block_size + 1; `cache_blocks`
+        caches the prompt checkpoint P when its (hybrid: scheduler-block rounded) token count equals P."""
+        bs, rid = m.block_size, request.rid
+        first = m.retired.get(rid, 0)
+        while first < len(blocks) and blocks[first] == NULL:
+            first += 1
+        if first < len(blocks):
+            trim = min(trim, (first + 1) * bs + 1)
+        last = m.last_state_block_idx.get(rid)
+        if last is not None and blocks[last] != NULL:
+            trim = min(trim, (last + 1) * bs + 1)
+        if self.caching:
+            position = mamba_checkpoint_position(request.prompt_len, bs)
+            sbs = self.scheduler_block_size if self.hybrid else 1
+            if position > 0 and position % sbs == 0:
+                x = min(main, request.prompt_len + request.num_output)
+                if x < position:
+                    cache = min(cache, position)
+                elif x < position + sbs and rid in m.num_cached_block:
+                    # `MambaManager._cache_tail` at the window's token counts does nothing while the block at
+                    # the checkpoint is absent, null, or already hashed at it (only this request's own calls,
+                    # past the other limits, change that)
+                    idx = position // bs - 1
+                    if idx < len(blocks) and blocks[idx] != NULL:
+                        pool = self.pool
+                        if pool.hash[blocks[idx]] is None or pool.hash_tokens[blocks[idx]] != position:
+                            cache = 0
+                elif x < position + sbs:
+                    cache = 0
+        return trim, cache
