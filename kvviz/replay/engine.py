@@ -182,7 +182,7 @@ def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_st
             else:
                 if batch is not None:
                     queue.appendleft(batch)
-                if batch is None or not (len(queue) < 2 and (batch["scheduled"] or sched.has_requests())):
+                if batch is None or not (len(queue) < 2 and (batch["num_scheduled"] or sched.has_requests())):
                     processed = queue.pop()
             if processed is not None:
                 finished = sched.update_from_output(processed, step)
@@ -220,7 +220,6 @@ def _scheduled_row(step, batch, kv):
     order less `finished` (the caller adds it), and held_blocks_after_schedule."""
     if batch is None:
         return (0, 0, 0, 0, [], [], 0, None), None
-    sched_tokens = batch["scheduled"]
     decode = batch["decode_tokens"]
     for r, hits in batch["admitted"]:
         rec = r.record
@@ -231,9 +230,9 @@ def _scheduled_row(step, batch, kv):
     for r in batch["preempted"]:
         r.record["num_preemptions"] += 1
         r.record["preempted_steps"].append(step)
-    total = sum(sched_tokens.values())
+    total = batch["tokens_scheduled"]
     return (
-        len(sched_tokens),
+        batch["num_scheduled"],
         total,
         total - decode,
         decode,
@@ -248,7 +247,7 @@ def _scheduled_row(step, batch, kv):
 def _never_admitted(sched, batch, queue, records, step) -> None:
     """A queue head that fails admission with nothing running and nothing in flight never fits:
     report it and take it out (vLLM would retry it every step forever)."""
-    if batch["scheduled"] or sched.running or not sched.waiting or any(b["scheduled"] for b in queue):
+    if batch["num_scheduled"] or sched.running or not sched.waiting or any(b["num_scheduled"] for b in queue):
         return
     head = sched.waiting[0]
     if head.num_stale_output_tokens:

@@ -111,6 +111,11 @@ class KVCacheManager(RunningSlots):
         for g, m in zip(groups, self.managers):
             runs.setdefault(g, []).append(m)
         self.spec_runs = [(ms[0], tuple(ms)) for ms in runs.values()]
+        # One full-attention group (dense and MLA models): the running paths written out for it (running.py)
+        self.dense = len(groups) == 1 and groups[0].kind == "full"
+        if self.dense:
+            self._allocate_running = self._allocate_dense
+            self.cache_running = self._cache_running_dense
         # Per-group constants for the decode fast path of `allocate_slots` (no Mamba group).
         self.no_mamba = all(m.kind != "mamba" for m in self.managers)
         # A skipped step schedules at most this many tokens: fewer than a Mamba block cannot need a prefill

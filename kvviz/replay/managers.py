@@ -107,18 +107,20 @@ class Manager:
         full blocks up to `num_tokens` (masked-out and null blocks skipped)."""
         rid = request.rid
         cached = self.num_cached_block.get(rid, 0)
-        full = min(num_tokens, request.num_hashed_tokens()) // self.block_size
+        hashed = request.prompt_len + request.num_output  # request.num_hashed_tokens()
+        full = (num_tokens if num_tokens < hashed else hashed) // self.block_size
         if cached >= full:
             return
         blocks = self.req_to_blocks[rid]
-        mask = self.mask(cached, full, request)
-        bs, pool, gid = self.block_size, self.pool, self.gid
+        mask = None if self.kind == "full" else self.mask(cached, full, request)
+        bs, insert, gid = self.block_size, self.pool.insert_hash, self.gid
+        group, prefix_len = request.group, request.prefix_len
         for i in range(cached, full):
             b = blocks[i]
             if b == NULL or (mask is not None and not mask[i - cached]):
                 continue
             end = (i + 1) * bs
-            pool.insert_hash((request.token_key(end), gid), b, end)
+            insert((((group, end) if end <= prefix_len else (rid, end)), gid), b, end)  # request.token_key(end)
         self.num_cached_block[rid] = full
 
     def free(self, rid: str) -> None:
@@ -157,8 +159,19 @@ class Manager:
     def find_longest_cache_hit(request, max_length, gids, pool, block_size):
         """`FullAttentionManager.find_longest_cache_hit`: the longest run of cached blocks from the start."""
         out = [[] for _ in gids]
-        for i in range(max_length // block_size):
-            got = pool.get_cached_block(request.token_key((i + 1) * block_size), gids)
+        # pool.get_cached_block(request.token_key(end), gids) written out; no block past hit_span is cached
+        cached, rid, group, prefix_len = pool.cached, request.rid, request.group, request.prefix_len
+        span = pool.hit_span(request, max_length // block_size, block_size)
+        if len(gids) == 1:
+            lst, g = out[0], gids[0]
+            for end in range(block_size, (span + 1) * block_size, block_size):
+                ids = cached.get((((group, end) if end <= prefix_len else (rid, end)), g))
+                if not ids:
+                    break
+                lst.append(ids[0])
+            return out, len(lst) * block_size
+        for end in range(block_size, (span + 1) * block_size, block_size):
+            got = pool.get_cached_block((group, end) if end <= prefix_len else (rid, end), gids)
             if not got:
                 break
             for lst, b in zip(out, got):

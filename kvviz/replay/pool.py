@@ -210,17 +210,24 @@ class BlockPool:
         return 0
 
     def get_new_blocks(self, k: int, group: int = 0, rid=None) -> list[int]:
-        """`BlockPool.get_new_blocks`: pop `k` free blocks, evicting their cached hashes."""
+        """`BlockPool.get_new_blocks`: pop `k` free blocks (`popleft_n`), evicting their cached hashes."""
         if k > self.num_free:
             raise ValueError(f"Cannot get {k} free blocks from the pool")
-        out = self.popleft_n(k)
+        nxt, head = self.nxt, self.head
         ref, h, owner, req_owner = self.ref, self.hash, self.owner, self.req_owner
-        for b in out:
+        out = []
+        b = nxt[head]
+        for _ in range(k):
+            out.append(b)
             if h[b] is not None:
                 self.evict_hash(b)
             ref[b] += 1
             owner[b] = group
             req_owner[b] = rid
+            b = nxt[b]
+        nxt[head] = b
+        self.prv[b] = head
+        self.num_free -= k
         if self.dirty is not None:
             self.dirty.update(out)
         self.held[group] += k

@@ -62,6 +62,58 @@ class RunningSlots:
         self._set_limits(request, main)
         return True
 
+    def _allocate_dense(self, request, num_new_tokens: int) -> bool:
+        """`_allocate_running` for a model of one full-attention group (`KVCacheManager.dense`): no window
+        to trim, the blocks for `need` allocated, the full blocks hashed, and `_set_limits`, written out."""
+        rid = request.rid
+        mml = self.max_model_len
+        total = request.num_computed_tokens
+        if total > mml:
+            total = mml
+        main = total + num_new_tokens
+        need = main if main < mml else mml
+        m = self.managers[0]
+        bs = m.block_size
+        tables = m.req_to_blocks
+        blocks = tables.get(rid)
+        k = -(-need // bs) - (len(blocks) if blocks is not None else 0)
+        pool = self.pool
+        if k > pool.num_free:
+            return False
+        if blocks is None:
+            blocks = tables[rid] = []
+        if k > 0:
+            blocks.extend(pool.get_new_blocks(k, m.gid, rid))
+        num_tokens = request.prompt_len + request.num_output
+        self._cache_dense(request, main if main < num_tokens else num_tokens, m, blocks, main)
+        return True
+
+    def _cache_running_dense(self, request, main: int) -> None:
+        """`cache_running` for a model of one full-attention group."""
+        num_tokens = request.prompt_len + request.num_output
+        m = self.managers[0]
+        self._cache_dense(request, main if main < num_tokens else num_tokens, m, m.req_to_blocks[request.rid], main)
+
+    def _cache_dense(self, request, num_tokens: int, m, blocks, main: int) -> None:
+        """`cache_blocks` then `_set_limits` for one full-attention group: a full group never trims, so the
+        limits are its allocated and hashed blocks."""
+        mml = self.max_model_len
+        bs = m.block_size
+        alloc = len(blocks) * bs
+        if self.caching:
+            rid = request.rid
+            got = m.num_cached_block.get(rid, 0)
+            if got < num_tokens // bs:  # num_tokens <= num_tokens of the request: nothing past it to hash
+                m.cache_blocks(request, num_tokens)
+                got = m.num_cached_block.get(rid, 0)
+            cache = (got + 1) * bs
+            if cache > mml + 1:
+                cache = mml + 1
+        else:
+            cache = mml + 1
+        request.alloc_limit = alloc if alloc < mml else mml
+        request.cache_limit, request.trim_limit = cache, mml + 1
+
     def cache_running(self, request, main: int) -> None:
         """`allocate_slots` for a running request of a model with no Mamba group when the scheduler knows it
         allocates and frees nothing (main <= alloc_limit, processed < trim_limit: `_allocate_running`'s

@@ -29,13 +29,14 @@ class Request:
         "num_stale_output_tokens",
         "status",
         "num_preemptions",
-        "is_prefill_chunk",
         "shared_prefix_boundary",
         "record",
         "alloc_limit",
         "cache_limit",
         "trim_limit",
         "hit_memo",
+        "stop",
+        "finish_at",
     )
 
     def __init__(self, rid, index, prompt_len, max_tokens, group, prefix_len, record) -> None:
@@ -44,7 +45,6 @@ class Request:
         self.num_output = self.num_computed_tokens = self.num_output_placeholders = 0
         self.num_in_flight_tokens = self.num_stale_output_tokens = self.num_preemptions = 0
         self.status = WAITING
-        self.is_prefill_chunk = False
         self.shared_prefix_boundary = 0
         self.record = record
         # A step of at most `KVCacheManager.skip_max_tokens` tokens whose computed + new tokens stay <= alloc_limit
@@ -52,6 +52,8 @@ class Request:
         # (`KVCacheManager._set_limits` sets them; 0 = unknown).
         self.alloc_limit = self.cache_limit = self.trim_limit = 0
         self.hit_memo: tuple | None = None  # ((num_tokens, pool.hit_version), get_computed_blocks' answer)
+        self.stop = prompt_len + max_tokens  # prompt plus every output token
+        self.finish_at = max_tokens  # output tokens at which it finishes (the scheduler caps it at max_model_len)
 
     @property
     def num_tokens(self) -> int:
@@ -103,6 +105,8 @@ class Scheduler:
         """Queue a new request at the back of the waiting queue (`Scheduler.add_request`)."""
         self.waiting.append(r)
         self.requests[r.rid] = r
+        # update_from_output's stop: num_output >= max_tokens or num_tokens >= max_model_len
+        r.finish_at = min(r.max_tokens, self.max_model_len - r.prompt_len)
 
     def has_requests(self) -> bool:
         """Whether any request is running or waiting (`Scheduler.has_requests`)."""
@@ -143,7 +147,6 @@ class Scheduler:
         kv = self.kv
         budget = self.budget
         kv.new_step_starts()
-        scheduled: dict = {}
         preempted: list = []
         admitted: list = []
         items: list = []  # admitted (request, tokens), in scheduling order
@@ -163,11 +166,12 @@ class Scheduler:
                 break
             computed = r.num_computed_tokens
             placeholders = r.num_output_placeholders
+            if placeholders > 0 and computed + 2 - placeholders >= r.stop:
+                continue  # every output token is scheduled already (AsyncScheduler)
             prompt_len = r.prompt_len
-            if placeholders > 0 and computed + 2 - placeholders >= prompt_len + r.max_tokens:
-                continue
             num_tokens = prompt_len + r.num_output
-            n = num_tokens + placeholders - computed
+            known = num_tokens + placeholders  # num_tokens_with_spec plus the output placeholders
+            n = known - computed
             if n > budget:
                 n = budget
             if n > mml1 - computed:
@@ -178,37 +182,31 @@ class Scheduler:
                 continue
             end = computed + n
             # allocate_slots would allocate and free nothing; below cache_limit it would hash nothing either
-            fits = n <= skip_max and end <= r.alloc_limit and computed - r.num_in_flight_tokens < r.trim_limit
-            if fits and end >= r.cache_limit:
-                if no_mamba:
-                    cache_running(r, end)
-                else:
-                    fits = False
-            if not fits:
-                ok = False
-                while True:
-                    if allocate(r, n):
-                        ok = True
-                        break
+            if (
+                n > skip_max
+                or end > r.alloc_limit
+                or computed - r.num_in_flight_tokens >= r.trim_limit
+                or (end >= r.cache_limit and not no_mamba)
+            ):
+                while not allocate(r, n):
                     victim = running.pop()
                     self._preempt(victim)
                     preempted.append(victim)
                     if victim is r:
                         break
-                if not ok:
+                if r.status is PREEMPTED:
                     break
-            scheduled[r.rid] = n
+            elif end >= r.cache_limit:
+                cache_running(r, end)
             budget -= n
             # _update_after_schedule, done here for running requests (nothing later in this step reads them)
             if computed >= prompt_len and computed >= num_tokens - 1:  # past the prefill end
                 decode += n
             r.num_computed_tokens = end
             r.num_in_flight_tokens += n
-            if end < num_tokens + placeholders:
-                r.is_prefill_chunk = True
+            if end < known:  # a prefill chunk
                 append((r, n, False))
             else:
-                r.is_prefill_chunk = False
                 if async_:
                     r.num_output_placeholders = placeholders + 1
                 append((r, n, True))
@@ -239,7 +237,6 @@ class Scheduler:
                 waiting.popleft()
                 running.append(r)
                 admitted.append((r, hits))
-                scheduled[r.rid] = n
                 items.append((r, n))
                 budget -= n
                 r.status = RUNNING
@@ -255,13 +252,14 @@ class Scheduler:
             computed += n
             r.num_computed_tokens = computed
             r.num_in_flight_tokens += n
-            chunk = r.is_prefill_chunk = computed < num_tokens + r.num_output_placeholders
+            chunk = computed < num_tokens + r.num_output_placeholders
             if not chunk and async_:
                 r.num_output_placeholders += 1
             processed.append((r, n, not chunk))
         return {
             "step": step,
-            "scheduled": scheduled,
+            "num_scheduled": len(processed),
+            "tokens_scheduled": self.budget - budget,
             "items": processed,
             "admitted": admitted,
             "preempted": preempted,
@@ -285,7 +283,6 @@ class Scheduler:
         max_tokens (or max_model_len) finishes and frees its blocks."""
         finished = []
         stopped_running, stopped_waiting = [], []
-        mml = self.max_model_len
         no_mamba = self.kv.no_mamba
         cache_blocks = self.kv.cache_blocks
         batch_step = batch["step"]
@@ -309,7 +306,7 @@ class Scheduler:
                     upto = r.num_computed_tokens - r.num_in_flight_tokens
                     if upto >= r.cache_limit or not no_mamba:  # below it every full block is hashed already
                         cache_blocks(r, upto)
-            if r.prompt_len + num_output >= mml or num_output >= r.max_tokens:
+            if num_output >= r.finish_at:  # prompt + output >= max_model_len or output >= max_tokens
                 rid = r.rid
                 r.status = FINISHED
                 rec = r.record
