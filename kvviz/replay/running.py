@@ -111,8 +111,9 @@ class RunningSlots:
                 cache = mml + 1
         else:
             cache = mml + 1
-        request.alloc_limit = alloc if alloc < mml else mml
+        alloc = request.alloc_limit = alloc if alloc < mml else mml
         request.cache_limit, request.trim_limit = cache, mml + 1
+        request.quiet_end = alloc + 1 if alloc < cache else cache
 
     def cache_running(self, request, main: int) -> None:
         """`allocate_slots` for a running request of a model with no Mamba group when the scheduler knows it
@@ -162,6 +163,7 @@ class RunningSlots:
                 if rid in m.checkpoints:  # the next call pops it (num_blocks_to_allocate): not a no-op
                     alloc = 0
         request.alloc_limit, request.cache_limit, request.trim_limit = alloc, cache, trim
+        request.quiet_end = alloc + 1 if alloc < cache else cache  # min(alloc_limit + 1, cache_limit)
 
     def _mamba_limits(self, m, request, main, blocks, trim, cache):
         """`_set_limits` for one Mamba group: `MambaManager.remove_skipped_blocks` frees block i (past the

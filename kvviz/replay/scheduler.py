@@ -32,6 +32,7 @@ class Request:
         "shared_prefix_boundary",
         "record",
         "alloc_limit",
+        "quiet_end",
         "cache_limit",
         "trim_limit",
         "hit_memo",
@@ -51,6 +52,7 @@ class Request:
         # and < cache_limit, and whose processed tokens stay < trim_limit, allocates, hashes and frees nothing
         # (`KVCacheManager._set_limits` sets them; 0 = unknown).
         self.alloc_limit = self.cache_limit = self.trim_limit = 0
+        self.quiet_end = 0  # min(alloc_limit + 1, cache_limit): below it, with the window check, nothing to do
         self.hit_memo: tuple | None = None  # ((num_tokens, pool.hit_version), get_computed_blocks' answer)
         self.stop = prompt_len + max_tokens  # prompt plus every output token
         self.finish_at = max_tokens  # output tokens at which it finishes (the scheduler caps it at max_model_len)
@@ -150,7 +152,10 @@ class Scheduler:
         preempted: list = []
         admitted: list = []
         items: list = []  # admitted (request, tokens), in scheduling order
-        processed: list = []  # (request, tokens, sampled) in scheduling order, for update_from_output
+        # for update_from_output, in scheduling order: (request, tokens) of the requests that sample a token,
+        # and of those that only computed a prefill chunk
+        processed: list = []
+        chunks: list = []
         decode = 0
         async_ = self.async_
         running = self.running
@@ -159,8 +164,12 @@ class Scheduler:
         allocate = kv.allocate_slots
         skip_max = kv.skip_max_tokens
         append = processed.append
+        append_chunk = chunks.append
         no_mamba = kv.no_mamba
         cache_running = kv.cache_running
+        # no window and no Mamba group: trim_limit is max_model_len + 1 whenever alloc_limit is known (they are
+        # set together; unknown, both are 0), skip_max_tokens is max_model_len: only quiet_end is asked
+        plain = no_mamba and not kv.sliding
         for r in running:  # preemption pops only behind the current position (the list's tail)
             if budget <= 0:
                 break
@@ -182,7 +191,9 @@ class Scheduler:
                 continue
             end = computed + n
             # allocate_slots would allocate and free nothing; below cache_limit it would hash nothing either
-            if (
+            if end < r.quiet_end and (plain or (n <= skip_max and computed - r.num_in_flight_tokens < r.trim_limit)):
+                pass
+            elif (
                 n > skip_max
                 or end > r.alloc_limit
                 or computed - r.num_in_flight_tokens >= r.trim_limit
@@ -205,11 +216,11 @@ class Scheduler:
             r.num_computed_tokens = end
             r.num_in_flight_tokens += n
             if end < known:  # a prefill chunk
-                append((r, n, False))
+                append_chunk((r, n))
             else:
                 if async_:
                     r.num_output_placeholders = placeholders + 1
-                append((r, n, True))
+                append((r, n))
         if not preempted:
             skipped: deque = deque()
             waiting = self.waiting
@@ -252,15 +263,18 @@ class Scheduler:
             computed += n
             r.num_computed_tokens = computed
             r.num_in_flight_tokens += n
-            chunk = computed < num_tokens + r.num_output_placeholders
-            if not chunk and async_:
-                r.num_output_placeholders += 1
-            processed.append((r, n, not chunk))
+            if computed < num_tokens + r.num_output_placeholders:  # a prefill chunk
+                chunks.append((r, n))
+            else:
+                if async_:
+                    r.num_output_placeholders += 1
+                processed.append((r, n))
         return {
             "step": step,
-            "num_scheduled": len(processed),
+            "num_scheduled": len(processed) + len(chunks),
             "tokens_scheduled": self.budget - budget,
-            "items": processed,
+            "sampled": processed,
+            "chunks": chunks,
             "admitted": admitted,
             "preempted": preempted,
             "decode_tokens": decode,
@@ -269,7 +283,7 @@ class Scheduler:
     def _preempt(self, r: Request) -> None:
         """`Scheduler._preempt_request`: blocks freed, computed tokens reset, back to the queue's front."""
         self.kv.free(r.rid)
-        r.alloc_limit = r.cache_limit = r.trim_limit = 0
+        r.alloc_limit = r.cache_limit = r.trim_limit = r.quiet_end = 0
         r.status = PREEMPTED
         r.num_computed_tokens = 0
         r.num_stale_output_tokens = r.num_in_flight_tokens
@@ -286,16 +300,19 @@ class Scheduler:
         no_mamba = self.kv.no_mamba
         cache_blocks = self.kv.cache_blocks
         batch_step = batch["step"]
-        for r, n, sampled in batch["items"]:
+        for r, n in batch["chunks"]:  # no token sampled: only the in-flight counts (nothing here reads another's)
+            if r.status is not FINISHED:  # finished since (a request reported never admitted was never scheduled)
+                r.num_in_flight_tokens -= n
+                if r.num_stale_output_tokens > 0:
+                    r.num_stale_output_tokens -= n
+        for r, n in batch["sampled"]:
             status_before = r.status
-            if status_before is FINISHED:  # finished since (a request reported never admitted was never scheduled)
+            if status_before is FINISHED:
                 continue
             r.num_in_flight_tokens -= n
             stale = r.num_stale_output_tokens > 0
             if stale:
                 r.num_stale_output_tokens -= n
-            if not sampled:
-                continue
             placeholders = r.num_output_placeholders
             num_output = r.num_output = r.num_output + 1
             if num_output == 1:  # the first token (num_output only grows, here)
