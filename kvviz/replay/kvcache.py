@@ -11,7 +11,7 @@ import dataclasses
 from kvviz.base.errors import KvvizError
 from kvviz.base.regions import cdiv
 from kvviz.replay.mamba import MambaManager
-from kvviz.replay.managers import Manager, SlidingWindowManager, mamba_checkpoint_position
+from kvviz.replay.managers import Manager, SlidingWindowManager
 from kvviz.replay.pool import NULL, BlockPool
 from kvviz.replay.running import RunningSlots
 
@@ -249,19 +249,15 @@ class KVCacheManager(RunningSlots):
             # is the block-aligned prompt checkpoint position. One spec's groups answer alike (running.py);
             # each group hashes only its own blocks, so the order across specs does not matter.
             bs = m.block_size
-            if m.num_cached_block.get(rid, 0) < upto // bs or (
-                m.kind == "mamba"
-                and (
-                    rid in m.checkpoints
-                    or (
-                        num_tokens > 0
-                        and num_tokens % bs == 0
-                        and num_tokens == mamba_checkpoint_position(request.prompt_len, bs)
-                    )
-                )
-            ):
+            if m.num_cached_block.get(rid, 0) < upto // bs:
                 for g in members:
                     g.cache_blocks(request, num_tokens)
+            elif m.kind == "mamba" and (
+                rid in m.checkpoints
+                or (num_tokens > 0 and num_tokens % bs == 0 and num_tokens == (request.prompt_len - 1) // bs * bs)
+            ):  # the last: mamba_checkpoint_position(prompt_len, bs) written out (num_tokens > 0)
+                for g in members:  # MambaManager.cache_blocks with its full blocks hashed already: the tail alone
+                    g.cache_tail(request, num_tokens)
 
     def record_prefix_cache_stats(self, request, hits: int) -> None:
         """`PrefixCacheStats.record`, called when a request is admitted."""

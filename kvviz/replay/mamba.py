@@ -89,8 +89,7 @@ class MambaManager(Manager):
                 self.checkpoints.pop(rid, None)
         if new > 0:
             new = min(new, 1 + int(position > 0))
-        ref = pool.ref
-        return new + sum(1 for b in new_computed if b != NULL and ref[b] == 0)
+        return new + pool.num_evictable(new_computed)
 
     def allocate_new_blocks(self, rid, num_tokens, main_tokens) -> None:
         """`MambaManager.allocate_new_blocks` ('align'): nulls up to the state (and checkpoint) slots."""
@@ -145,6 +144,12 @@ class MambaManager(Manager):
                 if blocks[i] != NULL and h[blocks[i]] is not None:
                     self.cached_this_step.add(h[blocks[i]])
 
+    def cache_tail(self, request, num_tokens: int) -> None:
+        """`cache_blocks` when every full block up to `num_tokens` is hashed already: the tail block alone."""
+        added = self._cache_tail(request, num_tokens)
+        if added is not None:
+            self.cached_this_step.add(added)
+
     def _cache_tail(self, request, num_tokens: int):
         """`MambaManager._cache_partial_tail_block` with hash_block_size == block_size."""
         bs, pool, rid = self.block_size, self.pool, request.rid
@@ -153,7 +158,7 @@ class MambaManager(Manager):
         if checkpoint is not None:
             position, idx = checkpoint
             b = blocks[idx]
-            is_prompt = position == mamba_checkpoint_position(request.prompt_len, bs)
+            is_prompt = position == max((request.prompt_len - 1) // bs * bs, 0)  # mamba_checkpoint_position
             if not is_prompt and position != request.shared_prefix_boundary:
                 pool.evict_hash(b)
                 return None

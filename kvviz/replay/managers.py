@@ -75,9 +75,7 @@ class Manager:
             return max(required - have, 0)
         skipped = self.skipped_tokens(total_computed) // self.block_size
         new = max(required - max(skipped, len(new_computed) + have), 0)
-        ref = self.pool.ref
-        evictable = sum(1 for b in new_computed[max(0, skipped - have) :] if b != NULL and ref[b] == 0)
-        return new + evictable
+        return new + self.pool.num_evictable(new_computed[max(0, skipped - have) :])
 
     def add_local_computed_blocks(self, rid, new_computed, local_computed) -> None:
         """`add_local_computed_blocks`: touch the hit blocks, null the ones left of the window."""

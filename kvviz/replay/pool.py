@@ -209,6 +209,11 @@ class BlockPool:
             return min(n, request.prefix_len // block_size)
         return 0
 
+    def num_evictable(self, blocks) -> int:
+        """How many of `blocks` are free cached blocks (a hit on them takes one out of the free queue): the
+        non-null ones with no reference (the null block's count stays 0: it is never handed out or freed)."""
+        return list(map(self.ref.__getitem__, blocks)).count(0) - blocks.count(NULL)
+
     def get_new_blocks(self, k: int, group: int = 0, rid=None) -> list[int]:
         """`BlockPool.get_new_blocks`: pop `k` free blocks (`popleft_n`), evicting their cached hashes."""
         if k > self.num_free:
