@@ -215,7 +215,17 @@ class KVCacheManager(RunningSlots):
         free = self.pool.num_free
         if full_sequence_must_fit:
             full = min(request.num_tokens, self.max_model_len)
-            if self._to_allocate(request, full, new_computed, total, local, full, True, prefill_end) > free:
+            # A waiting request holds no blocks, so the count depends only on its lengths, its hit blocks and
+            # which of them are unreferenced: asked again when the hit (a new get_computed_blocks answer) or
+            # any block's free / touched state (BlockPool.ref_epoch) changed. Mamba's count reads the step.
+            key = (new_computed, total, full, self.pool.ref_epoch)
+            memo = request.admit_memo
+            if memo is not None and memo[0] == key and self.no_mamba:
+                count = memo[1]
+            else:
+                count = self._to_allocate(request, full, new_computed, total, local, full, True, prefill_end)
+                request.admit_memo = (key, count)
+            if count > free:
                 return False
         main = total + num_new_tokens
         need = min(main, self.max_model_len)

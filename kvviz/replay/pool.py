@@ -37,6 +37,7 @@ class BlockPool:
         "req_owner",
         "dirty",
         "ident_version",
+        "ref_epoch",
     )
 
     def __init__(self, num_blocks: int, enable_caching: bool) -> None:
@@ -62,6 +63,7 @@ class BlockPool:
         self.ident_version: dict = {}  # identity -> times its cached entries changed (hit searches memoised)
         self.req_owner: list = [None] * n  # the request a block id was last handed to (the time-lapse)
         self.dirty: set | None = None  # block ids whose state changed this step, when the time-lapse is recorded
+        self.ref_epoch = 0  # counts the calls that freed a block or touched a free one (admission counts memoised)
         got = self.popleft_n(1)  # BlockPool.__init__: null_block = free_block_queue.popleft()
         assert got == [NULL]
 
@@ -245,6 +247,7 @@ class BlockPool:
             if b == NULL:
                 continue
             if ref[b] == 0:
+                self.ref_epoch += 1
                 self._remove(b)
                 self.held[self.owner[b]] += 1
                 self.req_owner[b] = rid
@@ -257,6 +260,7 @@ class BlockPool:
         no hash (evicted first) and to its back when cached (evicted last, LRU)."""
         first, last = [], []
         ref, h, caching = self.ref, self.hash, self.enable_caching
+        self.ref_epoch += 1
         for b in ordered:
             if b == NULL:
                 continue

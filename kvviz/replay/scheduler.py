@@ -38,6 +38,7 @@ class Request:
         "hit_memo",
         "stop",
         "finish_at",
+        "admit_memo",
     )
 
     def __init__(self, rid, index, prompt_len, max_tokens, group, prefix_len, record) -> None:
@@ -55,6 +56,7 @@ class Request:
         self.quiet_end = 0  # min(alloc_limit + 1, cache_limit): below it, with the window check, nothing to do
         self.hit_memo: tuple | None = None  # ((num_tokens, pool.hit_version), get_computed_blocks' answer)
         self.stop = prompt_len + max_tokens  # prompt plus every output token
+        self.admit_memo: tuple | None = None  # (inputs, blocks) of the admission check (KVCacheManager.allocate_slots)
         self.finish_at = max_tokens  # output tokens at which it finishes (the scheduler caps it at max_model_len)
 
     @property
