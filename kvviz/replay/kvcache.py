@@ -122,6 +122,7 @@ class KVCacheManager(RunningSlots):
         # checkpoint (`mamba_checkpoint_valid`: start + block <= position < end).
         self.skip_max_tokens = min((m.block_size for m in self.managers if m.kind == "mamba"), default=max_model_len)
         self.sliding = [m for m in self.managers if m.kind == "sliding"]
+        self.mamba = [m for m in self.managers if m.kind == "mamba"]
         self.stats = {"queries": 0, "hits": 0, "preempted_queries": 0, "preempted_hits": 0}
 
     # ---- prefix hits -------------------------------------------------------------------
@@ -217,10 +218,12 @@ class KVCacheManager(RunningSlots):
             full = min(request.num_tokens, self.max_model_len)
             # A waiting request holds no blocks, so the count depends only on its lengths, its hit blocks and
             # which of them are unreferenced: asked again when the hit (a new get_computed_blocks answer) or
-            # any block's free / touched state (BlockPool.ref_epoch) changed. Mamba's count reads the step.
-            key = (new_computed, total, full, self.pool.ref_epoch)
+            # any block's free / touched state (BlockPool.ref_epoch) changed. A Mamba group's count also reads
+            # the states cached in this step (none: the count is theirs of any step with none).
+            settled = not any(m.cached_this_step for m in self.mamba)
+            key = (new_computed, total, full, prefill_end, self.pool.ref_epoch, settled)
             memo = request.admit_memo
-            if memo is not None and memo[0] == key and self.no_mamba:
+            if settled and memo is not None and memo[0] == key:
                 count = memo[1]
             else:
                 count = self._to_allocate(request, full, new_computed, total, local, full, True, prefill_end)
