@@ -146,6 +146,18 @@ class MambaManager(Manager):
 
     def cache_tail(self, request, num_tokens: int) -> None:
         """`cache_blocks` when every full block up to `num_tokens` is hashed already: the tail block alone."""
+        checkpoint = self.checkpoints.get(request.rid)
+        if checkpoint is not None:  # _cache_tail's no-ops on a checkpoint, asked first
+            position, idx = checkpoint
+            pool = self.pool
+            b = self.req_to_blocks[request.rid][idx]
+            if position == max((request.prompt_len - 1) // self.block_size * self.block_size, 0) or (
+                position == request.shared_prefix_boundary
+            ):
+                if pool.hash[b] is not None and pool.hash_tokens[b] == position:
+                    return  # hashed at the checkpoint already
+            elif pool.hash[b] is None:
+                return  # nothing to evict
         added = self._cache_tail(request, num_tokens)
         if added is not None:
             self.cached_this_step.add(added)
