@@ -39,6 +39,8 @@ def _argv(case: dict, budget: int, mnbt: int) -> list[str]:
         argv += ["--pipeline-parallel-size", str(o["pp"])]
     if "partition" in o:
         argv += ["--pp-layer-partition", o["partition"]]
+    if o.get("dcp", 1) > 1:
+        argv += ["--decode-context-parallel-size", str(o["dcp"])]
     if "offload" in o:
         argv += ["--kv-offloading-size", str(o["offload"])]
     return argv
@@ -184,29 +186,36 @@ LAYOUT_CASES = [
 
 @pytest.mark.parametrize("model,gpus", LAYOUT_CASES)
 def test_mla_tp_vs_attention_dp_vs_dcp_equal_vllms_engines(model, gpus):
-    """`--attention-layouts N` on an MLA model, at one per-GPU budget: TP N's row is vLLM's TP N engine (the
+    """`--attention-layouts N` on an MLA model, at each per-GPU budget: TP N's row is vLLM's TP N engine (the
     latent whole on every rank: the same blocks as TP 1), attention DP N's row is N of vLLM's DP-rank engines
-    (TP 1 each), and DCP's row (where recorded) is vLLM's TP N x DCP N engine."""
+    (TP 1 each), and DCP's row (where recorded) is vLLM's TP N x DCP N engine. Where an engine refuses to start
+    (one request of max_model_len does not fit a GPU: DeepSeek-V3 at 2 GiB under TP 8 and DP 8, not under DCP 8,
+    whose request holds 1/8 of its tokens), the row carries vLLM's error word for word."""
     tp_key, dp_key = f"{model}/tp={gpus}", f"{model}/dp={gpus},ep"
     dcp_key = f"{model}/tp={gpus},dcp={gpus}"
     tp_case, dp_case = CASES[tp_key], CASES[dp_key]
+    mnbt = f"max_num_batched_tokens={MNBTS[0]}"
+    want = {"tp": (tp_case, 1), "attention_dp": (dp_case, gpus)}
+    if dcp_key in CASES:
+        want["dcp"] = (CASES[dcp_key], 1)
     for bkey, b in tp_case["budgets"].items():
-        if "refused" in b or "refused" in dp_case["budgets"][bkey]:
-            continue
         budget = b["available_bytes_per_gpu"]
         argv = _argv(CASES[f"{model}/tp=1"], budget, MNBTS[0]) + ["--attention-layouts", str(gpus)]
         rc, out, err = _run(argv)
         assert rc == 0, err
         rows = {r["layout"]: r for r in out["attention_layouts"]["layouts"]}
-        mnbt = f"max_num_batched_tokens={MNBTS[0]}"
-        want = {"tp": (tp_case, 1), "attention_dp": (dp_case, gpus)}
-        if dcp_key in CASES:
-            want["dcp"] = (CASES[dcp_key], 1)
         for name, (case, engines) in want.items():
             eb = case["budgets"][bkey]
             r = rows[name]
+            if "refused" in eb:  # get_kv_cache_configs -> _check_enough_kv_cache_memory
+                assert r["startup_refusal"] == eb["refused"].removeprefix("ValueError: "), (name, bkey)
+                continue
+            assert "startup_refusal" not in r, (name, bkey)
             assert r["engines"] == engines, (name, bkey)
             assert r["num_blocks_per_gpu"] == eb["num_blocks"], (name, bkey)
             assert r["total_kv_cache_tokens"] == engines * eb["capacity"][mnbt]["gpu_kv_cache_size_tokens"]
             assert r["total_concurrency"] == pytest.approx(engines * eb["capacity"][mnbt]["max_concurrency"])
-        assert rows["tp"]["num_blocks_per_gpu"] == CASES[f"{model}/tp=1"]["budgets"][bkey]["num_blocks"]
+        if "refused" not in b:
+            assert rows["tp"]["num_blocks_per_gpu"] == CASES[f"{model}/tp=1"]["budgets"][bkey]["num_blocks"]
+    refused = [k for k, c in want.items() for b in c[0]["budgets"].values() if "refused" in b]
+    assert model != "deepseek-v3" or sorted(set(refused)) == ["attention_dp", "tp"]  # the 2 GiB budget
