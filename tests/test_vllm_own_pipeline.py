@@ -45,13 +45,15 @@ from kvviz.vllm.transfer import transfer
 
 PLANNING = "v1/core/kv_cache_planning.py"
 GIB = 2**30
-# (preset, knobs): sliding, MLA, Mamba/GDN hybrids, uneven splits, TP x PP, a partition.
+# (preset, knobs): sliding, MLA, Mamba/GDN hybrids, uneven splits, TP x PP, partitions.
 PP_MODELS = (
     ("gpt-oss-120b", {"pipeline_parallel_size": 3, "max_model_len": 32768}),
     ("gemma-3-27b", {"pipeline_parallel_size": 4, "tensor_parallel_size": 2}),
     ("deepseek-v3", {"pipeline_parallel_size": 4, "tensor_parallel_size": 8}),
     ("qwen3-next-80b-a3b", {"pipeline_parallel_size": 3}),
     ("jamba-v0.1", {"pipeline_parallel_size": 2, "pp_layer_partition": (10, 22)}),
+    # a first stage of two GDN layers only: its states keep block 16 and their own page (state_only_stages)
+    ("qwen3-next-80b-a3b", {"pipeline_parallel_size": 2, "pp_layer_partition": (3, 45), "max_model_len": 32768}),
     ("llama-3.1-8b", {"pipeline_parallel_size": 3, "max_num_batched_tokens": 2048}),
 )
 
