@@ -32,22 +32,35 @@ def _int(*xs) -> bool:
     return all(isinstance(x, int) and not isinstance(x, bool) for x in xs)
 
 
-def _kv_heads(values: dict, key: str = "num_key_value_heads") -> None:
+def _kv_heads(values: dict, part: dict, key: str = "num_key_value_heads") -> bool:
     """The backward-compatibility line most classes share: `if self.num_key_value_heads is None:
-    self.num_key_value_heads = self.num_attention_heads`."""
+    self.num_key_value_heads = self.num_attention_heads`. A JSON null is left to transformers (most
+    classes type the field `int`, and their strict dataclass refuses it)."""
+    if key in part and part[key] is None:
+        return False
     if values.get(key) is None:
         values[key] = values.get("num_attention_heads")
+    return True
 
 
-def _period(values: dict, part: dict, *, key: str, default: int, every: str, other: str) -> bool:
-    """layer_types every `key`-th layer `every`, the others `other`, when the JSON has none (the key
-    popped from the JSON, or the class default)."""
+def _divides(values: dict) -> bool:
+    """validate_architecture of DeepseekV2Config / MiniCPM3Config: hidden_size a multiple of
+    num_attention_heads (else the class refuses)."""
+    hidden, heads = values.get("hidden_size"), values.get("num_attention_heads")
+    return _int(hidden, heads) and heads > 0 and hidden % heads == 0
+
+
+def _period(values: dict, part: dict, *, key: str, default: int, every: str, other: str, pop: bool) -> bool:
+    """layer_types every `key`-th layer `every`, the others `other`, when the JSON has none (the JSON's
+    `key` -- which the class pops from its kwargs then, when `pop` -- or the class default)."""
     n = values.get("num_hidden_layers")
     period = part.get(key, default)
     if values.get("layer_types") is None:
         if not _int(n, period) or period == 0:
             return False
         values["layer_types"] = [other if (i + 1) % period else every for i in range(n)]
+        if pop:
+            values.pop(key, None)
     return True
 
 
@@ -57,7 +70,13 @@ def _gemma3_text(values: dict, part: dict, given: set) -> bool:
     if values.get("use_bidirectional_attention"):
         return False
     return _period(
-        values, part, key="sliding_window_pattern", default=6, every="full_attention", other="sliding_attention"
+        values,
+        part,
+        key="sliding_window_pattern",
+        default=6,
+        every="full_attention",
+        other="sliding_attention",
+        pop=False,
     )
 
 
@@ -65,7 +84,13 @@ def _qwen3_next(values: dict, part: dict, given: set) -> bool:
     """Qwen3NextConfig.__post_init__ (and Qwen3_5TextConfig / Qwen3_5MoeTextConfig.__post_init__, which
     pop the same `full_attention_interval`): every full_attention_interval-th layer full (default 4)."""
     return _period(
-        values, part, key="full_attention_interval", default=4, every="full_attention", other="linear_attention"
+        values,
+        part,
+        key="full_attention_interval",
+        default=4,
+        every="full_attention",
+        other="linear_attention",
+        pop=True,
     )
 
 
@@ -117,8 +142,7 @@ def _nemotron_h(values: dict, part: dict, given: set) -> bool:
     values["layers_block_type"] = kinds
     values["num_hidden_layers"] = len(kinds)
     values["hybrid_override_pattern"] = "".join(letter[k] for k in kinds)
-    _kv_heads(values)
-    return True
+    return _kv_heads(values, part)
 
 
 def _jamba(values: dict, part: dict, given: set) -> bool:
@@ -134,7 +158,8 @@ def _jamba(values: dict, part: dict, given: set) -> bool:
         return False
     values["layers_block_type"] = ["attention" if i % period == offset else "mamba" for i in range(n)]
     values["layer_types"] = remap(values["layers_block_type"])
-    _kv_heads(values)
+    if not _kv_heads(values, part):
+        return False
     if values.get("mamba_dt_rank") == "auto":
         if not isinstance(values.get("hidden_size"), int):
             return False
@@ -186,7 +211,8 @@ def _falcon_h1(values: dict, part: dict, given: set) -> bool:
     if "layers_block_type" in given or not _int(values.get("num_hidden_layers")):
         return False
     values["layers_block_type"] = ["hybrid"] * values["num_hidden_layers"]
-    _kv_heads(values)
+    if not _kv_heads(values, part):
+        return False
     d_ssm, expand, hidden = values.get("mamba_d_ssm"), values.get("mamba_expand"), values.get("hidden_size")
     if d_ssm is None and not _int(expand, hidden):
         return False
@@ -196,7 +222,8 @@ def _falcon_h1(values: dict, part: dict, given: set) -> bool:
 def _granite_h(values: dict, part: dict, given: set) -> bool:
     """GraniteMoeHybridConfig.__post_init__: num_key_value_heads, mamba_d_head (from mamba_expand x
     hidden_size), layer_types every layer linear_attention when the JSON lists none."""
-    _kv_heads(values)
+    if not _kv_heads(values, part):
+        return False
     if values.get("layer_types") is None:
         if not _int(values.get("num_hidden_layers")):
             return False
@@ -233,7 +260,8 @@ def _zamba2(values: dict, part: dict, given: set) -> bool:
         values["mamba_headdim"] = int(expand * hidden) // m_heads
     if values.get("use_long_context"):
         values["max_position_embeddings"] = 16384
-    _kv_heads(values)
+    if not _kv_heads(values, part):
+        return False
     kinds = values.get("layers_block_type")
     if kinds is not None and not isinstance(kinds, list):
         return False
@@ -243,21 +271,16 @@ def _zamba2(values: dict, part: dict, given: set) -> bool:
 
 def _rope_head_dim(values: dict) -> bool:
     """head_dim = qk_rope_head_dim, whatever the JSON says (DeepseekV2Config, DeepseekV32Config,
-    MiniCPM3Config, HYV4Config .__post_init__), hidden_size // num_attention_heads where that is None
-    (DeepseekV2Config, MiniCPM3Config)."""
+    MiniCPM3Config, HYV4Config .__post_init__; each types qk_rope_head_dim `int`, so their fallback
+    for a None is never reached)."""
     values["head_dim"] = values.get("qk_rope_head_dim")
-    if values["head_dim"] is None:
-        hidden, heads = values.get("hidden_size"), values.get("num_attention_heads")
-        if not _int(hidden, heads) or not heads:
-            return False
-        values["head_dim"] = hidden // heads
-    return True
+    return _int(values["head_dim"])
 
 
 def _deepseek_v2(values: dict, part: dict, given: set) -> bool:
-    """DeepseekV2Config.__post_init__: head_dim (qk_rope_head_dim) and num_key_value_heads."""
-    _kv_heads(values)
-    return _rope_head_dim(values)
+    """DeepseekV2Config.__post_init__: head_dim (qk_rope_head_dim) and num_key_value_heads;
+    validate_architecture."""
+    return _kv_heads(values, part) and _rope_head_dim(values) and _divides(values)
 
 
 def _deepseek_v32(values: dict, part: dict, given: set) -> bool:
@@ -278,9 +301,8 @@ def _deepseek_v32(values: dict, part: dict, given: set) -> bool:
 
 def _minicpm3(values: dict, part: dict, given: set) -> bool:
     """MiniCPM3Config.__post_init__: head_dim (qk_rope_head_dim), v_head_dim (hidden_size //
-    num_attention_heads when None), num_key_value_heads."""
-    _kv_heads(values)
-    if not _rope_head_dim(values):
+    num_attention_heads when None), num_key_value_heads; validate_architecture."""
+    if not (_kv_heads(values, part) and _rope_head_dim(values) and _divides(values)):
         return False
     if values.get("v_head_dim") is None:
         values["v_head_dim"] = values["hidden_size"] // values["num_attention_heads"]
@@ -314,20 +336,13 @@ def _hy_v3(values: dict, part: dict, given: set) -> bool:
 
 def _llama4_text(values: dict, part: dict, given: set) -> bool:
     """Llama4TextConfig.__post_init__: num_key_value_heads; no_rope_layers (the JSON's when non-empty,
-    else 1 except every no_rope_layer_interval-th layer); head_dim (hidden_size // num_attention_heads
-    when None); layer_types chunked_attention on RoPE layers when attention_chunk_size is set, else
-    full_attention (when the JSON lists none)."""
+    else 1 except every no_rope_layer_interval-th layer); layer_types chunked_attention on RoPE layers
+    when attention_chunk_size is set, else full_attention (when the JSON lists none)."""
     n, interval = values.get("num_hidden_layers"), values.get("no_rope_layer_interval")
-    if not _int(n, interval) or not interval:
-        return False
-    _kv_heads(values)
+    if not _int(n, interval) or not interval or not _kv_heads(values, part) or not _int(values.get("head_dim")):
+        return False  # (head_dim is typed `int`: its None fallback is never reached)
     if not values.get("no_rope_layers"):
         values["no_rope_layers"] = [int((i + 1) % interval != 0) for i in range(n)]
-    if values.get("head_dim") is None:
-        hidden, heads = values.get("hidden_size"), values.get("num_attention_heads")
-        if not _int(hidden, heads) or not heads:
-            return False
-        values["head_dim"] = hidden // heads
     if values.get("layer_types") is None:
         if not isinstance(values["no_rope_layers"], list):
             return False
@@ -346,7 +361,8 @@ def _falcon(values: dict, part: dict, given: set) -> bool:
     if "n_embed" in part and part["n_embed"] is not None:
         values["hidden_size"] = values.pop("n_embed")
     values.pop("n_embed", None)
-    _kv_heads(values, "num_kv_heads")
+    if not _kv_heads(values, part, "num_kv_heads"):
+        return False
     hidden, heads = values.get("hidden_size"), values.get("num_attention_heads")
     if not _int(hidden, heads) or not heads:
         return False
@@ -364,8 +380,7 @@ def _longcat_flash(values: dict, part: dict, given: set) -> bool:
     if not _int(values.get("num_layers")):
         return False
     values["num_hidden_layers"] = 2 * values["num_layers"]
-    _kv_heads(values)
-    return True
+    return _kv_heads(values, part)
 
 
 # model_type -> (rule, the properties and derived fields it answers for)
@@ -399,7 +414,7 @@ RULES = {
     "minicpm3": (_minicpm3, ("head_dim", "v_head_dim", "num_key_value_heads")),
     "hy_v4": (_hy_v4, ("head_dim", "num_key_value_heads", "layer_types", "mlp_layer_types")),
     "hy_v3": (_hy_v3, ("mlp_layer_types",)),
-    "llama4_text": (_llama4_text, ("num_key_value_heads", "no_rope_layers", "head_dim", "layer_types")),
+    "llama4_text": (_llama4_text, ("num_key_value_heads", "no_rope_layers", "layer_types")),
     "falcon": (_falcon, ("head_dim", "num_kv_heads")),
     "longcat_flash": (_longcat_flash, ("num_hidden_layers", "num_key_value_heads")),
 }
