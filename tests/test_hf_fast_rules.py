@@ -94,6 +94,11 @@ VARIATIONS = {
         {"qk_rope_head_dim": 32, "head_dim": 128},
         {"layer_types": ["deepseek_sparse_attention"] * 3, "num_hidden_layers": 3},
     ],
+    "glm_moe_dsa": [
+        {"first_k_dense_replace": 2, "num_hidden_layers": 5},
+        {"qk_rope_head_dim": 32, "head_dim": 128},
+        {"layer_types": ["deepseek_sparse_attention"] * 3, "num_hidden_layers": 3},
+    ],
     "minicpm3": [
         {"head_dim": 5},
         {"v_head_dim": None, "hidden_size": 512},

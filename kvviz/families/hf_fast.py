@@ -28,7 +28,7 @@ from kvviz.families.hf_fast_rules import RULES, remap
 TABLE = Path(__file__).resolve().parent / "hf_table.json"
 # sha256 of the table, written by scripts/hf_config_table.py: a table changed without this line is
 # not read (and, this module being readers' code, a new table invalidates the parsed-config cache).
-TABLE_SHA256 = "20d716f6a90484d60c1e2b49eae374fe4b7ca6fb875d23e5e675f632b218f077"
+TABLE_SHA256 = "7205069989e2d7d2aa842f6ca4257dd679ca54ba0b48262d6593ed06e282c94e"
 
 
 @functools.lru_cache(maxsize=1)

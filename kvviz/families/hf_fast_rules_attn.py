@@ -101,10 +101,10 @@ def _deepseek_v2(values: dict, part: dict, given: set) -> bool:
 
 
 def _deepseek_v32(values: dict, part: dict, given: set) -> bool:
-    """DeepseekV32Config.__post_init__: head_dim = qk_rope_head_dim; mlp_layer_types 'dense' for the
-    first min(first_k_dense_replace, num_hidden_layers) layers, then 'sparse'; layer_types every layer
-    indexed_attention (both when the JSON lists none); num_experts also sets n_routed_experts (no
-    reader's field)."""
+    """DeepseekV32Config.__post_init__ (GlmMoeDsaConfig.__post_init__ the same): head_dim =
+    qk_rope_head_dim; mlp_layer_types 'dense' for the first min(first_k_dense_replace, num_hidden_layers)
+    layers, then 'sparse'; layer_types every layer indexed_attention (both when the JSON lists none);
+    num_experts also sets n_routed_experts (no reader's field)."""
     n, k = values.get("num_hidden_layers"), values.get("first_k_dense_replace")
     if not ints(n, k):
         return False
@@ -208,6 +208,7 @@ ATTENTION_RULES = {
     "qwen3_5_moe_text": (_qwen3_next, ("layer_types",)),
     "deepseek_v2": (_deepseek_v2, ("head_dim", "num_key_value_heads")),
     "deepseek_v32": (_deepseek_v32, ("head_dim", "layer_types", "mlp_layer_types")),
+    "glm_moe_dsa": (_deepseek_v32, ("head_dim", "layer_types", "mlp_layer_types")),
     "minicpm3": (_minicpm3, ("head_dim", "v_head_dim", "num_key_value_heads")),
     "hy_v4": (_hy_v4, ("head_dim", "num_key_value_heads", "layer_types", "mlp_layer_types")),
     "hy_v3": (_hy_v3, ("mlp_layer_types",)),
