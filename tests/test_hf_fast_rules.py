@@ -99,6 +99,18 @@ VARIATIONS = {
         {"qk_rope_head_dim": 32, "head_dim": 128},
         {"layer_types": ["deepseek_sparse_attention"] * 3, "num_hidden_layers": 3},
     ],
+    "mimo_v2_flash": [
+        {"num_hidden_layers": 13},
+        {"sliding_window_size": 128, "sliding_window": 128},
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 1e6}},
+        {"layer_types": ["full_attention"] * 2, "num_hidden_layers": 2},
+    ],
+    "dbrx": [
+        {"attn_config": {"kv_n_heads": 8}, "num_key_value_heads": 2},
+        {"attn_config": {}},
+        {"tie_word_embeddings": True},
+        {"attn_config": {"kv_n_heads": 2, "rope_theta": 5e5, "clip_qkv": 8}},
+    ],
     "minicpm3": [
         {"head_dim": 5},
         {"v_head_dim": None, "hidden_size": 512},

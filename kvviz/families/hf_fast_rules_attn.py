@@ -200,8 +200,58 @@ def _longcat_flash(values: dict, part: dict, given: set) -> bool:
     return kv_heads(values, part)
 
 
+# MiMoV2FlashConfig.__post_init__'s rope_parameters where the JSON has none
+_MIMO_ROPE = {
+    "full_attention": {"rope_type": "default", "rope_theta": 5_000_000.0, "partial_rotary_factor": 0.334},
+    "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.334},
+}
+
+
+def _mimo_v2_flash(values: dict, part: dict, given: set) -> bool:
+    """MiMoV2FlashConfig.__post_init__: layer_types full on layer 0 and every 6th, else sliding;
+    mlp_layer_types one 'dense' then 'sparse' (both when the JSON lists none); rope_parameters its own
+    pair when None; sliding_window = sliding_window_size + 1 when that is given. Its
+    convert_rope_params_to_dict keeps a legacy rope_scaling as it is, so such a JSON is transformers'."""
+    n, size = values.get("num_hidden_layers"), part.get("sliding_window_size")
+    if part.get("rope_scaling") or not ints(n) or n < 1 or not (size is None or ints(size)):
+        return False
+    if values.get("layer_types") is None:
+        values["layer_types"] = [
+            "full_attention" if (i == 0 or not ((i + 1) % 6)) else "sliding_attention" for i in range(n)
+        ]
+    if values.get("mlp_layer_types") is None:
+        values["mlp_layer_types"] = ["dense"] + ["sparse"] * (n - 1)
+    if values.get("rope_parameters") is None:
+        values["rope_parameters"] = {k: dict(v) for k, v in _MIMO_ROPE.items()}
+    if size is not None:
+        values["sliding_window"] = size + 1
+    return True
+
+
+def _dbrx(values: dict, part: dict, given: set) -> bool:
+    """DbrxConfig.__post_init__: attn_config a DbrxAttentionConfig (of the JSON's dict, or its defaults:
+    attn_pdrop 0.0, clip_qkv None, kv_n_heads 1) and num_key_value_heads = its kv_n_heads, which a JSON
+    num_key_value_heads (no field of the class: set after __post_init__) replaces; validate_architecture
+    refuses tie_word_embeddings."""
+    if values.get("tie_word_embeddings"):
+        return False
+    attn = values.get("attn_config")
+    if attn is None:
+        attn = {"attn_pdrop": 0.0, "clip_qkv": None, "kv_n_heads": 1}
+    if not isinstance(attn, dict) or "model_type" in attn:
+        return False
+    values["attn_config"] = attn = {"attn_pdrop": 0.0, "clip_qkv": None, "kv_n_heads": 1, **attn}
+    if not ints(attn["kv_n_heads"]):
+        return False
+    if "num_key_value_heads" not in given:
+        values["num_key_value_heads"] = attn["kv_n_heads"]
+    return True
+
+
 # model_type -> (rule, the properties and derived fields it answers for)
 ATTENTION_RULES = {
+    "mimo_v2_flash": (_mimo_v2_flash, ("layer_types", "mlp_layer_types")),
+    "dbrx": (_dbrx, ("num_key_value_heads", "attn_config")),
     "gemma3_text": (_gemma3_text, ("layer_types",)),
     "qwen3_next": (_qwen3_next, ("layer_types",)),
     "qwen3_5_text": (_qwen3_next, ("layer_types",)),
