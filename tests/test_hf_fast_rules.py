@@ -111,6 +111,10 @@ VARIATIONS = {
         {"tie_word_embeddings": True},
         {"attn_config": {"kv_n_heads": 2, "rope_theta": 5e5, "clip_qkv": 8}},
     ],
+    "hrm_text": [
+        {"num_hidden_layers": 4, "H_cycles": 3, "L_cycles": 1},
+        {"num_hidden_layers": 128, "num_layers_per_stack": 16},
+    ],
     "minicpm3": [
         {"head_dim": 5},
         {"v_head_dim": None, "hidden_size": 512},

@@ -248,8 +248,21 @@ def _dbrx(values: dict, part: dict, given: set) -> bool:
     return True
 
 
+def _hrm_text(values: dict, part: dict, given: set) -> bool:
+    """HrmTextConfig.__post_init__: with no num_layers_per_stack, the JSON's num_hidden_layers is one
+    stack's and num_hidden_layers becomes stack x H_cycles x (L_cycles + 1)."""
+    if values.get("num_layers_per_stack") is None:
+        stack, h, low = values.get("num_hidden_layers"), values.get("H_cycles"), values.get("L_cycles")
+        if not ints(stack, h, low):
+            return False
+        values["num_layers_per_stack"] = stack
+        values["num_hidden_layers"] = stack * h * (low + 1)
+    return True
+
+
 # model_type -> (rule, the properties and derived fields it answers for)
 ATTENTION_RULES = {
+    "hrm_text": (_hrm_text, ("num_hidden_layers", "num_layers_per_stack")),
     "mimo_v2_flash": (_mimo_v2_flash, ("layer_types", "mlp_layer_types")),
     "dbrx": (_dbrx, ("num_key_value_heads", "attn_config")),
     "gemma3_text": (_gemma3_text, ("layer_types",)),
