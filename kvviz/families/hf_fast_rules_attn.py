@@ -21,6 +21,7 @@ def remap(kinds):
 
 
 def ints(*xs) -> bool:
+    """Whether every value is an int (a bool is not): what the classes' strict `int` fields accept."""
     return all(isinstance(x, int) and not isinstance(x, bool) for x in xs)
 
 
