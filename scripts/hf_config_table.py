@@ -6,7 +6,8 @@ For every model_type of transformers' CONFIG_MAPPING_NAMES whose config class is
 fields' defaults (JSON values only; a field whose default is not JSON is listed in `opaque`), its
 `attribute_map` (aliases such as gpt_oss's num_experts -> num_local_experts), the model_type of its
 `text_config` sub-config, and `derives`: the fields its __post_init__ sets or changes from the
-defaults alone (found by building the class from its own defaults and comparing). kvviz's fast
+defaults alone (found by building the class from its own defaults and comparing), and the integer
+fields it sets whatever the JSON says (found by building it from a JSON giving one of its own). kvviz's fast
 reader (kvviz/families/hf_fast.py) reads a config only when the JSON gives every derived field
 itself (or kvviz derives it the same way); otherwise it asks transformers.
 
@@ -152,7 +153,30 @@ def make_entry(cls, model_type: str) -> dict | None:
             if k not in HANDLED and k not in IGNORED and fields.get(k, object()) != v and _jsonable(v)
         )
         entry["derives"] = {k: _how(cls, model_type, k, built[k]) for k in derived}
+        entry["derives"].update(_overridden(cls, model_type, fields, entry["derives"]))
     return entry
+
+
+def _overridden(cls, model_type: str, fields: dict, derived: dict) -> dict:
+    """The integer fields __post_init__ sets whatever the JSON says though their default is what it
+    sets from the other defaults, so that building from the defaults cannot show it (DeepseekV32Config's
+    head_dim = qk_rope_head_dim, both 64; HYV4Config's num_key_value_heads = num_attention_heads):
+    each such field built from a JSON value of its own (twice its default) comes back otherwise.
+    They are 'always' fields (the fast reader leaves them to transformers unless it mirrors the rule)."""
+    out = {}
+    for key, value in fields.items():
+        if key in derived or key in HANDLED or type(value) is not int:
+            continue
+        probe = 2 * value if value else 8
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = getattr(cls.from_dict({"model_type": model_type, key: probe}), key, None)
+        except Exception:  # noqa: BLE001 - a value the class refuses says nothing of what it derives
+            continue
+        if got != probe:
+            out[key] = "always"
+    return out
 
 
 def table() -> dict:
