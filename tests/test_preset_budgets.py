@@ -72,3 +72,46 @@ def test_gemma_3n_e4b_by_hand():
     w, how = estimate_weight_bytes(model, _raw_config(model, None, None)[0])
     assert w == 2 * total and f"{total:,} parameters" in how  # bf16
     assert 6.8e9 < total < 6.9e9  # the text model of the "8B raw parameters" E4B (vision, audio towers apart)
+
+
+# vLLM 0.33 transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key: the keys read.
+VLLM_LENGTH_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_every_preset_carries_its_published_length(name):
+    """Issue 29 "each preset's real context length": every preset's config.json carries one of the
+    length keys vLLM 0.33 reads, so none plans at a config class's default (GraniteMoeHybridConfig
+    2,048, KimiLinearConfig 4,096) or at _get_and_verify_max_len's 2,048-token fallback."""
+    from kvviz.families import preset_raw
+
+    raw = preset_raw(name)
+    text = raw.get("text_config") or raw
+    assert any(isinstance(text.get(k, raw.get(k)), int) for k in VLLM_LENGTH_KEYS), name
+    source = kvviz.load(name).max_model_len_source
+    assert "default" not in source and "no length field" not in source, (name, source)
+
+
+def test_granite_and_kimi_linear_lengths_by_hand():
+    """derive_max_model_len_and_key: the smallest key found, then `model_max_length` (when set) wins;
+    neither model has rope scaling, so _get_and_verify_max_len keeps the derived length.
+    granite-4.0-h-small: max_position_embeddings alone (131,072). Kimi-Linear: KimiLinearConfig
+    (transformers_utils/configs/kimi_linear.py) always sets max_position_embeddings (default 4,096, the
+    smaller key), and the published config's model_max_length (1,048,576) overrides it."""
+    from kvviz.families import preset_raw
+
+    granite, kimi = preset_raw("granite-4.0-h"), preset_raw("kimi-linear")
+    assert "rope_scaling" not in granite and "rope_scaling" not in kimi
+    assert kvviz.load("granite-4.0-h").max_model_len == granite["max_position_embeddings"] == 131072
+    assert "max_position_embeddings" not in kimi
+    assert kvviz.load("kimi-linear").max_model_len == kimi["model_max_length"] == 1048576
