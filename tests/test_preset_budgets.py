@@ -115,3 +115,23 @@ def test_granite_and_kimi_linear_lengths_by_hand():
     assert kvviz.load("granite-4.0-h").max_model_len == granite["max_position_embeddings"] == 131072
     assert "max_position_embeddings" not in kimi
     assert kvviz.load("kimi-linear").max_model_len == kimi["model_max_length"] == 1048576
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_a_preset_file_given_as_hf_config_gets_the_same_budget(name, capsys):
+    """`kvviz plan --hf-config kvviz/presets/NAME.json --gpu H200` reads the same trimmed config as
+    `--model NAME`, so its weights are sized from the same fields (PRESET_FILL): before, ten presets
+    were refused for a missing intermediate_size / hidden_size, and DeepSeek-V3 was sized in bf16."""
+    from kvviz.families.loader import PRESETS_DIR
+
+    tp: tuple[str, ...] = ()
+    rc, by_name, err = plan_json(capsys, name)
+    if rc != 0:  # weights alone exceed one H200's share (the test above): both at TP 8
+        tp = ("-tp", "8")
+        rc, by_name, err = plan_json(capsys, name, *tp)
+    assert rc == 0 and by_name is not None, err
+    argv = ["plan", "--hf-config", str(PRESETS_DIR / f"{name}.json"), "--gpu", "H200"]
+    assert main([*argv, "--gpu-memory-utilization", "0.9", "--json", *tp]) == 0, capsys.readouterr().err
+    by_file = json.loads(capsys.readouterr().out)
+    weights = [next(t for t in p["kv_budget"]["terms"] if t["key"] == "weights")["bytes"] for p in (by_name, by_file)]
+    assert weights[0] == weights[1] and by_file["num_blocks"] == by_name["num_blocks"] > 0
