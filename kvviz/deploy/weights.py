@@ -130,25 +130,36 @@ PRESET_FILL = {
 }
 
 
+def _preset_config(name: str) -> tuple[dict, str]:
+    """A shipped preset's config.json with the fields PRESET_FILL restores (a copy: the text config too)."""
+    from kvviz.families import preset_raw
+
+    raw = json.loads(json.dumps(preset_raw(name)))
+    fill = PRESET_FILL.get(raw.get("_name_or_path", ""))
+    if not fill:
+        return raw, f"preset {name}"
+    target = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    for k, v in fill.items():
+        target.setdefault(k, v)
+    return raw, f"preset {name} + {raw['_name_or_path']}'s config.json fields"
+
+
 def _raw_config(model, checkpoint_dir, raw_config) -> tuple[dict | None, str]:
+    from kvviz.families import preset_names, preset_raw
+
     if raw_config is not None:
         require(isinstance(raw_config, dict), "raw_config: must be a parsed config.json (a dict)")
+        if model.name in preset_names() and raw_config == preset_raw(model.name):
+            # a shipped preset's own file (`--hf-config kvviz/presets/NAME.json`): the same trimmed config
+            # `--model NAME` reads, so the same fields are restored (else e.g. DeepSeek-V3 is sized in bf16)
+            return _preset_config(model.name)
         return raw_config, "the given config"
     if checkpoint_dir is not None and (Path(checkpoint_dir) / "config.json").is_file():
         from kvviz.base.inputs import read_json
 
         return read_json(Path(checkpoint_dir) / "config.json", what="checkpoint_dir"), "checkpoint config.json"
-    from kvviz.families import preset_names, preset_raw
-
     if model.name in preset_names():
-        raw = dict(preset_raw(model.name))
-        fill = PRESET_FILL.get(raw.get("_name_or_path", ""))
-        if fill:
-            target = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
-            for k, v in fill.items():
-                target.setdefault(k, v)
-            return raw, f"preset {model.name} + {raw['_name_or_path']}'s config.json fields"
-        return raw, f"preset {model.name}"
+        return _preset_config(model.name)
     return None, ""
 
 
