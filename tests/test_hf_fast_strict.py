@@ -68,7 +68,7 @@ def test_hidden_size_not_a_multiple_of_heads(model_type, monkeypatch):
     fast, slow = _both(raw, monkeypatch)
     assert fast == slow
     if model_type in ("llama", "gemma3"):
-        assert isinstance(slow, str) and "validate_architecture" in slow, slow
+        assert isinstance(slow, str) and "not a multiple of the number of attention heads" in slow, slow
 
 
 @pytest.mark.parametrize("model_type", ARCH_TYPES)
@@ -144,7 +144,7 @@ _VALUES = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(
     model_type=st.sampled_from(_SOURCES),
     changes=st.lists(st.tuples(st.sampled_from(_KEYS), _VALUES, st.booleans()), min_size=1, max_size=3),
