@@ -9,7 +9,9 @@ fields' defaults (JSON values only; a field whose default is not JSON is listed 
 defaults alone (found by building the class from its own defaults and comparing), and the integer
 fields it sets whatever the JSON says (found by building it from a JSON giving one of its own). kvviz's fast
 reader (kvviz/families/hf_fast.py) reads a config only when the JSON gives every derived field
-itself (or kvviz derives it the same way); otherwise it asks transformers.
+itself (or kvviz derives it the same way); otherwise it asks transformers. Each entry also holds what
+the class's `@strict` validation refuses (scripts/hf_config_strict.py): its fields' types and own
+validators and its class validators, so that the reader leaves to transformers a JSON it could refuse.
 
 tests/test_hf_fast.py checks the table against the installed transformers and every config kvviz
 ships or tests against both readers.
@@ -26,6 +28,9 @@ import re
 import sys
 import warnings
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hf_config_strict import strict_entry  # noqa: E402 - the strict half of each entry, beside this script
 
 OUT = Path(__file__).resolve().parent.parent / "kvviz" / "families" / "hf_table.json"
 # Fields kvviz reads its own way whatever transformers derives (kvviz/families/hf.py): the rope
@@ -139,6 +144,7 @@ def make_entry(cls, model_type: str) -> dict | None:
         "text_config": sub_type or None,
         "opaque": sorted(opaque),
         "properties": _properties(cls),
+        **strict_entry(cls),
     }
     try:
         with warnings.catch_warnings():
@@ -182,9 +188,10 @@ def _overridden(cls, model_type: str, fields: dict, derived: dict) -> dict:
 def table() -> dict:
     """The table: {"transformers": version, "models": {model_type: entry}}."""
     import transformers
+    from transformers.configuration_utils import ALLOWED_ATTN_LAYER_TYPES, ALLOWED_MLP_LAYER_TYPES
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING, CONFIG_MAPPING_NAMES
 
-    models = {}
+    models, codes = {}, {}
     for model_type in sorted(CONFIG_MAPPING_NAMES):
         try:
             cls = CONFIG_MAPPING[model_type]
@@ -192,8 +199,16 @@ def table() -> dict:
             continue
         entry = make_entry(cls, model_type)
         if entry is not None:
+            # each field's type code is held once, in the table's `types`; the entry names its index
+            for key, code in entry["types"].items():
+                entry["types"][key] = codes.setdefault(json.dumps(code), len(codes))
             models[model_type] = entry
-    return {"transformers": transformers.__version__, "models": models}
+    return {
+        "transformers": transformers.__version__,
+        "models": models,
+        "types": [json.loads(code) for code in codes],
+        "layer_types": [list(ALLOWED_ATTN_LAYER_TYPES), list(ALLOWED_MLP_LAYER_TYPES)],
+    }
 
 
 def main() -> int:

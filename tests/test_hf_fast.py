@@ -58,7 +58,9 @@ def test_table_matches_installed_transformers():
     checked = 0
     for model_type in sorted(t for t in types if t in doc["models"]):
         made = json.loads(json.dumps(script.make_entry(CONFIG_MAPPING[model_type], model_type)))
-        assert doc["models"][model_type] == made, model_type
+        shipped = dict(doc["models"][model_type])  # each field's type code is held once, in the table's types
+        shipped["types"] = {k: doc["types"][i] for k, i in shipped["types"].items()}
+        assert shipped == made, model_type
         checked += 1
     assert checked >= 20
 
@@ -94,7 +96,9 @@ def test_most_configs_take_the_table():
     taken = sum(hf_fast.fast_read(raw) is not None for raw in sources)
     # 164 of 174 on 2026-12-03 (116 before kvviz/families/hf_fast_rules.py mirrored the state hybrids', DeepSeek-V2 /
     # V3.2's, Llama 4's, Qwen3.5's, ... config-class rules). Still transformers': DeepSeek V4 (its family reads the
-    # JSON itself), Gemma 4's per_layer_config, Step3p5's, Mellum's, VibeVoice's
+    # JSON itself), Gemma 4's per_layer_config, Step3p5's, Mellum's, VibeVoice's; and since the table mirrors the
+    # classes' @strict validation (kvviz/families/hf_fast_strict.py; 166 of 181 on 2026-12-03), the classes whose
+    # validators are more than it evaluates: Laguna's, OLMo-Hybrid's, Cosmos3-Edge's, Molmo2's, Muse Spark's
     assert taken >= 164, f"{taken} of {len(sources)}"
 
 

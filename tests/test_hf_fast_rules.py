@@ -155,6 +155,12 @@ VARIATIONS = {
     ],
     "qwen3_5_moe_text": [{"full_attention_interval": 3, "num_hidden_layers": 6}],
     "gemma3_text": [{"sliding_window_pattern": 3, "num_hidden_layers": 7}],
+    "phi3": [
+        {"rope_scaling": {"type": "longrope", "short_factor": [1.0] * 48, "long_factor": [1.0] * 48}},
+        {"rope_parameters": {"rope_type": "linear", "factor": 2.0}},
+        {"hidden_size": 3073},
+    ],
+    "phimoe": [{"rope_scaling": {"rope_type": "default"}}, {"rope_parameters": {"rope_type": "linear", "factor": 2.0}}],
 }
 CASES = [(mt, v) for mt, vs in VARIATIONS.items() for v in [{}, *vs]]
 

@@ -10,7 +10,10 @@ that __post_init__ derives and this JSON leaves out (unless it is one of the two
 confirmed: a copy of another field, or hidden_size // num_attention_heads), or a field __post_init__
 sets whatever the JSON says (`sliding_window` is None unless `use_sliding_window`, Qwen2/Qwen3's) --
 except where kvviz mirrors the class's own rule (kvviz/families/hf_fast_rules.py RULES: Nemotron-H,
-Jamba, the Mamba models, Falcon-H1, Granite-4.0-H, Zamba2, DeepSeek-V2 / V3.2, Llama 4, Qwen3.5, ...).
+Jamba, the Mamba models, Falcon-H1, Granite-4.0-H, Zamba2, DeepSeek-V2 / V3.2, Llama 4, Qwen3.5, ...);
+or a JSON the class's `@strict` validation could refuse (kvviz/families/hf_fast_strict.py: a field's
+type or validator, a class validator such as validate_architecture), so that the table never accepts
+what transformers refuses.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ import types
 from pathlib import Path
 
 from kvviz.families.hf_fast_rules import RULES, remap
+from kvviz.families.hf_fast_strict import fields_fit, validators_pass
 
 TABLE = Path(__file__).resolve().parent / "hf_table.json"
 # sha256 of the table, written by scripts/hf_config_table.py: a table changed without this line is
 # not read (and, this module being readers' code, a new table invalidates the parsed-config cache).
-TABLE_SHA256 = "7205069989e2d7d2aa842f6ca4257dd679ca54ba0b48262d6593ed06e282c94e"
+TABLE_SHA256 = "82a11fa4948766242fef0c5615272beb3b6ea7425840b86de28900182d02e802"
 
 
 @functools.lru_cache(maxsize=1)
@@ -71,10 +75,13 @@ def family_sources() -> tuple[tuple[str, bytes], ...]:
 
 @functools.lru_cache(maxsize=1)
 def read_keys() -> frozenset[str]:
-    """Every quoted identifier in the readers' code (kvviz/families/*.py): the config fields some
-    reader may look at (a derived field no reader names does not matter)."""
+    """Every quoted identifier in the readers' code (kvviz/families/*.py but hf_fast_strict.py, which
+    falls back rather than reads): the config fields some reader may look at (a derived field no
+    reader names does not matter)."""
     words: set[str] = set()
-    for _, source in family_sources():
+    for file, source in family_sources():
+        if file == "hf_fast_strict.py":
+            continue  # the fields the strict mirror reads only decide whether to ask transformers
         for quoted in re.findall(r"""["']([A-Za-z_][A-Za-z0-9_.]*)["']""", source.decode("utf-8")):
             words.update(quoted.split("."))  # a dotted path ("thinker_config.text_config") names each part
     return frozenset(words)
@@ -115,6 +122,8 @@ def _namespace(part: dict, entry: dict, model_type: str, *, sub=None):
         if isinstance(k, str) and k.isidentifier():
             values[aliases.get(k, k)] = v
     given = {aliases.get(k, k) for k in part}
+    if not fields_fit(part, entry, table().get("types") or []):
+        return None  # a value huggingface_hub's strict type check or a field validator could refuse
     if part.get("rope_scaling"):  # convert_rope_params_to_dict: `rope_scaling or self.rope_parameters`
         rope = _legacy_rope(part, values)
         if rope is None:
@@ -145,8 +154,12 @@ def _namespace(part: dict, entry: dict, model_type: str, *, sub=None):
         per_layer = isinstance(value, dict) and value and all(isinstance(k, str) and k.isdigit() for k in value)
         if per_layer or (isinstance(value, list) and any(isinstance(v, dict) for v in value)):
             return None  # per-layer nested configs (Gemma 4's per_layer_config): the class builds objects of them
+    stale = set()  # derived fields no reader looks at, left at the class default: no validator may read them
     for key, how in (entry.get("derives") or {}).items():
-        if key in covered or (key not in wanted and not any(a in wanted for a, c in aliases.items() if c == key)):
+        if key in covered:
+            continue
+        if key not in wanted and not any(a in wanted for a, c in aliases.items() if c == key):
+            stale.add(key)
             continue
         if how == "always":
             if key == "sliding_window" and "use_sliding_window" in values:
@@ -164,6 +177,8 @@ def _namespace(part: dict, entry: dict, model_type: str, *, sub=None):
     for alias, canonical in aliases.items():
         if canonical in values:
             values[alias] = values[canonical]
+    if not validators_pass(values, part, entry, table().get("layer_types") or [(), ()], covered, stale):
+        return None  # a class validator (validate_architecture, ...) could refuse: transformers says
     if sub is not None:
         values["text_config"] = sub
     values["model_type"] = model_type

@@ -204,6 +204,7 @@ RULES = {
             "hybrid_override_pattern",
             "mtp_layers_block_type",
             "mtp_hybrid_override_pattern",
+            "validate_layer_type",  # NemotronHConfig.validate_layer_type: the rule refuses what it refuses
         ),
     ),
     "jamba": (_jamba, ("layers_block_type", "layer_types", "mamba_dt_rank")),

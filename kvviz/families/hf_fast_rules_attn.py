@@ -262,7 +262,22 @@ def _hrm_text(values: dict, part: dict, given: set) -> bool:
 
 
 # model_type -> (rule, the properties and derived fields it answers for)
+def _phi3_rope(values: dict, part: dict, given: set) -> bool:
+    """Phi3Config / PhimoeConfig.validate_rope, past the base's checks (kvviz/families/hf_fast_strict.py):
+    mirrored for a default rope only (Phi3's rope_type default or longrope with factor lists of its
+    rotary size, Phimoe's mscale numbers otherwise): anything else is left to transformers."""
+    rope = values.get("rope_parameters")
+    if rope is not None and not isinstance(rope, dict):
+        return False
+    rope = rope or {}
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    hidden, heads = values.get("hidden_size"), values.get("num_attention_heads")
+    return kind == "default" and not {"short_factor", "long_factor"} & set(rope) and ints(hidden, heads) and heads > 0
+
+
 ATTENTION_RULES = {
+    "phi3": (_phi3_rope, ("validate_rope",)),
+    "phimoe": (_phi3_rope, ("validate_rope",)),
     "hrm_text": (_hrm_text, ("num_hidden_layers", "num_layers_per_stack")),
     "mimo_v2_flash": (_mimo_v2_flash, ("layer_types", "mlp_layer_types")),
     "dbrx": (_dbrx, ("num_key_value_heads", "attn_config")),
