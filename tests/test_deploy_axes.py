@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from deploy_cli import plan_argv, run_plan
 
 import kvviz
 from kvviz.base.errors import KvvizError
@@ -86,30 +87,8 @@ def test_pipeline_and_dcp_cases_equal_vllms_own_plans(case):
 
 def _cli_json(case, budget: int, mnbt: int) -> tuple[int, dict | None, str]:
     """`kvviz plan --json` (kvviz.cli main, in-process) on a shared case's config and knobs."""
-    import contextlib
-    import io
-
-    from kvviz.cli import main
-
-    o = case["options"]
-    argv = ["plan", "--hf-config", str((DATA / case["config_path"]).parent), "--json", "--budget-bytes", str(budget)]
-    argv += ["--max-model-len", str(case["config"]["max_model_len"]), "--max-num-batched-tokens", str(mnbt)]
-    argv += ["--tensor-parallel-size", str(o["tp"])]
-    if o.get("pp", 1) > 1:
-        argv += ["--pipeline-parallel-size", str(o["pp"])]
-    if "partition" in o:
-        argv += ["--pp-layer-partition", o["partition"]]
-    if o.get("dcp", 1) > 1:
-        argv += ["--decode-context-parallel-size", str(o["dcp"])]
-    if "offload" in o:
-        argv += ["--kv-offloading-size", str(o["offload"])]
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(argv)
-        except SystemExit as e:
-            rc = e.code if isinstance(e.code, int) else 2
-    return rc, (json.loads(out.getvalue()) if rc == 0 else None), err.getvalue()
+    config_dir = (DATA / case["config_path"]).parent
+    return run_plan(plan_argv(config_dir, case["options"], budget, mnbt, case["config"]["max_model_len"]))
 
 
 @pytest.mark.parametrize("case", PP_CASES + OFFLOAD_CASES, ids=[c["case"] for c in PP_CASES + OFFLOAD_CASES])

@@ -14,6 +14,7 @@ import kvviz
 from kvviz.cli.main import main
 from kvviz.deploy.weights import _raw_config, estimate_weight_bytes
 from kvviz.families import preset_names
+from kvviz.families.hf import MAX_LEN_KEYS
 
 GIB = 2**30
 H200_AT_09 = 0.9 * 150_109_945_856  # the H200's total_memory (kvviz/deploy/gpus.py) x 0.9
@@ -74,18 +75,7 @@ def test_gemma_3n_e4b_by_hand():
     assert 6.8e9 < total < 6.9e9  # the text model of the "8B raw parameters" E4B (vision, audio towers apart)
 
 
-# vLLM 0.33 transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key: the keys read.
-VLLM_LENGTH_KEYS = (
-    "max_position_embeddings",
-    "n_positions",
-    "max_seq_len",
-    "seq_length",
-    "model_max_length",
-    "max_target_positions",
-    "max_sequence_length",
-    "max_seq_length",
-    "seq_len",
-)
+VLLM_LENGTH_KEYS = MAX_LEN_KEYS  # vLLM 0.33 derive_max_model_len_and_key's keys, one home (kvviz/families/hf.py)
 
 
 @pytest.mark.parametrize("name", preset_names())
