@@ -110,7 +110,7 @@ def test_granite_and_kimi_linear_lengths_by_hand():
 @pytest.mark.parametrize("name", preset_names())
 def test_a_preset_file_given_as_hf_config_gets_the_same_budget(name, capsys):
     """`kvviz plan --hf-config kvviz/presets/NAME.json --gpu H200` reads the same trimmed config as
-    `--model NAME`, so its weights are sized from the same fields (PRESET_FILL): before, ten presets
+    `--model NAME`, so its weights are sized from the same fields: before, ten presets
     were refused for a missing intermediate_size / hidden_size, and DeepSeek-V3 was sized in bf16."""
     from kvviz.families.loader import PRESETS_DIR
 
