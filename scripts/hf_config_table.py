@@ -6,9 +6,12 @@ For every model_type of transformers' CONFIG_MAPPING_NAMES whose config class is
 fields' defaults (JSON values only; a field whose default is not JSON is listed in `opaque`), its
 `attribute_map` (aliases such as gpt_oss's num_experts -> num_local_experts), the model_type of its
 `text_config` sub-config, and `derives`: the fields its __post_init__ sets or changes from the
-defaults alone (found by building the class from its own defaults and comparing). kvviz's fast
+defaults alone (found by building the class from its own defaults and comparing), and the integer
+fields it sets whatever the JSON says (found by building it from a JSON giving one of its own). kvviz's fast
 reader (kvviz/families/hf_fast.py) reads a config only when the JSON gives every derived field
-itself (or kvviz derives it the same way); otherwise it asks transformers.
+itself (or kvviz derives it the same way); otherwise it asks transformers. Each entry also holds what
+the class's `@strict` validation refuses (scripts/hf_config_strict.py): its fields' types and own
+validators and its class validators, so that the reader leaves to transformers a JSON it could refuse.
 
 tests/test_hf_fast.py checks the table against the installed transformers and every config kvviz
 ships or tests against both readers.
@@ -25,6 +28,9 @@ import re
 import sys
 import warnings
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hf_config_strict import strict_entry  # noqa: E402 - the strict half of each entry, beside this script
 
 OUT = Path(__file__).resolve().parent.parent / "kvviz" / "families" / "hf_table.json"
 # Fields kvviz reads its own way whatever transformers derives (kvviz/families/hf.py): the rope
@@ -138,6 +144,7 @@ def make_entry(cls, model_type: str) -> dict | None:
         "text_config": sub_type or None,
         "opaque": sorted(opaque),
         "properties": _properties(cls),
+        **strict_entry(cls),
     }
     try:
         with warnings.catch_warnings():
@@ -152,15 +159,39 @@ def make_entry(cls, model_type: str) -> dict | None:
             if k not in HANDLED and k not in IGNORED and fields.get(k, object()) != v and _jsonable(v)
         )
         entry["derives"] = {k: _how(cls, model_type, k, built[k]) for k in derived}
+        entry["derives"].update(_overridden(cls, model_type, fields, entry["derives"]))
     return entry
+
+
+def _overridden(cls, model_type: str, fields: dict, derived: dict) -> dict:
+    """The integer fields __post_init__ sets whatever the JSON says though their default is what it
+    sets from the other defaults, so that building from the defaults cannot show it (DeepseekV32Config's
+    head_dim = qk_rope_head_dim, both 64; HYV4Config's num_key_value_heads = num_attention_heads):
+    each such field built from a JSON value of its own (twice its default) comes back otherwise.
+    They are 'always' fields (the fast reader leaves them to transformers unless it mirrors the rule)."""
+    out = {}
+    for key, value in fields.items():
+        if key in derived or key in HANDLED or type(value) is not int:
+            continue
+        probe = 2 * value if value else 8
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = getattr(cls.from_dict({"model_type": model_type, key: probe}), key, None)
+        except Exception:  # noqa: BLE001 - a value the class refuses says nothing of what it derives
+            continue
+        if got != probe:
+            out[key] = "always"
+    return out
 
 
 def table() -> dict:
     """The table: {"transformers": version, "models": {model_type: entry}}."""
     import transformers
+    from transformers.configuration_utils import ALLOWED_ATTN_LAYER_TYPES, ALLOWED_MLP_LAYER_TYPES
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING, CONFIG_MAPPING_NAMES
 
-    models = {}
+    models, codes = {}, {}
     for model_type in sorted(CONFIG_MAPPING_NAMES):
         try:
             cls = CONFIG_MAPPING[model_type]
@@ -168,8 +199,16 @@ def table() -> dict:
             continue
         entry = make_entry(cls, model_type)
         if entry is not None:
+            # each field's type code is held once, in the table's `types`; the entry names its index
+            for key, code in entry["types"].items():
+                entry["types"][key] = codes.setdefault(json.dumps(code), len(codes))
             models[model_type] = entry
-    return {"transformers": transformers.__version__, "models": models}
+    return {
+        "transformers": transformers.__version__,
+        "models": models,
+        "types": [json.loads(code) for code in codes],
+        "layer_types": [list(ALLOWED_ATTN_LAYER_TYPES), list(ALLOWED_MLP_LAYER_TYPES)],
+    }
 
 
 def main() -> int:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from deploy_cli import plan_argv, run_plan
 
 import kvviz
 from kvviz.base.errors import KvvizError
@@ -82,6 +83,63 @@ def test_pipeline_and_dcp_cases_equal_vllms_own_plans(case):
             ]
         else:
             assert plan.layout.block_stride == rec["workers"][0]["bytes_per_block"]
+
+
+def _cli_json(case, budget: int, mnbt: int) -> tuple[int, dict | None, str]:
+    """`kvviz plan --json` (kvviz.cli main, in-process) on a shared case's config and knobs."""
+    config_dir = (DATA / case["config_path"]).parent
+    return run_plan(plan_argv(config_dir, case["options"], budget, mnbt, case["config"]["max_model_len"]))
+
+
+@pytest.mark.parametrize("case", PP_CASES + OFFLOAD_CASES, ids=[c["case"] for c in PP_CASES + OFFLOAD_CASES])
+def test_plan_json_equals_the_shared_cases(case):
+    """`kvviz plan --json` (not only the library) on every shared case: num_blocks, the capacity line's tokens and
+    concurrency, each stage's layers and blocks alone, and offload.num_chunks, as vLLM's own worker processes
+    recorded them; no start-up refusal where vLLM started."""
+    if case["part"] == "offload":
+        mnbt = case["config"]["max_num_batched_tokens(default)"]  # the engine ran at its default
+        for key, b in case["budgets"].items():
+            rc, out, err = _cli_json(case, b["available_bytes_per_gpu"], mnbt)
+            assert rc == 0, err
+            s = out["summary"]
+            assert s["num_blocks"] == b["gpu_num_blocks"] and s["bytes_per_block"] == b["gpu_bytes_per_block"], key
+            assert s["kv_cache_tokens"] == b["gpu_kv_cache_size_tokens"], key
+            assert s["max_concurrency"] == pytest.approx(b["gpu_max_concurrency"], abs=5e-5), key
+            assert out["offload"]["num_chunks"] == b["offload"]["num_chunks"] == b["offload"]["manager_num_chunks"]
+            assert out["offload"]["kv_bytes_per_chunk"] == b["offload"]["kv_bytes_per_chunk(aligned)"], key
+            assert "startup_refusal" not in out
+        return
+    rec = case["plan"]
+    for key, b in rec["budgets"].items():
+        for cap_key, want in b["capacity"].items():
+            rc, out, err = _cli_json(case, b["available_bytes_per_gpu"], int(cap_key.split("=")[1]))
+            assert rc == 0, err
+            s, where = out["summary"], (key, cap_key)
+            assert s["num_blocks"] == b["num_blocks"], where
+            assert s["kv_cache_tokens"] == want["gpu_kv_cache_size_tokens"], where
+            assert s["max_concurrency"] == pytest.approx(want["max_concurrency"], abs=5e-5), where
+            assert f"{want['gpu_kv_cache_size_tokens']:,} tokens" in out["capacity_line"], where
+            assert "startup_refusal" not in out
+            if case["options"].get("pp", 1) > 1:
+                assert [tuple(x["layers"]) for x in out["stages"]] == [tuple(w["layer_range"]) for w in case["workers"]]
+                assert [x["num_blocks_alone"] for x in out["stages"]] == b[
+                    "pre_min_num_blocks_per_worker(budget // bytes_per_block)"
+                ][:: case["options"]["tp"]]
+
+
+def test_the_recorded_refusal_is_kvvizs_in_the_cli():
+    """The shared refusal (DCP 2 at TP 4 for Llama-3.1-8B) through `kvviz plan --json`: exit 2, one line, vLLM's
+    condition (TP greater than the model's 8 KV heads)."""
+    ((key, rec),) = CASES["refusals"].items()
+    o = rec["options"]
+    case = {"config_path": "configs/llama-3.1-8b/config.json", "options": o, "config": {"max_model_len": 32768}}
+    rc, out, err = _cli_json(case, 8 << 30, 2048)
+    assert rc == 2 and out is None and err.count("\n") == 1, err
+    assert (
+        "to be greater than" in err
+        and "(8)" in err
+        and "greater than the model's total number of KV heads (8)" in rec["error"]
+    )
 
 
 def test_pp_in_flight_reserve_is_pp_plus_one_batches():

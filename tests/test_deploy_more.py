@@ -13,14 +13,11 @@ offload's worker bytes per block, copies, bytes per chunk, num_chunks and each g
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
 import pytest
-
-from kvviz.cli import main
+from deploy_cli import plan_argv, run_plan
 
 DATA = Path(__file__).parent / "data" / "vllm-0.33" / "deploy-more"
 REF = json.loads((DATA / "cases.json").read_text())
@@ -29,29 +26,8 @@ MNBTS = REF["max_num_batched_tokens"]
 
 
 def _argv(case: dict, budget: int, mnbt: int) -> list[str]:
-    o = case["options"]
-    argv = ["plan", "--hf-config", str(DATA / Path(case["config_path"]).parent), "--json"]
-    if "settings" in case:
-        argv += ["--max-model-len", str(case["settings"]["max_model_len"])]
-    argv += ["--budget-bytes", str(budget)]
-    argv += ["--max-num-batched-tokens", str(mnbt), "--tensor-parallel-size", str(o.get("tp", 1))]
-    if o.get("pp", 1) > 1:
-        argv += ["--pipeline-parallel-size", str(o["pp"])]
-    if "partition" in o:
-        argv += ["--pp-layer-partition", o["partition"]]
-    if "offload" in o:
-        argv += ["--kv-offloading-size", str(o["offload"])]
-    return argv
-
-
-def _run(argv: list[str]) -> tuple[int, dict | None, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(argv)
-        except SystemExit as e:
-            rc = e.code if isinstance(e.code, int) else 2
-    return rc, (json.loads(out.getvalue()) if rc == 0 else None), err.getvalue()
+    max_model_len = case["settings"]["max_model_len"] if "settings" in case else None
+    return plan_argv(DATA / Path(case["config_path"]).parent, case["options"], budget, mnbt, max_model_len)
 
 
 PLANNED = [k for k, c in CASES.items() if "budgets" in c]
@@ -76,7 +52,7 @@ def test_plan_json_equals_vllms_own(key):
         budget = b["available_bytes_per_gpu"]
         for mnbt in MNBTS:
             where = (key, bkey, mnbt)
-            rc, out, err = _run(_argv(case, budget, mnbt))
+            rc, out, err = run_plan(_argv(case, budget, mnbt))
             if "refused" in b:
                 if mnbt != MNBTS[0]:
                     continue  # vLLM's check ran at max_num_batched_tokens 8192 (the window reserve depends on it)
@@ -128,7 +104,7 @@ def test_vllms_refusals_are_kvvizs(key):
     """A configuration vLLM 0.33 refuses before planning (a partition that does not sum to the layers) is refused
     by kvviz in one line carrying vLLM's own check."""
     case = CASES[key]
-    rc, _, err = _run(_argv(case, 8 << 30, MNBTS[0]))
+    rc, _, err = run_plan(_argv(case, 8 << 30, MNBTS[0]))
     assert rc == 2 and err.count("\n") == 1, err
     want = case["refused"]["error"]
     core = want.split(": ", 1)[1] if ": " in want else want
@@ -164,7 +140,7 @@ def test_a_dp_replica_is_its_own_engine(key):
         argv = _argv(case, b["available_bytes_per_gpu"], MNBTS[0]) + ["--data-parallel-size", str(o["dp"])]
         if o.get("ep"):
             argv.append("--enable-expert-parallel")
-        rc, out, err = _run(argv)
+        rc, out, err = run_plan(argv)
         assert rc == 0, err
         cap = b["capacity"][f"max_num_batched_tokens={MNBTS[0]}"]
         d = out["data_parallel"]
@@ -184,29 +160,36 @@ LAYOUT_CASES = [
 
 @pytest.mark.parametrize("model,gpus", LAYOUT_CASES)
 def test_mla_tp_vs_attention_dp_vs_dcp_equal_vllms_engines(model, gpus):
-    """`--attention-layouts N` on an MLA model, at one per-GPU budget: TP N's row is vLLM's TP N engine (the
+    """`--attention-layouts N` on an MLA model, at each per-GPU budget: TP N's row is vLLM's TP N engine (the
     latent whole on every rank: the same blocks as TP 1), attention DP N's row is N of vLLM's DP-rank engines
-    (TP 1 each), and DCP's row (where recorded) is vLLM's TP N x DCP N engine."""
+    (TP 1 each), and DCP's row (where recorded) is vLLM's TP N x DCP N engine. Where an engine refuses to start
+    (one request of max_model_len does not fit a GPU: DeepSeek-V3 at 2 GiB under TP 8 and DP 8, not under DCP 8,
+    whose request holds 1/8 of its tokens), the row carries vLLM's error word for word."""
     tp_key, dp_key = f"{model}/tp={gpus}", f"{model}/dp={gpus},ep"
     dcp_key = f"{model}/tp={gpus},dcp={gpus}"
     tp_case, dp_case = CASES[tp_key], CASES[dp_key]
+    mnbt = f"max_num_batched_tokens={MNBTS[0]}"
+    want = {"tp": (tp_case, 1), "attention_dp": (dp_case, gpus)}
+    if dcp_key in CASES:
+        want["dcp"] = (CASES[dcp_key], 1)
     for bkey, b in tp_case["budgets"].items():
-        if "refused" in b or "refused" in dp_case["budgets"][bkey]:
-            continue
         budget = b["available_bytes_per_gpu"]
         argv = _argv(CASES[f"{model}/tp=1"], budget, MNBTS[0]) + ["--attention-layouts", str(gpus)]
-        rc, out, err = _run(argv)
+        rc, out, err = run_plan(argv)
         assert rc == 0, err
         rows = {r["layout"]: r for r in out["attention_layouts"]["layouts"]}
-        mnbt = f"max_num_batched_tokens={MNBTS[0]}"
-        want = {"tp": (tp_case, 1), "attention_dp": (dp_case, gpus)}
-        if dcp_key in CASES:
-            want["dcp"] = (CASES[dcp_key], 1)
         for name, (case, engines) in want.items():
             eb = case["budgets"][bkey]
             r = rows[name]
+            if "refused" in eb:  # get_kv_cache_configs -> _check_enough_kv_cache_memory
+                assert r["startup_refusal"] == eb["refused"].removeprefix("ValueError: "), (name, bkey)
+                continue
+            assert "startup_refusal" not in r, (name, bkey)
             assert r["engines"] == engines, (name, bkey)
             assert r["num_blocks_per_gpu"] == eb["num_blocks"], (name, bkey)
             assert r["total_kv_cache_tokens"] == engines * eb["capacity"][mnbt]["gpu_kv_cache_size_tokens"]
             assert r["total_concurrency"] == pytest.approx(engines * eb["capacity"][mnbt]["max_concurrency"])
-        assert rows["tp"]["num_blocks_per_gpu"] == CASES[f"{model}/tp=1"]["budgets"][bkey]["num_blocks"]
+        if "refused" not in b:
+            assert rows["tp"]["num_blocks_per_gpu"] == CASES[f"{model}/tp=1"]["budgets"][bkey]["num_blocks"]
+    refused = [k for k, c in want.items() for b in c[0]["budgets"].values() if "refused" in b]
+    assert model != "deepseek-v3" or sorted(set(refused)) == ["attention_dp", "tp"]  # the 2 GiB budget

@@ -4,7 +4,8 @@ Every expected number is a hand derivation from the vLLM 0.33 rules the module c
 pool (v1/engine/core.py EngineCore._initialize_kv_caches: no minimum across DP ranks), MLA's latent is one KV head
 on every TP rank (config/model.py ModelConfig.get_num_kv_heads returns 1 when use_mla), GQA heads split over TP
 (max(1, kv // tp)), DCP divides a request's tokens (FullAttentionSpec.max_memory_usage_bytes: cdiv(cdiv(L, dcp),
-block)), and the routed experts split over DP x TP (FusedMoEParallelConfig.make).
+block)), and the routed experts split over DP x TP (FusedMoEParallelConfig.make). tests/test_deploy_more.py holds
+the same layouts against vLLM's own engines (DeepSeek-V3 TP 1 / TP 8 / TP 8 x DCP 8 / DP 8, DeepSeek-V2-Lite).
 """
 
 from __future__ import annotations

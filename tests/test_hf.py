@@ -250,10 +250,13 @@ def test_without_transformers_a_hybrid_config_is_one_line(monkeypatch, tmp_path)
     from kvviz.families import PRESETS_DIR as MODELS_DIR
     from kvviz.families import load_path as load_hf_config
 
-    (tmp_path / "config.json").write_text((MODELS_DIR / "jamba-v0.1.json").read_text())
+    gemma4 = Path(__file__).parent / "data" / "vllm-0.33" / "registry" / "configs" / "Gemma4ForCausalLM"
+    (tmp_path / "config.json").write_text((gemma4 / "config.json").read_text())
     monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now raises ImportError
     with pytest.raises(KvvizError, match="needs transformers") as e:
-        load_hf_config(tmp_path)  # Jamba's layer kinds are a property of its config class
+        load_hf_config(tmp_path)  # Gemma 4's per_layer_config becomes objects of its config class
+    (tmp_path / "config.json").write_text((MODELS_DIR / "jamba-v0.1.json").read_text())
+    assert load_hf_config(tmp_path).name == tmp_path.name  # Jamba's properties: kvviz/families/hf_fast_rules.py
     (tmp_path / "config.json").write_text((MODELS_DIR / "gpt-oss-120b.json").read_text())
     assert load_hf_config(tmp_path).name == tmp_path.name  # read through kvviz's table of the classes' defaults
     assert "\n" not in str(e.value)

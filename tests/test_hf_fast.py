@@ -58,7 +58,9 @@ def test_table_matches_installed_transformers():
     checked = 0
     for model_type in sorted(t for t in types if t in doc["models"]):
         made = json.loads(json.dumps(script.make_entry(CONFIG_MAPPING[model_type], model_type)))
-        assert doc["models"][model_type] == made, model_type
+        shipped = dict(doc["models"][model_type])  # each field's type code is held once, in the table's types
+        shipped["types"] = {k: doc["types"][i] for k, i in shipped["types"].items()}
+        assert shipped == made, model_type
         checked += 1
     assert checked >= 20
 
@@ -92,9 +94,12 @@ def test_most_configs_take_the_table():
         if raw.get("model_type") in CONFIG_MAPPING and raw["model_type"] not in own and "auto_map" not in raw
     ]
     taken = sum(hf_fast.fast_read(raw) is not None for raw in sources)
-    # 116 of 174 on 2026-12-03: the registry's reference configs (built from a class's defaults, leaving the
-    # fields its __post_init__ derives to it) mostly take transformers' path; released configs mostly take the table
-    assert taken >= 0.6 * len(sources), f"{taken} of {len(sources)}"
+    # 164 of 174 on 2026-12-03 (116 before kvviz/families/hf_fast_rules.py mirrored the state hybrids', DeepSeek-V2 /
+    # V3.2's, Llama 4's, Qwen3.5's, ... config-class rules). Still transformers': DeepSeek V4 (its family reads the
+    # JSON itself), Gemma 4's per_layer_config, Step3p5's, Mellum's, VibeVoice's; and since the table mirrors the
+    # classes' @strict validation (kvviz/families/hf_fast_strict.py; 166 of 181 on 2026-12-03), the classes whose
+    # validators are more than it evaluates: Laguna's, OLMo-Hybrid's, Cosmos3-Edge's, Molmo2's, Muse Spark's
+    assert taken >= 164, f"{taken} of {len(sources)}"
 
 
 def test_first_sight_imports_no_torch(tmp_path):

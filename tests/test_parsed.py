@@ -108,6 +108,18 @@ def test_presets_plan_without_transformers_or_torch(model):
 
 def test_user_config_on_a_cache_hit_plans_without_transformers(tmp_path):
     env = dict(os.environ, KVVIZ_CACHE_DIR=str(tmp_path / "cache"))
-    folder = _copy(tmp_path, "jamba-v0.1")  # Jamba's layer kinds are a property: only transformers gives them
+    # Gemma 4's per_layer_config becomes objects of its config class: only transformers reads it
+    folder = tmp_path / "gemma4"
+    folder.mkdir()
+    source = REPO / "tests" / "data" / "vllm-0.33" / "registry" / "configs" / "Gemma4ForCausalLM" / "config.json"
+    (folder / "config.json").write_bytes(source.read_bytes())
     assert "transformers" in _imports_after(["plan", "--hf-config", str(folder), "--json"], env)  # the miss
     assert _imports_after(["plan", "--hf-config", str(folder), "--json"], env) == "HEAVY []"  # the hit
+
+
+@pytest.mark.parametrize("model", ["jamba-v0.1", "nemotron-nano-9b-v2"])
+def test_hybrid_config_at_first_sight_plans_without_transformers(model, tmp_path):
+    # their layer kinds are properties of the config classes, mirrored by kvviz/families/hf_fast_rules.py
+    env = dict(os.environ, KVVIZ_CACHE_DIR=str(tmp_path / "cache"))
+    folder = _copy(tmp_path, model)
+    assert _imports_after(["plan", "--hf-config", str(folder), "--json"], env) == "HEAVY []"  # the miss

@@ -80,12 +80,38 @@ def test_verify_and_pool_take_a_plan(planned):
     assert [p.block_stride for p in pools] == [lay.block_stride for lay in planned.pools]
 
 
-def test_explorer_takes_a_plan():
-    p = kvviz.plan(kvviz.load("gemma-3-27b"), planner="separate", kv_dtype="fp8")
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_explorer_takes_a_plan(planner):
+    p = kvviz.plan(kvviz.load("gemma-3-27b"), planner=planner, kv_dtype="fp8")
     ex = kvviz.Explorer(p)
     assert ex.error == ""
-    assert ex.plan.planner == "separate" and ex.plan.options.kv_dtype == "fp8"
+    assert ex.plan.planner == planner and ex.plan.options.kv_dtype == "fp8"
     assert ex.plan.block_stride == p.block_stride
+
+
+FRESH = """
+import sys, tempfile, pathlib
+import kvviz
+for planner in ("vllm", "separate"):
+    p = kvviz.plan(kvviz.load("gemma-3-27b"), planner=planner)
+    q = kvviz.plan(kvviz.load("gemma-3-27b"), planner=planner, kv_dtype="fp8")
+    kvviz.block_map(p)
+    reports = kvviz.verify(p, 8, device="cpu")
+    assert all(r.passed for r in (reports if isinstance(reports, tuple) else (reports,)))
+    kvviz.before_after(p, q)
+    kvviz.live_bytes(p)
+    assert kvviz.render_report(p, pathlib.Path(tempfile.mkdtemp()) / "out")
+    assert kvviz.Explorer(p).error == ""
+    print(planner, len(p.pools))
+"""
+
+
+def test_the_first_hour_in_a_fresh_process():
+    """Issue 29's first Done-when line as a new notebook runs it: a fresh interpreter, nothing imported
+    before `import kvviz`, a shared-pool and a separate-pools plan through every post-plan function."""
+    done = subprocess.run([sys.executable, "-c", FRESH], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["vllm", "1", "separate", "2"]
 
 
 def test_a_layout_is_still_taken():

@@ -14,6 +14,7 @@ import kvviz
 from kvviz.cli.main import main
 from kvviz.deploy.weights import _raw_config, estimate_weight_bytes
 from kvviz.families import preset_names
+from kvviz.families.hf import MAX_LEN_KEYS
 
 GIB = 2**30
 H200_AT_09 = 0.9 * 150_109_945_856  # the H200's total_memory (kvviz/deploy/gpus.py) x 0.9
@@ -72,3 +73,55 @@ def test_gemma_3n_e4b_by_hand():
     w, how = estimate_weight_bytes(model, _raw_config(model, None, None)[0])
     assert w == 2 * total and f"{total:,} parameters" in how  # bf16
     assert 6.8e9 < total < 6.9e9  # the text model of the "8B raw parameters" E4B (vision, audio towers apart)
+
+
+VLLM_LENGTH_KEYS = MAX_LEN_KEYS  # vLLM 0.33 derive_max_model_len_and_key's keys, one home (kvviz/families/hf.py)
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_every_preset_carries_its_published_length(name):
+    """Issue 29 "each preset's real context length": every preset's config.json carries one of the
+    length keys vLLM 0.33 reads, so none plans at a config class's default (GraniteMoeHybridConfig
+    2,048, KimiLinearConfig 4,096) or at _get_and_verify_max_len's 2,048-token fallback."""
+    from kvviz.families import preset_raw
+
+    raw = preset_raw(name)
+    text = raw.get("text_config") or raw
+    assert any(isinstance(text.get(k, raw.get(k)), int) for k in VLLM_LENGTH_KEYS), name
+    source = kvviz.load(name).max_model_len_source
+    assert "default" not in source and "no length field" not in source, (name, source)
+
+
+def test_granite_and_kimi_linear_lengths_by_hand():
+    """derive_max_model_len_and_key: the smallest key found, then `model_max_length` (when set) wins;
+    neither model has rope scaling, so _get_and_verify_max_len keeps the derived length.
+    granite-4.0-h-small: max_position_embeddings alone (131,072). Kimi-Linear: KimiLinearConfig
+    (transformers_utils/configs/kimi_linear.py) always sets max_position_embeddings (default 4,096, the
+    smaller key), and the published config's model_max_length (1,048,576) overrides it."""
+    from kvviz.families import preset_raw
+
+    granite, kimi = preset_raw("granite-4.0-h"), preset_raw("kimi-linear")
+    assert "rope_scaling" not in granite and "rope_scaling" not in kimi
+    assert kvviz.load("granite-4.0-h").max_model_len == granite["max_position_embeddings"] == 131072
+    assert "max_position_embeddings" not in kimi
+    assert kvviz.load("kimi-linear").max_model_len == kimi["model_max_length"] == 1048576
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_a_preset_file_given_as_hf_config_gets_the_same_budget(name, capsys):
+    """`kvviz plan --hf-config kvviz/presets/NAME.json --gpu H200` reads the same trimmed config as
+    `--model NAME`, so its weights are sized from the same fields: before, ten presets
+    were refused for a missing intermediate_size / hidden_size, and DeepSeek-V3 was sized in bf16."""
+    from kvviz.families.loader import PRESETS_DIR
+
+    tp: tuple[str, ...] = ()
+    rc, by_name, err = plan_json(capsys, name)
+    if rc != 0:  # weights alone exceed one H200's share (the test above): both at TP 8
+        tp = ("-tp", "8")
+        rc, by_name, err = plan_json(capsys, name, *tp)
+    assert rc == 0 and by_name is not None, err
+    argv = ["plan", "--hf-config", str(PRESETS_DIR / f"{name}.json"), "--gpu", "H200"]
+    assert main([*argv, "--gpu-memory-utilization", "0.9", "--json", *tp]) == 0, capsys.readouterr().err
+    by_file = json.loads(capsys.readouterr().out)
+    weights = [next(t for t in p["kv_budget"]["terms"] if t["key"] == "weights")["bytes"] for p in (by_name, by_file)]
+    assert weights[0] == weights[1] and by_file["num_blocks"] == by_name["num_blocks"] > 0

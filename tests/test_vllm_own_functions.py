@@ -369,3 +369,19 @@ def test_each_preset_reaches_the_spec_classes_it_should():
         spec_class("MLAAttentionSpec").max_memory_usage_bytes.__code__.co_firstlineno
         == spec_class("FullAttentionSpec").max_memory_usage_bytes.__code__.co_firstlineno
     )
+
+
+def test_max_len_keys_are_vllms():
+    """kvviz.families.hf.MAX_LEN_KEYS is the possible_keys list of vLLM 0.33's derive_max_model_len_and_key, in
+    order (read from the wheel's source, not retyped)."""
+    import ast
+
+    from kvviz.families.hf import MAX_LEN_KEYS
+
+    tree = ast.parse((VLLM / "transformers_utils" / "model_arch_config_convertor.py").read_text())
+    found = [
+        [e.value for e in node.value.elts]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "possible_keys" for t in node.targets)
+    ]
+    assert found == [list(MAX_LEN_KEYS)]

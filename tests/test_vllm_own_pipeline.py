@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import json
 import math
 import types
 from functools import partial
@@ -45,13 +46,15 @@ from kvviz.vllm.transfer import transfer
 
 PLANNING = "v1/core/kv_cache_planning.py"
 GIB = 2**30
-# (preset, knobs): sliding, MLA, Mamba/GDN hybrids, uneven splits, TP x PP, a partition.
+# (preset, knobs): sliding, MLA, Mamba/GDN hybrids, uneven splits, TP x PP, partitions.
 PP_MODELS = (
     ("gpt-oss-120b", {"pipeline_parallel_size": 3, "max_model_len": 32768}),
     ("gemma-3-27b", {"pipeline_parallel_size": 4, "tensor_parallel_size": 2}),
     ("deepseek-v3", {"pipeline_parallel_size": 4, "tensor_parallel_size": 8}),
     ("qwen3-next-80b-a3b", {"pipeline_parallel_size": 3}),
     ("jamba-v0.1", {"pipeline_parallel_size": 2, "pp_layer_partition": (10, 22)}),
+    # a first stage of two GDN layers only: its states keep block 16 and their own page (state_only_stages)
+    ("qwen3-next-80b-a3b", {"pipeline_parallel_size": 2, "pp_layer_partition": (3, 45), "max_model_len": 32768}),
     ("llama-3.1-8b", {"pipeline_parallel_size": 3, "max_num_batched_tokens": 2048}),
 )
 
@@ -291,6 +294,31 @@ def test_transfer_blocks_are_the_connectors_clipping(name):
         t = transfer(plan, prompt)
         lists = tuple(list(range(g.blocks_allocated)) for g in t.groups)
         assert [len(b) for b in clip(lists)] == [g.blocks_sent for g in t.groups], (name, prompt)
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "qwen3-next-80b-a3b", "deepseek-v3"])
+def test_cli_transfer_bytes_are_the_connectors_clipped_blocks(name, capsys):
+    """`kvviz plan --transfer P --json`: each group's blocks sent are get_exchange_clipped_blocks' list for the
+    prompt's blocks, and its bytes that many blocks of one decode rank's pages of the group (a Mamba group's real
+    state bytes: the connector moves the state, not its padding); below kv_recompute_threshold nothing moves."""
+    from kvviz.cli import main
+
+    plan = kvviz.plan(name)
+    clip = _clipper(plan)
+    for prompt in (63, 1000, 10_000):
+        assert main(["plan", "--model", name, "--transfer", str(prompt), "--json"]) == 0
+        got = json.loads(capsys.readouterr().out)["transfer"]
+        t = transfer(plan, prompt)
+        if prompt < 64:
+            assert got["bytes_per_decode_rank"] == 0 and got["recomputed"], name
+            continue
+        clipped = clip(tuple(list(range(g.blocks_allocated)) for g in t.groups))
+        per_block = [sum(c.content_bytes if c.kind.is_state else c.page_bytes for c in g.layers) for g in plan.groups]
+        assert [g["blocks_sent"] for g in got["groups"]] == [len(b) for b in clipped], (name, prompt)
+        assert [g["bytes_per_decode_rank"] for g in got["groups"]] == [
+            len(b) * p for b, p in zip(clipped, per_block)
+        ], (name, prompt)
+        assert got["bytes_per_decode_rank"] == sum(len(b) * p for b, p in zip(clipped, per_block))
 
 
 def test_refusals_name_the_knob():

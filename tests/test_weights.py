@@ -138,11 +138,19 @@ def test_unknown_quant_method_is_one_line():
         estimate_weight_bytes(kvviz.load(OWN / "llama-3.3-70b"), cfg)
 
 
-def test_fit_prints_budgets_for_an_own_config(capsys):
-    argv = ["fit", "--hf-config", str(OWN / "gpt-oss-120b"), "--gpus", "H200", "--tp", "1,2", "--contexts", "8192"]
+@pytest.mark.parametrize(
+    "name, tp", [("qwen3-30b-a3b", 1), ("llama-3.3-70b", 2), ("gpt-oss-120b", 1), ("deepseek-v3", 8)]
+)
+def test_fit_prints_budgets_for_an_own_config(name, tp, capsys):
+    """`kvviz fit` on each own config: no row says the weights are unknown, and the TP that fits (the
+    one the plan test above uses; DeepSeek-V3 FP8 on 8 x H200) has a row with a KV budget."""
+    argv = ["fit", "--hf-config", str(OWN / name), "--gpus", "H200", "--tp", f"1,{tp}", "--contexts", "8192", "--json"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "weights_bytes" not in out and "no config.json" not in out
+    rows = json.loads(out)["rows"]
+    good = [r for r in rows if r["tp"] == tp and r["kv_budget_bytes"] and r["num_blocks"]]
+    assert good and all(r["line"].startswith("GPU KV cache size: ") for r in good), rows
 
 
 def test_no_room_names_the_tp_flag_on_the_cli(capsys):

@@ -1,7 +1,7 @@
 """DeepSeek V4's weights from its config.json (kvviz.deploy.params_dsv4), derived by hand from vLLM
 0.33's model file (models/deepseek_v4/nvidia/model.py, attention.py, compressor.py): DeepSeek-V4-Flash
-through its preset and the config.json fields kvviz.deploy.weights.PRESET_FILL adds; DeepSeek-V4-Pro
-through its preset, which carries its published config.json's fields (kvviz/presets/README.md)."""
+and DeepSeek-V4-Pro through their presets, which carry their published config.json's fields
+(kvviz/presets/README.md)."""
 
 from __future__ import annotations
 

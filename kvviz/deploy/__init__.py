@@ -12,7 +12,6 @@ _NAMES = {
     "gpu_spec": "gpus",
     "DTYPE_BYTES": "weights",
     "checkpoint_weight_bytes": "weights",
-    "PRESET_FILL": "weights",
     "estimate_parameters": "weights",
     "DEFAULT_GPU_MEMORY_UTILIZATION": "budget",
     "DEFAULT_ACTIVATION_BYTES": "budget",

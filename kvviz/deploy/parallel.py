@@ -164,6 +164,7 @@ class Layout:
     kv_cache_tokens: int = 0  # one engine's capacity line
     capacity_line: str = ""
     refused: str = ""
+    startup_refusal: str = ""  # vLLM's start-up error at this budget (one request of max_model_len does not fit)
 
     @property
     def total_concurrency(self) -> float:
@@ -198,7 +199,7 @@ class Layout:
             "total_kv_cache_tokens": self.total_tokens,
             "total_concurrency": self.total_concurrency,
             "per_gpu_concurrency": self.per_gpu_concurrency,
-        }
+        } | ({"startup_refusal": self.startup_refusal} if self.startup_refusal else {})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,6 +239,7 @@ class AttentionLayouts:
                 f"{x.total_concurrency:.2f} requests ({x.per_gpu_concurrency:.2f} a GPU)"
                 + (f", {r:.2f}x TP {self.gpus}'s" if r is not None and x.name != "tp" else "")
                 + (f" [budget {x.budget_bytes:,} B: {x.budget_source}]" if x.budget_source else "")
+                + (f"; vLLM 0.33 refuses to start it: {x.startup_refusal}" if x.startup_refusal else "")
             )
         if self.replicated:
             out.append(
@@ -259,6 +261,7 @@ class AttentionLayouts:
 
 
 def _layout(model, options: Options, name: str, label: str, gpus: int, engines: int, budget) -> Layout:
+    from kvviz.vllm.pipeline import startup_refusal
     from kvviz.vllm.plan import check_knobs, plan_model
 
     budget, where = budget
@@ -283,6 +286,7 @@ def _layout(model, options: Options, name: str, label: str, gpus: int, engines: 
         max_concurrency=cap.max_concurrency,
         kv_cache_tokens=cap.kv_cache_tokens,
         capacity_line=cap.line,
+        startup_refusal=startup_refusal(plan, budget) or "",  # get_kv_cache_configs -> _check_enough_kv_cache_memory
     )
 
 

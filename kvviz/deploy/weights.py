@@ -58,78 +58,6 @@ def checkpoint_weight_bytes(checkpoint_dir) -> tuple[int, str] | None:
     return None
 
 
-# DeepSeek-V3's and Kimi-K2's checkpoints: block-wise FP8 (their config.json's quantization_config).
-FP8_BLOCK_128 = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}
-# The fields a shipped preset leaves out (its config.json is trimmed to the KV-relevant part), from
-# the model's Hugging Face config.json, so the weight estimate can be made for them (the presets not
-# named here either carry every field the estimate reads or are refused naming the missing field).
-PRESET_FILL = {
-    "meta-llama/Llama-3.1-8B": {"intermediate_size": 14336, "vocab_size": 128256, "tie_word_embeddings": False},
-    "mistralai/Mistral-7B-v0.1": {"intermediate_size": 14336, "vocab_size": 32000, "tie_word_embeddings": False},
-    "microsoft/Phi-3-mini-4k-instruct": {"intermediate_size": 8192, "vocab_size": 32064, "tie_word_embeddings": False},
-    "google/gemma-3-27b-it": {"intermediate_size": 21504, "vocab_size": 262208, "tie_word_embeddings": True},
-    "openai/gpt-oss-120b": {
-        "intermediate_size": 2880,
-        "vocab_size": 201088,
-        "num_local_experts": 128,
-        "attention_bias": True,
-        "tie_word_embeddings": False,
-        "quantization_config": {
-            "modules_to_not_convert": [
-                "model.layers.*.self_attn",
-                "model.layers.*.mlp.router",
-                "model.embed_tokens",
-                "lm_head",
-            ],
-            "quant_method": "mxfp4",
-        },
-    },
-    "meta-llama/Llama-4-Scout-17B-16E-Instruct": {
-        "intermediate_size": 8192,
-        "intermediate_size_mlp": 16384,
-        "vocab_size": 202048,
-        "num_local_experts": 16,
-        "interleave_moe_layer_step": 1,
-        "tie_word_embeddings": False,
-    },
-    "deepseek-ai/DeepSeek-V3": {"quantization_config": FP8_BLOCK_128},
-    # transformers' DeepseekV4Config defaults (configuration_deepseek_v4.py, documented on the checkpoint
-    # deepseek-ai/DeepSeek-V4-Flash-Base; 284.3 B parameters, V4-Flash's published total), the same
-    # values as V4-Flash's published config.json (kvviz/presets/README.md); V4-Flash ships fp8 linears
-    # and fp4 (MXFP4) experts (vLLM 0.33 models/deepseek_v4/quant_config.py DeepseekV4FP8Config:
-    # expert_dtype "fp4"). The deepseek-v4-pro preset carries its own published sizes.
-    "deepseek-ai/DeepSeek-V4-Flash": {
-        "hidden_size": 4096,
-        "vocab_size": 129280,
-        "num_attention_heads": 64,
-        "q_lora_rank": 1024,
-        "o_lora_rank": 1024,
-        "o_groups": 8,
-        "n_routed_experts": 256,
-        "num_experts_per_tok": 6,
-        "moe_intermediate_size": 2048,
-        "n_shared_experts": 1,
-        "hc_mult": 4,
-        "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128], "expert_dtype": "fp4"},
-    },
-    "moonshotai/Kimi-K2-Instruct": {
-        "intermediate_size": 18432,
-        "topk_method": "noaux_tc",
-        "tie_word_embeddings": False,
-        "quantization_config": FP8_BLOCK_128,
-    },
-    "Qwen/Qwen3-Next-80B-A3B-Instruct": {
-        "intermediate_size": 5120,
-        "moe_intermediate_size": 512,
-        "num_experts": 512,
-        "shared_expert_intermediate_size": 512,
-        "decoder_sparse_step": 1,
-        "vocab_size": 151936,
-        "tie_word_embeddings": False,
-    },
-}
-
-
 def _raw_config(model, checkpoint_dir, raw_config) -> tuple[dict | None, str]:
     if raw_config is not None:
         require(isinstance(raw_config, dict), "raw_config: must be a parsed config.json (a dict)")
@@ -140,15 +68,8 @@ def _raw_config(model, checkpoint_dir, raw_config) -> tuple[dict | None, str]:
         return read_json(Path(checkpoint_dir) / "config.json", what="checkpoint_dir"), "checkpoint config.json"
     from kvviz.families import preset_names, preset_raw
 
-    if model.name in preset_names():
-        raw = dict(preset_raw(model.name))
-        fill = PRESET_FILL.get(raw.get("_name_or_path", ""))
-        if fill:
-            target = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
-            for k, v in fill.items():
-                target.setdefault(k, v)
-            return raw, f"preset {model.name} + {raw['_name_or_path']}'s config.json fields"
-        return raw, f"preset {model.name}"
+    if model.name in preset_names():  # each preset carries the fields the estimate reads (kvviz/presets/README.md)
+        return dict(preset_raw(model.name)), f"preset {model.name}"
     return None, ""
 
 

@@ -6,10 +6,14 @@ checked against the installed transformers by tests/test_hf_fast.py.
 `fast_read(raw)` gives the (top, text) configs as namespaces of the class defaults overlaid with the
 JSON, or None when only transformers can say what the class makes of this JSON: a model_type the
 table does not hold, a field some reader looks at that the class computes (a property), or one
-that __post_init__ derives and this JSON leaves
-out (unless it is one of the two rules the table confirmed: a copy of another field, or
-hidden_size // num_attention_heads), or a field __post_init__ sets whatever the JSON says (the one
-such rule kvviz mirrors: `sliding_window` is None unless `use_sliding_window`, Qwen2/Qwen3's).
+that __post_init__ derives and this JSON leaves out (unless it is one of the two rules the table
+confirmed: a copy of another field, or hidden_size // num_attention_heads), or a field __post_init__
+sets whatever the JSON says (`sliding_window` is None unless `use_sliding_window`, Qwen2/Qwen3's) --
+except where kvviz mirrors the class's own rule (kvviz/families/hf_fast_rules.py RULES: Nemotron-H,
+Jamba, the Mamba models, Falcon-H1, Granite-4.0-H, Zamba2, DeepSeek-V2 / V3.2, Llama 4, Qwen3.5, ...);
+or a JSON the class's `@strict` validation could refuse (kvviz/families/hf_fast_strict.py: a field's
+type or validator, a class validator such as validate_architecture), so that the table never accepts
+what transformers refuses.
 """
 
 from __future__ import annotations
@@ -22,10 +26,13 @@ import re
 import types
 from pathlib import Path
 
+from kvviz.families.hf_fast_rules import RULES, remap
+from kvviz.families.hf_fast_strict import fields_fit, validators_pass
+
 TABLE = Path(__file__).resolve().parent / "hf_table.json"
 # sha256 of the table, written by scripts/hf_config_table.py: a table changed without this line is
 # not read (and, this module being readers' code, a new table invalidates the parsed-config cache).
-TABLE_SHA256 = "20d716f6a90484d60c1e2b49eae374fe4b7ca6fb875d23e5e675f632b218f077"
+TABLE_SHA256 = "82a11fa4948766242fef0c5615272beb3b6ea7425840b86de28900182d02e802"
 
 
 @functools.lru_cache(maxsize=1)
@@ -68,33 +75,21 @@ def family_sources() -> tuple[tuple[str, bytes], ...]:
 
 @functools.lru_cache(maxsize=1)
 def read_keys() -> frozenset[str]:
-    """Every quoted identifier in the readers' code (kvviz/families/*.py): the config fields some
-    reader may look at (a derived field no reader names does not matter)."""
+    """Every quoted identifier in the readers' code (kvviz/families/*.py but hf_fast_strict.py, which
+    falls back rather than reads): the config fields some reader may look at (a derived field no
+    reader names does not matter)."""
     words: set[str] = set()
-    for _, source in family_sources():
+    for file, source in family_sources():
+        if file == "hf_fast_strict.py":
+            continue  # the fields the strict mirror reads only decide whether to ask transformers
         for quoted in re.findall(r"""["']([A-Za-z_][A-Za-z0-9_.]*)["']""", source.decode("utf-8")):
             words.update(quoted.split("."))  # a dotted path ("thinker_config.text_config") names each part
     return frozenset(words)
 
 
-def _gemma3_kinds(values: dict, part: dict):
-    """Gemma3TextConfig.__post_init__: every sliding_window_pattern-th layer full (default 6); a
-    bidirectional model also changes its window there, so it is left to transformers."""
-    if values.get("use_bidirectional_attention"):
-        return None
-    period = part.get("sliding_window_pattern", 6)
-    return ["sliding_attention" if (i + 1) % period else "full_attention" for i in range(values["num_hidden_layers"])]
-
-
-def _qwen3_next_kinds(values: dict, part: dict):
-    """Qwen3NextConfig.__post_init__: every full_attention_interval-th layer full (default 4)."""
-    period = part.get("full_attention_interval", 4)
-    return ["linear_attention" if (i + 1) % period else "full_attention" for i in range(values["num_hidden_layers"])]
-
-
-# model_type -> the layer_types its config class derives when the JSON has none (the rules kvviz
-# mirrors; tests/test_hf_fast.py checks them against transformers on the shipped configs).
-MIRRORED = {"gemma3_text": _gemma3_kinds, "qwen3_next": _qwen3_next_kinds}
+# The parts of a config a multimodal class builds as other towers' configs (scripts/hf_config_table.py
+# IGNORED): no reader opens them as configs (decoder_kinds reads the JSON's vision_config itself).
+OTHER_TOWERS = ("vision_config", "audio_config")
 
 
 def _legacy_rope(part: dict, values: dict):
@@ -127,25 +122,30 @@ def _namespace(part: dict, entry: dict, model_type: str, *, sub=None):
         if isinstance(k, str) and k.isidentifier():
             values[aliases.get(k, k)] = v
     given = {aliases.get(k, k) for k in part}
+    if not fields_fit(part, entry, table().get("types") or []):
+        return None  # a value huggingface_hub's strict type check or a field validator could refuse
     if part.get("rope_scaling"):  # convert_rope_params_to_dict: `rope_scaling or self.rope_parameters`
         rope = _legacy_rope(part, values)
         if rope is None:
             return None
         values["rope_parameters"] = rope
         given.add("rope_parameters")
-    mirror = MIRRORED.get(model_type)
-    if mirror is not None and "layer_types" not in given and isinstance(values.get("num_hidden_layers"), int):
-        kinds = mirror(values, part)
-        if kinds is None:
-            return None
-        values["layer_types"] = kinds
-        given.add("layer_types")
+    rule, covered = RULES.get(model_type, (None, ()))
+    if rule is not None and not rule(values, part, given):
+        return None  # a value the class refuses or converts: transformers says what it makes of it
+    for key in ("layer_types", "mtp_layer_types"):  # PreTrainedConfig.__post_init__: remap_legacy_layer_types
+        key = aliases.get(key, key)
+        if isinstance(values.get(key), list) and key not in entry.get("properties", ()):
+            values[key] = remap(values[key])
     wanted = read_keys()
-    if any(p in wanted for p in entry.get("properties", ())):
+    if any(p in wanted and p not in covered for p in entry.get("properties", ())):
         return None  # a field the class computes on every read (a property): transformers says what it is
     if any(k in wanted for k in entry.get("opaque", ())):
         return None  # a field whose default is no JSON value (an object the class builds)
-    if any(isinstance(part.get(k), dict) and "model_type" in part[k] for k in given & wanted if k != "text_config"):
+    if any(
+        isinstance(part.get(k), dict) and "model_type" in part[k]
+        for k in given & wanted - {"text_config", *OTHER_TOWERS}
+    ):
         return None  # a nested config a reader opens (Qwen2.5-Omni's thinker_config): its own class fills it
     for key in given & wanted:
         value = values.get(key)
@@ -154,16 +154,20 @@ def _namespace(part: dict, entry: dict, model_type: str, *, sub=None):
         per_layer = isinstance(value, dict) and value and all(isinstance(k, str) and k.isdigit() for k in value)
         if per_layer or (isinstance(value, list) and any(isinstance(v, dict) for v in value)):
             return None  # per-layer nested configs (Gemma 4's per_layer_config): the class builds objects of them
+    stale = set()  # derived fields no reader looks at, left at the class default: no validator may read them
     for key, how in (entry.get("derives") or {}).items():
+        if key in covered:
+            continue
         if key not in wanted and not any(a in wanted for a, c in aliases.items() if c == key):
+            stale.add(key)
             continue
         if how == "always":
             if key == "sliding_window" and "use_sliding_window" in values:
                 values[key] = values[key] if values.get("use_sliding_window") else None
                 continue
             return None
-        if key in given:
-            continue
+        if key in given and not (key in entry["fields"] and values.get(key) == entry["fields"][key]):
+            continue  # (a field the JSON gives as its default, null say, is derived as if left out)
         if how == "div" and isinstance(values.get("hidden_size"), int) and values.get("num_attention_heads"):
             values[key] = values["hidden_size"] // values["num_attention_heads"]
         elif how.startswith("copy:") and values.get(how[5:]) is not None:
@@ -173,6 +177,8 @@ def _namespace(part: dict, entry: dict, model_type: str, *, sub=None):
     for alias, canonical in aliases.items():
         if canonical in values:
             values[alias] = values[canonical]
+    if not validators_pass(values, part, entry, table().get("layer_types") or [(), ()], covered, stale):
+        return None  # a class validator (validate_architecture, ...) could refuse: transformers says
     if sub is not None:
         values["text_config"] = sub
     values["model_type"] = model_type

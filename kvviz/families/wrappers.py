@@ -33,7 +33,7 @@ import types
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
-from kvviz.families import decoder, deepseek_v4, mla, state
+from kvviz.families import decoder, deepseek_v4, hf_fast, mla, state
 from kvviz.families.deepseek_text import VL_V2_TEXT
 from kvviz.families.hf import derive_max_model_len, read_config, resolve_dtype, vllm_own_defaults
 from kvviz.families.refused import refusal
@@ -155,11 +155,20 @@ def _plain(value):
     return value
 
 
+def _transformers_knows(model_type) -> bool:
+    """Whether transformers ships a config class of `model_type`: the table kvviz reads configs with
+    (kvviz.families.hf_fast, made from the installed transformers' CONFIG_MAPPING) says so without
+    importing it; for a model_type the table does not hold, transformers' CONFIG_MAPPING itself."""
+    if isinstance(model_type, str) and model_type in hf_fast.table()["models"]:
+        return True
+    from transformers import CONFIG_MAPPING  # heavy: only for a model_type the table does not hold
+
+    return model_type in CONFIG_MAPPING
+
+
 def _top_and_text(raw: dict, entry: Wrapper, *, name: str):
     """(top config, vLLM's get_text_config(), the config the language model is built from) of the wrapper."""
-    from transformers import CONFIG_MAPPING  # heavy: only when a wrapper's config is parsed
-
-    if raw.get("model_type") in CONFIG_MAPPING:
+    if _transformers_knows(raw.get("model_type")):
         top, hf_text = read_config(raw, name=name)
         sub = top
         for part in entry.source_path:

@@ -6,6 +6,9 @@
   projected on each stage's layers (v1/core/kv_cache_planning.py `_project_kv_cache_groups_to_worker`), a
   `kvviz.core.stages.Stage` each; `Plan.capacity` keeps the minimum of the stages' blocks
   (`get_kv_cache_configs`);
+* a stage of state layers only (`state_only_stages`): its worker finds no attention backend, so
+  `Platform.update_block_size_for_backend` leaves the block size and the state page as configured; the merged
+  specs are grouped again (`get_global_kv_cache_groups`);
 * the start-up check: `startup_refusal` runs `_check_enough_kv_cache_memory` on each stage as
   `get_kv_cache_configs` does (the null block held back, every global group counted, an empty one too) and
   words the refusal as vLLM raises it.
@@ -59,6 +62,39 @@ def _num_hidden_layers(model) -> int:
     if not isinstance(n, int) or n <= 0:
         raise KvvizError(f"{PP}: kvviz does not know {model.name}'s num_hidden_layers to split it into stages")
     return n
+
+
+def state_only_stages(declared, caches: tuple, rules, model, options: Options) -> tuple[tuple, tuple[str, ...]]:
+    """The caches (`caches`: the whole model's, as `resolve_pages` paged them) as the stage workers register them.
+    Each worker aligns its own block size after building its layers (v1/executor/multiproc_executor.py
+    WorkerProc.__init__ -> platforms/interface.py `Platform.update_block_size_for_backend`): a stage whose layers
+    are all recurrent states finds no non-SSM backend (`_find_non_ssm_backends`) and returns before
+    `_align_hybrid_block_size`, so its states keep mamba_block_size as configured (the block size, 16 unless
+    --block-size; max_model_len without prefix caching) and their own page (no `mamba_page_size_padded`).
+    `get_global_kv_cache_groups` merges every worker's specs, then `unify_kv_cache_spec_page_size` pads those
+    pages to the largest and their block size makes them a spec of their own. (caches, derivation lines)."""
+    from kvviz.core.declare import MambaCache
+    from kvviz.vllm.pages import resolve_pages
+
+    states = [isinstance(d, MambaCache) for d in declared]
+    if all(states) or not any(states):  # an attention-free or a state-free model: every stage aligns alike
+        return caches, ()
+    pp, n = options.pipeline_parallel_size or 1, _num_hidden_layers(model)
+    local: dict[str, object] = {}
+    notes = []
+    for rank in range(pp):
+        start, end = pp_indices(n, rank, pp, options.pp_layer_partition)
+        here = [d for d in declared if isinstance(d.layer, int) and start <= d.layer < end]
+        if here and all(isinstance(d, MambaCache) for d in here):
+            pages = resolve_pages(here, rules)
+            local.update({c.name: c for c in pages.caches})
+            notes.append(
+                f"stage {rank} (layers {start}-{end - 1}) holds state layers only: its worker finds no attention "
+                f"backend (Platform.update_block_size_for_backend returns before _align_hybrid_block_size), so its "
+                f"states keep mamba_block_size {pages.mamba_block_size} and their own {pages.caches[0].page_bytes:,} B "
+                f"page, padded to the largest page when the workers' specs are merged"
+            )
+    return tuple(local.get(c.name, c) for c in caches), tuple(notes)
 
 
 def with_stages(plan: Plan, model, options: Options) -> Plan:

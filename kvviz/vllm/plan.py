@@ -24,7 +24,7 @@ from kvviz.options import Options
 from kvviz.vllm.group_names import group_base_name, spec_buckets
 from kvviz.vllm.grouping import group_caches, grouping_derivation, kv_cache_groups, packed_groups, pad_small_pages
 from kvviz.vllm.pages import PageRules, resolve_pages
-from kvviz.vllm.pipeline import with_stages
+from kvviz.vllm.pipeline import state_only_stages, with_stages
 from kvviz.vllm.planners import plan_bucketed, plan_overlay, plan_overlay_by_spec
 
 PLANNERS = ("vllm", "overlay", "bucketed", "packed", "separate")
@@ -225,10 +225,13 @@ def _plan_model(model, planner: str | None, options: Options) -> Plan:
     check_dcp(model, options, caches)
     scheduling = scheduling_for(model, options, mode)
     if planner == "vllm":  # get_kv_cache_groups for every model (DeepSeek V4: its packed path)
+        staged = options.pipeline_parallel_size not in (None, 1) or options.pp_layer_partition is not None
+        if staged and declared:  # a stage of states only registers them unaligned (docs/deploy.md#pipeline-parallel)
+            caches, notes = state_only_stages(declared, caches, rules, model, options)
+            head = head + notes
         groups = kv_cache_groups(caches, block_outermost=family.block_outermost)
         derivation = head + grouping_derivation(groups, caches) if declared else head
         plan = _shared_pool(model, planner, groups, scheduling, derivation, tokens, plan_overlay_by_spec)
-        staged = options.pipeline_parallel_size not in (None, 1) or options.pp_layer_partition is not None
         return with_stages(plan, model, options) if staged else plan  # docs/deploy.md#pipeline-parallel
     require(
         options.pipeline_parallel_size in (None, 1) and options.pp_layer_partition is None,
