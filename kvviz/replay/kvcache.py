@@ -180,20 +180,30 @@ class KVCacheManager(RunningSlots):
 
     # ---- allocation --------------------------------------------------------------------
     def _to_allocate(self, request, num_tokens, new_computed, total, local, main, cap, prefill_end) -> int:
-        empty = ()
-        return sum(
-            m.num_blocks_to_allocate(
-                request.rid,
-                num_tokens,
-                new_computed[i] if new_computed else empty,
-                total,
-                local,
-                main,
-                cap,
-                prefill_end,
+        """The groups' `get_num_blocks_to_allocate`, summed (`KVCacheCoordinator.get_num_blocks_to_allocate`).
+        With no hit blocks, a spec's first group answers for all of its groups (tables of one shape: the same
+        new blocks, no evictable hits); they take its checkpoint decision (`MambaManager`'s side effect, with
+        the table entry that vLLM's defaultdict creates). With hit blocks (ids differ), each group is asked."""
+        rid = request.rid
+        if new_computed and any(new_computed):
+            return sum(
+                m.num_blocks_to_allocate(rid, num_tokens, new_computed[i], total, local, main, cap, prefill_end)
+                for i, m in enumerate(self.managers)
             )
-            for i, m in enumerate(self.managers)
-        )
+        count = 0
+        for m, members in self.spec_runs:
+            k = m.num_blocks_to_allocate(rid, num_tokens, (), total, local, main, cap, prefill_end)
+            count += k * len(members)
+            if m.kind == "mamba" and len(members) > 1:
+                checkpoint = m.checkpoints.get(rid)
+                for g in members[1:]:
+                    g.req_to_blocks.setdefault(rid, [])
+                    if not cap:
+                        if checkpoint is None:
+                            g.checkpoints.pop(rid, None)
+                        else:
+                            g.checkpoints[rid] = checkpoint
+        return count
 
     def allocate_slots(
         self,
@@ -265,11 +275,10 @@ class KVCacheManager(RunningSlots):
             if m.num_cached_block.get(rid, 0) < upto // bs:
                 for g in members:
                     g.cache_blocks(request, num_tokens)
-            elif m.kind == "mamba" and (
-                rid in m.checkpoints
-                or (num_tokens > 0 and num_tokens % bs == 0 and num_tokens == (request.prompt_len - 1) // bs * bs)
-            ):  # the last: mamba_checkpoint_position(prompt_len, bs) written out (num_tokens > 0)
-                for g in members:  # MambaManager.cache_blocks with its full blocks hashed already: the tail alone
+            elif m.kind == "mamba" and not m.tail_is_noop(request, num_tokens):
+                # MambaManager.cache_blocks with its full blocks hashed already: the tail alone, asked of the
+                # spec's first group (its groups' tables and hashes move together)
+                for g in members:
                     g.cache_tail(request, num_tokens)
 
     def record_prefix_cache_stats(self, request, hits: int) -> None:

@@ -144,20 +144,30 @@ class MambaManager(Manager):
                 if blocks[i] != NULL and h[blocks[i]] is not None:
                     self.cached_this_step.add(h[blocks[i]])
 
+    def tail_is_noop(self, request, num_tokens: int) -> bool:
+        """Whether `_cache_tail` at `num_tokens` would change nothing: with a checkpoint, its block hashed at
+        the checkpoint already (prompt or junction checkpoint) or holding no hash to evict (any other); with
+        none, `num_tokens` not the prompt checkpoint position, or its block absent, null or hashed at it."""
+        bs, pool, rid = self.block_size, self.pool, request.rid
+        checkpoint = self.checkpoints.get(rid)
+        if checkpoint is not None:
+            position, idx = checkpoint
+            b = self.req_to_blocks[rid][idx]
+            if position == max((request.prompt_len - 1) // bs * bs, 0) or position == request.shared_prefix_boundary:
+                return b == NULL or (pool.hash[b] is not None and pool.hash_tokens[b] == position)
+            return pool.hash[b] is None
+        # mamba_checkpoint_position(prompt_len, bs) written out
+        if num_tokens <= 0 or num_tokens % bs or num_tokens != (request.prompt_len - 1) // bs * bs:
+            return True
+        blocks = self.req_to_blocks[rid]
+        idx = num_tokens // bs - 1
+        if idx >= len(blocks) or blocks[idx] == NULL:
+            return True
+        b = blocks[idx]
+        return pool.hash[b] is not None and pool.hash_tokens[b] == num_tokens
+
     def cache_tail(self, request, num_tokens: int) -> None:
         """`cache_blocks` when every full block up to `num_tokens` is hashed already: the tail block alone."""
-        checkpoint = self.checkpoints.get(request.rid)
-        if checkpoint is not None:  # _cache_tail's no-ops on a checkpoint, asked first
-            position, idx = checkpoint
-            pool = self.pool
-            b = self.req_to_blocks[request.rid][idx]
-            if position == max((request.prompt_len - 1) // self.block_size * self.block_size, 0) or (
-                position == request.shared_prefix_boundary
-            ):
-                if pool.hash[b] is not None and pool.hash_tokens[b] == position:
-                    return  # hashed at the checkpoint already
-            elif pool.hash[b] is None:
-                return  # nothing to evict
         added = self._cache_tail(request, num_tokens)
         if added is not None:
             self.cached_this_step.add(added)
