@@ -18,17 +18,22 @@ from kvviz.replay.pool import NULL
 class RunningSlots:
     """`allocate_slots` for scheduled running requests and the limits it leaves (a mixin of `KVCacheManager`)."""
 
-    def _allocate_running(self, request, num_new_tokens: int) -> bool:
-        """`allocate_slots` for a scheduled running request with no hit and no admission check, full and
-        sliding-window groups only: the same steps as the general path (windows trimmed, blocks counted,
-        allocated group by group, full blocks hashed), with the per-group formulas written out."""
-        rid = request.rid
+    def _slot_counts(self, request, num_new_tokens: int) -> tuple[int, int, int]:
+        """`allocate_slots`' token counts: computed tokens (capped at max_model_len), computed + new, and the
+        slots to hold (that, capped at max_model_len)."""
         mml = self.max_model_len
         total = request.num_computed_tokens
         if total > mml:
             total = mml
         main = total + num_new_tokens
-        need = main if main < mml else mml
+        return total, main, (main if main < mml else mml)
+
+    def _allocate_running(self, request, num_new_tokens: int) -> bool:
+        """`allocate_slots` for a scheduled running request with no hit and no admission check, full and
+        sliding-window groups only: the same steps as the general path (windows trimmed, blocks counted,
+        allocated group by group, full blocks hashed), with the per-group formulas written out."""
+        rid = request.rid
+        total, main, need = self._slot_counts(request, num_new_tokens)
         if self.sliding:
             processed = total - request.num_in_flight_tokens
             if processed < 0:
@@ -66,12 +71,7 @@ class RunningSlots:
         """`_allocate_running` for a model of one full-attention group (`KVCacheManager.dense`): no window
         to trim, the blocks for `need` allocated, the full blocks hashed, and `_set_limits`, written out."""
         rid = request.rid
-        mml = self.max_model_len
-        total = request.num_computed_tokens
-        if total > mml:
-            total = mml
-        main = total + num_new_tokens
-        need = main if main < mml else mml
+        total, main, need = self._slot_counts(request, num_new_tokens)
         m = self.managers[0]
         bs = m.block_size
         tables = m.req_to_blocks
