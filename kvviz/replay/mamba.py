@@ -144,27 +144,35 @@ class MambaManager(Manager):
                 if blocks[i] != NULL and h[blocks[i]] is not None:
                     self.cached_this_step.add(h[blocks[i]])
 
-    def tail_is_noop(self, request, num_tokens: int) -> bool:
-        """Whether `_cache_tail` at `num_tokens` would change nothing: with a checkpoint, its block hashed at
-        the checkpoint already (prompt or junction checkpoint) or holding no hash to evict (any other); with
-        none, `num_tokens` not the prompt checkpoint position, or its block absent, null or hashed at it."""
+    def _tail_step(self, request, num_tokens: int):
+        """What `MambaManager._cache_partial_tail_block` (hash_block_size == block_size) would do at
+        `num_tokens`: None (nothing), ("evict", b) (a checkpoint other than the prompt's or the shared-prefix
+        junction's: its block's hash dropped), or ("cache", b, position, replace) (the prompt or junction
+        checkpoint, or with none the prompt checkpoint position itself, hashed into a block not yet hashed there)."""
         bs, pool, rid = self.block_size, self.pool, request.rid
+        prompt_position = mamba_checkpoint_position(request.prompt_len, bs)
         checkpoint = self.checkpoints.get(rid)
         if checkpoint is not None:
             position, idx = checkpoint
             b = self.req_to_blocks[rid][idx]
-            if position == max((request.prompt_len - 1) // bs * bs, 0) or position == request.shared_prefix_boundary:
-                return b == NULL or (pool.hash[b] is not None and pool.hash_tokens[b] == position)
-            return pool.hash[b] is None
-        # mamba_checkpoint_position(prompt_len, bs) written out
-        if num_tokens <= 0 or num_tokens % bs or num_tokens != (request.prompt_len - 1) // bs * bs:
-            return True
-        blocks = self.req_to_blocks[rid]
-        idx = num_tokens // bs - 1
-        if idx >= len(blocks) or blocks[idx] == NULL:
-            return True
-        b = blocks[idx]
-        return pool.hash[b] is not None and pool.hash_tokens[b] == num_tokens
+            if position != prompt_position and position != request.shared_prefix_boundary:
+                return ("evict", b) if pool.hash[b] is not None else None
+            replace = True
+        else:
+            if num_tokens <= 0 or num_tokens % bs or num_tokens != prompt_position:
+                return None
+            blocks = self.req_to_blocks[rid]
+            idx = num_tokens // bs - 1
+            if idx >= len(blocks):
+                return None
+            b, position, replace = blocks[idx], num_tokens, False
+        if b == NULL or (pool.hash[b] is not None and pool.hash_tokens[b] == position):
+            return None
+        return ("cache", b, position, replace)
+
+    def tail_is_noop(self, request, num_tokens: int) -> bool:
+        """Whether `cache_tail` at `num_tokens` would change nothing (asked of a spec's first group)."""
+        return self._tail_step(request, num_tokens) is None
 
     def cache_tail(self, request, num_tokens: int) -> None:
         """`cache_blocks` when every full block up to `num_tokens` is hashed already: the tail block alone."""
@@ -173,40 +181,18 @@ class MambaManager(Manager):
             self.cached_this_step.add(added)
 
     def _cache_tail(self, request, num_tokens: int):
-        """`MambaManager._cache_partial_tail_block` with hash_block_size == block_size."""
-        bs, pool, rid = self.block_size, self.pool, request.rid
-        checkpoint = self.checkpoints.get(rid)
-        blocks = self.req_to_blocks[rid]
-        if checkpoint is not None:
-            position, idx = checkpoint
-            b = blocks[idx]
-            is_prompt = position == max((request.prompt_len - 1) // bs * bs, 0)  # mamba_checkpoint_position
-            if not is_prompt and position != request.shared_prefix_boundary:
-                pool.evict_hash(b)
-                return None
-            if pool.hash[b] is not None and pool.hash_tokens[b] == position:
-                return None
-            return self._cache_partial(request, b, position, replace=True)
-        if num_tokens <= 0 or num_tokens % bs:
+        """`MambaManager._cache_partial_tail_block`: the hash it cached, or None."""
+        step = self._tail_step(request, num_tokens)
+        if step is None:
             return None
-        if num_tokens != mamba_checkpoint_position(request.prompt_len, bs):
+        if step[0] == "evict":
+            self.pool.evict_hash(step[1])
             return None
-        idx = cdiv(num_tokens, bs) - 1
-        if idx >= len(blocks) or blocks[idx] == NULL:
-            return None
-        b = blocks[idx]
-        if pool.hash[b] is not None and pool.hash_tokens[b] == num_tokens:
-            return None
-        return self._cache_partial(request, b, num_tokens, replace=False)
-
-    def _cache_partial(self, request, b, num_tokens, replace):
-        """`BlockPool.cache_partial_block` at a block boundary."""
-        if b == NULL:
-            return None
-        key = (request.token_key(num_tokens), self.gid)
+        _, b, position, replace = step  # BlockPool.cache_partial_block at a block boundary
+        key = (request.token_key(position), self.gid)
         if replace:
             self.pool.evict_hash(b)
-        self.pool.insert_hash(key, b, num_tokens)
+        self.pool.insert_hash(key, b, position)
         return key
 
     def new_step_starts(self) -> None:
