@@ -32,8 +32,10 @@ CACHE = tempfile.mkdtemp(prefix="kvviz-bench-cache-")  # the parsed-config cache
 OWN = ROOT / "tests" / "data" / "own-configs"  # four models' own config.json (README there)
 DATA = ROOT / "tests" / "data" / "vllm-0.33"
 HF_CONFIG = str(DATA / "configs" / "nemotron-nano-9b-v2" / "config.json")
-# hybrids / MLA whose config classes compute fields (kvviz/families/hf_fast_rules*.py mirrors them)
-FIRST_SIGHT_RULES = {
+# first sight of a config.json: four models' own, then hybrids / MLA whose config classes compute fields
+# (kvviz/families/hf_fast_rules*.py mirrors them)
+FIRST_SIGHT = {
+    **{name: str(OWN / name) for name in ("qwen3-30b-a3b", "llama-3.3-70b", "gpt-oss-120b", "deepseek-v3")},
     "nemotron-nano-9b-v2": HF_CONFIG,
     "jamba-v0.1": str(DATA / "configs" / "jamba-v0.1" / "config.json"),
     "deepseek-v2-lite": str(DATA / "deploy" / "configs" / "deepseek-v2-lite" / "config.json"),
@@ -76,15 +78,7 @@ COMMANDS = [
             KVVIZ + ["plan", "--hf-config", path, "--json"],
             True,
         )
-        for name, path in FIRST_SIGHT_RULES.items()
-    ),
-    *(
-        (
-            f"kvviz plan --hf-config {name} --json (first sight, cache miss: table)",
-            KVVIZ + ["plan", "--hf-config", str(OWN / name), "--json"],
-            True,
-        )
-        for name in ("qwen3-30b-a3b", "llama-3.3-70b", "gpt-oss-120b", "deepseek-v3")
+        for name, path in FIRST_SIGHT.items()
     ),
     (
         "kvviz plan --hf-config deepseek-v3 -tp 8 --gpu H200 (first sight, cache miss: table)",
