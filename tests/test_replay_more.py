@@ -9,11 +9,13 @@ start on, refused with vLLM's message."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from replay_cases import cli_args, compare, load_cases, write_workload
 
+from kvviz.base.errors import KvvizError
 from kvviz.cli import main
 
 DATA = Path(__file__).parent / "data" / "vllm-0.33" / "replay-more"
@@ -64,3 +66,24 @@ def test_cli_refuses_as_vllm(name, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert ref["error"].removeprefix("ValueError: ").split(" See https://")[0] in err
+
+
+def test_hash_chain_lines_are_read_and_checked():
+    """The hash-chain form of shared/data/vllm-0.33/replay-traces/README.md: both fields or neither,
+    never beside a prefix group, ids non-negative integers; it round-trips through to_json."""
+    from kvviz.replay import loads
+
+    head = '{"id": "a", "arrival_step": 0, "prompt_len": 700, "output_len": 3, '
+    (r,) = loads(head + '"hash_ids": [0, 7], "hash_block_tokens": 512}')
+    assert r.hash_ids == (0, 7) and r.hash_block_tokens == 512 and r.prefix_group is None
+    assert loads(json.dumps(r.to_json())) == (r,)
+    bad = {
+        '"hash_ids": [0, 7]': "hash_block_tokens: missing",
+        '"hash_ids": [0, -1], "hash_block_tokens": 512': "hash_ids[1]=-1",
+        '"hash_ids": 5, "hash_block_tokens": 512': "hash_ids: must be a list",
+        '"hash_ids": [0], "hash_block_tokens": 0': "hash_block_tokens=0",
+        '"hash_ids": [0], "hash_block_tokens": 512, "prefix_group": "g"': "prefix_group='g': must be null",
+    }
+    for extra, words in bad.items():
+        with pytest.raises(KvvizError, match=re.escape(words)):
+            loads(head + extra + "}")

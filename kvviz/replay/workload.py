@@ -1,9 +1,14 @@
 """The replay's workload: JSON Lines, one request a line, in the format of vLLM 0.33's reference
-replays (`{"id", "arrival_step", "prompt_len", "output_len", "prefix_group", "prefix_len"}`).
+replays (`{"id", "arrival_step", "prompt_len", "output_len", "prefix_group", "prefix_len"}`), or with
+hash chains instead of a prefix group (`"hash_ids": [int, ...], "hash_block_tokens": 512`), the form of
+the real-trace references (shared/data/vllm-0.33/replay-traces/README.md, docs/replay.md).
 
 Requests of one `prefix_group` share their first `prefix_len` prompt tokens (two of one group with
-different lengths share the shorter); everything else in a prompt is unique. Bad input raises
-`KvvizError` in one line naming the line number and the field."""
+different lengths share the shorter); everything else in a prompt is unique. With hash chains the prompt
+is built block by block, `hash_block_tokens` tokens of block `h`'s own token stream for each id `h`, cut
+at `prompt_len`; the rest past the ids is unique: two requests share exactly their common leading ids'
+tokens (an id stands for its block and every block before it). Bad input raises `KvvizError` in one line
+naming the line number and the field."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from pathlib import Path
 from kvviz.base.errors import KvvizError
 
 FIELDS = ("id", "arrival_step", "prompt_len", "output_len", "prefix_group", "prefix_len")
+HASH_FIELDS = ("hash_ids", "hash_block_tokens")  # the hash-chain form's optional pair
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -26,10 +32,16 @@ class WorkloadRequest:
     output_len: int
     prefix_group: str | None = None
     prefix_len: int = 0
+    hash_ids: tuple[int, ...] | None = None  # chained block ids (Mooncake's form); None: no hash chain
+    hash_block_tokens: int | None = None  # tokens of one hash id's block (Mooncake: 512)
 
     def to_json(self) -> dict:
-        """The request as one JSON Lines record of the workload format."""
-        return {k: getattr(self, k) for k in FIELDS}
+        """The request as one JSON Lines record of the workload format (the hash-chain pair only when set)."""
+        out = {k: getattr(self, k) for k in FIELDS}
+        if self.hash_ids is not None:
+            out["hash_ids"] = list(self.hash_ids)
+            out["hash_block_tokens"] = self.hash_block_tokens
+        return out
 
 
 def _int(value, where: str, field: str, low: int) -> int:
@@ -47,9 +59,9 @@ def request_from(obj, where: str) -> WorkloadRequest:
     for field in ("id", "arrival_step", "prompt_len", "output_len"):
         if field not in obj:
             raise KvvizError(f"{where}: {field}: missing")
-    unknown = sorted(set(obj) - set(FIELDS))
+    unknown = sorted(set(obj) - set(FIELDS) - set(HASH_FIELDS))
     if unknown:
-        raise KvvizError(f"{where}: {unknown[0]}: unknown field (fields are {', '.join(FIELDS)})")
+        raise KvvizError(f"{where}: {unknown[0]}: unknown field (fields are {', '.join(FIELDS + HASH_FIELDS)})")
     rid = obj["id"]
     if not isinstance(rid, str) or not rid:
         raise KvvizError(f"{where}: id={rid!r}: must be a non-empty string")
@@ -62,6 +74,7 @@ def request_from(obj, where: str) -> WorkloadRequest:
         raise KvvizError(f"{where}: prefix_len={plen}: longer than prompt_len={prompt}")
     if plen and group is None:
         raise KvvizError(f"{where}: prefix_len={plen}: needs a prefix_group")
+    ids, block = _hash_chain(obj, where, group)
     return WorkloadRequest(
         rid,
         _int(obj["arrival_step"], where, "arrival_step", 0),
@@ -69,7 +82,26 @@ def request_from(obj, where: str) -> WorkloadRequest:
         _int(obj["output_len"], where, "output_len", 1),
         group,
         plen,
+        ids,
+        block,
     )
+
+
+def _hash_chain(obj: dict, where: str, group) -> tuple[tuple[int, ...] | None, int | None]:
+    """The optional hash-chain pair: both or neither, and never beside a prefix group."""
+    ids, block = obj.get("hash_ids"), obj.get("hash_block_tokens")
+    if ids is None and block is None:
+        return None, None
+    if ids is None or block is None:
+        missing = "hash_ids" if ids is None else "hash_block_tokens"
+        raise KvvizError(f"{where}: {missing}: missing (hash_ids and hash_block_tokens come together)")
+    if group is not None:
+        raise KvvizError(f"{where}: prefix_group={group!r}: must be null on a line with hash_ids")
+    if not isinstance(ids, list):
+        raise KvvizError(f"{where}: hash_ids: must be a list of integers")
+    for k, h in enumerate(ids):
+        _int(h, where, f"hash_ids[{k}]", 0)
+    return tuple(ids), _int(block, where, "hash_block_tokens", 1)
 
 
 def check(requests, max_model_len: int | None = None, what: str = "workload") -> tuple[WorkloadRequest, ...]:
