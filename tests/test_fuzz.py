@@ -1282,8 +1282,8 @@ def test_explorer_labels_say_one_block():
 
     plan = kvviz.plan("llama-3.1-8b", max_model_len=16)
     ex = kvviz.Explorer("llama-3.1-8b", budget_gib=plan.block_stride / GIB, context=16)
-    text = " ".join([ex.blocks_label.value, ex.change_label.value, ex.summary.value])
-    assert "1 block at" in text and not ONE_PLURAL.search(text), text
+    text = " ".join([ex.blocks_label.value, ex.fits_label.value, ex.change_label.value, ex.summary.value])
+    assert "1 block at" in text and "1 whole request of" in text and not ONE_PLURAL.search(text), text
 
 
 def test_comparison_json_has_no_float_noise():

@@ -74,7 +74,13 @@ class Comparison:
 
     @property
     def blocks_change_pct(self) -> float:
-        """The change in blocks from before to after, in percent of before."""
+        """The change in blocks from before to after, in percent of before; a budget that buys `before` no block
+        has no percentage (a one-line KvvizError, not a division by zero)."""
+        require(
+            self.blocks_before > 0,
+            f"budget={self.budget:,} B: below one block of the before layout, so the "
+            f"change in blocks has no percentage",
+        )
         return 100.0 * (self.blocks_after - self.blocks_before) / self.blocks_before
 
     @property

@@ -32,7 +32,13 @@ class Fp8Gain:
 
     @property
     def ratio(self) -> float:
-        """fp8's max concurrency over bf16's (= the ratio of their capacity lines' tokens, before int())."""
+        """fp8's max concurrency over bf16's (= the ratio of their capacity lines' tokens, before int()); a budget
+        that buys bf16 no block has no ratio (a one-line KvvizError, not a division by zero)."""
+        require(
+            self.sides[0]["max_concurrency"] > 0,
+            f"budget_bytes={self.budget_bytes:,}: bf16 KV holds no block of {self.model} here, so what fp8 buys "
+            f"over it has no ratio",
+        )
         return self.sides[1]["max_concurrency"] / self.sides[0]["max_concurrency"]
 
     @property

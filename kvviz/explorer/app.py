@@ -11,6 +11,12 @@ from `kvviz.views.blockmap_data.BlockMapData`, the same data the matplotlib figu
 A change updates the numbers, the tables and the map's data in one handler; no picture is
 rendered in Python.
 
+What the page shows is one state: the knobs give an `kvviz.explorer.answer.Answer` (every text, computed before a
+widget is touched) or a refusal. Every number sits in one answer area (`answer`, CSS class `kvviz-answer`) whose
+head names the knobs it answers; the area carries a DOM class the page itself styles (kvviz/static/explorer.css):
+`kvviz-pending` from the first knob a change moves until its last number is written (greyed only if that takes
+long), `kvviz-stale` after a refused change (greyed at once, the refusal in words above it).
+
     from kvviz.explorer.app import Explorer
     Explorer().widget          # display it in JupyterLab
 
@@ -27,8 +33,9 @@ from collections import OrderedDict
 import ipywidgets as widgets
 
 from kvviz.base.errors import KvvizError
-from kvviz.base.text import plural
 from kvviz.core.plan import Plan
+from kvviz.explorer.answer import OK, REFUSED, Answer, answer_for, head_html
+from kvviz.explorer.controls import control_for, stylesheet
 from kvviz.explorer.display import (
     CACHE_SIZE,
     CONTROL_COLUMNS,
@@ -37,9 +44,6 @@ from kvviz.explorer.display import (
     Planned,
     Result,
     _caption,
-    _pct,
-    deploy_html,
-    engines_html,
     plan_for_display,
     result_at,
     stride_words,
@@ -55,46 +59,11 @@ from kvviz.explorer.knobs import (
     model_of,
     preset_knobs,
 )
-from kvviz.explorer.sweeps import describe_knobs, explorer_source, kv_budget, layout_key
-from kvviz.explorer.tables import summary_html
+from kvviz.explorer.sweeps import describe_knobs, explorer_source, layout_key
 from kvviz.families.deepseek_v4 import BACKENDS
 from kvviz.views.livemap import LiveBlockMap
 
-
-def _control(knob, value, model):
-    """The ipywidget of one knob (choices and ranges as the model has them)."""
-    wide = {"description_width": "110px"}
-    if knob.control == "int":
-        top = knob.max_for(model) if (knob.max_for is not None and knob.applies_to(model)) else knob.max
-        return widgets.IntSlider(
-            value=value,
-            min=min(knob.min, value),
-            max=max(top, value),
-            step=knob.step,
-            description=knob.label,
-            style=wide,
-            continuous_update=False,
-            layout=widgets.Layout(width="340px"),
-        )
-    if knob.control == "bool":
-        return widgets.Checkbox(
-            value=value,
-            description=knob.label,
-            indent=False,
-            layout=widgets.Layout(width="200px", margin="0 0 0 114px"),
-        )
-    if knob.control == "count":  # unbounded on purpose: 0 or less is refused with a message, not clamped
-        return widgets.IntText(value=value, description=knob.label, style=wide, layout=widgets.Layout(width="260px"))
-    if knob.control == "float":  # unbounded on purpose: 0 or less is refused with a message, not clamped
-        return widgets.FloatText(
-            value=value, step=knob.step, description=knob.label, style=wide, layout=widgets.Layout(width="260px")
-        )
-    options = list(knob.choices(model))
-    if value not in options:  # a value of another model's knob, hidden until that model is picked
-        options.append(value)
-    return widgets.Dropdown(
-        options=options, value=value, description=knob.label, style=wide, layout=widgets.Layout(width="260px")
-    )
+PENDING, STALE = "kvviz-pending", "kvviz-stale"  # the answer area's marks (kvviz/static/explorer.css)
 
 
 class Explorer:
@@ -103,34 +72,35 @@ class Explorer:
     `Explorer(model)` takes a preset name, a config.json / folder path, a `kvviz.load` result or a
     `kvviz.plan` result (its model, planner and options).
     Public controls (set `.value` to drive it), one per `kvviz.explorer.knobs.KNOBS`; the controls of the
-    knobs that do not apply to the chosen model are hidden (`knobs()` returns only those that
-    apply). Outputs: stride_label, blocks_label, change_label (against the family's baseline
-    planner), capacity_label (vLLM's own "GPU KV cache size ..." line), deploy_label (stages, offload, DP,
-    fp8 gain), summary (waste split,
-    admission, every planner side by side), block_map (a `LiveBlockMap`, drawn by the browser),
-    map_caption (names the configuration the map shows), table, derivation, error_label. State:
-    `plan` (last good Plan), `layout` (its one pool, or the Plan of separate pools), `result`,
-    `error` ("" when the knobs are fine), `notice` (what the last model switch reset),
-    `widget` (the box to display).
+    knobs that do not apply to the chosen model are hidden (`knobs()` returns only those that apply).
+    Outputs, all inside `answer` (the area the page marks stale or pending): answer_head (the knobs the numbers
+    answer), stride_label, blocks_label, fits_label (whole requests of max_model_len), change_label (against the
+    family's baseline planner), capacity_label (vLLM's own "GPU KV cache size ..." line), deploy_label (stages,
+    offload, DP, fp8 gain, vLLM's start-up refusal), engines_label, summary (waste split, admission, every planner
+    side by side), block_map (a `LiveBlockMap`, drawn by the browser), map_caption, table, derivation; above it
+    error_label (a refusal, or what a model switch reset). State: `plan` (last good Plan), `layout` (its one pool,
+    or the Plan of separate pools), `result`, `shown` (the `Answer` on the page), `error` ("" when the knobs are
+    fine), `notice` (what the last model switch reset), `widget` (the box to display).
 
-    Changing the model resets every knob to the new model's defaults and says which values it
-    changed; changing the backend picks its main-cache format (FlashMLA: fp8_ds_mla, FlashInfer:
-    fp8). An update never raises: a refusal is shown in one line and the last good picture is
-    greyed out under a caption naming what it shows.
+    Changing the model resets every knob to the new model's defaults, says which values it changed and clears
+    the map's selection; changing the backend picks its main-cache format (FlashMLA: fp8_ds_mla, FlashInfer:
+    fp8). An update never raises: a refusal is shown in one line and the whole answer area is marked stale, its
+    head naming the configuration its numbers belong to.
     """
 
     def __init__(self, model=DEFAULT_MODEL, *, budget_gib: float | None = None, **knob_values) -> None:
         model, knob_values = explorer_source(model, knob_values)  # a kvviz.plan(...) result: its model and knobs
         self._holding = False
         self._cache: OrderedDict[tuple, Planned] = OrderedDict()
-        self._good_knobs: dict = {}
         self._models: dict = {}
         self.plan: Plan | None = None
         self.layout = None
         self.result: Result | None = None
+        self.shown: Answer | None = None
         self.error = ""
         self.notice = ""
         self.updates = 0  # successful updates so far (tests and the benchmark read it)
+        self.steps = 0  # updates so far, refused ones too (the head's data-step)
 
         m = model_of(model)
         name = model if isinstance(model, str) and not ("/" in model or model.endswith(".json")) else m.name
@@ -139,15 +109,17 @@ class Explorer:
         knobs = control_values(self._models[name], **common, **knob_values)
         knobs["model"] = name
         for knob in KNOB_SPECS:
-            setattr(self, knob.name, _control(knob, knobs[knob.name], m))
+            setattr(self, knob.name, control_for(knob, knobs[knob.name], m))
             getattr(self, knob.name).add_class(f"kvviz-knob-{knob.name.replace('_', '-')}")
         if name not in self.model.options:
             self.model.options = (*self.model.options, name)
             self.model.value = name
 
         self.error_label = widgets.HTML(layout=widgets.Layout(display="none"))
+        self.answer_head = widgets.HTML()
         self.stride_label = widgets.Label(style={"font_weight": "bold", "font_size": "16px"})
         self.blocks_label = widgets.Label(style={"font_size": "16px"})
+        self.fits_label = widgets.Label(style={"font_size": "16px"})
         self.change_label = widgets.Label()
         self.capacity_label = widgets.Label(style={"font_size": "14px"})
         self.deploy_label = widgets.HTML()  # stages, CPU offload, DP replicas, fp8 gain (display.deploy_html)
@@ -160,23 +132,21 @@ class Explorer:
 
         placed = {n for column in CONTROL_COLUMNS for n in column}
         extra = tuple(k.name for k in KNOB_SPECS if k.name not in placed)  # knobs added later: their own column
-        controls = widgets.HBox(
-            [
-                widgets.VBox([getattr(self, n) for n in column])
-                for column in CONTROL_COLUMNS + ((extra,) if extra else ())
-            ]
-        )
-        for label in (self.stride_label, self.blocks_label):
+        columns = [widgets.VBox([getattr(self, n) for n in c]) for c in CONTROL_COLUMNS + ((extra,) if extra else ())]
+        for column in columns:  # explorer.css: a column never shrinks under its controls; the row wraps instead
+            column.add_class("kvviz-knob-column")
+        controls = widgets.HBox(columns)
+        controls.add_class("kvviz-knobs")
+        for label in (self.stride_label, self.blocks_label, self.fits_label):
             label.layout.margin = "0 24px 0 0"
         self.table.layout.margin = "0 24px 0 0"
         numbers = widgets.HBox(
-            [self.stride_label, self.blocks_label, self.change_label],
+            [self.stride_label, self.blocks_label, self.fits_label, self.change_label],
             layout=widgets.Layout(align_items="baseline", flex_flow="row wrap"),
         )
-        self.widget = widgets.VBox(
+        self.answer = widgets.VBox(
             [
-                controls,
-                self.error_label,
+                self.answer_head,
                 numbers,
                 self.capacity_label,
                 self.deploy_label,
@@ -184,9 +154,10 @@ class Explorer:
                 self.summary,
                 self.block_map,
                 self.map_caption,
-                widgets.HBox([self.table, self.derivation]),
+                widgets.HBox([self.table, self.derivation], layout=widgets.Layout(flex_flow="row wrap")),
             ]
         )
+        self.widget = widgets.VBox([stylesheet(), controls, self.error_label, self.answer])
         for n, css in CSS_CLASSES.items():
             getattr(self, n).add_class(css)
 
@@ -238,12 +209,15 @@ class Explorer:
                 getattr(self, n).value = value
 
     def _on_change(self, change) -> None:
+        self._mark(PENDING)  # the knob on the page moved: the numbers under it are not its own yet
         if not self._holding:
             self.update()
 
     def _on_model(self, change) -> None:
         """A new model: every knob takes the new model's default; the notice names the values
         that changed, so no number on the page belongs to the previous model's settings."""
+        self._mark(PENDING)
+        self.block_map.selected = ""  # the old model's layer: no anatomy of it over the new map
         m = model_of(self._models.get(change["new"], change["new"]))
         fresh = control_values(self._models.get(change["new"], change["new"]))
         model_knobs = set(preset_knobs(m))
@@ -263,13 +237,12 @@ class Explorer:
                         why = "not one of its" if n in KEPT_ON_SWITCH else "the model's own"
                         changed.append(f"{n} {control.value} -> {value} ({why})")
                 if isinstance(control, widgets.IntSlider):
-                    knob = KNOB_BY_NAME[n]
                     top = knob.max_for(m) if knob.max_for is not None else max(control.max, value)
                     control.min, control.max = min(control.min, value), max(control.max, value, top)
                     control.value = value
                     control.max = top
                 elif isinstance(control, widgets.Dropdown):
-                    control.options = list(KNOB_BY_NAME[n].choices(m))
+                    control.options = list(knob.choices(m))
                     control.value = value
                 else:
                     control.value = value
@@ -283,6 +256,7 @@ class Explorer:
             getattr(self, n).layout.display = None if n in applies else "none"
 
     def _on_backend(self, change) -> None:
+        self._mark(PENDING)
         with self.hold():
             self.main_format.value = BACKENDS[change["new"]].default_main_format
 
@@ -300,87 +274,79 @@ class Explorer:
         self._cache.move_to_end(key)
         return entry
 
+    def answer_for(self, knobs: dict) -> Answer:
+        """Everything the answer area shows for `knobs` (`kvviz.explorer.answer.answer_for` of the cached plan).
+        Raises KvvizError; touches no widget."""
+        planned = self.planned(knobs)
+        return answer_for(planned, result_at(planned, knobs), knobs)
+
     def update(self) -> None:
-        """Recompute from the knobs and refresh every output, the block map's data included; on
-        bad knobs show the one-line message and grey out the last good outputs. Never raises."""
+        """Recompute from the knobs and write every output, the block map's data included, from one `Answer`; on
+        bad knobs show the one-line message and mark the whole answer area stale. Never raises."""
+        self._mark(PENDING)
+        self.steps += 1
         knobs = self.knobs()
         try:
-            planned = self.planned(knobs)
-            result = result_at(planned, knobs)
+            answer = self.answer_for(knobs)
         except KvvizError as e:
-            self._show_error(str(e))
+            self._refuse(str(e))
             return
         except Exception as e:  # an app in a notebook must not raise into the cell
-            self._show_error(f"internal error ({type(e).__name__}): {e}")
+            self._refuse(f"internal error ({type(e).__name__}): {e}")
             return
-        self._show(result, planned, knobs)
+        self._show(answer)
 
     @property
     def map_data(self) -> dict:
         """What the live map draws now (`BlockMapData.to_dict()`)."""
         return self.block_map.data
 
-    def _show_error(self, message: str) -> None:
+    def _mark(self, mark: str) -> None:
+        """Set the answer area's one mark (PENDING, STALE or "" for none) in one synced change of its DOM classes."""
+        keep = tuple(c for c in self.answer._dom_classes if c not in (PENDING, STALE))
+        self.answer._dom_classes = keep + ((mark,) if mark else ())
+
+    def _refuse(self, message: str) -> None:
         self.error = message
         line = f"cannot plan: {message}"
-        if self.plan is not None:
-            line += "; the greyed-out picture below is the last configuration that planned"
+        if self.shown is not None:
+            line += "; every number below (greyed out) is the last configuration that planned, named above them"
         self.error_label.value = f'<span style="color:#b00020">&#9888; {html.escape(line)}</span>'
         self.error_label.layout.display = None
         self.block_map.status = f"refused: {message}"
-        for w in (self.block_map, self.summary, self.table, self.derivation):
-            w.layout.opacity = "0.35"
-        if self.plan is not None:
+        if self.shown is not None:
             self.map_caption.value = _caption(
                 f"still drawn (not the current selection): "
-                f"{describe_knobs(self._good_knobs)}: {stride_words(self.plan)}"
+                f"{describe_knobs(self.shown.knobs)}: {stride_words(self.shown.result.plan)}"
             )
+            self.answer_head.value = head_html(self.shown, step=self.steps, state=REFUSED)
+        self._mark(STALE)
 
-    def _show(self, result: Result, planned: Planned, knobs: dict) -> None:
-        self.plan, self.layout, self.result, self.error = result.plan, result.layout, result, ""
-        self._good_knobs = knobs
+    def _show(self, a: Answer) -> None:
+        """Write one Answer into the widgets (nothing here can fail), then lift the pending mark."""
+        self.plan, self.layout, self.result, self.error, self.shown = a.result.plan, a.result.layout, a.result, "", a
         # The map first: its message is the largest, so the browser starts on it.
         with self.block_map.hold_sync():
             self.block_map.status = ""
-            self.block_map.data = planned.map_data
-        for w in (self.block_map, self.summary, self.table, self.derivation):
-            w.layout.opacity = None
+            self.block_map.data = a.planned.map_data
         self.error_label.value = (
             "" if not self.notice else (f'<span style="color:#555">{html.escape(self.notice)}</span>')
         )
         self.error_label.layout.display = None if self.notice else "none"
-        c = result.capacity
-        plan = result.plan
-        self.stride_label.value = stride_words(plan)
-        budget = kv_budget(knobs)
-        where = (
-            f"{knobs['budget_gib']:g} GiB"
-            if budget is None
-            else (
-                f"{budget.available_bytes / 2**30:.2f} GiB of one {knobs['gpu']} rank"
-                + (" (estimate)" if any(t.estimate for t in budget.terms) else "")
-            )
-        )
-        self.blocks_label.value = f"{plural(c.num_blocks, 'block')} at {where}"
-        cmp = result.comparison
-        if cmp is None or plan.planner == planned.baseline.planner:
-            self.change_label.value = (
-                f"{plural(c.requests_fit, 'whole request')} of "
-                f"{plural(c.max_model_len, 'token')} {'fits' if c.requests_fit == 1 else 'fit'}"
-            )
-        else:
-            self.change_label.value = (
-                f"vs {planned.baseline.planner}: stride {cmp.before.block_stride:,} B ({_pct(cmp.stride_change_pct)}), "
-                f"blocks {cmp.blocks_before:,} ({_pct(cmp.blocks_change_pct)}); {cmp.stride_note()}"
-            )
-        self.capacity_label.value = c.line
-        self.deploy_label.value = deploy_html(plan, knobs)
-        self.engines_label.value = engines_html(knobs)
-        self.summary.value = summary_html(c, result.capacities)
-        self.map_caption.value = _caption(planned.map_data["caption"])
-        self.table.value = planned.table_html
-        self.derivation.value = planned.derivation_html
+        self.stride_label.value = a.stride
+        self.blocks_label.value = a.blocks
+        self.fits_label.value = a.fits
+        self.change_label.value = a.change
+        self.capacity_label.value = a.capacity
+        self.deploy_label.value = a.deploy_html
+        self.engines_label.value = a.engines_html
+        self.summary.value = a.summary_html
+        self.map_caption.value = a.caption_html
+        self.table.value = a.planned.table_html
+        self.derivation.value = a.planned.derivation_html
+        self.answer_head.value = head_html(a, step=self.steps, state=OK)
         self.updates += 1
+        self._mark("")
 
     def _repr_mimebundle_(self, **kwargs):  # `Explorer()` as the last line of a cell shows the app
         return self.widget._repr_mimebundle_(**kwargs)

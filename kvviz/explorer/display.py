@@ -47,6 +47,9 @@ CSS_CLASSES = {
     "context": "kvviz-context",
     "budget_gib": "kvviz-budget",
     "error_label": "kvviz-error",
+    "answer": "kvviz-answer",
+    "answer_head": "kvviz-answer-head",
+    "fits_label": "kvviz-fits",
     "stride_label": "kvviz-stride",
     "blocks_label": "kvviz-blocks",
     "change_label": "kvviz-change",
@@ -167,7 +170,9 @@ def engines_html(knobs: dict) -> str:
 def deploy_lines(plan: Plan, knobs: dict) -> list[str]:
     """The capacity lines past one GPU and one memory tier the knobs ask for (docs/deploy.md), as `kvviz plan`
     prints them: each pipeline stage's blocks (the binding one named), the CPU offload tier, the data-parallel
-    replicas and their total, and what fp8 KV buys here (vllm planner). A view kvviz or vLLM refuses is its line."""
+    replicas and their total, and what fp8 KV buys here (vllm planner); one stage of vLLM's planner: the start-up
+    error vLLM 0.33 raises at a budget below one request (`startup_refusal`). A view kvviz or vLLM refuses is its
+    line."""
     from kvviz.explorer.sweeps import model_for, options_for
 
     budget = budget_bytes(knobs)
@@ -183,6 +188,12 @@ def deploy_lines(plan: Plan, knobs: dict) -> list[str]:
             for s in plan.to_json(budget_bytes=budget)["stages"]
         )
         return ["stages: " + "; ".join(parts) + (f"; vLLM 0.33 refuses to start: {refusal}" if refusal else "")]
+
+    def startup() -> list[str]:  # as `kvviz plan` prints it (cli/deploy_views.py): vLLM raises instead of logging
+        from kvviz.vllm.pipeline import startup_refusal
+
+        refusal = startup_refusal(plan, budget)
+        return [] if refusal is None else [f"vLLM 0.33 refuses to start at this budget: {refusal}"]
 
     def offload() -> list[str]:
         from kvviz.vllm.offload import offload_for
@@ -201,6 +212,7 @@ def deploy_lines(plan: Plan, knobs: dict) -> list[str]:
 
     views = (
         (bool(plan.stages), stages),
+        (not plan.stages and plan.planner == "vllm" and len(plan.pools) == 1, startup),
         (options.kv_offloading_size is not None, offload),
         ((knobs.get("data_parallel_size") or 1) > 1, replicas),
         (plan.planner == "vllm" and "kv_dtype" in knobs, fp8),

@@ -222,6 +222,7 @@ function render({ model, el }) {
 
   function draw() {
     const d = data();
+    tip.style.display = "none";  // a tooltip of the ranges being replaced never stays over the new map
     if (!d || !d.ranges) {
       map.innerHTML = "";
       return;
@@ -240,6 +241,7 @@ function render({ model, el }) {
     const s = model.get("status");
     status.textContent = s;
     status.style.display = s ? "block" : "none";
+    root.classList.toggle("kvviz-stale", !!s);  // a refused change: the map drawn is not the current selection
   }
 
   map.addEventListener("mousemove", (ev) => {
