@@ -61,7 +61,7 @@ LAB_SETTINGS = {
     "@jupyterlab/notebook-extension/tracker": {"autoStartDefaultKernel": True},
 }
 
-TOTAL_S = 170  # everything, from starting JupyterLab to the last check (each wait below is capped by it)
+TOTAL_S = 170  # one test, from starting JupyterLab or its page to the last check (each wait below is capped by it)
 SERVER_START_S = 60  # JupyterLab answering /api/status
 PAGE_S = 60  # the notebook open in the page
 KERNEL_S = 90  # kernel started, cells run, the explorer on screen
@@ -166,7 +166,7 @@ def lab(chromium, tmp_path_factory):
             if time.monotonic() > deadline:
                 pytest.fail(f"JupyterLab did not answer /api/status within {SERVER_START_S} s; log: {log.name}")
             time.sleep(0.25)
-        yield {"url": url, "token": token, "log": Path(log.name)}
+        yield {"url": url, "token": token, "log": Path(log.name), "root": root_dir}
     finally:
         _stop(proc)
         log.close()
@@ -186,6 +186,7 @@ def page(chromium, lab, tmp_path):
             viewport={"width": 1400, "height": 1100},
         )
         try:
+            _deadline[0] = time.monotonic() + TOTAL_S  # each test its own allowance
             context.set_default_timeout(_ms(CHANGE_S))
             page = context.pages[0] if context.pages else context.new_page()
             page.console_lines = []  # shown when the test fails
@@ -510,3 +511,216 @@ def _drive_explorer(lab, page, tmp_path) -> None:
     shot = tmp_path / "explorer-separate.png"
     page.locator(".kvviz-explorer").screenshot(path=str(shot), timeout=_ms(CHANGE_S))
     print(f"separate pools screenshot: {shot}")
+
+
+# ---- issue 37 item 1: the page never shows a number under another knob set's label ------------------------------
+TRUTH_NOTEBOOK = "explorer-truth.ipynb"  # written into the lab's temporary copy, never into the repository
+TRUTH_START = "gpt-oss-120b"
+RANDOM_MOVES = 30  # the seeded random walk's knob moves (each also checked against kvviz.plan)
+FLOAT_KNOBS = ("budget_gib", "gpu_memory_utilization", "kv_offloading_size")
+
+# Every knob control on the page: its knob name (from its kvviz-knob-<name> class), whether it is shown, and its
+# value as the page holds it (a <select>'s value, a number field's text, a checkbox's state, a slider's readout).
+READ_KNOBS = """() => [...document.querySelectorAll('.kvviz-explorer [class*="kvviz-knob-"]')].flatMap(el => {
+  const cls = [...el.classList].find(c => c.startsWith('kvviz-knob-') && c !== 'kvviz-knob-column');
+  if (!cls || el.closest('.kvviz-knobs') === null) return [];
+  const name = cls.slice('kvviz-knob-'.length).replace(/-/g, '_');
+  const shown = getComputedStyle(el).display !== 'none';
+  const select = el.querySelector('select'), box = el.querySelector('input[type=checkbox]');
+  const field = el.querySelector('input[type=number], input[type=text]'), readout = el.querySelector('.widget-readout');
+  const value = select ? select.value : box ? box.checked : field ? field.value : readout ? readout.innerText : null;
+  return [[name, shown, value, select ? 'select' : box ? 'bool' : field ? 'field' : 'slider']];
+})"""
+
+# The answer area as the page shows it: its marks, its computed opacity, its head's data-* and the three numbers.
+READ_ANSWER = """() => {
+  const a = document.querySelector('.kvviz-explorer .kvviz-answer');
+  const h = a.querySelector('.kvviz-answer-head-text');
+  const err = document.querySelector('.kvviz-explorer .kvviz-error');
+  const text = (sel) => a.querySelector(sel).innerText;
+  return {classes: [...a.classList], opacity: +getComputedStyle(a).opacity,
+          step: h ? +h.dataset.step : -1, state: h ? h.dataset.state : '',
+          knobs: h ? JSON.parse(h.dataset.knobs) : null,
+          stride: text('.kvviz-stride'), blocks: text('.kvviz-blocks'), fits: text('.kvviz-fits'),
+          error: getComputedStyle(err).display === 'none' ? '' : err.innerText,
+          mapStale: !!document.querySelector('.kvviz-explorer .kvviz-livemap.kvviz-stale')};
+}"""
+
+SETTLED = """old => { const a = document.querySelector('.kvviz-explorer .kvviz-answer');
+  const h = a && a.querySelector('.kvviz-answer-head-text');
+  return h && +h.dataset.step !== old && !a.classList.contains('kvviz-pending'); }"""
+
+
+def _page_knobs(page) -> dict:
+    """The knobs shown on the page, typed as the explorer's knobs are (a choice of digits is an int)."""
+    out = {}
+    for name, shown, value, kind in page.evaluate(READ_KNOBS):
+        if not shown:
+            continue
+        if kind == "bool":
+            out[name] = bool(value)
+        elif name in FLOAT_KNOBS:
+            out[name] = float(value)
+        elif kind in ("field", "slider") or (isinstance(value, str) and value.isdigit()):
+            out[name] = int(value)
+        else:
+            out[name] = value
+    return out
+
+
+def _move(page, name: str, value) -> bool:
+    """Move one knob from the page as a user would (a <select>'s option, a typed number + Enter, a click), then wait
+    until the explorer has answered it: the head's update count moved and no update is pending. False when the
+    knob is hidden or already at the value (no change, no update)."""
+    knobs = _page_knobs(page)
+    if name not in knobs or knobs[name] == value:
+        return False
+    step = page.evaluate(READ_ANSWER)["step"]
+    control = page.locator(f".kvviz-knob-{name.replace('_', '-')}")
+    if control.locator("select").count():
+        options = control.locator("option").all_inner_texts()
+        if str(value) not in [o.replace("\xa0", " ") for o in options]:
+            return False
+        control.locator("select").select_option(str(value))
+    elif control.locator("input[type=checkbox]").count():
+        control.locator("input[type=checkbox]").set_checked(bool(value))
+    else:
+        field = control.locator("input")
+        field.fill(str(value))
+        field.press("Enter")
+    page.wait_for_function(SETTLED, arg=step, timeout=_ms(CHANGE_S))
+    return True
+
+
+def _check_truth(page, where: str) -> str:
+    """After a move: either the answer is unmarked, names exactly the knobs on the page, and its stride, blocks and
+    requests are kvviz.plan's of those knobs; or the whole area is marked stale (its class, greyed by the page's
+    own CSS) under a one-line refusal. Returns "ok" or "stale"."""
+    from explorer_expect import expected_numbers, shown_numbers
+
+    a = page.evaluate(READ_ANSWER)
+    knobs = _page_knobs(page)
+    if "kvviz-stale" in a["classes"]:
+        assert a["opacity"] < 0.5 and a["state"] == "refused" and a["mapStale"], (where, a)
+        assert a["error"].startswith("⚠ cannot plan: ") and "\n" not in a["error"].strip(), (where, a["error"])
+        assert a["knobs"] != knobs, (where, "a stale answer names other knobs than the page's")
+        return "stale"
+    assert "kvviz-pending" not in a["classes"] and a["opacity"] == 1 and a["state"] == "ok", (where, a)
+    assert not a["mapStale"] and "cannot plan" not in a["error"], (where, a["error"])
+    assert a["knobs"] == knobs, (where, a["knobs"], knobs)
+    want = expected_numbers(knobs)
+    assert shown_numbers(a["stride"], a["blocks"], a["fits"]) == want, (where, a, want)
+    return "ok"
+
+
+def test_the_page_never_shows_another_knob_sets_numbers(lab, page, tmp_path):
+    """Issue 37 item 1, read from chromium's DOM after every move: the issue's sequence (GPU -> H200, model ->
+    DeepSeek-V4-Pro: refused), the ZeroDivisionError sequence (a budget below one block on DeepSeek V4 and Gemma 3n,
+    then deployment knobs), a model change under an open tooltip and anatomy, and a seeded random walk over models,
+    GPU, TP, budget, KV dtype, head_dim and block size. The knob panel reflows at 900 and 1400 px."""
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": f"import kvviz\nexplorer = kvviz.Explorer({TRUTH_START!r})\nexplorer.widget",
+            }
+        ],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (lab["root"] / TRUTH_NOTEBOOK).write_text(json.dumps(nb))
+    try:
+        _walk_truth(lab, page)
+    except BaseException:
+        shot = tmp_path / "failure.png"
+        with contextlib.suppress(Exception):
+            page.screenshot(path=str(shot), timeout=10_000)
+        print(f"browser screenshot: {shot}\nJupyterLab log: {lab['log']}\nbrowser console:")
+        print("\n".join(page.console_lines[-60:]))
+        raise
+
+
+def _walk_truth(lab, page) -> None:
+    import random
+
+    # its own workspace, reset: only this notebook open (not the one the other test left in the default workspace)
+    url = f"{lab['url']}/lab/workspaces/kvviz-truth/tree/{TRUTH_NOTEBOOK}?reset&token={lab['token']}"
+    page.goto(url, timeout=_ms(PAGE_S))
+    page.locator(".jp-NotebookPanel .jp-Cell").first.wait_for(state="visible", timeout=_ms(PAGE_S))
+    _run_all_cells(page)
+    page.wait_for_function(SETTLED, arg=-1, timeout=_ms(CHANGE_S))
+    assert _check_truth(page, "start") == "ok"
+    _check_reflow(page)
+    # Open a range's anatomy and a tooltip on gpt-oss-120b's map: a model change must take both away.
+    page.locator(".kvviz-block-map .kvviz-range").first.click(force=True)
+    page.locator(".kvviz-anatomy-head").wait_for(timeout=_ms(CHANGE_S))
+    page.locator(".kvviz-block-map .kvviz-range").nth(1).hover(force=True)
+    assert page.locator(".kvviz-block-map .kvviz-tip").is_visible()
+
+    # The issue's sequence.
+    assert _move(page, "gpu", "H200") and _check_truth(page, "gpu H200") == "ok"
+    assert _move(page, "model", "deepseek-v4-pro") and _check_truth(page, "deepseek-v4-pro on H200") == "stale"
+    assert page.locator(".kvviz-block-map .kvviz-tip").is_hidden()
+    assert page.locator(".kvviz-block-map .kvviz-anatomy").is_hidden()
+    assert _move(page, "gpu", "budget") and _check_truth(page, "deepseek-v4-pro at 26.09 GiB") == "ok"
+
+    # The ZeroDivisionError sequence: half a block, then every deployment knob; Gemma 3n likewise.
+    for model in ("deepseek-v4-pro", "gemma-3n-e4b"):
+        _move(page, "model", model)
+        stride = int(re.search(r"[\d,]+", page.locator(".kvviz-stride").inner_text())[0].replace(",", ""))
+        assert _move(page, "budget_gib", round(stride / 2**31, 12))
+        assert _check_truth(page, f"{model}: half a block") == "ok"
+        assert page.locator(".kvviz-blocks").inner_text().startswith("0 blocks")
+        for name, value in (("tensor_parallel_size", 2), ("kv_dtype", "fp8"), ("planner", "separate"), ("gpu", "H100")):
+            if _move(page, name, value):
+                _check_truth(page, f"{model}: half a block, {name} {value}")
+        _move(page, "gpu", "budget")
+        _move(page, "budget_gib", 26.09)
+
+    # A seeded random walk.
+    rng = random.Random(37)
+    choices = {
+        "model": ["deepseek-v4-pro", "gpt-oss-120b", "gemma-3n-e4b", "llama-3.1-8b", "qwen3-next-80b-a3b"],
+        "gpu": ["budget", "H100", "H200"],
+        "tensor_parallel_size": [1, 2, 4, 8],
+        "budget_gib": [0.000001, 0.5, 4.0, 26.09, 80.0, -1.0],
+        "kv_dtype": ["auto", "fp8", "bfloat16"],
+        "head_dim": [512, 544, 576],
+        "block_size": ["auto", 16, 32, 256],
+    }
+    states = []
+    for i in range(RANDOM_MOVES):
+        name = rng.choice(list(choices))
+        value = rng.choice(choices[name])
+        if _move(page, name, value):
+            states.append(_check_truth(page, f"random move {i}: {name} -> {value}"))
+    print(f"\nrandom walk: {len(states)} moves, {states.count('ok')} answered, {states.count('stale')} refused")
+    assert states.count("ok") >= 5 and "stale" in states
+
+
+def _check_reflow(page) -> None:
+    """The knob panel at 900 and 1400 px of window: no two controls overlap and none sticks out of the explorer."""
+    read = """() => { const box = document.querySelector('.kvviz-explorer').getBoundingClientRect();
+      const rects = [...document.querySelectorAll('.kvviz-knobs [class*="kvviz-knob-"]')]
+        .filter(e => !e.classList.contains('kvviz-knob-column') && getComputedStyle(e).display !== 'none')
+        .map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; });
+      return {right: box.right, rects}; }"""
+    size = page.viewport_size
+    for width in (900, 1400):
+        page.set_viewport_size({"width": width, "height": size["height"]})
+        page.wait_for_timeout(300)  # JupyterLab lays the panel out again
+        got = page.evaluate(read)
+        rects = got["rects"]
+        assert rects and all(r[2] <= got["right"] + 1 for r in rects), (width, got)
+        overlaps = [
+            (a, b)
+            for i, a in enumerate(rects)
+            for b in rects[i + 1 :]
+            if min(a[2], b[2]) - max(a[0], b[0]) > 1 and min(a[3], b[3]) - max(a[1], b[1]) > 1
+        ]
+        assert not overlaps, (width, overlaps)
+    page.set_viewport_size(size)

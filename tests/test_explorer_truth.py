@@ -18,6 +18,7 @@ import re
 
 import ipywidgets as widgets
 import pytest
+from explorer_expect import expected_numbers, shown_numbers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -161,8 +162,9 @@ KNOB_MOVES = st.lists(
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(moves=KNOB_MOVES)
 def test_any_knob_walk_never_raises_and_never_leaves_a_number_unmarked_under_other_knobs(moves):
-    """Whatever the order of the moves: no exception, and either the answer is unmarked and its head names exactly
-    the knobs on the controls, or it is marked stale with the refusal in one line."""
+    """Whatever the order of the moves: no exception, and either the answer is unmarked, its head names exactly the
+    knobs on the controls and its stride, blocks and requests are kvviz.plan's of those knobs, or it is marked
+    stale with the refusal in one line."""
     app = Explorer("llama-3.1-8b")
     for name, value in moves:
         control = getattr(app, name)
@@ -177,4 +179,6 @@ def test_any_knob_walk_never_raises_and_never_leaves_a_number_unmarked_under_oth
             assert not app.error.startswith("internal error"), app.error
         else:
             assert not marked(app) and shown["state"] == "ok"
-            assert shown["knobs"] == {k: v for k, v in app.knobs().items()}
+            assert shown["knobs"] == app.knobs()
+            numbers = shown_numbers(app.stride_label.value, app.blocks_label.value, app.fits_label.value)
+            assert numbers == expected_numbers(app.knobs())

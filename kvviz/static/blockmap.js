@@ -242,6 +242,7 @@ function render({ model, el }) {
     status.textContent = s;
     status.style.display = s ? "block" : "none";
     root.classList.toggle("kvviz-stale", !!s);  // a refused change: the map drawn is not the current selection
+    if (s) tip.style.display = "none";
   }
 
   map.addEventListener("mousemove", (ev) => {
