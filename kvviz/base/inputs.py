@@ -17,11 +17,15 @@ where the problem arises (never a blanket catch-all further up):
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import itertools
 import json
 import math
 import os
 import stat
+from collections.abc import Callable
 
 from kvviz.base.errors import KvvizError, require
 
@@ -195,3 +199,115 @@ def read_json(path: str | os.PathLike, *, what: str) -> object:
     """Parse a JSON file given as option `what` (e.g. "--groups"), safely (module doc)."""
     data = read_bytes(path, what=what)
     return parse_json(data, what=f"{what} {os.fspath(path)!r}")
+
+
+# ---- arguments of public library functions ---------------------------------------------------
+# One helper for every public function of a room that checks its arguments (`checked`): each argument is
+# declared once, next to the function, with what it must be (an `Arg`); a wrong type or value is one KvvizError
+# naming the function and the argument, raised before the function runs, never an AttributeError, a
+# ZeroDivisionError or a matplotlib ValueError from deep inside it.
+MAX_INCHES = 200.0  # a figure's width or height: far above a poster, far below a figure matplotlib cannot allocate
+
+
+@dataclasses.dataclass(frozen=True)
+class Arg:
+    """What one argument must be: `test(value)` is True for a good value; `what` says it ('a positive integer')."""
+
+    test: Callable[[object], bool]
+    what: str
+
+    def ok(self, value: object) -> bool:
+        """Whether `value` is good (a test that raises on a strange value counts as False)."""
+        try:
+            return bool(self.test(value))
+        except Exception:  # noqa: BLE001 - a value too strange to test is a wrong value
+            return False
+
+
+def integer(low: int, high: int) -> Arg:
+    """An int (not a bool) in [low, high]."""
+    return Arg(lambda v: type(v) is int and low <= v <= high, f"an integer from {low:,} to {high:,}")
+
+
+def number(low: float, high: float, *, low_open: bool = True) -> Arg:
+    """A finite int or float (not a bool) in (low, high] (or [low, high])."""
+
+    def test(v):
+        real = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        return real and (low < v if low_open else low <= v) and v <= high
+
+    return Arg(
+        test, f"a number {'above' if low_open else 'from'} {low:g} {'and at most' if low_open else 'to'} {high:g}"
+    )
+
+
+INCHES = number(0.0, MAX_INCHES)  # a figure's width or height
+
+
+def text(*, empty: bool = False) -> Arg:
+    """A str (non-empty unless `empty`)."""
+    return Arg(lambda v: isinstance(v, str) and (empty or v != ""), "a string" if empty else "a non-empty string")
+
+
+def flag() -> Arg:
+    """True or False."""
+    return Arg(lambda v: isinstance(v, bool), "True or False")
+
+
+def instance(*types: type, what: str) -> Arg:
+    """An instance of one of `types`."""
+    return Arg(lambda v: isinstance(v, types), what)
+
+
+def duck(*attributes: str, what: str) -> Arg:
+    """Any object with every one of `attributes` (a replay, a figure: read duck-typed)."""
+    return Arg(lambda v: all(hasattr(v, a) for a in attributes), what)
+
+
+def one_of(*values: object) -> Arg:
+    """One of `values`."""
+    return Arg(lambda v: any(v == x and type(v) is type(x) for x in values), "one of " + ", ".join(map(repr, values)))
+
+
+def optional(arg: Arg) -> Arg:
+    """None, or what `arg` says."""
+    return Arg(lambda v: v is None or arg.test(v), f"None or {arg.what}")
+
+
+def items_of(arg: Arg, *, high: int = MAX_VARIANTS) -> Arg:
+    """A list, tuple or range of 0 to `high` items, each what `arg` says."""
+
+    def test(v):
+        return isinstance(v, (list, tuple, range)) and len(v) <= high and all(arg.test(x) for x in v)
+
+    return Arg(test, f"a list of at most {high:,} items, each {arg.what}")
+
+
+def checked(**arguments: Arg):
+    """Decorator of a public function (or a class's `__init__`): every argument named here that the caller gives is
+    checked before the function runs, and a wrong one is one KvvizError naming the function and the argument
+    ("pool_map: columns=0: must be an integer from 1 to 4,096"); so is a call Python itself cannot bind (a
+    missing or unknown argument). Defaults are not checked (they are the function's own)."""
+
+    def wrap(func):
+        signature = inspect.signature(func)
+        unknown = set(arguments) - set(signature.parameters)
+        if unknown:  # a typo in the declaration is the library's bug, found at import
+            raise TypeError(f"checked({', '.join(sorted(unknown))}): not arguments of {func.__qualname__}")
+        name = func.__qualname__.removesuffix(".__init__")
+
+        @functools.wraps(func)
+        def call(*args, **kwargs):
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise KvvizError(f"{name}: {e}") from None
+            for arg, value in bound.arguments.items():
+                rule = arguments.get(arg)
+                if rule is not None and not rule.ok(value):
+                    raise KvvizError(f"{name}: {arg}={short_repr(value)}: must be {rule.what}")
+            return func(*args, **kwargs)
+
+        return call
+
+    return wrap

@@ -33,6 +33,7 @@ from collections import OrderedDict
 import ipywidgets as widgets
 
 from kvviz.base.errors import KvvizError
+from kvviz.base.inputs import checked
 from kvviz.core.plan import Plan
 from kvviz.explorer.answer import OK, REFUSED, Answer, answer_for, head_html
 from kvviz.explorer.controls import control_for, stylesheet
@@ -48,6 +49,7 @@ from kvviz.explorer.display import (
     result_at,
     stride_words,
 )
+from kvviz.explorer.knob_spec import EXPLORER_SOURCE
 from kvviz.explorer.knobs import (
     DEFAULT_MODEL,
     KNOB_BY_NAME,
@@ -88,6 +90,7 @@ class Explorer:
     head naming the configuration its numbers belong to.
     """
 
+    @checked(model=EXPLORER_SOURCE)
     def __init__(self, model=DEFAULT_MODEL, *, budget_gib: float | None = None, **knob_values) -> None:
         model, knob_values = explorer_source(model, knob_values)  # a kvviz.plan(...) result: its model and knobs
         self._holding = False

@@ -9,8 +9,10 @@ import dataclasses
 import html
 
 from kvviz.base.errors import KvvizError
+from kvviz.base.inputs import checked, instance
 from kvviz.core import capacity
 from kvviz.core.plan import Plan
+from kvviz.explorer.knob_spec import KNOB_SET, PLAN
 from kvviz.explorer.sweeps import baseline_planner, budget_bytes, capacities, describe_knobs, plan_knobs
 from kvviz.explorer.tables import PRE_STYLE, group_table_html
 from kvviz.views.blockmap_data import block_map_data
@@ -78,6 +80,7 @@ class Planned:
         return self.plan.pools[0] if len(self.plan.pools) == 1 else self.plan
 
 
+@checked(plan=PLAN)
 def stride_words(plan: Plan) -> str:
     """The plan's block stride in words, e.g. 'block stride 1,315,008 B, 256 tokens per block'."""
     tokens = "" if plan.tokens_per_block is None else f", {plan.tokens_per_block} tokens per block"
@@ -85,6 +88,7 @@ def stride_words(plan: Plan) -> str:
     return f"block stride {plan.block_stride:,} B{tokens}{pools}"
 
 
+@checked(knobs=KNOB_SET)
 def plan_for_display(knobs: dict) -> Planned:
     """Plan the knobs and prepare everything the explorer shows of the plan. Raises KvvizError.
 
@@ -133,6 +137,7 @@ class Result:
         return self.capacity
 
 
+@checked(planned=instance(Planned, what="a Planned (plan_for_display(knobs))"), knobs=KNOB_SET)
 def result_at(planned: Planned, knobs: dict) -> Result:
     """What the explorer shows of a planned configuration at the knobs' budget: every planner's Capacity and the
     comparison with the baseline planner (None unless both have one pool)."""
@@ -144,6 +149,7 @@ def result_at(planned: Planned, knobs: dict) -> Result:
     return Result(planned.plan, chosen, caps, cmp)
 
 
+@checked(knobs=KNOB_SET)
 def engines_html(knobs: dict) -> str:
     """One line per other engine at the budget the knobs give (kvviz.engines.compare_rows): its
     token capacity, requests at once and own log line, or why it has no plan."""
@@ -167,6 +173,7 @@ def engines_html(knobs: dict) -> str:
     return '<div style="color:#555;font-size:12px">' + "<br>".join(html.escape(t) for t in [head] + lines) + "</div>"
 
 
+@checked(plan=PLAN, knobs=KNOB_SET)
 def deploy_lines(plan: Plan, knobs: dict) -> list[str]:
     """The capacity lines past one GPU and one memory tier the knobs ask for (docs/deploy.md), as `kvviz plan`
     prints them: each pipeline stage's blocks (the binding one named), the CPU offload tier, the data-parallel

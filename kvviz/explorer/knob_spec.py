@@ -1,12 +1,16 @@
 """The explorer's knob record and the predicates that say where a knob applies (kept apart from the knob table,
-kvviz.explorer.knobs, which builds `KNOB_SPECS` from them)."""
+kvviz.explorer.knobs, which builds `KNOB_SPECS` from them), and what the arguments of the explorer's public
+functions must be (a model, a knob set, a plan, a capacity: kvviz.base.inputs.checked)."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 
-from kvviz.families import Model
+from kvviz.base.inputs import Arg, instance
+from kvviz.core.plan import Capacity, Plan
+from kvviz.families import Model, preset_names
 
 
 def _applies(name: str):
@@ -67,3 +71,25 @@ def _deploys(model: Model) -> bool:
     """The deployment's axes (pipeline parallel, CPU offload, data parallel) apply wherever tensor_parallel_size
     does, as kvviz.vllm.plan.check_knobs accepts them."""
     return "tensor_parallel_size" in model.reader.knobs_for(model)
+
+
+# What the arguments of the explorer's public functions must be (kvviz.base.inputs.checked).
+def _names_a_model(value) -> bool:
+    if isinstance(value, (Model, dict)):  # a knob set names its model
+        return isinstance(value, Model) or "model" in value
+    return isinstance(value, (str, os.PathLike)) and (value in preset_names() or os.path.exists(value))
+
+
+MODEL_SOURCE = Arg(
+    _names_a_model, "a preset name (kvviz.model_names()), an existing config.json path, a Model or a knob set"
+)
+EXPLORER_SOURCE = Arg(
+    lambda v: isinstance(v, Plan) or _names_a_model(v), f"a kvviz.plan(...) result or {MODEL_SOURCE.what}"
+)
+PRESET_NAME = Arg(lambda v: isinstance(v, str) and v in preset_names(), "a preset name (kvviz.model_names())")
+KNOB_SET = Arg(
+    lambda v: isinstance(v, dict) and "model" in v,
+    "a knob set: a dict naming its model (kvviz.explorer.default_knobs(model))",
+)
+PLAN = instance(Plan, what="a kvviz Plan (kvviz.plan(...))")
+CAPACITY = instance(Capacity, what="a kvviz Capacity (plan.capacity(budget))")

@@ -16,9 +16,18 @@ from functools import lru_cache
 from kvviz.base.defaults import GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.formats import INDEXER_FORMATS, MAIN_FORMATS
-from kvviz.base.inputs import short_repr
+from kvviz.base.inputs import Arg, checked, optional, short_repr
 from kvviz.base.published import published_row
-from kvviz.explorer.knob_spec import Knob, _applies, _deploys, _has, _mixes_full_layers, _num_layers
+from kvviz.explorer.knob_spec import (
+    MODEL_SOURCE,
+    PRESET_NAME,
+    Knob,
+    _applies,
+    _deploys,
+    _has,
+    _mixes_full_layers,
+    _num_layers,
+)
 from kvviz.families import Model, load, load_preset, preset_names
 from kvviz.families.deepseek_v4 import BACKENDS
 from kvviz.options import KV_DTYPES, SSM_DTYPES
@@ -232,6 +241,14 @@ KNOB_SPECS: tuple[Knob, ...] = (
 )
 KNOBS = tuple(k.name for k in KNOB_SPECS)
 KNOB_BY_NAME = {k.name: k for k in KNOB_SPECS}
+
+
+# The names a knob set holds (kvviz.base.inputs.checked; the other arguments' rules: kvviz.explorer.knob_spec).
+KNOB_NAME = Arg(lambda v: isinstance(v, str) and v in KNOB_BY_NAME, "a knob name (kvviz.explorer.KNOBS)")
+KNOB_NAMES = Arg(
+    lambda v: isinstance(v, (list, tuple, set, frozenset, dict)) and all(isinstance(n, str) for n in v),
+    "knob names (a list of strings)",
+)
 # Where a knob starts when the model does not set it (Options None = AUTO; booleans: vLLM's default).
 DEPLOYMENT_DEFAULTS = {
     "kv_dtype": AUTO,
@@ -252,12 +269,14 @@ DEPLOYMENT_DEFAULTS = {
 }
 
 
+@checked(name=PRESET_NAME)
 @lru_cache(maxsize=None)
 def preset(name: str) -> Model:
     """A shipped preset, read once per process (models are frozen)."""
     return load_preset(name)
 
 
+@checked(knobs_or_name=MODEL_SOURCE)
 def model_of(knobs_or_name) -> Model:
     """The model a knob set (or a name / path / Model) names."""
     if isinstance(knobs_or_name, Model):
@@ -272,12 +291,14 @@ def model_of(knobs_or_name) -> Model:
     return preset(name) if name in preset_names() else load(name)
 
 
+@checked(model=MODEL_SOURCE)
 def knobs_for(model) -> tuple[str, ...]:
     """The knobs that apply to a model, in `KNOBS` order."""
     m = model_of(model)
     return tuple(k.name for k in KNOB_SPECS if k.applies_to(m))
 
 
+@checked(model=MODEL_SOURCE)
 def preset_knobs(model) -> dict:
     """The model knobs the model sets: DeepSeek V4's dims, MTP and layer mix; an attention
     decoder's full-attention layers and sliding window; every model's max_model_len."""
@@ -301,6 +322,7 @@ def preset_knobs(model) -> dict:
     return out
 
 
+@checked(names=KNOB_NAMES, model=optional(MODEL_SOURCE))
 def check_names(names, model=None) -> None:
     """Every name is a knob and, given a model, one that applies to it (one-line error otherwise)."""
     unknown = set(names) - set(KNOBS)
@@ -324,6 +346,7 @@ _CONTROL_TYPES = {
 }
 
 
+@checked(name=KNOB_NAME)
 def check_value(name: str, value) -> None:
     """A knob's value is of its control's type (a number, an integer, True/False; a choice: one
     value, never a list or NaN); a KvvizError naming the knob otherwise. Whether the value is
@@ -336,6 +359,7 @@ def check_value(name: str, value) -> None:
     require(name == "model" or ok, f"{name}={short_repr(value)}: must be {what}")
 
 
+@checked(model=MODEL_SOURCE)
 def default_knobs(model=DEFAULT_MODEL, **changes) -> dict:
     """The knobs that apply to `model` as the explorer starts: the model's own knobs, the
     engine's defaults ('auto'), the family's default planner and FlashMLA's budget from vLLM
@@ -358,6 +382,7 @@ def default_knobs(model=DEFAULT_MODEL, **changes) -> dict:
     return {name: knobs[name] for name in knobs_for(m)}
 
 
+@checked(model=MODEL_SOURCE)
 def control_values(model=DEFAULT_MODEL, **changes) -> dict:
     """A value for every knob's control: `default_knobs(model, **changes)` for the knobs that
     apply; the others hold DeepSeek-V4-Pro's values (hidden until a model they apply to is picked)."""

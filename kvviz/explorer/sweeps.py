@@ -7,15 +7,17 @@ from functools import lru_cache
 
 from kvviz.base.defaults import TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import bounded_items, short_repr
+from kvviz.base.inputs import bounded_items, checked, optional, short_repr, text
 from kvviz.core import capacity
 from kvviz.core.plan import Capacity, Plan
-from kvviz.explorer.knobs import AUTO, KNOB_BY_NAME, KNOBS, NO_GPU, default_knobs, model_of
+from kvviz.explorer.knob_spec import KNOB_SET
+from kvviz.explorer.knobs import AUTO, KNOB_BY_NAME, KNOB_NAME, NO_GPU, default_knobs, model_of
 from kvviz.families import Model
 from kvviz.options import Options
 from kvviz.vllm.plan import plan_model
 
 
+@checked(knobs=KNOB_SET)
 def kv_budget(knobs: dict):
     """The `kvviz.deploy.budget.KVBudget` of one rank on the knobs' GPU, or None without one."""
     if knobs.get("gpu", NO_GPU) == NO_GPU:
@@ -30,6 +32,7 @@ def kv_budget(knobs: dict):
     )
 
 
+@checked(knobs=KNOB_SET)
 def budget_bytes(knobs: dict) -> int:
     """The budget in bytes: from the GPU when one is chosen (kvviz.deploy.budget), else budget_gib; a
     budget of 0 GiB or less, or one under a byte, is an error naming budget_gib (never clamped)."""
@@ -41,6 +44,7 @@ def budget_bytes(knobs: dict) -> int:
     return value
 
 
+@checked(knobs=KNOB_SET)
 def model_for(knobs: dict) -> Model:
     """The model the knobs describe: the preset with its layer mix edited."""
     m = model_of(knobs)
@@ -52,6 +56,7 @@ def model_for(knobs: dict) -> Model:
     return m
 
 
+@checked(knobs=KNOB_SET)
 def options_for(knobs: dict) -> Options:
     """Options from the knobs that are Options fields ('auto' = None, the engine's choice)."""
     values = {}
@@ -69,6 +74,7 @@ def _plan(model: Model, planner: str, options: Options) -> Plan:
     return plan_model(model, planner, options)
 
 
+@checked(knobs=KNOB_SET, planner=optional(text()))
 def plan_knobs(knobs: dict, planner: str | None = None) -> Plan:
     """The plan of the knobs' planner (or `planner`). Raises KvvizError on an impossible combination."""
     return _plan(model_for(knobs), planner or knobs["planner"], options_for(knobs))
@@ -80,12 +86,14 @@ def _planners(knobs: dict) -> tuple[str, ...]:
     return ("vllm",) if (knobs.get("pipeline_parallel_size") or 1) > 1 and "vllm" in planners else planners
 
 
+@checked(knobs=KNOB_SET)
 def baseline_planner(knobs: dict) -> str:
     """The planner the explorer's change line compares with: vLLM before #48993 where the family
     has it (bucketed) and it plans these knobs, else vLLM itself."""
     return "bucketed" if "bucketed" in _planners(knobs) else "vllm"
 
 
+@checked(knobs=KNOB_SET)
 def capacities(knobs: dict) -> tuple[Capacity, ...]:
     """Every planner's capacity at the knobs' budget and max_model_len, in the family's order (vllm only with
     pipeline stages)."""
@@ -93,6 +101,7 @@ def capacities(knobs: dict) -> tuple[Capacity, ...]:
     return tuple(plan_knobs(knobs, p).capacity(budget) for p in _planners(knobs))
 
 
+@checked(knobs=KNOB_SET)
 def layout_key(knobs: dict) -> tuple:
     """The knobs that decide the layout (all but the budget)."""
     return tuple(
@@ -102,6 +111,7 @@ def layout_key(knobs: dict) -> tuple:
     )
 
 
+@checked(knobs=KNOB_SET)
 def describe_knobs(knobs: dict) -> str:
     """One line naming a configuration, e.g. for the caption of the map still drawn: the model,
     its layer mix, each knob, and what an 'auto' value resolves to (when the knobs plan)."""
@@ -177,9 +187,9 @@ def compare_knobs(variants, **base):
     return pd.DataFrame.from_records(rows, columns=columns).astype({c: "Int64" for c in counts})
 
 
+@checked(knob=KNOB_NAME)
 def sweep(knob: str, values, **kwargs):
     """`compare_knobs` over one knob's values, e.g. `sweep("block_size", [128, 256, 512])`."""
-    require(isinstance(knob, str) and knob in KNOBS, f"{short_repr(knob)}: not a knob; knobs are {', '.join(KNOBS)}")
     return compare_knobs([{knob: v} for v in bounded_items(values, field="values")], **kwargs)
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import html
 
+from kvviz.base.inputs import checked, items_of
 from kvviz.base.text import plural
 from kvviz.core.plan import Plan
+from kvviz.explorer.knob_spec import CAPACITY, PLAN
 
 # white-space: nowrap keeps group names (c4-state-a) and numbers on one line.
 TABLE_STYLE = (
@@ -24,6 +26,7 @@ PRE_STYLE = "white-space:pre;overflow-x:auto;margin:0;font-size:12px"
 GROUP_COLUMNS = ("group", "layers", "total_bytes", "unused_bytes", "binds_stride")
 
 
+@checked(plan=PLAN)
 def group_table_html(plan: Plan) -> str:
     """The plan's group table (one row per group; separate pools: per pool, its own block) as an
     HTML table, written here rather than by pandas: it is rebuilt on every change of layout."""
@@ -54,6 +57,7 @@ COMPARE_COLUMNS = (
 )
 
 
+@checked(chosen=CAPACITY, all_caps=items_of(CAPACITY))
 def summary_html(chosen, all_caps) -> str:
     """The waste split and admission of the chosen planner, and every planner side by side."""
     s, w = chosen, chosen.waste

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
+from kvviz.base.inputs import checked, optional
+from kvviz.views.args import COLUMNS, REPLAY_WITH_BLOCKS, STEP
 from kvviz.views.query import to_png_bytes
 from kvviz.views.traffic import pool_map
 from kvviz.views.traffic_data import CACHED_FREE, HELD, PoolMapData, TimeLapse
@@ -23,6 +25,7 @@ class TrafficExplorer:
     """`TrafficExplorer(replay)` for a Replay run with `record_blocks=True`; `.step` (an IntSlider) picks the
     step, `.data` is the PoolMapData drawn, `.widget` the app."""
 
+    @checked(replay=REPLAY_WITH_BLOCKS, step=optional(STEP), columns=COLUMNS)
     def __init__(self, replay, *, step: int | None = None, columns: int | None = None) -> None:
         self.lapse = TimeLapse(replay)
         self.columns = columns

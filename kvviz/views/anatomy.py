@@ -6,7 +6,9 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle  # the nibble boxes
 
+from kvviz.base.inputs import checked
 from kvviz.views.anatomy_data import BarPart, PageAnatomyData, page_anatomy_data
+from kvviz.views.args import NAME, OPTIONAL_FIGURE, WIDTH
 from kvviz.views.canvas import draw_ranges, new_figure, spread
 from kvviz.views.query import PatchRange
 
@@ -61,6 +63,7 @@ def _nibbles(ax, text: str) -> None:
     ax.text(nbytes + 0.15, 0.5, text, ha="left", va="center", fontsize=7.5, transform=ax.transData, clip_on=False)
 
 
+@checked(layer=NAME, fig=OPTIONAL_FIGURE, width=WIDTH)
 def page_anatomy(cache, *, layer: str | None = None, fig: Figure | None = None, width: float = 11.0) -> Figure:
     """One layer's page zoomed: payload, footer and padding regions (`page_regions`), then one
     row field by field (its payload part and its footer part, which sit apart in the page);

@@ -8,12 +8,13 @@ import dataclasses
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.formats import Field
-from kvviz.base.inputs import short_repr
+from kvviz.base.inputs import checked, short_repr
 from kvviz.base.regions import Region, page_regions
 from kvviz.core.accept import pools_of
 from kvviz.core.layout import Layout
 from kvviz.core.plan import Plan
 from kvviz.core.spec import CacheSpec
+from kvviz.views.args import NAME
 from kvviz.views.style import ELEMENT_COLORS, OTHER_ELEMENT_COLOR, REGION_COLORS
 
 __all__ = ["BarPart", "PageAnatomyData", "page_anatomy_data", "page_of"]
@@ -120,6 +121,7 @@ def page_of(source, layer: str | None = None):
     raise KvvizError(f"layer={short_repr(layer)}: not a layer of this plan (e.g. {pools[0].placements[0].name!r})")
 
 
+@checked(layer=NAME)
 def page_anatomy_data(cache, *, layer: str | None = None) -> PageAnatomyData:
     """The anatomy of one layer's page: a CacheSpec, or a Placement (its cache), or a Plan or Layout with the
     page of `layer` (default: its first placed layer; `page_of`)."""

@@ -12,8 +12,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle  # the binding lane's outline
 from matplotlib.transforms import blended_transform_factory
 
+from kvviz.base.inputs import checked
 from kvviz.core.accept import plan_of
 from kvviz.core.layout import Layout
+from kvviz.views.args import AXES, FLAG, TITLE, WIDTH
 from kvviz.views.blockmap_data import BlockMapData, as_block_map_data
 from kvviz.views.canvas import (
     LANE_H,
@@ -195,6 +197,7 @@ def block_map_title(layout: Layout | BlockMapData) -> str:
     return as_block_map_data(layout).title
 
 
+@checked(ax=AXES, show_padding=FLAG, title=TITLE, width=WIDTH)
 def block_map(
     layout: Layout | BlockMapData, *, ax=None, show_padding: bool = True, title: str | None = None, width: float = 12.0
 ) -> Figure:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from kvviz.base.inputs import checked
 from kvviz.core.layout import Layout
+from kvviz.views.args import FLAG, LABELS, OPTIONAL_FIGURE, WIDTH
 from kvviz.views.blockmap import draw_lanes, stride_line
 from kvviz.views.blockmap_data import BlockMapData
 from kvviz.views.canvas import LANE_H, LEFT_IN, RIGHT_IN, byte_axis, draw_ranges, new_figure
@@ -17,6 +19,7 @@ from kvviz.views.style import HOLE_COLOR, SAVED_COLOR, UNUSED_COLOR
 __all__ = ["before_after"]
 
 
+@checked(fig=OPTIONAL_FIGURE, show_padding=FLAG, labels=LABELS, width=WIDTH)
 def before_after(
     before: Layout | BlockMapData | BeforeAfterData,
     after: Layout | BlockMapData | None = None,

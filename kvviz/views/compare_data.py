@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from kvviz.base.inputs import checked
+from kvviz.views.args import LABELS
 from kvviz.views.blockmap_data import BlockMapData, as_block_map_data
 
 __all__ = ["BeforeAfterData", "before_after_data"]
@@ -83,6 +85,7 @@ class BeforeAfterData:
     overlay_note = OVERLAY_NOTE
 
 
+@checked(labels=LABELS)
 def before_after_data(before, after, *, labels: tuple[str, str] = ("before", "after")) -> BeforeAfterData:
     """The data of a before/after figure of two Layouts (or BlockMapData)."""
     return BeforeAfterData(as_block_map_data(before, "before"), as_block_map_data(after, "after"), tuple(labels))

@@ -8,7 +8,9 @@ from collections.abc import Iterable, Sequence
 
 from matplotlib.figure import Figure
 
+from kvviz.base.inputs import checked
 from kvviz.core.layout import Layout
+from kvviz.views.args import BINS, BLOCKS, MAX_BLOCKS_SHOWN, OPTIONAL_FIGURE, STAT, VICTIMS, WIDTH
 from kvviz.views.canvas import LABEL_CHAR_W, axes_width_in, byte_axis, draw_ranges, new_figure, spread
 from kvviz.views.legend import LEGEND_ROW_H, key_below, key_entries, key_shape
 from kvviz.views.live_data import LiveBytesData, live_bytes_data
@@ -74,6 +76,9 @@ def _victim_table(fig: Figure, table, y: float) -> None:
         y -= _VICTIM_ROW_H
 
 
+@checked(
+    blocks=BLOCKS, victims=VICTIMS, bins=BINS, stat=STAT, max_blocks=MAX_BLOCKS_SHOWN, fig=OPTIONAL_FIGURE, width=WIDTH
+)
 def live_bytes(
     layout: Layout | LiveBytesData,
     block_bytes=None,

@@ -13,14 +13,17 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from kvviz.base.errors import require
+from kvviz.base.inputs import checked
 from kvviz.core.accept import pools_of
 from kvviz.core.kinds import CacheKind
 from kvviz.core.layout import Layout
+from kvviz.views.args import BINS, BLOCKS, BYTE_ROWS, MAX_BLOCKS_SHOWN, STAT, VICTIMS
 from kvviz.views.style import short_layer_name
 
 __all__ = ["binned_bytes", "LiveSpan", "VictimMark", "LiveBytesData", "live_bytes_data"]
 
 
+@checked(rows=BYTE_ROWS, bins=BINS, stat=STAT)
 def binned_bytes(rows: np.ndarray, bins: int, *, stat: str = "nonzero") -> np.ndarray:
     """(k, stride) uint8 -> (k, bins): per bin the fraction of non-zero bytes ('nonzero') or the
     mean byte value / 255 ('mean'). Bin edges are floor(i * stride / bins); vectorised."""
@@ -209,6 +212,7 @@ class LiveBytesData:
         return (VICTIM_TABLE_HEADER, *(v.row for v in self.victims)) if self.victims else ()
 
 
+@checked(blocks=BLOCKS, victims=VICTIMS, bins=BINS, stat=STAT, max_blocks=MAX_BLOCKS_SHOWN)
 def live_bytes_data(
     layout: Layout,
     block_bytes,

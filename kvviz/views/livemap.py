@@ -23,12 +23,16 @@ from importlib.resources import files
 import anywidget
 import traitlets
 
+from kvviz.base.inputs import checked, instance, optional
 from kvviz.core.layout import Layout
 from kvviz.views.blockmap_data import BlockMapData, block_map_data, separate_pools_data
 
 
 def _static(name: str) -> str:
     return files("kvviz").joinpath("static", name).read_text(encoding="utf-8")
+
+
+MAP_SOURCE = instance(Layout, BlockMapData, dict, what="a Layout, a BlockMapData or its to_dict()")
 
 
 class LiveBlockMap(anywidget.AnyWidget):
@@ -42,6 +46,7 @@ class LiveBlockMap(anywidget.AnyWidget):
     selected = traitlets.Unicode("").tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)  # a line shown over the map (e.g. a refused change)
 
+    @checked(source=optional(MAP_SOURCE))
     def __init__(self, source: Layout | BlockMapData | None = None, /, **kwargs) -> None:
         super().__init__(**kwargs)  # `layout` here is the widget's CSS layout, as for every ipywidget
         if source is not None:
@@ -53,6 +58,7 @@ class LiveBlockMap(anywidget.AnyWidget):
         # binary buffers, which costs more than the JSON encoding itself.
         self._data_json = json.dumps(change["new"], separators=(",", ":"))
 
+    @checked(what=MAP_SOURCE)
     def show(self, what: Layout | BlockMapData | dict) -> None:
         """Draw a Layout (through `block_map_data`), a BlockMapData, or its `to_dict()`."""
         if isinstance(what, Layout):

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
+from kvviz.base.inputs import checked, optional
 from kvviz.core.layout import Layout
+from kvviz.views.args import BLOCKS, NUM_BLOCKS, OPTIONAL_FIGURE, WIDTH
 from kvviz.views.canvas import LEFT_IN, RIGHT_IN, axes_width_in, byte_axis, draw_ranges, fits, new_figure, place_axes
 from kvviz.views.legend import LEGEND_ROW_H, KeyEntry, key_below, key_entries, key_shape
 from kvviz.views.planes_data import PoolPlanesData, pool_planes_data
@@ -31,6 +33,7 @@ def _entries(data: PoolPlanesData) -> list[KeyEntry]:
     return entries
 
 
+@checked(num_blocks=optional(NUM_BLOCKS), blocks_shown=BLOCKS, fig=OPTIONAL_FIGURE, width=WIDTH)
 def pool_planes(
     layout: Layout | PoolPlanesData,
     num_blocks: int | None = None,

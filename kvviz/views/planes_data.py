@@ -10,9 +10,11 @@ import numbers
 from collections.abc import Sequence
 
 from kvviz.base.errors import require
+from kvviz.base.inputs import checked
 from kvviz.core.kinds import CacheKind
 from kvviz.core.layout import Layout
 from kvviz.core.planes import layer_planes
+from kvviz.views.args import BLOCKS, NUM_BLOCKS
 from kvviz.views.style import format_bytes, plane_label
 
 __all__ = ["PLANE_PAGES_MAX_BLOCKS", "PlaneRange", "PlanePage", "PlaneRow", "PoolPlanesData", "pool_planes_data"]
@@ -182,6 +184,7 @@ def _blocks_shown(blocks_shown, num_blocks: int) -> tuple[int, ...]:
     return tuple(sorted({int(b) for b in blocks_shown}))
 
 
+@checked(num_blocks=NUM_BLOCKS, blocks_shown=BLOCKS)
 def pool_planes_data(layout: Layout, num_blocks: int, *, blocks_shown: Sequence[int] | None = None) -> PoolPlanesData:
     """The pool of `num_blocks` blocks as layer planes x blocks (`layer_planes`); the pages of
     `blocks_shown` (default: every block when num_blocks <= PLANE_PAGES_MAX_BLOCKS) in every plane."""

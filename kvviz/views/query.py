@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,10 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from kvviz.base.defaults import DPI
+from kvviz.base.errors import KvvizError
+from kvviz.base.inputs import checked, printable
 from kvviz.core.kinds import CacheKind
+from kvviz.views.args import BLOCK, CACHE_KIND, FIGURE, NAME, PATH, RESOLUTION
 
 __all__ = [
     "DEFAULT_DPI",
@@ -159,6 +163,7 @@ def _all_ranges(fig: Figure):
                 yield RangePatch(coll, i, info)
 
 
+@checked(fig=FIGURE, kind=NAME, layer=NAME, group=NAME, cache_kind=CACHE_KIND, block=BLOCK, panel=NAME)
 def find_patches(
     fig: Figure,
     *,
@@ -190,16 +195,19 @@ def find_patches(
     return out
 
 
+@checked(fig=FIGURE)
 def patch_ranges(fig: Figure, **filters) -> list[PatchRange]:
     """What every drawn range stands for (same filters as `find_patches`)."""
     return [p.info for p in find_patches(fig, **filters)]
 
 
+@checked(fig=FIGURE)
 def figure_texts(fig: Figure) -> list[str]:
     """Every non-empty text of a figure: titles, annotations, tick labels, legend entries."""
     return [t.get_text() for t in fig.findobj(Text) if t.get_text()]
 
 
+@checked(fig=FIGURE)
 def legend_labels(fig: Figure) -> list[str]:
     """The labels of the figure's key (and of any matplotlib legend added to it)."""
     legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
@@ -207,6 +215,7 @@ def legend_labels(fig: Figure) -> list[str]:
     return key + [t.get_text() for lg in legends for t in lg.get_texts()]
 
 
+@checked(fig=FIGURE, path=PATH, dpi=RESOLUTION)
 def save_figure(fig: Figure, path, *, dpi: int = DEFAULT_DPI) -> None:
     """Write a figure; the format follows the suffix (png, svg, pdf). Deterministic metadata."""
     fmt = Path(path).suffix.lstrip(".").lower() or "png"
@@ -215,9 +224,15 @@ def save_figure(fig: Figure, path, *, dpi: int = DEFAULT_DPI) -> None:
         "svg": {"Date": None, "Creator": "kvviz"},
         "pdf": {"CreationDate": None},
     }.get(fmt)
-    fig.savefig(path, format=fmt, dpi=dpi, metadata=metadata)
+    try:
+        fig.savefig(path, format=fmt, dpi=dpi, metadata=metadata)
+    except (OSError, zlib.error) as e:  # a folder, no permission, a full disk (the PDF writer's zlib says so)
+        raise KvvizError(
+            f"path={printable(path)!r}: cannot write the figure: {getattr(e, 'strerror', None) or e}"
+        ) from None
 
 
+@checked(fig=FIGURE, dpi=RESOLUTION)
 def to_png_bytes(fig: Figure, *, dpi: int = DEFAULT_DPI) -> bytes:
     """The figure as PNG bytes at `dpi` (deterministic metadata)."""
     buf = io.BytesIO()

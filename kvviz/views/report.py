@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Callable
 
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import DPI_RANGE, printable, short_repr
+from kvviz.base.inputs import DPI_RANGE, checked, instance, optional, printable, short_repr
 from kvviz.core.accept import plan_of, pools_of
 from kvviz.core.layout import Layout, Placement
 from kvviz.views.anatomy import page_anatomy
+from kvviz.views.args import FLAG, RESOLUTION, TITLE
 from kvviz.views.blockmap import block_map
 from kvviz.views.compare import before_after
 from kvviz.views.planes import pool_planes
@@ -232,6 +233,7 @@ def report_figures(layout: Layout, *, before: Layout | None = None, after: Layou
         )
 
 
+@checked(title=TITLE, dpi=RESOLUTION, svg=FLAG, staged=optional(instance(Staged, what="a Staged")))
 def render_report(
     out_dir,
     folder=None,

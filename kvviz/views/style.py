@@ -10,6 +10,7 @@ import re
 
 from kvviz.base.defaults import GIB
 from kvviz.base.errors import require
+from kvviz.base.inputs import MAX_BUDGET_BYTES, checked, integer, text
 from kvviz.core.kinds import CacheKind
 
 # One colour per cache kind, the same in every figure and in the live map (CacheKind's style record).
@@ -34,6 +35,7 @@ OTHER_ELEMENT_COLOR = "#999999"
 _UNITS = (("GiB", GIB), ("MiB", GIB >> 10), ("KiB", GIB >> 20))
 
 
+@checked(n=integer(0, MAX_BUDGET_BYTES), max_decimals=integer(0, 12))
 def format_bytes(n: int, *, max_decimals: int = 2) -> str:
     """Exact byte count in the largest power-of-two unit that shows it with at most
     `max_decimals` decimals: 2,560 -> '2.5 KiB', 1,310,720 -> '1.25 MiB', 1,315,008 -> '1,315,008 B'.
@@ -53,6 +55,7 @@ def with_unit(n: int) -> str:
     return f"{n:,} B" if short.endswith(" B") else f"{n:,} B ({short})"
 
 
+@checked(stride=integer(1, MAX_BUDGET_BYTES), max_ticks=integer(1, 1000))
 def byte_ticks(stride: int, *, max_ticks: int = 8) -> list[int]:
     """Tick positions in [0, stride]: multiples of the smallest power-of-two step (>= 1 B) that
     gives at most `max_ticks` intervals, so that every tick label is exact (`format_bytes`)."""
@@ -68,6 +71,7 @@ def tick_label(at: int) -> str:
     return format_bytes(at) if at else "0"
 
 
+@checked(name=text(empty=True))
 def short_layer_name(name: str) -> str:
     """'model.layers.2.attn.indexer.k_cache' -> 'L2 indexer.k_cache', 'model.layers.4.linear_attn'
     and 'model.layers.0.self_attn.attn' -> 'L4', 'L0'; other names unchanged."""

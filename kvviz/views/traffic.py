@@ -11,6 +11,8 @@ from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
+from kvviz.base.inputs import checked, instance
+from kvviz.views.args import COLUMNS, HEIGHT, WIDTH
 from kvviz.views.canvas import new_figure, place_axes
 from kvviz.views.style import format_bytes
 from kvviz.views.traffic_data import CACHED_FREE, HELD, OccupancyData, PoolMapData, QueueData
@@ -56,6 +58,11 @@ def block_rgb(data: PoolMapData) -> np.ndarray:
     return out
 
 
+@checked(
+    data=instance(OccupancyData, what="an OccupancyData (kvviz.views.occupancy_data(replay))"),
+    width=WIDTH,
+    height=HEIGHT,
+)
 def occupancy(data: OccupancyData, *, width: float = 9.0, height: float = 3.6):
     """Blocks held per group, stacked, over the steps; cached free blocks (evictable) above them in grey;
     the usable blocks as the ceiling."""
@@ -78,6 +85,7 @@ def occupancy(data: OccupancyData, *, width: float = 9.0, height: float = 3.6):
     return fig
 
 
+@checked(data=instance(QueueData, what="a QueueData (kvviz.views.queue_data(replay))"), width=WIDTH, height=HEIGHT)
 def queues(data: QueueData, *, width: float = 9.0, height: float = 3.0):
     """Requests running and waiting after every step; a red tick for each step that preempted (its count)."""
     fig = new_figure(width, height)
@@ -102,6 +110,11 @@ def queues(data: QueueData, *, width: float = 9.0, height: float = 3.0):
     return fig
 
 
+@checked(
+    data=instance(PoolMapData, what="a PoolMapData (kvviz.views.TimeLapse(replay).at(step))"),
+    columns=COLUMNS,
+    width=WIDTH,
+)
 def pool_map(data: PoolMapData, *, columns: int | None = None, width: float = 9.0):
     """The pool at one step, one cell per block in block-id order (row by row; block b holds the pool's
     bytes [b x bytes_per_block, (b + 1) x bytes_per_block)): held blocks in their group's hue, one shade per

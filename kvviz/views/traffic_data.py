@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import checked
+from kvviz.views.args import REPLAY, REPLAY_WITH_BLOCKS, STEP
 
 __all__ = [
     "OccupancyData",
@@ -48,6 +50,7 @@ class OccupancyData:
     usable_blocks: int
 
 
+@checked(replay=REPLAY)
 def occupancy_data(replay) -> OccupancyData:
     """The replay's `held_blocks`, `cached_free_blocks` and `free_blocks` columns, per group."""
     cols = replay.step_columns()
@@ -83,6 +86,7 @@ class QueueData:
         return sum(self.preemptions)
 
 
+@checked(replay=REPLAY)
 def queue_data(replay) -> QueueData:
     """The replay's `num_running`, `num_waiting` and `preemptions` columns."""
     cols = replay.step_columns()
@@ -129,6 +133,7 @@ class TimeLapse:
     """The pool's blocks at any step of a replay recorded with `record_blocks=True`: the log of changed
     blocks replayed from the nearest stored state (one every 64 steps), so a slider moves cheaply."""
 
+    @checked(replay=REPLAY_WITH_BLOCKS)
     def __init__(self, replay) -> None:
         log = replay.block_log
         cols = replay.step_columns()
@@ -175,6 +180,7 @@ class TimeLapse:
         )
 
 
+@checked(replay=REPLAY_WITH_BLOCKS, step=STEP)
 def pool_map_data(replay, step: int) -> PoolMapData:
     """The pool at the end of `step` of a replay recorded with `record_blocks=True` (`TimeLapse(replay).at`)."""
     return TimeLapse(replay).at(step)
