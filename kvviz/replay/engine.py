@@ -135,6 +135,7 @@ def replay(
                 "kind": g.kind,
                 "block_size": g.block_size,
                 "sliding_window": g.sliding_window,
+                "attention_chunk_size": g.attention_chunk_size,
             }
             for i, g in enumerate(groups)
         ],

@@ -41,6 +41,7 @@ class Manager:
 
     kind = "full"
     window = None
+    windowed = False  # frees the blocks that leave an attention window (sliding, chunked local): `trim_limit`
 
     def __init__(
         self, pool: BlockPool, group_id: int, block_size: int, caching: bool, admission_cap: int | None = None
@@ -49,7 +50,7 @@ class Manager:
         self.gid = group_id
         self.block_size = block_size
         self.caching = caching
-        self.cap = admission_cap  # max_admission_blocks_per_request (sliding windows)
+        self.cap = admission_cap  # max_admission_blocks_per_request (sliding windows, chunked local attention)
         self.req_to_blocks: dict[str, list[int]] = {}
         self.num_cached_block: dict[str, int] = {}
 
@@ -188,13 +189,19 @@ class SlidingWindowManager(Manager):
     cdiv(window - 1, block) blocks before its end."""
 
     kind = "sliding"
+    windowed = True
 
     def __init__(self, *args, window: int, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.window = window
 
     def skipped_tokens(self, num_computed: int) -> int:
+        """`SlidingWindowManager.get_num_skipped_tokens`: the tokens before the window of the next token."""
         return max(0, num_computed - self.window + 1)
+
+    def trim_limit(self, first: int) -> int:
+        """The processed tokens at which block `first` leaves the window (`skipped_tokens` reaches its end)."""
+        return (first + 1) * self.block_size + self.window - 1
 
     def need(self) -> int:
         """The blocks this sliding window needs at most per request (the admission cap)."""
@@ -257,4 +264,42 @@ class SlidingWindowManager(Manager):
             run += 1
         for lst in out:
             del lst[run:]
+        return out, len(out[0]) * block_size
+
+
+class ChunkedLocalManager(Manager):
+    """`ChunkedLocalAttentionManager` (Llama 4): a token attends only to the tokens of its own
+    `attention_chunk_size`-token chunk, so the blocks left of the current chunk are freed, and a hit
+    takes them as nulls and looks up the blocks of the last chunk left to right. Every full block is
+    cached (no reachable-block mask: the base `reachable_block_mask`)."""
+
+    kind = "chunked"
+    windowed = True
+
+    def __init__(self, *args, chunk: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.chunk = chunk
+
+    def skipped_tokens(self, num_computed: int) -> int:
+        """`ChunkedLocalAttentionManager.get_num_skipped_tokens`: the tokens left of the current chunk."""
+        return num_computed // self.chunk * self.chunk
+
+    def trim_limit(self, first: int) -> int:
+        """The processed tokens at which block `first` leaves the window (`skipped_tokens` reaches its end)."""
+        return cdiv((first + 1) * self.block_size, self.chunk) * self.chunk
+
+    @staticmethod
+    def find_longest_cache_hit_chunked(request, max_length, gids, pool, block_size, chunk):
+        """`ChunkedLocalAttentionManager.find_longest_cache_hit`: the blocks left of the chunk holding token
+        `max_length` are nulls (outside every later token's window: computed), then the run of cached blocks
+        from the chunk's start, at most max_length // block_size blocks in all."""
+        max_blocks = max_length // block_size
+        start = (max_length // chunk * chunk) // block_size if max_length > 0 else 0
+        out = [[NULL] * start for _ in gids]
+        for i in range(start, min(max_blocks, pool.hit_span(request, max_blocks, block_size))):
+            got = pool.get_cached_block(request.token_key((i + 1) * block_size), gids)
+            if not got:
+                break
+            for lst, b in zip(out, got):
+                lst.append(b)
         return out, len(out[0]) * block_size

@@ -174,7 +174,7 @@ class Scheduler:
         cache_running = kv.cache_running
         # no window and no Mamba group: trim_limit is max_model_len + 1 whenever alloc_limit is known (they are
         # set together; unknown, both are 0), skip_max_tokens is max_model_len: only quiet_end is asked
-        plain = no_mamba and not kv.sliding
+        plain = no_mamba and not kv.windowed
         for r in running:  # preemption pops only behind the current position (the list's tail)
             if budget <= 0:
                 break
