@@ -32,6 +32,11 @@ from kvviz.vllm.planners import LAYOUT_PLANNERS as PLANNERS
 from kvviz.vllm.planners import plan
 
 
+def flat_texts(fig) -> list[str]:
+    """The figure's texts with the line breaks a title is wrapped at (canvas.wrapped) read as spaces."""
+    return [t.replace("\n", " ") for t in plot.figure_texts(fig)]
+
+
 def custom_cache(name, page_bytes, **kw):
     """A groups-file cache (the groups files' default block: DeepSeek V4's 256 tokens)."""
     return _custom_cache(name, page_bytes, tokens_per_block=BLOCK_SIZE, **kw)
@@ -116,10 +121,10 @@ def test_block_map_draws_every_range_of_both_planners(layouts, model, backend):
 
 def test_block_map_texts_carry_stride_and_binding_group(layouts):
     before, after = layouts["deepseek-v4-pro", "flashmla"]
-    texts = "\n".join(plot.figure_texts(plot.block_map(after)))
+    texts = "\n".join(flat_texts(plot.block_map(after)))
     assert "block stride 1,315,008 B" in texts  # docs/published-numbers.md#the-published-table
     assert "binding group: full" in texts
-    texts = "\n".join(plot.figure_texts(plot.block_map(before)))
+    texts = "\n".join(flat_texts(plot.block_map(before)))
     assert "block stride 1,473,408 B" in texts
     assert "none (sum of page-size buckets)" in texts
 
@@ -339,7 +344,7 @@ def test_block_map_of_random_layouts(groups, planner):
     layout = plan(groups, planner)
     fig = plot.block_map(layout)
     check_block_map(layout, fig)
-    assert f"{layout.block_stride:,} B" in "\n".join(plot.figure_texts(fig))
+    assert f"{layout.block_stride:,} B" in "\n".join(flat_texts(fig))
     check_readable(fig)
 
 
@@ -359,7 +364,7 @@ def test_block_map_refuses_non_layouts():
 def test_before_after_shows_both_strides_and_the_saving(layouts, backend, before_s, after_s, pct):
     before, after = layouts["deepseek-v4-pro", backend]
     fig = plot.before_after(before, after)
-    texts = "\n".join(plot.figure_texts(fig))
+    texts = "\n".join(flat_texts(fig))
     for s in (before_s, after_s, pct):
         assert s in texts
     assert f"{before.block_stride - after.block_stride:,} B" in texts
@@ -383,7 +388,7 @@ def _ranges(fig, kind):
 def test_page_anatomy_fp8_ds_mla(pro):
     cache = pro.placement("model.layers.2.attn").cache  # c4 main KV, docs/row-formats.md#fp8_ds_mla
     fig = plot.page_anatomy(cache)
-    texts = "\n".join(plot.figure_texts(fig))
+    texts = "\n".join(flat_texts(fig))
     assert "row 584 B = payload 576 B + footer 8 B" in texts
     assert "448 E4M3 NoPE" in texts and "64 bf16 RoPE" in texts and "7 UE8M0 scale" in texts
     assert _ranges(fig, "region") == [
@@ -396,7 +401,7 @@ def test_page_anatomy_fp8_ds_mla(pro):
 
 def test_page_anatomy_mxfp4_shows_nibble_order(pro):
     fig = plot.page_anatomy(pro.placement("model.layers.2.attn.indexer.k_cache"))  # a Placement works too
-    texts = "\n".join(plot.figure_texts(fig))
+    texts = "\n".join(flat_texts(fig))
     assert "row 68 B = payload 64 B + footer 4 B" in texts
     assert "4 UE8M0 scale" in texts
     assert "elem 2i low nibble, 2i+1 high" in texts
@@ -563,7 +568,7 @@ def test_before_after_draws_its_data_object(layouts):
         assert [(r.layer, r.start, r.end) for r in plot.patch_ranges(fig, kind="page", panel=panel)] == [
             (r.layer, r.offset, r.end) for r in d.ranges
         ]
-    assert fig._suptitle.get_text() == data.title
+    assert fig._suptitle.get_text().replace("\n", " ") == data.title
     assert "(158,400 B per block saved)" in data.title
 
 
@@ -585,7 +590,7 @@ def test_page_anatomy_draws_its_data_object(pro):
     assert isinstance(fig, plot.KvvizFigure)
     assert _ranges(fig, "region") == [(p.name, p.start, p.end) for p in data.page]
     assert _ranges(fig, "field") == [(p.name, p.start, p.end) for p in data.payload + data.footer]
-    assert {data.title, data.page_line, data.payload_line, data.footer_line} <= set(plot.figure_texts(fig))
+    assert {data.title, data.page_line, data.payload_line, data.footer_line} <= set(flat_texts(fig))
 
 
 def test_live_bytes_draws_its_data_object():
@@ -617,7 +622,7 @@ def test_live_bytes_draws_its_data_object():
         (v.block, v.start, v.end) for v in data.victims
     ]
     assert len(texts_with_gid(fig, "victim-table")) == len(data.table) == 1 + 2
-    assert data.title in plot.figure_texts(fig)
+    assert data.title in flat_texts(fig)
 
 
 # ---- no pyplot, headless ------------------------------------------------------------------

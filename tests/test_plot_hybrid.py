@@ -25,6 +25,11 @@ from kvviz.views import KIND_COLORS, PAD_COLOR, UNUSED_COLOR
 from kvviz.vllm.plan import plan_model
 
 
+def flat_texts(fig) -> list[str]:
+    """The figure's texts with the line breaks a title is wrapped at (canvas.wrapped) read as spaces."""
+    return [t.replace("\n", " ") for t in plot.figure_texts(fig)]
+
+
 def plan_hybrid(model, options=Options(), planner="vllm"):
     """The one pool a shared-pool planner lays the model out in."""
     return plan_model(model, planner, options).layout
@@ -112,7 +117,7 @@ def test_pool_planes_gemma_short_groups_and_kinds(gemma):
     kinds = {p.info.cache_kind for p in plot.find_patches(fig, kind="plane")}
     assert kinds == {CacheKind.SLIDING_ATTENTION, CacheKind.FULL_ATTENTION}
     assert KIND_COLORS[CacheKind.SLIDING_ATTENTION] != KIND_COLORS[CacheKind.FULL_ATTENTION]
-    texts = plot.figure_texts(fig)
+    texts = flat_texts(fig)
     assert any(f"layer stride = 8 blocks x page = {page_x8:,} B" in t for t in texts)
     assert any(f"block stride = page = {page_x8 // 8:,} B" in t for t in texts)
     assert "unused plane(s) of a short group" in plot.legend_labels(fig)
@@ -269,7 +274,7 @@ def test_state_page_anatomy_names_conv_and_ssm(qwen):
         "footer": (conv, qwen_state_bytes()),
         "padding": (qwen_state_bytes(), page),
     }
-    texts = "\n".join(plot.figure_texts(fig))
+    texts = "\n".join(flat_texts(fig))
     # the parts are named as the family names the state tensors (families/state.py: conv, ssm)
     assert f"conv: 1 rows x {conv:,} B" in texts
     assert f"ssm: 1 rows x {qwen_state_bytes() - conv:,} B" in texts
@@ -280,7 +285,7 @@ def test_attention_page_anatomy_names_k_and_v(gpt_oss):
     layout = plan_hybrid(gpt_oss)
     c = raw("gpt-oss-120b")
     half = c["num_key_value_heads"] * c["head_dim"] * BF16
-    texts = "\n".join(plot.figure_texts(plot.page_anatomy(layout.placements[0])))
+    texts = "\n".join(flat_texts(plot.page_anatomy(layout.placements[0])))
     assert f"K: 16 rows x {half:,} B" in texts and f"V: 16 rows x {half:,} B" in texts
 
 
@@ -352,7 +357,7 @@ def test_pool_planes_draws_its_data_object(qwen):
         (pl.group, pl.start, pl.end) for pl in data.unused
     ]
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [r.label for r in data.rows]
-    assert data.title in plot.figure_texts(fig)
+    assert data.title in flat_texts(fig)
 
 
 def test_pool_planes_data_of_short_groups_by_hand(gemma):

@@ -100,6 +100,7 @@ def valid(t) -> dict:
         "short_layer_name": (("model.layers.0.self_attn.attn",), {}),
         "format_bytes": ((4096,), {}),
         "byte_ticks": ((4096,), {}),
+        "text_scale": ((1.0,), {}),
         "occupancy_data": ((r,), {}),
         "queue_data": ((r,), {}),
         "TimeLapse": ((r,), {}),

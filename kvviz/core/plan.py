@@ -373,3 +373,14 @@ class Plan:
 
     def __str__(self) -> str:
         return self.text_map()
+
+    def __repr__(self) -> str:
+        """One short line for a notebook cell (a Plan's fields run to hundreds of KB): the model, the planner, what
+        was planned, the stride and the groups; `print(plan)` shows the text byte map."""
+        pools = f"{len(self.pools)} separate pools" if len(self.pools) > 1 else "one pool"
+        tokens = "" if self.tokens_per_block is None else f", {self.tokens_per_block:,} tokens per block"
+        setting = f" ({self.setting})" if self.setting else ""
+        return (
+            f"<kvviz Plan {self.model}, {self.planner} planner{setting}: block stride {self.block_stride:,} B{tokens}, "
+            f"{plural(len(self.groups), 'group')} in {pools}; print() it for the byte map>"
+        )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kvviz.base.defaults import GIB
 from kvviz.engines.common import EnginePlan, EngineRow, token_count_lines
 from kvviz.engines.maps import ByteMap, byte_map
+from kvviz.views.style import pt
 
 COLOURS = {
     "k": "#4c72b0",
@@ -44,17 +45,17 @@ def map_figure(m: ByteMap, *, title: str | None = None):
                 linewidth=0.3,
                 gid=f"{b.name}/{r.name}",
             )
-        ax.text(1.01, y, f"{b.size:,} B", va="center", fontsize=7)
+        ax.text(1.01, y, f"{b.size:,} B", va="center", fontsize=pt("small"))
     labels = [b.name + (" (inside)" if b.zoom else "") for b in bars]
     if hidden:
         labels.append(f"... {hidden} more buffers of the same shape")
-    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.set_yticks(range(len(labels)), labels, fontsize=pt("small"))
     ax.invert_yaxis()
     ax.set_xlim(0, 1.18)
     ax.set_xlabel("fraction of the buffer's bytes (offset 0 at the left)")
     kinds = sorted({r.kind for b in bars for r in b.regions})
-    ax.legend(handles=[_patch(k) for k in kinds], fontsize=7, loc="lower right", ncols=len(kinds))
-    ax.set_title(title or f"{m.engine}: {m.model} ({m.arrangement}), {m.total_bytes:,} B", fontsize=9)
+    ax.legend(handles=[_patch(k) for k in kinds], fontsize=pt("small"), loc="lower right", ncols=len(kinds))
+    ax.set_title(title or f"{m.engine}: {m.model} ({m.arrangement}), {m.total_bytes:,} B", fontsize=pt("heading"))
     fig.tight_layout()
     return fig
 
@@ -76,7 +77,9 @@ def compare_figure(rows: tuple[EngineRow, ...], *, model: str, budget_bytes: int
     reason; each engine's own log line is printed under the bars."""
     from kvviz.views import KvvizFigure
 
-    fig = KvvizFigure(figsize=(11, 5.2))
+    lines = [f"{r.engine}: {r.plan.log_line if r.plan else r.refusal}" for r in rows] + token_count_lines(rows)
+    width, line_in = 13.0, 1.25 * pt("small") / 72  # the log lines under the bars: monospace, one a line
+    fig = KvvizFigure(figsize=(width, 5.2 + line_in * len(lines)))
     axes = fig.subplots(1, 3)
     names = [r.engine for r in rows]
     plans = [r.plan for r in rows]
@@ -90,21 +93,28 @@ def compare_figure(rows: tuple[EngineRow, ...], *, model: str, budget_bytes: int
     ):
         for i, p in enumerate(plans):
             if p is None:
-                ax.text(i, 0, "not planned", rotation=90, ha="center", va="bottom", fontsize=7)
+                ax.text(i, 0, "not planned", rotation=90, ha="center", va="bottom", fontsize=pt("small"))
                 continue
             if value is None:
                 ax.bar(i, p.kv_bytes, color="#55a868", gid=f"{names[i]}/used")
                 ax.bar(i, p.waste_bytes, bottom=p.kv_bytes, color="#c44e52", gid=f"{names[i]}/waste")
-                ax.text(i, p.kv_budget_bytes, f"waste {p.waste_bytes:,} B", ha="center", va="bottom", fontsize=7)
+                ax.text(
+                    i, p.kv_budget_bytes, f"waste\n{p.waste_bytes:,} B", ha="center", va="bottom", fontsize=pt("small")
+                )
             else:
                 ax.bar(i, value(p), color=f"C{i}", gid=f"{names[i]}/{title}")
-                ax.text(i, value(p), f"{value(p):,}", ha="center", va="bottom", fontsize=7)
+                ax.text(i, value(p), f"{value(p):,}", ha="center", va="bottom", fontsize=pt("small"))
         ax.set_xticks(range(len(names)), names)
-        ax.set_title(title, fontsize=9)
-    lines = [f"{r.engine}: {r.plan.log_line if r.plan else r.refusal}" for r in rows] + token_count_lines(rows)
-    fig.text(0.01, 0.01, "\n".join(_clip(t) for t in lines), fontsize=6.5, family="monospace", va="bottom")
-    fig.suptitle(f"{model}: one KV budget of {budget_bytes:,} B ({budget_bytes / GIB:.2f} GiB) per engine", fontsize=10)
-    fig.subplots_adjust(bottom=0.1 + 0.035 * len(lines), top=0.86, wspace=0.35)
+        ax.set_title(title, fontsize=pt("heading"))
+    chars = int((width - 0.3) / (0.6 * pt("small") / 72))  # a monospace character is 0.6 em
+    fig.text(
+        0.01, 0.01, "\n".join(_clip(t, chars) for t in lines), fontsize=pt("small"), family="monospace", va="bottom"
+    )
+    fig.suptitle(
+        f"{model}: one KV budget of {budget_bytes:,} B ({budget_bytes / GIB:.2f} GiB) per engine", fontsize=pt("title")
+    )
+    height = fig.get_figheight()
+    fig.subplots_adjust(bottom=(0.7 + line_in * len(lines)) / height, top=1 - 0.75 / height, wspace=0.35)
     return fig
 
 

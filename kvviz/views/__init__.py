@@ -10,7 +10,8 @@ Plan by a pure function, importing no planner family):
     anatomy_data    PageAnatomyData page_anatomy_data(cache)
     traffic_data    OccupancyData, QueueData, PoolMapData   occupancy_data(replay), queue_data(replay),
                     TimeLapse(replay).at(step) (from a kvviz.replay Replay, read duck-typed)
-    style           colours by kind and role, exact byte labels
+    style           colours by kind and role, exact byte labels, text sizes (FONT_PT: 10 pt and up) and
+                    text_scale(s), the one knob that scales every figure's text and the room around it
 
 Drawing (matplotlib, no pyplot; each returns a `KvvizFigure`):
 
@@ -80,6 +81,8 @@ _NAMES = {
     "short_layer_name": "style",
     "format_bytes": "style",
     "byte_ticks": "style",
+    "text_scale": "style",
+    "FONT_PT": "style",
     "OccupancyData": "traffic_data",
     "occupancy_data": "traffic_data",
     "QueueData": "traffic_data",

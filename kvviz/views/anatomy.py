@@ -9,12 +9,14 @@ from matplotlib.patches import Rectangle  # the nibble boxes
 from kvviz.base.inputs import checked
 from kvviz.views.anatomy_data import BarPart, PageAnatomyData, page_anatomy_data
 from kvviz.views.args import NAME, OPTIONAL_FIGURE, WIDTH
-from kvviz.views.canvas import draw_ranges, new_figure, spread
+from kvviz.views.blockmap_data import plan_heading, titled
+from kvviz.views.canvas import draw_ranges, new_figure, spread, wrapped
 from kvviz.views.query import PatchRange
+from kvviz.views.style import grow, pt
 
 __all__ = ["page_anatomy"]
 
-_ANATOMY_CHAR_W = 0.066  # inches a character of the 7.5 pt anatomy labels takes, digits and commas included
+_ANATOMY_CHAR_W = 0.066  # inches a character of the anatomy labels takes at 7.5 pt (grown with the text: style.grow)
 
 
 def _labelled_bar(ax, parts: tuple[BarPart, ...], total: int, role: str, owner: str) -> None:
@@ -33,7 +35,7 @@ def _labelled_bar(ax, parts: tuple[BarPart, ...], total: int, role: str, owner: 
         linewidths=0.8,
     )
     axes_w = ax.get_position().width * ax.figure.get_figwidth()
-    widths = [min(1.0, _ANATOMY_CHAR_W * max(map(len, p.text.splitlines())) / axes_w) for p in parts]
+    widths = [min(1.0, grow(_ANATOMY_CHAR_W) * max(map(len, p.text.splitlines())) / axes_w) for p in parts]
     centers = [(p.start + p.size / 2) / total for p in parts]
     for p, x in zip(parts, spread(centers, widths)):
         ax.annotate(
@@ -44,7 +46,7 @@ def _labelled_bar(ax, parts: tuple[BarPart, ...], total: int, role: str, owner: 
             textcoords="axes fraction",
             ha="center",
             va="top",
-            fontsize=7.5,
+            fontsize=pt("label"),
             arrowprops=dict(arrowstyle="-", color="#666666", linewidth=0.6, shrinkA=1, shrinkB=0, relpos=(0.5, 1.0)),
         )
 
@@ -58,9 +60,11 @@ def _nibbles(ax, text: str) -> None:
     for i in range(nbytes):
         for half, (label, shade) in enumerate(((f"lo: e{2 * i}", "#a6d4e6"), (f"hi: e{2 * i + 1}", "#64b5cd"))):
             ax.add_patch(Rectangle((i + 0.5 * half, 0), 0.5, 1, facecolor=shade, edgecolor="white", linewidth=1))
-            ax.text(i + 0.25 + 0.5 * half, 0.5, label, ha="center", va="center", fontsize=7)
-        ax.text(i + 0.5, 1.08, f"byte {i}", ha="center", va="bottom", fontsize=7)
-    ax.text(nbytes + 0.15, 0.5, text, ha="left", va="center", fontsize=7.5, transform=ax.transData, clip_on=False)
+            ax.text(i + 0.25 + 0.5 * half, 0.5, label, ha="center", va="center", fontsize=pt("small"))
+        ax.text(i + 0.5, 1.08, f"byte {i}", ha="center", va="bottom", fontsize=pt("small"))
+    ax.text(
+        nbytes + 0.15, 0.5, text, ha="left", va="center", fontsize=pt("label"), transform=ax.transData, clip_on=False
+    )
 
 
 @checked(layer=NAME, fig=OPTIONAL_FIGURE, width=WIDTH)
@@ -71,31 +75,42 @@ def page_anatomy(cache, *, layer: str | None = None, fig: Figure | None = None, 
     a PageAnatomyData (`page_anatomy_data`), or a Plan or Layout: the page of `layer` (default: its
     first layer). Returns the Figure."""
     data = cache if isinstance(cache, PageAnatomyData) else page_anatomy_data(cache, layer=layer)
-    fig = fig or new_figure(width, 4.1 if data.packed else 3.5)
+    left, right, bar_h = grow(0.5), grow(0.5), grow(0.34)
+    title = wrapped(titled(plan_heading(cache), data.title), width - left, "title")
+    subtitle = wrapped(data.subtitle, width - left, "axis")
+    extra = grow(0.25) * title.count("\n") + grow(0.2) * subtitle.count("\n")  # lines past the first of each
+    fig = fig or new_figure(width, grow(4.1 if data.packed else 3.5) + extra)
     w, h = fig.get_size_inches()
-    left, right, bar_h = 0.5, 0.5, 0.34
 
     def axes(bottom_in, x0=left, x1=None, height_in=bar_h):
         x1 = w - right if x1 is None else x1
         return fig.add_axes((x0 / w, bottom_in / h, (x1 - x0) / w, height_in / h))
 
-    page_y = h - 1.05 - bar_h
+    page_y = h - grow(1.05) - extra - bar_h
     _labelled_bar(axes(page_y), data.page, data.page_bytes, "region", data.cache_name)
-    fig.text(left / w, (page_y + bar_h + 0.08) / h, data.page_line, fontsize=8.5, va="bottom")
+    fig.text(left / w, (page_y + bar_h + grow(0.08)) / h, data.page_line, fontsize=pt("axis"), va="bottom")
 
-    row_y = page_y - 1.35
+    row_y = page_y - grow(1.35)
     if data.footer:
         split = left + (w - left - right) * 0.68
-        ax_pay, ax_foot = axes(row_y, x1=split - 0.3), axes(row_y, x0=split + 0.3)
+        ax_pay, ax_foot = axes(row_y, x1=split - grow(0.3)), axes(row_y, x0=split + grow(0.3))
     else:
         ax_pay, ax_foot = axes(row_y), None
     _labelled_bar(ax_pay, data.payload, data.payload_bytes, "field", "payload")
-    fig.text(left / w, (row_y + bar_h + 0.08) / h, data.payload_line, fontsize=8.5, va="bottom")
+    fig.text(left / w, (row_y + bar_h + grow(0.08)) / h, data.payload_line, fontsize=pt("axis"), va="bottom")
     if ax_foot is not None:
         _labelled_bar(ax_foot, data.footer, data.footer_bytes, "field", "footer")
-        fig.text((split + 0.3) / w, (row_y + bar_h + 0.08) / h, data.footer_line, fontsize=8.5, va="bottom")
+        fig.text(
+            (split + grow(0.3)) / w,
+            (row_y + bar_h + grow(0.08)) / h,
+            data.footer_line,
+            fontsize=pt("axis"),
+            va="bottom",
+        )
     if data.packed:
-        _nibbles(axes(0.2, x1=left + 4.0, height_in=0.3), data.packing_text)
-    fig.text(left / w, 1 - 0.12 / h, data.title, ha="left", va="top", fontsize=10)
-    fig.text(left / w, 1 - 0.42 / h, data.subtitle, fontsize=8, color="#444444", va="top")
+        text = wrapped(data.packing_text, w - left - right - grow(4.2), "label")  # to the right of the 4 bytes
+        _nibbles(axes(grow(0.2), x1=left + grow(4.0), height_in=grow(0.3)), text)
+    fig.text(left / w, 1 - grow(0.12) / h, title, ha="left", va="top", fontsize=pt("title"))
+    below = grow(0.42) + grow(0.25) * title.count("\n")
+    fig.text(left / w, 1 - below / h, subtitle, fontsize=pt("axis"), color="#444444", va="top")
     return fig

@@ -13,10 +13,9 @@ from matplotlib.patches import Rectangle  # the binding lane's outline
 from matplotlib.transforms import blended_transform_factory
 
 from kvviz.base.inputs import checked
-from kvviz.core.accept import plan_of
 from kvviz.core.layout import Layout
 from kvviz.views.args import AXES, FLAG, TITLE, WIDTH
-from kvviz.views.blockmap_data import BlockMapData, as_block_map_data
+from kvviz.views.blockmap_data import BlockMapData, as_block_map_data, plan_heading, titled
 from kvviz.views.canvas import (
     LANE_H,
     LEFT_IN,
@@ -27,10 +26,11 @@ from kvviz.views.canvas import (
     fits,
     new_figure,
     place_axes,
+    wrapped,
 )
 from kvviz.views.legend import LEGEND_ROW_H, NOTE_H, key_below, key_entries, key_shape, visibility
 from kvviz.views.query import PatchRange
-from kvviz.views.style import KIND_COLORS, PAD_COLOR, UNUSED_COLOR, format_bytes
+from kvviz.views.style import KIND_COLORS, PAD_COLOR, UNUSED_COLOR, format_bytes, grow, pt
 
 __all__ = ["block_map", "block_map_title", "draw_lanes", "stride_line"]
 
@@ -80,7 +80,7 @@ def draw_lanes(
                     label,
                     ha="center",
                     va="center",
-                    fontsize=7,
+                    fontsize=pt("small"),
                     zorder=3,
                     color="#333333",
                     gid="size",
@@ -102,7 +102,7 @@ def draw_lanes(
                     label,
                     ha="center",
                     va="center",
-                    fontsize=7,
+                    fontsize=pt("small"),
                     zorder=3,
                     color="white",
                     gid="size",
@@ -123,7 +123,7 @@ def draw_lanes(
             )
         )
     ax.set_ylim(n - 0.5, -0.5)
-    ax.set_yticks(range(n), [lane.label for lane in data.lanes], fontsize=7.5)
+    ax.set_yticks(range(n), [lane.label for lane in data.lanes], fontsize=pt("label"))
     for i in binding:
         ax.get_yticklabels()[i].set_fontweight("bold")
     ax.tick_params(axis="y", length=0)
@@ -142,7 +142,7 @@ def stride_line(ax, stride: int, text: str, *, color="black") -> None:
         textcoords="offset points",
         ha="right",
         va="bottom",
-        fontsize=7.5,
+        fontsize=pt("label"),
         color=color,
         gid="stride-mark",
     )
@@ -152,7 +152,7 @@ def _overlay_bracket(ax, data: BlockMapData) -> None:
     """A bracket over the lanes from byte 0 to the stride, saying that every lane is those same
     bytes of one block, and the stride marked at its right end (dashed line down the lanes)."""
     h_in = ax.figure.get_figheight() * ax.get_position().height
-    y0, y1 = 1 + 0.05 / h_in, 1 + 0.11 / h_in
+    y0, y1 = 1 + grow(0.05) / h_in, 1 + grow(0.11) / h_in
     trans = blended_transform_factory(ax.transData, ax.transAxes)
     ax.add_line(
         Line2D(
@@ -174,7 +174,7 @@ def _overlay_bracket(ax, data: BlockMapData) -> None:
         textcoords="offset points",
         ha="left",
         va="bottom",
-        fontsize=7.5,
+        fontsize=pt("label"),
         color="#333333",
         gid="overlay-note",
     )
@@ -186,7 +186,7 @@ def _overlay_bracket(ax, data: BlockMapData) -> None:
         textcoords="offset points",
         ha="right",
         va="bottom",
-        fontsize=7.5,
+        fontsize=pt("label"),
         fontweight="bold",
         gid="stride-mark",
     )
@@ -212,10 +212,11 @@ def block_map(
     wide enough; a legend of the kinds visible at this scale and a note naming the slivers.
     """
     data = as_block_map_data(layout)
-    plan = plan_of(layout)
-    if title is None and plan is not None:  # a Plan says what was planned: model, KV dtype, TP, knobs
-        title = f"{plan.model} ({plan.setting})" if plan.setting else plan.model
-    plot_w = width - LEFT_IN - RIGHT_IN if ax is None else axes_width_in(ax)
+    if title is None:  # a Plan says what was planned: model, KV dtype, TP, every knob given
+        title = plan_heading(layout)
+    plot_w = width - grow(LEFT_IN + RIGHT_IN) if ax is None else axes_width_in(ax)
+    heading = wrapped(titled(title, data.title), plot_w + grow(RIGHT_IN))
+    extra = grow(0.2) * heading.count("\n")  # each line of the title past the first
     vis = visibility([data], [plot_w / data.stride], show_padding=show_padding)
     entries = key_entries(
         vis.visible, padding=vis.padding_visible, unused=data.has_unused, padding_label=vis.padding_label
@@ -223,13 +224,13 @@ def block_map(
     note = vis.note([data])
     if ax is None:
         _, key_rows, _ = key_shape(entries, plot_w)
-        bottom = 0.6 + key_rows * LEGEND_ROW_H + 0.1 + (NOTE_H if note else 0)
-        fig = new_figure(width, 0.8 + len(data.lanes) * LANE_H + bottom)
-        ax = place_axes(fig, left=LEFT_IN, right=RIGHT_IN, top=0.8, bottom=bottom)
+        bottom = grow(0.6 + key_rows * LEGEND_ROW_H + 0.1 + (NOTE_H if note else 0))
+        fig = new_figure(width, grow(0.8 + len(data.lanes) * LANE_H) + extra + bottom)
+        ax = place_axes(fig, left=grow(LEFT_IN), right=grow(RIGHT_IN), top=grow(0.8) + extra, bottom=bottom)
     fig = ax.figure
     draw_lanes(ax, data, show_padding=show_padding)
     byte_axis(ax, data.stride)
     _overlay_bracket(ax, data)
-    ax.set_title(f"{title}: {data.title}" if title else data.title, fontsize=9.5, loc="left", pad=24)
+    ax.set_title(heading, fontsize=pt("heading"), loc="left", pad=grow(24))
     key_below(ax, entries, note=note)
     return fig

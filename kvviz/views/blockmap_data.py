@@ -17,7 +17,7 @@ import dataclasses
 
 from kvviz.base.errors import require
 from kvviz.base.regions import Region, page_regions
-from kvviz.core.accept import pools_of
+from kvviz.core.accept import plan_of, pools_of
 from kvviz.core.kinds import CacheKind
 from kvviz.core.layout import Layout
 from kvviz.views.style import (
@@ -32,7 +32,17 @@ from kvviz.views.style import (
     with_unit,
 )
 
-__all__ = ["Region", "MapRange", "Lane", "BlockMapData", "block_map_data", "separate_pools_data", "as_block_map_data"]
+__all__ = [
+    "Region",
+    "MapRange",
+    "Lane",
+    "BlockMapData",
+    "block_map_data",
+    "separate_pools_data",
+    "as_block_map_data",
+    "plan_heading",
+    "titled",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,3 +371,18 @@ def as_block_map_data(layout, name: str = "layout") -> BlockMapData:
         caption=f"{len(pools)} separate pools of {layout.model}, one lane per pool, each one block of its own pool "
         f"({strides}) from byte 0 on one byte scale",
     )
+
+
+def plan_heading(source) -> str | None:
+    """What a figure drawn from `source` was planned from, for its title: the model and what was planned beyond it
+    (`Plan.setting`: the KV dtype, the TP size and every knob given, i.e. each that differs from vLLM's default);
+    None for a Layout or a data object, which carry no model."""
+    plan = plan_of(source)
+    if plan is None:
+        return None
+    return f"{plan.model} ({plan.setting})" if plan.setting else plan.model
+
+
+def titled(heading: str | None, title: str) -> str:
+    """`title` under a figure's heading ('heading: title'), or alone without one."""
+    return f"{heading}: {title}" if heading else title

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedFormatter, FixedLocator
 
 from kvviz.views.query import DEFAULT_DPI, PatchRange, to_png_bytes
-from kvviz.views.style import byte_ticks, tick_label
+from kvviz.views.style import byte_ticks, grow, pt, tick_label
 
 __all__ = [
     "KvvizFigure",
@@ -22,6 +22,7 @@ __all__ = [
     "byte_axis",
     "draw_ranges",
     "fits",
+    "wrapped",
     "spread",
     "LEFT_IN",
     "RIGHT_IN",
@@ -29,11 +30,11 @@ __all__ = [
     "LABEL_CHAR_W",
 ]
 
-LANE_H = 0.42  # inches per group lane
+LANE_H = 0.42  # inches per group lane (at 7-pt text: every inch constant here is grown with the text, style.grow)
 # Margins of the lanes: the left one holds the group labels; the right one half a tick label, so
 # that a tick at the stride is not cut off.
 LEFT_IN, RIGHT_IN = 1.75, 0.45
-# A label fits a range when the range is wider than its text (7 pt, ~0.058 in a character) plus a margin.
+# A label fits a range when the range is wider than its text (~0.058 in a character of 7 pt) plus a margin.
 LABEL_CHAR_W = 0.058
 _LABEL_MARGIN_IN = 0.08
 
@@ -72,8 +73,8 @@ def byte_axis(ax, stride: int, *, label: bool = True) -> None:
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_major_formatter(FixedFormatter([tick_label(t) for t in ticks]))
     if label:
-        ax.set_xlabel("offset in the block", fontsize=8)
-    ax.tick_params(axis="x", labelsize=7)
+        ax.set_xlabel("offset in the block", fontsize=pt("axis"))
+    ax.tick_params(axis="x", labelsize=pt("small"))
 
 
 def draw_ranges(
@@ -103,8 +104,24 @@ def draw_ranges(
 
 
 def fits(width_in: float, text: str) -> bool:
-    """Whether `text` (7 pt) fits inside a range `width_in` inches wide."""
-    return width_in > LABEL_CHAR_W * max(map(len, text.splitlines())) + _LABEL_MARGIN_IN
+    """Whether `text` (the small text size) fits inside a range `width_in` inches wide."""
+    return width_in > grow(LABEL_CHAR_W) * max(map(len, text.splitlines())) + grow(_LABEL_MARGIN_IN)
+
+
+def wrapped(text: str, width_in: float, role: str = "heading") -> str:
+    """`text` broken at its clause boundaries ('; ', then ', ', then spaces) into lines that fit `width_in` inches
+    at the font size of `role` (a character ~0.6 em of DejaVu Sans): a title naming a model and its knobs never
+    runs off the figure."""
+    per_line = max(20, int(width_in / (0.6 * pt(role) / 72)))
+    lines = []
+    for line in text.split("\n"):
+        while len(line) > per_line:
+            cut = max((line.rfind(sep, 0, per_line) for sep in ("; ", ", ", " ")), default=-1)
+            cut = cut if cut > per_line // 3 else per_line
+            lines.append(line[: cut + 1].rstrip())
+            line = line[cut + 1 :].lstrip()
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def spread(centers: Sequence[float], widths: Sequence[float], pad: float = 0.02) -> list[float]:

@@ -9,14 +9,24 @@ from kvviz.base.inputs import checked
 from kvviz.core.layout import Layout
 from kvviz.views.args import FLAG, LABELS, OPTIONAL_FIGURE, WIDTH
 from kvviz.views.blockmap import draw_lanes, stride_line
-from kvviz.views.blockmap_data import BlockMapData
-from kvviz.views.canvas import LANE_H, LEFT_IN, RIGHT_IN, byte_axis, draw_ranges, new_figure
+from kvviz.views.blockmap_data import BlockMapData, plan_heading, titled
+from kvviz.views.canvas import LANE_H, LEFT_IN, RIGHT_IN, byte_axis, draw_ranges, new_figure, wrapped
 from kvviz.views.compare_data import BeforeAfterData, before_after_data
 from kvviz.views.legend import LEGEND_ROW_H, NOTE_H, key_below, key_entries, key_shape, visibility
 from kvviz.views.query import PatchRange
-from kvviz.views.style import HOLE_COLOR, SAVED_COLOR, UNUSED_COLOR
+from kvviz.views.style import HOLE_COLOR, SAVED_COLOR, UNUSED_COLOR, grow, pt
 
 __all__ = ["before_after"]
+
+
+def _heading(before, after) -> str | None:
+    """What the two sides were planned from: one model and its two settings, or each side's heading."""
+    hb, ha = plan_heading(before), plan_heading(after)
+    if hb is None or ha is None or hb == ha:
+        return hb or ha
+    if before.model == after.model:
+        return f"{before.model} ({before.setting} -> {after.setting})"
+    return f"{hb} -> {ha}"
 
 
 @checked(fig=OPTIONAL_FIGURE, show_padding=FLAG, labels=LABELS, width=WIDTH)
@@ -35,7 +45,7 @@ def before_after(
     data = before if isinstance(before, BeforeAfterData) else before_after_data(before, after, labels=labels)
     db, da = data.before, data.after
     datas = (db, da)
-    left, right = LEFT_IN, RIGHT_IN
+    left, right = grow(LEFT_IN), grow(RIGHT_IN)
     plot_w = width - left - right
     vis = visibility(datas, [plot_w / data.scale] * 2, show_padding=show_padding)
     entries = key_entries(
@@ -49,15 +59,20 @@ def before_after(
     note = vis.note(datas)
     nb, na = len(db.lanes), len(da.lanes)
     _, key_rows, _ = key_shape(entries, plot_w)
-    top, gap, bottom = 1.0, 0.55, 0.6 + key_rows * LEGEND_ROW_H + 0.1 + (NOTE_H if note else 0)
+    title = wrapped(titled(_heading(before, after), data.title), width - left, "title")
+    titles = [wrapped(data.panel_title(label, d), plot_w + right, "axis") for _, label, d in data.panels]
+    extra = grow(0.25) * title.count("\n")  # each line of the title past the first
+    more = grow(0.2) * max(t.count("\n") for t in titles)  # each line of a panel title past the first
+    top, gap = grow(1.0) + extra + more, grow(0.55) + more
+    bottom = grow(0.6 + key_rows * LEGEND_ROW_H + 0.1 + (NOTE_H if note else 0))
     if fig is None:
-        fig = new_figure(width, top + (nb + na) * LANE_H + gap + bottom)
+        fig = new_figure(width, top + grow((nb + na) * LANE_H) + gap + bottom)
     w, h = fig.get_size_inches()
     plot_h = h - top - gap - bottom
     hb = plot_h * nb / (nb + na)
     ax_b = fig.add_axes((left / w, (bottom + (plot_h - hb) + gap) / h, 1 - (left + right) / w, hb / h))
     ax_a = fig.add_axes((left / w, bottom / h, 1 - (left + right) / w, (plot_h - hb) / h), sharex=ax_b)
-    for ax, (panel, label, d) in zip((ax_b, ax_a), data.panels):
+    for ax, (panel, label, d), panel_title in zip((ax_b, ax_a), data.panels, titles):
         hole = d.binding_group is None
         draw_lanes(
             ax,
@@ -68,7 +83,7 @@ def before_after(
             scale_bytes=data.scale,
         )
         stride_line(ax, d.stride, f"{label} stride {d.stride:,} B")
-        ax.set_title(data.panel_title(label, d), fontsize=8.5, loc="left", pad=13)
+        ax.set_title(panel_title, fontsize=pt("axis"), loc="left", pad=grow(13))
     if data.saved_range is not None:
         lo, hi = data.saved_range
         draw_ranges(
@@ -80,15 +95,22 @@ def before_after(
             data.saved_text,
             ha="center",
             va="center",
-            fontsize=7.5,
+            fontsize=pt("label"),
             color="#1b5e20",
             zorder=3,
         )
     byte_axis(ax_a, data.scale)
     ax_b.tick_params(axis="x", labelbottom=False)
-    fig.suptitle(data.title, x=left / w, ha="left", y=1 - 0.12 / h, va="top", fontsize=10)
+    fig.suptitle(title, x=left / w, ha="left", y=1 - grow(0.12) / h, va="top", fontsize=pt("title"))
     fig.text(
-        left / w, 1 - 0.42 / h, data.overlay_note, ha="left", va="top", fontsize=8, color="#333333", gid="overlay-note"
+        left / w,
+        1 - (grow(0.42) + extra) / h,
+        data.overlay_note,
+        ha="left",
+        va="top",
+        fontsize=pt("axis"),
+        color="#333333",
+        gid="overlay-note",
     )
     key_below(ax_a, entries, note=note)
     return fig

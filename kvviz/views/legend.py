@@ -11,7 +11,17 @@ from matplotlib.collections import PolyCollection
 from kvviz.core.kinds import CacheKind
 from kvviz.views.blockmap_data import BlockMapData
 from kvviz.views.query import DEFAULT_DPI
-from kvviz.views.style import HOLE_COLOR, KIND_COLORS, PAD_COLOR, SAVED_COLOR, UNUSED_COLOR, VICTIM_COLOR, format_bytes
+from kvviz.views.style import (
+    HOLE_COLOR,
+    KIND_COLORS,
+    PAD_COLOR,
+    SAVED_COLOR,
+    UNUSED_COLOR,
+    VICTIM_COLOR,
+    format_bytes,
+    grow,
+    pt,
+)
 
 __all__ = [
     "KeyEntry",
@@ -34,8 +44,8 @@ MIN_VISIBLE_IN = MIN_VISIBLE_PX / DEFAULT_DPI
 LEGEND_ROW_H = 0.22  # inches a row of the key takes
 NOTE_H = 0.22  # inches of the sliver note under the key
 
-_KEY_FONT = 7.5
-_KEY_CHAR_W = 0.058  # inches per character at 7.5 pt (DejaVu Sans, generous)
+# At 7-pt text, as every inch constant of the views (grown with the text: style.grow).
+_KEY_CHAR_W = 0.058  # inches per character of the key (DejaVu Sans, generous)
 _KEY_SWATCH = (0.2, 0.11)  # inches
 
 
@@ -80,7 +90,7 @@ def key_shape(entries: Sequence[KeyEntry], avail_in: float) -> tuple[int, int, f
     """(columns, rows, column width in inches) of a key that fits `avail_in` inches."""
     if not entries:
         return 1, 0, 0.0
-    colw = _KEY_SWATCH[0] + 0.25 + _KEY_CHAR_W * max(len(e.label) for e in entries)
+    colw = grow(_KEY_SWATCH[0] + 0.25 + _KEY_CHAR_W * max(len(e.label) for e in entries))
     ncol = max(1, min(len(entries), int(avail_in // colw)))
     return ncol, -(-len(entries) // ncol), colw
 
@@ -98,9 +108,9 @@ def key_below(ax, entries: Sequence[KeyEntry], *, offset_in: float = 0.5, note: 
     if note:  # under the key: what is too thin to see at this scale
         fig.text(
             pos.x0,
-            (pos.y0 * h - offset_in - nrows * LEGEND_ROW_H - 0.04) / h,
+            (pos.y0 * h - grow(offset_in + nrows * LEGEND_ROW_H + 0.04)) / h,
             note,
-            fontsize=_KEY_FONT,
+            fontsize=pt("label"),
             color="#444444",
             ha="left",
             va="top",
@@ -109,14 +119,22 @@ def key_below(ax, entries: Sequence[KeyEntry], *, offset_in: float = 0.5, note: 
     if not entries:
         return
     left = (pos.x0 + pos.width / 2) * w - ncol * colw / 2
-    top = pos.y0 * h - offset_in
-    sw, sh = _KEY_SWATCH
+    top = pos.y0 * h - grow(offset_in)
+    sw, sh = grow(_KEY_SWATCH[0]), grow(_KEY_SWATCH[1])
     styles: dict[tuple, list] = {}
     for i, e in enumerate(entries):
-        x, y = left + (i % ncol) * colw, top - (i // ncol) * LEGEND_ROW_H
+        x, y = left + (i % ncol) * colw, top - (i // ncol) * grow(LEGEND_ROW_H)
         verts = [(x / w, (y - sh) / h), ((x + sw) / w, (y - sh) / h), ((x + sw) / w, y / h), (x / w, y / h)]
         styles.setdefault((e.facecolor, e.edgecolor, e.hatch, e.alpha), []).append(verts)
-        fig.text((x + sw + 0.07) / w, (y - sh / 2) / h, e.label, fontsize=_KEY_FONT, va="center", ha="left", gid="key")
+        fig.text(
+            (x + sw + grow(0.07)) / w,
+            (y - sh / 2) / h,
+            e.label,
+            fontsize=pt("label"),
+            va="center",
+            ha="left",
+            gid="key",
+        )
     for (face, edge, hatch, alpha), verts in styles.items():
         fig.add_artist(
             PolyCollection(

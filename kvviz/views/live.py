@@ -11,11 +11,12 @@ from matplotlib.figure import Figure
 from kvviz.base.inputs import checked
 from kvviz.core.layout import Layout
 from kvviz.views.args import BINS, BLOCKS, MAX_BLOCKS_SHOWN, OPTIONAL_FIGURE, STAT, VICTIMS, WIDTH
-from kvviz.views.canvas import LABEL_CHAR_W, axes_width_in, byte_axis, draw_ranges, new_figure, spread
+from kvviz.views.blockmap_data import plan_heading, titled
+from kvviz.views.canvas import LABEL_CHAR_W, axes_width_in, byte_axis, draw_ranges, new_figure, spread, wrapped
 from kvviz.views.legend import LEGEND_ROW_H, key_below, key_entries, key_shape
 from kvviz.views.live_data import LiveBytesData, live_bytes_data
 from kvviz.views.query import PatchRange
-from kvviz.views.style import KIND_COLORS, VICTIM_COLOR
+from kvviz.views.style import KIND_COLORS, VICTIM_COLOR, grow, pt
 
 __all__ = ["live_bytes"]
 
@@ -35,15 +36,15 @@ def _victim_numbers(ax, data: LiveBytesData) -> None:
             mine = labels[row::_VICTIM_LABEL_ROWS]
             if not mine:
                 continue
-            widths = [(LABEL_CHAR_W * len(text) + 0.12) / axes_in for _, text in mine]
-            for (_, text), x in zip(mine, spread([c for c, _ in mine], widths, pad=0.04 / axes_in)):
+            widths = [grow(LABEL_CHAR_W * len(text) + 0.12) / axes_in for _, text in mine]
+            for (_, text), x in zip(mine, spread([c for c, _ in mine], widths, pad=grow(0.04) / axes_in)):
                 ax.text(
                     x * data.stride,
                     i + 0.2 + 0.24 * row,
                     text,
                     ha="center",
                     va="center",
-                    fontsize=7,
+                    fontsize=pt("small"),
                     color=VICTIM_COLOR,
                     fontweight="bold",
                     zorder=6,
@@ -64,10 +65,10 @@ def _victim_table(fig: Figure, table, y: float) -> None:
 
     for k, row in enumerate(table):
         fig.text(
-            1.5 / w,
+            grow(1.5) / w,
             y / h,
             line(row),
-            fontsize=7,
+            fontsize=pt("small"),
             family="monospace",
             va="top",
             color="#444444" if k == 0 else VICTIM_COLOR,
@@ -121,13 +122,15 @@ def live_bytes(
         )
     stride, n = data.stride, len(data.blocks)
     entries = key_entries(data.kinds, padding=False, unused=False, victims=data.has_victims)
-    _, key_rows, _ = key_shape(entries, width - 1.5 - 1.0)
+    left, right = grow(1.5), grow(1.0)
+    _, key_rows, _ = key_shape(entries, width - left - right)
     table_h = (0.1 + _VICTIM_ROW_H * (len(data.victims) + 1)) if data.victims else 0.0
-    top, bottom = 0.6, 0.85 + key_rows * LEGEND_ROW_H + table_h
+    title = wrapped(titled(plan_heading(layout), data.title), width - left, "heading")
+    top, bottom = grow(0.6) + grow(0.2) * title.count("\n"), grow(0.85 + key_rows * LEGEND_ROW_H + table_h)
     if fig is None:
-        fig = new_figure(width, top + n * 0.62 + bottom)
+        fig = new_figure(width, top + grow(n * 0.62) + bottom)
     w, h = fig.get_size_inches()
-    ax = fig.add_axes((1.5 / w, bottom / h, 1 - (1.5 + 1.0) / w, 1 - (top + bottom) / h))
+    ax = fig.add_axes((left / w, bottom / h, 1 - (left + right) / w, 1 - (top + bottom) / h))
     span_h, img_lo, img_hi = 0.28, 0.32, 0.94
     mappable = None
     for i in range(n):
@@ -150,7 +153,7 @@ def live_bytes(
         edgecolors="white",
         linewidths=0.3,
     )
-    ax.set_yticks([i + 0.5 for i in range(n)], list(data.lane_labels), fontsize=7.5)
+    ax.set_yticks([i + 0.5 for i in range(n)], list(data.lane_labels), fontsize=pt("label"))
     ax.tick_params(axis="y", length=0)
     ax.set_ylim(n, 0)
     byte_axis(ax, stride)
@@ -165,12 +168,12 @@ def live_bytes(
         linewidths=1.6,
         zorder=5,
     )
-    ax.set_title(data.title, fontsize=9, loc="left", pad=8)
-    cax = fig.add_axes((1 - 0.85 / w, bottom / h, 0.12 / w, 1 - (top + bottom) / h))
+    ax.set_title(title, fontsize=pt("heading"), loc="left", pad=grow(8))
+    cax = fig.add_axes((1 - grow(0.85) / w, bottom / h, grow(0.12) / w, 1 - (top + bottom) / h))
     cb = fig.colorbar(mappable, cax=cax)
-    cb.ax.tick_params(labelsize=7)
-    cb.set_label(data.colorbar_label, fontsize=7.5)
+    cb.ax.tick_params(labelsize=pt("small"))
+    cb.set_label(data.colorbar_label, fontsize=pt("label"))
     key_below(ax, entries)
     if data.table:  # under the key
-        _victim_table(fig, data.table, bottom - 0.5 - key_rows * LEGEND_ROW_H - 0.1)
+        _victim_table(fig, data.table, bottom - grow(0.5 + key_rows * LEGEND_ROW_H + 0.1))
     return fig

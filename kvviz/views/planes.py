@@ -9,14 +9,27 @@ from collections.abc import Sequence
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
+from kvviz.base.errors import require
 from kvviz.base.inputs import checked, optional
+from kvviz.core.accept import plan_of, pools_of
 from kvviz.core.layout import Layout
 from kvviz.views.args import BLOCKS, NUM_BLOCKS, OPTIONAL_FIGURE, WIDTH
-from kvviz.views.canvas import LEFT_IN, RIGHT_IN, axes_width_in, byte_axis, draw_ranges, fits, new_figure, place_axes
+from kvviz.views.blockmap_data import plan_heading, titled
+from kvviz.views.canvas import (
+    LEFT_IN,
+    RIGHT_IN,
+    axes_width_in,
+    byte_axis,
+    draw_ranges,
+    fits,
+    new_figure,
+    place_axes,
+    wrapped,
+)
 from kvviz.views.legend import LEGEND_ROW_H, KeyEntry, key_below, key_entries, key_shape
 from kvviz.views.planes_data import PoolPlanesData, pool_planes_data
 from kvviz.views.query import PatchRange
-from kvviz.views.style import KIND_COLORS, PAD_COLOR, UNUSED_COLOR
+from kvviz.views.style import KIND_COLORS, PAD_COLOR, UNUSED_COLOR, grow, pt
 
 __all__ = ["pool_planes", "MIN_TICK_PX"]
 
@@ -52,18 +65,24 @@ def pool_planes(
     Every tensor starts at byte 0 of the same pool (docs/hybrid.md#hybrid-planners).
     Returns the Figure; a PoolPlanesData (`pool_planes_data`) works in place of the layout.
     """
+    heading = plan_heading(layout)
+    if plan_of(layout) is not None:  # a Plan of one pool: that pool
+        pools = pools_of(layout, "layout")
+        require(len(pools) == 1, f"layout: a plan of {len(pools)} separate pools; give one of them (plan.pools[i])")
+        layout = pools[0]
     data = (
         layout
         if isinstance(layout, PoolPlanesData)
         else pool_planes_data(layout, num_blocks, blocks_shown=blocks_shown)
     )
     entries = _entries(data)
-    _, key_rows, _ = key_shape(entries, width - LEFT_IN - RIGHT_IN)
-    top, bottom = 0.75, 0.6 + key_rows * LEGEND_ROW_H + 0.1
+    _, key_rows, _ = key_shape(entries, width - grow(LEFT_IN + RIGHT_IN))
+    title = wrapped(titled(heading, data.title), width - grow(LEFT_IN), "heading")
+    top, bottom = grow(0.75) + grow(0.2) * title.count("\n"), grow(0.6 + key_rows * LEGEND_ROW_H + 0.1)
     n = len(data.rows)
     if fig is None:
-        fig = new_figure(width, top + n * _LANE_IN + bottom)
-    ax = place_axes(fig, left=LEFT_IN, right=RIGHT_IN, top=top, bottom=bottom)
+        fig = new_figure(width, top + grow(n * _LANE_IN) + bottom)
+    ax = place_axes(fig, left=grow(LEFT_IN), right=grow(RIGHT_IN), top=top, bottom=bottom)
     in_per_byte = axes_width_in(ax) / data.size
     px_per_byte = in_per_byte * fig.dpi
     lane_h, half = 0.8, 0.4
@@ -86,7 +105,7 @@ def pool_planes(
                         pl.label,
                         ha="center",
                         va="center",
-                        fontsize=7,
+                        fontsize=pt("small"),
                         zorder=3,
                         color="#333333",
                         gid="size",
@@ -103,7 +122,7 @@ def pool_planes(
                     pl.label,
                     ha="center",
                     va="center",
-                    fontsize=7,
+                    fontsize=pt("small"),
                     color="white",
                     zorder=3,
                     gid="plane-label",
@@ -149,19 +168,19 @@ def pool_planes(
                         f"b{b}",
                         ha="center",
                         va="center",
-                        fontsize=6.5,
+                        fontsize=pt("small"),
                         color="white",
                         zorder=3,
                         gid="block-label",
                     )
     ax.set_ylim(n - 0.5, -0.5)
-    ax.set_yticks(range(n), [r.label for r in data.rows], fontsize=7.5)
+    ax.set_yticks(range(n), [r.label for r in data.rows], fontsize=pt("label"))
     ax.tick_params(axis="y", length=0)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     byte_axis(ax, data.size, label=False)
-    ax.set_xlabel(data.xlabel, fontsize=8)
-    ax.set_title(data.title, fontsize=9.5, loc="left", pad=16)
+    ax.set_xlabel(data.xlabel, fontsize=pt("axis"))
+    ax.set_title(title, fontsize=pt("heading"), loc="left", pad=grow(16))
     if shown:
         what = data.shown_text
     elif ticks:
@@ -176,7 +195,7 @@ def pool_planes(
         textcoords="offset points",
         ha="left",
         va="bottom",
-        fontsize=7.5,
+        fontsize=pt("label"),
         color="#333333",
         gid="overlay-note",
     )

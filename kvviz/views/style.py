@@ -6,11 +6,13 @@ these too, so the PNG figures and the browser cannot disagree on a colour or a l
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
 
 from kvviz.base.defaults import GIB
 from kvviz.base.errors import require
-from kvviz.base.inputs import MAX_BUDGET_BYTES, checked, integer, text
+from kvviz.base.inputs import MAX_BUDGET_BYTES, checked, integer, number, text
 from kvviz.core.kinds import CacheKind
 
 # One colour per cache kind, the same in every figure and in the live map (CacheKind's style record).
@@ -33,6 +35,37 @@ ELEMENT_COLORS = {
 OTHER_ELEMENT_COLOR = "#999999"
 
 _UNITS = (("GiB", GIB), ("MiB", GIB >> 10), ("KiB", GIB >> 20))
+
+# ---- text sizes (docs/figures.md#text-size) ------------------------------------------------------------------
+# Every text of a figure at its default size is at least 10 pt, legible on a projector: the smallest role is 10 pt
+# and the others step up from it. The inches a figure gives its text (label room, margins, key rows, lane heights)
+# were laid out for 7-pt text and grow with it (`grow`). `text_scale(s)` multiplies both for the figures made
+# inside it: 1.5 for a large room, 0.7 for the compact 7-pt figures of kvviz before issue 37.
+FONT_PT = {"small": 10.0, "label": 10.5, "axis": 11.0, "heading": 12.0, "title": 13.0}
+DESIGN_PT = 7.0  # the text size the figures' inch constants were laid out for
+_SCALE = contextvars.ContextVar("kvviz_text_scale", default=1.0)
+
+
+def pt(role: str) -> float:
+    """The font size in points of a text role ('small', 'label', 'axis', 'heading', 'title') at the current scale."""
+    return FONT_PT[role] * _SCALE.get()
+
+
+def grow(size: float) -> float:
+    """`size` (inches, or points of padding) laid out for 7-pt text, at the current text size."""
+    return size * FONT_PT["small"] / DESIGN_PT * _SCALE.get()
+
+
+@contextlib.contextmanager
+@checked(scale=number(0.25, 4.0, low_open=False))
+def text_scale(scale: float):
+    """`with kvviz.views.text_scale(1.5): fig = block_map(plan)`: every figure made inside has its text and the room
+    around it `scale` times the default (whose smallest text is 10 pt)."""
+    token = _SCALE.set(scale)
+    try:
+        yield
+    finally:
+        _SCALE.reset(token)
 
 
 @checked(n=integer(0, MAX_BUDGET_BYTES), max_decimals=integer(0, 12))

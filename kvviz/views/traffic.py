@@ -13,8 +13,8 @@ from matplotlib.patches import Patch
 
 from kvviz.base.inputs import checked, instance
 from kvviz.views.args import COLUMNS, HEIGHT, WIDTH
-from kvviz.views.canvas import new_figure, place_axes
-from kvviz.views.style import format_bytes
+from kvviz.views.canvas import new_figure, place_axes, wrapped
+from kvviz.views.style import format_bytes, grow, pt
 from kvviz.views.traffic_data import CACHED_FREE, HELD, OccupancyData, PoolMapData, QueueData
 
 __all__ = ["occupancy", "queues", "pool_map", "group_color", "block_rgb", "FREE_RGB", "NULL_RGB"]
@@ -58,16 +58,25 @@ def block_rgb(data: PoolMapData) -> np.ndarray:
     return out
 
 
+def _chart(width: float, height: float, title: str):
+    """A figure of one chart over the steps, its legend on the right and its title (wrapped to the figure) above."""
+    title = wrapped(title, width - grow(0.8), "heading")
+    fig = new_figure(width, height + grow(0.2) * title.count("\n"))
+    top = grow(0.45) + grow(0.2) * title.count("\n")
+    ax = place_axes(fig, left=grow(0.8), right=grow(2.2), top=top, bottom=grow(0.55))
+    ax.set_title(title, fontsize=pt("heading"), loc="left")
+    return fig, ax
+
+
 @checked(
     data=instance(OccupancyData, what="an OccupancyData (kvviz.views.occupancy_data(replay))"),
     width=WIDTH,
     height=HEIGHT,
 )
-def occupancy(data: OccupancyData, *, width: float = 9.0, height: float = 3.6):
+def occupancy(data: OccupancyData, *, width: float = 12.0, height: float = 4.8):
     """Blocks held per group, stacked, over the steps; cached free blocks (evictable) above them in grey;
     the usable blocks as the ceiling."""
-    fig = new_figure(width, height)
-    ax = place_axes(fig, left=0.8, right=2.2, top=0.45, bottom=0.55)
+    fig, ax = _chart(width, height, f"{data.title}: blocks held per group")
     x = np.asarray(data.steps)
     layers = [np.asarray(h) for h in data.held] + [np.asarray(data.cached_free)]
     colors = [group_color(i) for i in range(len(data.groups))] + [_CACHED_COLOR]
@@ -77,19 +86,17 @@ def occupancy(data: OccupancyData, *, width: float = 9.0, height: float = 3.6):
     ax.axhline(data.usable_blocks, color="black", lw=0.8, ls="--", label=f"usable blocks ({data.usable_blocks:,})")
     ax.set_xlim(0, max(len(x) - 1, 1))
     ax.set_ylim(0, data.usable_blocks * 1.05)
-    ax.set_xlabel("engine step", fontsize=8)
-    ax.set_ylabel("blocks", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
-    ax.set_title(f"{data.title}: blocks held per group", fontsize=9, loc="left")
+    ax.set_xlabel("engine step", fontsize=pt("axis"))
+    ax.set_ylabel("blocks", fontsize=pt("axis"))
+    ax.tick_params(labelsize=pt("small"))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=pt("small"), frameon=False)
     return fig
 
 
 @checked(data=instance(QueueData, what="a QueueData (kvviz.views.queue_data(replay))"), width=WIDTH, height=HEIGHT)
-def queues(data: QueueData, *, width: float = 9.0, height: float = 3.0):
+def queues(data: QueueData, *, width: float = 12.0, height: float = 4.2):
     """Requests running and waiting after every step; a red tick for each step that preempted (its count)."""
-    fig = new_figure(width, height)
-    ax = place_axes(fig, left=0.8, right=2.2, top=0.45, bottom=0.55)
+    fig, ax = _chart(width, height, f"{data.title}: the scheduler's queues")
     x = np.asarray(data.steps)
     ax.step(x, data.running, where="post", color="#4c72b0", lw=1.2, label="running")
     ax.step(x, data.waiting, where="post", color="#dd8452", lw=1.2, label="waiting")
@@ -102,11 +109,10 @@ def queues(data: QueueData, *, width: float = 9.0, height: float = 3.0):
         ax.plot([], [], color="#c44e52", lw=1.0, label=f"preempted ({data.total_preemptions:,} in all)")
     ax.set_xlim(0, max(len(x) - 1, 1))
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("engine step", fontsize=8)
-    ax.set_ylabel("requests", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
-    ax.set_title(f"{data.title}: the scheduler's queues", fontsize=9, loc="left")
+    ax.set_xlabel("engine step", fontsize=pt("axis"))
+    ax.set_ylabel("requests", fontsize=pt("axis"))
+    ax.tick_params(labelsize=pt("small"))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=pt("small"), frameon=False)
     return fig
 
 
@@ -115,7 +121,7 @@ def queues(data: QueueData, *, width: float = 9.0, height: float = 3.0):
     columns=COLUMNS,
     width=WIDTH,
 )
-def pool_map(data: PoolMapData, *, columns: int | None = None, width: float = 9.0):
+def pool_map(data: PoolMapData, *, columns: int | None = None, width: float = 12.0):
     """The pool at one step, one cell per block in block-id order (row by row; block b holds the pool's
     bytes [b x bytes_per_block, (b + 1) x bytes_per_block)): held blocks in their group's hue, one shade per
     request; cached free blocks pale and hatched; free blocks white; the null block black."""
@@ -123,11 +129,20 @@ def pool_map(data: PoolMapData, *, columns: int | None = None, width: float = 9.
     if columns is None:
         columns = max(8, min(256, math.ceil(math.sqrt(n * 3))))
     rows = math.ceil(n / columns)
-    legend_w = 2.2
-    cell = (width - 0.6 - legend_w) / columns
-    height = min(max(rows * cell, 1.2), 8.0) + 0.9
+    legend_w = grow(2.2)
+    cell = (width - grow(0.3) - legend_w) / columns
+    held = data.count(HELD)
+    title = wrapped(
+        f"{data.title}: step {data.step} of {data.num_steps - 1} · {held:,} held, {data.count(CACHED_FREE):,} "
+        f"cached free of {n - 1:,} blocks of {format_bytes(data.bytes_per_block)} · "
+        f"{len(data.requests_holding())} requests hold blocks",
+        width - grow(0.3),
+        "axis",
+    )
+    extra = grow(0.2) * title.count("\n")
+    height = min(max(rows * cell, grow(1.2)), 8.0) + grow(0.9) + extra
     fig = new_figure(width, height)
-    ax = place_axes(fig, left=0.3, right=legend_w, top=0.55, bottom=0.35)
+    ax = place_axes(fig, left=grow(0.3), right=legend_w, top=grow(0.55) + extra, bottom=grow(0.35))
     img = np.ones((rows * columns, 3))
     img[:n] = block_rgb(data)
     ax.imshow(img.reshape(rows, columns, 3), aspect="auto", interpolation="nearest", extent=(0, columns, rows, 0))
@@ -155,13 +170,6 @@ def pool_map(data: PoolMapData, *, columns: int | None = None, width: float = 9.
         Patch(facecolor="white", edgecolor="#999999", label="free"),
         Patch(facecolor=NULL_RGB, label="null block"),
     ]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
-    held = data.count(HELD)
-    ax.set_title(
-        f"{data.title}: step {data.step} of {data.num_steps - 1} · {held:,} held, {data.count(CACHED_FREE):,} "
-        f"cached free of {n - 1:,} blocks of {format_bytes(data.bytes_per_block)} · "
-        f"{len(data.requests_holding())} requests hold blocks",
-        fontsize=8,
-        loc="left",
-    )
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=pt("small"), frameon=False)
+    ax.set_title(title, fontsize=pt("axis"), loc="left")
     return fig

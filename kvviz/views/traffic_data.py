@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from kvviz.base.defaults import MAX_NUM_BATCHED_TOKENS
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import checked
 from kvviz.views.args import REPLAY, REPLAY_WITH_BLOCKS, STEP
@@ -32,8 +33,17 @@ _CHECKPOINT_EVERY = 64  # steps between the time-lapse's stored full states
 
 
 def _title(replay) -> str:
+    """The model, its max_model_len, the scheduler knobs given away from vLLM 0.33's defaults (the replay's own:
+    kvviz.replay.replay) and the KV budget."""
     inp = replay.to_json()["inputs"]
-    return f"{inp['model']} · {inp['kv_budget']:,} B of KV cache"
+    words = [inp["model"], f"max_model_len {inp['max_model_len']:,}"]
+    batched = inp["max_num_batched_tokens"]
+    if batched != MAX_NUM_BATCHED_TOKENS:
+        words.append(f"max_num_batched_tokens {batched:,}")
+    if inp["max_num_seqs"] != min(1024, batched):
+        words.append(f"max_num_seqs {inp['max_num_seqs']:,}")
+    words += [f"{name} off" for name in ("enable_prefix_caching", "async_scheduling") if inp.get(name) is False]
+    return f"{', '.join(words)} · {inp['kv_budget']:,} B of KV cache"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,109 @@
+"""Teaching with kvviz (issue 37 item 5): a Plan shown in a notebook cell is one short line (its byte map stays on
+print); every figure's text is at least 10 pt at its default size, with one documented knob to scale it
+(kvviz.views.text_scale); every figure drawn from a Plan names the model and each knob given away from vLLM's
+defaults (Plan.options.given()).
+"""
+
+from __future__ import annotations
+
+import pytest
+from matplotlib.text import Text
+
+import kvviz
+from kvviz import views
+from kvviz.base.errors import KvvizError
+from kvviz.replay import chat, replay
+
+PRESETS = kvviz.model_names()
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_a_plan_in_a_notebook_cell_is_one_short_line(name):
+    """IPython shows the repr of a cell's last value: it was the dataclass's every field (43-64 KB, 347 KB for
+    DeepSeek-V4-Pro); now one line naming the model, planner, setting and stride. print() keeps the text map."""
+    from IPython.core.formatters import PlainTextFormatter
+
+    plan = kvviz.plan(name)
+    shown = PlainTextFormatter()(plan)
+    assert shown == repr(plan) and "\n" not in shown and len(shown) <= 300, shown
+    assert shown.startswith(f"<kvviz Plan {name}, {plan.planner} planner") and f"{plan.block_stride:,} B" in shown
+    assert str(plan) == plan.text_map() and len(str(plan)) > len(shown)
+
+
+@pytest.fixture(scope="module")
+def figures():
+    """Every figure kvviz draws, at its default size, from Plans given knobs away from vLLM's defaults."""
+    from kvviz.engines import compare_rows
+    from kvviz.engines.figure import compare_figure, plan_figure
+    from kvviz.options import Options
+
+    pro = kvviz.plan("deepseek-v4-pro", indexer_format="fp8", block_size=256)
+    before = kvviz.plan("deepseek-v4-pro", "bucketed", indexer_format="fp8")
+    llama = kvviz.plan("llama-3.1-8b", kv_dtype="fp8", max_model_len=8192)
+    qwen = kvviz.plan("qwen3-next-80b-a3b", mamba_ssm_dtype="float32")
+    run = replay(llama, chat(40, seed=1), budget_bytes=300 * llama.block_stride, record_blocks=True)
+    rows = compare_rows(kvviz.load("llama-3.1-8b"), ("vllm", "sglang", "trtllm"), Options(), kv_budget_bytes=2**34)
+    return {
+        "block_map": (views.block_map(pro), pro),
+        "block_map_separate": (views.block_map(kvviz.plan("gemma-3-27b", "separate", kv_dtype="fp8")), None),
+        "before_after": (views.before_after(before, pro), pro),
+        "page_anatomy": (views.page_anatomy(pro), pro),
+        "live_bytes": (views.live_bytes(llama), llama),
+        "pool_planes": (views.pool_planes(qwen, 4), qwen),
+        "occupancy": (views.occupancy(views.occupancy_data(run)), None),
+        "queues": (views.queues(views.queue_data(run)), None),
+        "pool_map": (views.pool_map(views.TimeLapse(run).at(run.num_steps // 2)), None),
+        "engines": (compare_figure(rows, model="llama-3.1-8b", budget_bytes=2**34), None),
+        "engine_map": (plan_figure(rows[1].plan), None),
+    }
+
+
+def _sizes(fig) -> list[float]:
+    """The font size of every non-empty text the figure draws (tick labels and legend entries included)."""
+    fig.canvas.draw()  # ticks are made at draw time
+    return [t.get_fontsize() for t in fig.findobj(Text) if t.get_text().strip() and t.get_visible()]
+
+
+def test_every_figure_text_is_at_least_10_pt_at_its_default_size(figures):
+    small = {name: min(_sizes(fig)) for name, (fig, _) in figures.items()}
+    assert all(size >= 10 for size in small.values()), small
+
+
+def test_text_scale_is_the_one_knob_for_every_figure_text():
+    """kvviz.views.text_scale(s): every text s times its default size, inside the `with` only; a scale of 0 or a
+    string is refused naming the argument."""
+    plan = kvviz.plan("llama-3.1-8b", kv_dtype="fp8")
+    default = sorted(_sizes(views.block_map(plan)))
+    with views.text_scale(1.5):
+        large = sorted(_sizes(views.block_map(plan)))
+    assert min(large) == pytest.approx(1.5 * min(default)) and max(large) == pytest.approx(1.5 * max(default))
+    assert sorted(_sizes(views.block_map(plan))) == default
+    for bad in (0, -1, "big", None):
+        with pytest.raises(KvvizError, match=r"^text_scale: scale="):
+            with views.text_scale(bad):
+                pass
+
+
+def _title_text(fig) -> str:
+    """Every title-like text of a figure (axes titles, the suptitle, figure texts) as one line."""
+    texts = [ax.get_title(loc) for ax in fig.axes for loc in ("left", "center")]
+    texts += [t.get_text() for t in fig.texts] + ([fig._suptitle.get_text()] if fig._suptitle else [])
+    return " ".join(t.replace("\n", " ") for t in texts)
+
+
+@pytest.mark.parametrize("name", ["block_map", "before_after", "page_anatomy", "live_bytes", "pool_planes"])
+def test_a_figure_of_a_plan_names_its_model_and_every_knob_given(figures, name):
+    fig, plan = figures[name]
+    title = _title_text(fig)
+    assert plan.model in title
+    for knob in plan.options.given():
+        value = getattr(plan.options, knob)
+        shown = f"{value:,}" if type(value) is int else value
+        assert f"{knob} {shown}" in title or f"KV cache {shown}" in title, (knob, value, title)
+
+
+def test_traffic_figures_name_the_model_and_the_scheduler_knobs_given():
+    llama = kvviz.plan("llama-3.1-8b", max_model_len=4096)
+    run = replay(llama, chat(20, seed=2), budget_bytes=200 * llama.block_stride, max_num_batched_tokens=2048)
+    title = _title_text(views.queues(views.queue_data(run)))
+    assert "llama-3.1-8b" in title and "max_model_len 4,096" in title and "max_num_batched_tokens 2,048" in title
