@@ -6,6 +6,12 @@ defaults (Plan.options.given()).
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from matplotlib.text import Text
 
@@ -107,3 +113,73 @@ def test_traffic_figures_name_the_model_and_the_scheduler_knobs_given():
     run = replay(llama, chat(20, seed=2), budget_bytes=200 * llama.block_stride, max_num_batched_tokens=2048)
     title = _title_text(views.queues(views.queue_data(run)))
     assert "llama-3.1-8b" in title and "max_model_len 4,096" in title and "max_num_batched_tokens 2,048" in title
+
+
+# ---- notebooks: saving an executed one leaves the tree clean -------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _git(repo: Path, *argv: str) -> str:
+    out = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *argv],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_saving_an_executed_notebook_as_jupyterlab_does_leaves_git_status_clean(tmp_path):
+    """A checkout of the notebooks (with the committed .gitattributes and .gitignore) and `make strip-filter` as `make
+    lab` runs it; notebook 02 executed in a kernel (nbclient), then it, 07 and 08 saved through jupyter_server's
+    contents manager configured as `make lab` configures it (its flags read with `make -n lab`): the save
+    JupyterLab's PUT /api/contents makes, with what JupyterLab writes into a notebook (outputs, execution counts, the
+    kernel's language_info and kernelspec, widget state, cell timing). git status must stay clean. It did not: the
+    kernel's language_info (with its Python version) and 07/08's kernelspec name survived the filter, and git takes
+    a file whose size changed for modified without running the filter at all (kvviz/tools/notebook_save.py)."""
+    import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_server.services.contents.filemanager import FileContentsManager
+    from nbclient import NotebookClient
+
+    if not (shutil.which("git") and shutil.which("make")):
+        pytest.skip("needs git and make")
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "notebooks", repo / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    for name in (".gitattributes", ".gitignore", "Makefile"):
+        shutil.copy(ROOT / name, repo)
+    (repo / "pyproject.toml").touch()
+    (repo / ".stamp").touch()  # the venv is set up (STAMP=.stamp)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "as committed")
+    make = ["make", "-s", f"BIN={Path(sys.executable).parent}", "STAMP=.stamp"]
+    subprocess.run([*make, "strip-filter"], cwd=repo, check=True, timeout=60)
+    lab = subprocess.run([*make, "-n", "lab"], cwd=repo, capture_output=True, text=True, check=True, timeout=60).stdout
+    hook = re.search(r"--ContentsManager\.pre_save_hook=(\S+)", lab)
+    assert hook, lab
+
+    folder = repo / "notebooks"
+    executed = nbformat.read(folder / "02-pr-48993-table.ipynb", as_version=4)
+    client = NotebookClient(executed, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(folder)}})
+    client.execute()
+    assert any(c.get("outputs") for c in executed.cells)
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    contents = FileContentsManager(root_dir=str(folder), pre_save_hook=hook[1])
+    # 02 run for real; 07 and 08 carried another kernelspec name (each file git status re-filters costs a python
+    # start and nbformat's import, seconds each: three, not all eight)
+    for path in (
+        folder / name for name in ("02-pr-48993-table.ipynb", "07-engines.ipynb", "08-pool-under-traffic.ipynb")
+    ):
+        nb = executed if path.name == "02-pr-48993-table.ipynb" else nbformat.read(path, as_version=4)
+        nb.metadata.kernelspec = {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
+        nb.metadata.language_info = executed.metadata.language_info  # the kernel's kernel_info reply
+        nb.metadata.widgets = {"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2}}
+        for i, cell in enumerate(nb.cells):
+            if cell.cell_type == "code":
+                cell.execution_count = cell.execution_count or i + 1
+                cell.metadata.execution = {"iopub.status.busy": "2026-01-01T00:00:00.000000Z"}
+        contents.save({"type": "notebook", "format": "json", "content": nb}, path.name)
+    assert _git(repo, "status", "--porcelain") == ""
