@@ -15,7 +15,8 @@ What the page shows is one state: the knobs give an `kvviz.explorer.answer.Answe
 widget is touched) or a refusal. Every number sits in one answer area (`answer`, CSS class `kvviz-answer`) whose
 head names the knobs it answers; the area carries a DOM class the page itself styles (kvviz/static/explorer.css):
 `kvviz-pending` from the first knob a change moves until its last number is written (greyed only if that takes
-long), `kvviz-stale` after a refused change (greyed at once, the refusal in words above it).
+long), `kvviz-stale` after a refused change (greyed at once, the refusal in words above it)
+(docs/explorer.md#the-marks-the-page-shows).
 
     from kvviz.explorer.app import Explorer
     Explorer().widget          # display it in JupyterLab
