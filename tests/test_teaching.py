@@ -6,6 +6,8 @@ defaults (Plan.options.given()).
 
 from __future__ import annotations
 
+import copy
+import json
 import re
 import shutil
 import subprocess
@@ -131,7 +133,37 @@ def _git(repo: Path, *argv: str) -> str:
     return out.stdout
 
 
-def test_saving_an_executed_notebook_as_jupyterlab_does_leaves_git_status_clean(tmp_path):
+@pytest.fixture(scope="module")
+def notebook_02(tmp_path_factory):
+    """notebooks/02-pr-48993-table.ipynb executed in a kernel (nbclient), from a copy of notebooks/."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    folder = tmp_path_factory.mktemp("nb") / "notebooks"
+    shutil.copytree(ROOT / "notebooks", folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    nb = nbformat.read(folder / "02-pr-48993-table.ipynb", as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    return nb
+
+
+RAW_INTEGER = re.compile(r"(?<![\w,.])\d{5,}(?![\d,.])")  # five digits or more with no thousands separator
+
+
+def test_notebook_02_prints_its_tables_with_separators_and_units(notebook_02):
+    """Every output of notebook 02 writes a number of five digits or more with thousands separators (1,315,008,
+    not 1315008), and its tables name each column's unit (kvviz.views.readable_table)."""
+    shown = []
+    for cell in notebook_02.cells:
+        for out in cell.get("outputs", []):
+            text = out.get("text") or out.get("data", {}).get("text/plain") or ""
+            shown.append("".join(text))
+    raw = sorted({m.group(0) for text in shown for m in RAW_INTEGER.finditer(text)})
+    assert not raw, raw
+    tables = [t for t in shown if "(B)" in t]
+    assert len(tables) >= 5 and any("stride_change_pct (%)" in t for t in tables), shown
+
+
+def test_saving_an_executed_notebook_as_jupyterlab_does_leaves_git_status_clean(tmp_path, notebook_02):
     """A checkout of the notebooks (with the committed .gitattributes and .gitignore) and `make strip-filter` as `make
     lab` runs it; notebook 02 executed in a kernel (nbclient), then it, 07 and 08 saved through jupyter_server's
     contents manager configured as `make lab` configures it (its flags read with `make -n lab`): the save
@@ -142,7 +174,6 @@ def test_saving_an_executed_notebook_as_jupyterlab_does_leaves_git_status_clean(
     import nbformat
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_server.services.contents.filemanager import FileContentsManager
-    from nbclient import NotebookClient
 
     if not (shutil.which("git") and shutil.which("make")):
         pytest.skip("needs git and make")
@@ -162,9 +193,7 @@ def test_saving_an_executed_notebook_as_jupyterlab_does_leaves_git_status_clean(
     assert hook, lab
 
     folder = repo / "notebooks"
-    executed = nbformat.read(folder / "02-pr-48993-table.ipynb", as_version=4)
-    client = NotebookClient(executed, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(folder)}})
-    client.execute()
+    executed = copy.deepcopy(notebook_02)
     assert any(c.get("outputs") for c in executed.cells)
     spec = KernelSpecManager().get_kernel_spec("python3")
     contents = FileContentsManager(root_dir=str(folder), pre_save_hook=hook[1])
@@ -183,3 +212,11 @@ def test_saving_an_executed_notebook_as_jupyterlab_does_leaves_git_status_clean(
                 cell.metadata.execution = {"iopub.status.busy": "2026-01-01T00:00:00.000000Z"}
         contents.save({"type": "notebook", "format": "json", "content": nb}, path.name)
     assert _git(repo, "status", "--porcelain") == ""
+
+
+def test_notebook_08_shows_its_traffic_explorer():
+    """Notebook 08 named `TrafficExplorer` without showing it; a code cell now ends in its widget (make test runs the
+    notebook, so the widget is built on a real replay there)."""
+    nb = json.loads((ROOT / "notebooks" / "08-pool-under-traffic.ipynb").read_text())
+    last_lines = ["".join(c["source"]).strip().splitlines()[-1] for c in nb["cells"] if c["cell_type"] == "code"]
+    assert any(re.fullmatch(r"TrafficExplorer\(r\b.*\)\.widget", line) for line in last_lines), last_lines

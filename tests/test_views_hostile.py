@@ -13,6 +13,7 @@ import inspect
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import kvviz
@@ -101,6 +102,7 @@ def valid(t) -> dict:
         "format_bytes": ((4096,), {}),
         "byte_ticks": ((4096,), {}),
         "text_scale": ((1.0,), {}),
+        "readable_table": ((pd.DataFrame({"a": [12345]}),), {"units": {"a": "B"}}),
         "occupancy_data": ((r,), {}),
         "queue_data": ((r,), {}),
         "TimeLapse": ((r,), {}),

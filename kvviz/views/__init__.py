@@ -82,6 +82,7 @@ _NAMES = {
     "format_bytes": "style",
     "byte_ticks": "style",
     "text_scale": "style",
+    "readable_table": "style",
     "FONT_PT": "style",
     "OccupancyData": "traffic_data",
     "occupancy_data": "traffic_data",

@@ -12,7 +12,7 @@ import re
 
 from kvviz.base.defaults import GIB
 from kvviz.base.errors import require
-from kvviz.base.inputs import MAX_BUDGET_BYTES, checked, integer, number, text
+from kvviz.base.inputs import MAX_BUDGET_BYTES, Arg, checked, duck, integer, number, optional, text
 from kvviz.core.kinds import CacheKind
 
 # One colour per cache kind, the same in every figure and in the live map (CacheKind's style record).
@@ -115,3 +115,25 @@ def plane_label(layer: str) -> str:
     """'model.layers.12.linear_attn' -> 'L12' (a plane is too narrow for the whole name)."""
     m = re.search(r"layers\.(\d+)\.", layer)
     return f"L{m.group(1)}" if m else short_layer_name(layer)
+
+
+@checked(
+    df=duck("copy", "columns", "dtypes", "rename", what="a pandas DataFrame"),
+    units=optional(
+        Arg(lambda v: isinstance(v, dict) and all(isinstance(u, str) for u in v.values()), "a dict of column -> unit")
+    ),
+    decimals=integer(0, 12),
+)
+def readable_table(df, *, units: dict | None = None, decimals: int = 2):
+    """A copy of a pandas DataFrame for reading (a notebook table, a slide): integers with thousands separators
+    (21306 -> '21,306'), other numbers to `decimals` places, each column named with its unit (`units`: column ->
+    'B', 'GiB', '%', ...: 'block_stride' -> 'block_stride (B)'). The cells become text: compute on the original."""
+    units = units or {}
+    out = df.copy()
+    for column in out.columns:
+        kind = out[column].dtype.kind
+        if kind in "iu":
+            out[column] = [f"{v:,}" for v in out[column]]
+        elif kind == "f":
+            out[column] = [f"{v:,.{decimals}f}" for v in out[column]]
+    return out.rename(columns={c: f"{c} ({u})" for c, u in units.items() if c in out.columns})
