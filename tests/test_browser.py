@@ -688,7 +688,7 @@ def _walk_truth(lab, page) -> None:
         "gpu": ["budget", "H100", "H200"],
         "tensor_parallel_size": [1, 2, 4, 8],
         "budget_gib": [0.000001, 0.5, 4.0, 26.09, 80.0, -1.0],
-        "kv_dtype": ["auto", "fp8", "bfloat16"],
+        "kv_dtype": ["auto", "fp8", "bf16"],
         "head_dim": [512, 544, 576],
         "block_size": ["auto", 16, 32, 256],
     }

@@ -151,7 +151,7 @@ KNOB_MOVES = st.lists(
         st.tuples(st.just("gpu"), st.sampled_from(["budget", "H100", "H200"])),
         st.tuples(st.just("tensor_parallel_size"), st.sampled_from([1, 2, 4, 8])),
         st.tuples(st.just("budget_gib"), st.sampled_from([1e-6, 0.001, 1.0, 26.09, -1.0])),
-        st.tuples(st.just("kv_dtype"), st.sampled_from(["auto", "fp8", "bfloat16"])),
+        st.tuples(st.just("kv_dtype"), st.sampled_from(["auto", "fp8", "bf16"])),
         st.tuples(st.just("head_dim"), st.sampled_from([512, 544, 576])),
     ),
     min_size=1,

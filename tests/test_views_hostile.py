@@ -200,3 +200,23 @@ def test_a_wrong_argument_is_one_line_naming_it(things, name, arg, tmp_path, mon
     wrong = WRONG if name not in ("Explorer", "render_report") else WRONG[:8]  # the slow ones: fewer values
     for value in wrong:
         _walk(func, args, kwargs, arg, value)
+
+
+def test_explorer_set_refuses_a_wrong_value_naming_the_knob_and_sets_nothing():
+    """`Explorer.set(**knobs)` raised a traitlets TraitError for a value its control cannot hold (a string for the
+    budget, TP 3, a dtype the model has not); now one KvvizError naming the knob, and no knob moves."""
+    app = E.Explorer("llama-3.1-8b", context=1024)
+    before, step = app.knobs(), app.steps
+    for name in ("kv_dtype", "block_size", "tensor_parallel_size", "planner", "budget_gib", "gpu", "context"):
+        for value in WRONG:
+            try:
+                app.set(**{name: value})
+            except KvvizError as e:
+                assert str(e).startswith(f"{name}") and "\n" not in str(e) and len(str(e)) <= 400, (name, value, e)
+            else:  # a value the control holds: planned, or refused by the planner in one line
+                assert "\n" not in app.error and not app.error.startswith("internal error"), (name, value, app.error)
+                app.set(**{name: before[name]})
+    for value in WRONG:
+        with pytest.raises(KvvizError, match=r"^model="):
+            app.set(model=value)
+    assert app.knobs() == before and app.steps >= step

@@ -33,8 +33,8 @@ from collections import OrderedDict
 
 import ipywidgets as widgets
 
-from kvviz.base.errors import KvvizError
-from kvviz.base.inputs import checked
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import checked, short_repr
 from kvviz.core.plan import Plan
 from kvviz.explorer.answer import OK, REFUSED, Answer, answer_for, head_html
 from kvviz.explorer.controls import control_for, stylesheet
@@ -57,6 +57,7 @@ from kvviz.explorer.knobs import (
     KNOB_SPECS,
     KNOBS,
     check_names,
+    check_value,
     control_values,
     knobs_for,
     model_of,
@@ -200,10 +201,23 @@ class Explorer:
     def set(self, **values) -> None:
         """Set several knobs at once (one update), e.g. `set(head_dim=576, indexer_format="fp8")`.
         A model given here resets the knobs first; the others then apply. A knob that does not
-        apply to the model is refused (KvvizError), not set."""
+        apply to the model is refused (KvvizError), not set, and so is a value its control cannot hold (a string
+        for a number, a choice the model does not offer): nothing is set then."""
         check_names(values)
         target = values.get("model", self.model.value)
-        check_names([n for n in values if n != "model"], self._models.get(target, target))
+        require(
+            isinstance(target, str) and target in self.model.options,
+            f"model={short_repr(target)}: not one of the explorer's models ({', '.join(self.model.options)})",
+        )
+        m = model_of(self._models.get(target, target))
+        check_names([n for n in values if n != "model"], m)
+        for n, value in values.items():
+            check_value(n, value)
+            choices = KNOB_BY_NAME[n].choices(m) if n != "model" and KNOB_BY_NAME[n].choices else None
+            require(
+                choices is None or value in choices,
+                f"{n}={short_repr(value)}: not one of {m.name}'s choices ({', '.join(map(str, choices or ()))})",
+            )
         with self.hold():
             if "model" in values:
                 self.model.value = values.pop("model")
