@@ -424,7 +424,11 @@ def _drive_explorer(lab, page, tmp_path) -> None:
     assert "model.layers.40.attn" in tip.inner_text()
     target = SCREENSHOT if os.environ.get("KVVIZ_SAVE_SCREENSHOT") == "1" else tmp_path / "explorer.png"
     target.parent.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size
+    page.set_viewport_size({"width": size["width"], "height": 2400})  # the whole explorer inside the notebook's view
+    page.locator(".kvviz-range[data-layer='model.layers.40.attn']").hover(force=True)
     page.locator(".kvviz-explorer").screenshot(path=str(target), timeout=_ms(CHANGE_S))
+    page.set_viewport_size(size)
     assert target.stat().st_size > 10_000
 
     # Latency: a change (the select's change event) to the redrawn SVG, in chromium.

@@ -15,7 +15,8 @@ import json
 
 from kvviz.base.text import plural
 from kvviz.explorer.display import Planned, Result, _caption, _pct, deploy_html, engines_html, stride_words
-from kvviz.explorer.sweeps import describe_knobs, kv_budget
+from kvviz.explorer.knobs import KNOB_BY_NAME, default_knobs, model_of
+from kvviz.explorer.sweeps import kv_budget
 from kvviz.explorer.tables import summary_html
 
 OK, REFUSED = "ok", "refused"  # the head's data-state
@@ -98,12 +99,22 @@ def knobs_json(knobs: dict) -> str:
     return json.dumps(named, sort_keys=True)
 
 
+def changed_words(knobs: dict) -> str:
+    """The model and each knob set away from the explorer's start for it (`default_knobs`), e.g.
+    'deepseek-v4-pro (head_dim 576, indexer K fp8)'; the budget's knobs are said by the budget words."""
+    start = default_knobs(knobs["model"])
+    skip = ("model", "budget_gib", "gpu", "gpu_memory_utilization")
+    changed = [f"{KNOB_BY_NAME[n].label} {v}" for n, v in knobs.items() if n not in skip and start.get(n) != v]
+    name = model_of(knobs).name
+    return f"{name} ({', '.join(changed)})" if changed else f"{name} (its defaults)"
+
+
 def head_html(answer: Answer, *, step: int, state: str) -> str:
     """The answer area's head: which knobs its numbers answer, in words and as data-* attributes (data-step: the
     update count, data-state: ok or refused, data-knobs: the knobs as JSON). Refused: the numbers below are the
     last configuration that planned, named as such."""
     knobs = answer.knobs
-    words = f"{describe_knobs(knobs)}; budget {answer.budget}"
+    words = f"{changed_words(knobs)}; budget {answer.budget}"
     text = (
         f"numbers for {words}"
         if state == OK
