@@ -348,9 +348,11 @@ def _run_all_cells(page) -> None:
             print(f"explorer not shown yet (kernel {indicator.get_attribute('data-status')}); running all cells again")
 
 
-def test_explorer_in_jupyterlab(lab, page, tmp_path):
+@contextlib.contextmanager
+def _reported(lab, page, tmp_path):
+    """On a failure: a screenshot of the page, the JupyterLab log's path and the browser console, printed."""
     try:
-        _drive_explorer(lab, page, tmp_path)
+        yield
     except BaseException:
         shot = tmp_path / "failure.png"
         with contextlib.suppress(Exception):
@@ -358,6 +360,11 @@ def test_explorer_in_jupyterlab(lab, page, tmp_path):
         print(f"browser screenshot: {shot}\nJupyterLab log: {lab['log']}\nbrowser console:")
         print("\n".join(page.console_lines[-60:]))
         raise
+
+
+def test_explorer_in_jupyterlab(lab, page, tmp_path):
+    with _reported(lab, page, tmp_path):
+        _drive_explorer(lab, page, tmp_path)
 
 
 def _drive_explorer(lab, page, tmp_path) -> None:
@@ -637,15 +644,8 @@ def test_the_page_never_shows_another_knob_sets_numbers(lab, page, tmp_path):
         "nbformat_minor": 5,
     }
     (lab["root"] / TRUTH_NOTEBOOK).write_text(json.dumps(nb))
-    try:
+    with _reported(lab, page, tmp_path):
         _walk_truth(lab, page)
-    except BaseException:
-        shot = tmp_path / "failure.png"
-        with contextlib.suppress(Exception):
-            page.screenshot(path=str(shot), timeout=10_000)
-        print(f"browser screenshot: {shot}\nJupyterLab log: {lab['log']}\nbrowser console:")
-        print("\n".join(page.console_lines[-60:]))
-        raise
 
 
 def _walk_truth(lab, page) -> None:
