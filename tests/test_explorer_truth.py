@@ -182,3 +182,18 @@ def test_any_knob_walk_never_raises_and_never_leaves_a_number_unmarked_under_oth
             assert shown["knobs"] == app.knobs()
             numbers = shown_numbers(app.stride_label.value, app.blocks_label.value, app.fits_label.value)
             assert numbers == expected_numbers(app.knobs())
+
+
+def test_an_internal_error_is_refused_in_one_bounded_line(monkeypatch):
+    """An error of no known kind (a bug) still leaves one line, at most 400 characters, and the stale mark."""
+    from kvviz.explorer import answer as answer_module
+
+    app = Explorer("llama-3.1-8b")
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("line one\nline two " + "x" * 5000)
+
+    monkeypatch.setattr(answer_module, "engines_html", boom)
+    app.kv_dtype.value = "fp8"
+    assert app.error.startswith("internal error (RuntimeError): line one line two ")
+    assert "\n" not in app.error and len(app.error) <= 400 and STALE in app.answer._dom_classes

@@ -68,6 +68,7 @@ from kvviz.families.deepseek_v4 import BACKENDS
 from kvviz.views.livemap import LiveBlockMap
 
 PENDING, STALE = "kvviz-pending", "kvviz-stale"  # the answer area's marks (kvviz/static/explorer.css)
+MAX_REFUSAL = 400  # characters of the refusal line (an internal error's text can be anything)
 
 
 class Explorer:
@@ -325,7 +326,8 @@ class Explorer:
         self.answer._dom_classes = keep + ((mark,) if mark else ())
 
     def _refuse(self, message: str) -> None:
-        self.error = message
+        message = " ".join(message.split())  # one line, whatever the error said
+        message = self.error = message if len(message) <= MAX_REFUSAL else message[: MAX_REFUSAL - 3] + "..."
         line = f"cannot plan: {message}"
         if self.shown is not None:
             line += "; every number below (greyed out) is the last configuration that planned, named above them"
