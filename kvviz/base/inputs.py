@@ -206,9 +206,6 @@ def read_json(path: str | os.PathLike, *, what: str) -> object:
 # declared once, next to the function, with what it must be (an `Arg`); a wrong type or value is one KvvizError
 # naming the function and the argument, raised before the function runs, never an AttributeError, a
 # ZeroDivisionError or a matplotlib ValueError from deep inside it.
-MAX_INCHES = 200.0  # a figure's width or height: far above a poster, far below a figure matplotlib cannot allocate
-
-
 @dataclasses.dataclass(frozen=True)
 class Arg:
     """What one argument must be: `test(value)` is True for a good value; `what` says it ('a positive integer')."""
@@ -236,12 +233,8 @@ def number(low: float, high: float, *, low_open: bool = True) -> Arg:
         real = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
         return real and (low < v if low_open else low <= v) and v <= high
 
-    return Arg(
-        test, f"a number {'above' if low_open else 'from'} {low:g} {'and at most' if low_open else 'to'} {high:g}"
-    )
-
-
-INCHES = number(0.0, MAX_INCHES)  # a figure's width or height
+    bounds = f"above {low:g} and at most {high:g}" if low_open else f"from {low:g} to {high:g}"
+    return Arg(test, f"a number {bounds}")
 
 
 def text(*, empty: bool = False) -> Arg:

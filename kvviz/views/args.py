@@ -9,7 +9,6 @@ import os
 from kvviz.base.inputs import (
     DPI_RANGE,
     MAX_BLOCKS,
-    MAX_INCHES,
     Arg,
     duck,
     flag,
@@ -30,8 +29,9 @@ REPLAY = duck("step_columns", "to_json", what="a kvviz.replay Replay (kvviz.repl
 REPLAY_WITH_BLOCKS = duck(
     "step_columns", "to_json", "block_log", what="a kvviz.replay Replay run with record_blocks=True"
 )
-# A figure's size in inches: below 4 in across (1.5 in high) its margins leave no room for the lanes and labels.
-MIN_WIDTH_IN, MIN_HEIGHT_IN = 4.0, 1.5
+# A figure's size in inches: below 4 in across (1.5 in high) its margins leave no room for the lanes and labels;
+# above 200 in it is past any poster and near what matplotlib can allocate.
+MIN_WIDTH_IN, MIN_HEIGHT_IN, MAX_INCHES = 4.0, 1.5, 200.0
 WIDTH = number(MIN_WIDTH_IN, MAX_INCHES, low_open=False)
 HEIGHT = number(MIN_HEIGHT_IN, MAX_INCHES, low_open=False)
 RESOLUTION = integer(*DPI_RANGE)  # dots per inch of a rendered figure
