@@ -3,6 +3,8 @@ pyplot, imported lazily; each returns kvviz.views's KvvizFigure, which shows its
 
 from __future__ import annotations
 
+import math
+
 from kvviz.base.defaults import GIB
 from kvviz.engines.common import EnginePlan, EngineRow, token_count_lines
 from kvviz.engines.maps import ByteMap, byte_map
@@ -32,7 +34,7 @@ def map_figure(m: ByteMap, *, title: str | None = None):
 
     bars = list(m.buffers[:MAX_BARS])
     hidden = len(m.buffers) - len(bars)
-    fig = KvvizFigure(figsize=(9, 0.9 + 0.32 * (len(bars) + bool(hidden))))
+    fig = KvvizFigure(figsize=(11, 1.3 + 0.36 * (len(bars) + bool(hidden))))
     ax = fig.add_subplot()
     for y, b in enumerate(bars):
         for r in b.regions:
@@ -51,7 +53,8 @@ def map_figure(m: ByteMap, *, title: str | None = None):
         labels.append(f"... {hidden} more buffers of the same shape")
     ax.set_yticks(range(len(labels)), labels, fontsize=pt("small"))
     ax.invert_yaxis()
-    ax.set_xlim(0, 1.18)
+    ax.set_xlim(0, 1.25)
+    ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])  # fractions of a buffer; the room past 1 holds the byte counts
     ax.set_xlabel("fraction of the buffer's bytes (offset 0 at the left)")
     kinds = sorted({r.kind for b in bars for r in b.regions})
     ax.legend(handles=[_patch(k) for k in kinds], fontsize=pt("small"), loc="lower right", ncols=len(kinds))
@@ -75,10 +78,12 @@ def compare_figure(rows: tuple[EngineRow, ...], *, model: str, budget_bytes: int
     """Engines side by side at one budget: token capacity, requests at once, and the budget's
     bytes used / wasted, one bar group per engine; an engine with no plan shows its one-line
     reason; each engine's own log line is printed under the bars."""
+    from matplotlib.ticker import FuncFormatter
+
     from kvviz.views import KvvizFigure
 
     lines = [f"{r.engine}: {r.plan.log_line if r.plan else r.refusal}" for r in rows] + token_count_lines(rows)
-    width, line_in = 13.0, 1.25 * pt("small") / 72  # the log lines under the bars: monospace, one a line
+    width, line_in = 14.0, 1.25 * pt("small") / 72  # the log lines under the bars: monospace, one a line
     fig = KvvizFigure(figsize=(width, 5.2 + line_in * len(lines)))
     axes = fig.subplots(1, 3)
     names = [r.engine for r in rows]
@@ -99,13 +104,23 @@ def compare_figure(rows: tuple[EngineRow, ...], *, model: str, budget_bytes: int
                 ax.bar(i, p.kv_bytes, color="#55a868", gid=f"{names[i]}/used")
                 ax.bar(i, p.waste_bytes, bottom=p.kv_bytes, color="#c44e52", gid=f"{names[i]}/waste")
                 ax.text(
-                    i, p.kv_budget_bytes, f"waste\n{p.waste_bytes:,} B", ha="center", va="bottom", fontsize=pt("small")
+                    i, p.kv_budget_bytes, f"waste\n{p.waste_bytes:,}\nB", ha="center", va="bottom", fontsize=pt("small")
                 )
             else:
                 ax.bar(i, value(p), color=f"C{i}", gid=f"{names[i]}/{title}")
                 ax.text(i, value(p), f"{value(p):,}", ha="center", va="bottom", fontsize=pt("small"))
         ax.set_xticks(range(len(names)), names)
-        ax.set_title(title, fontsize=pt("heading"))
+        top = ax.get_ylim()[1] * 1.25  # room for the labels over the bars, under the title
+        if value is None:  # bytes: ticks at whole GiB steps (1, 2, 4, ... GiB), at most 8 of them
+            step = GIB * 2 ** max(0, math.ceil(math.log2(top / GIB / 8)))
+            ax.set_yticks([k * step for k in range(int(top // step) + 1)])
+        ax.set_yticks([t for t in ax.get_yticks() if 0 <= t <= top])  # no tick label past the top
+        ax.set_ylim(0, top)
+        # tick labels in full (no '1e10' offset text over the bars' labels): counts separated, bytes in GiB
+        ax.yaxis.set_major_formatter(FuncFormatter(_gib_tick if value is None else _count_tick))
+        if value is None:
+            ax.set_ylabel("GiB")
+        ax.set_title(title, fontsize=pt("heading"), pad=20)  # clear of the top tick label
     chars = int((width - 0.3) / (0.6 * pt("small") / 72))  # a monospace character is 0.6 em
     fig.text(
         0.01, 0.01, "\n".join(_clip(t, chars) for t in lines), fontsize=pt("small"), family="monospace", va="bottom"
@@ -114,8 +129,16 @@ def compare_figure(rows: tuple[EngineRow, ...], *, model: str, budget_bytes: int
         f"{model}: one KV budget of {budget_bytes:,} B ({budget_bytes / GIB:.2f} GiB) per engine", fontsize=pt("title")
     )
     height = fig.get_figheight()
-    fig.subplots_adjust(bottom=(0.7 + line_in * len(lines)) / height, top=1 - 0.75 / height, wspace=0.35)
+    fig.subplots_adjust(bottom=(0.7 + line_in * len(lines)) / height, top=1 - 1.05 / height, wspace=0.45)
     return fig
+
+
+def _count_tick(v: float, _pos) -> str:
+    return f"{v:,.0f}" if v == int(v) else f"{v:g}"
+
+
+def _gib_tick(v: float, _pos) -> str:
+    return f"{v / GIB:g}"
 
 
 def _clip(text: str, width: int = 170) -> str:

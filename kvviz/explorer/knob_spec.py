@@ -81,7 +81,9 @@ def _names_a_model(value) -> bool:
 
 
 MODEL_SOURCE = Arg(
-    _names_a_model, "a preset name (kvviz.model_names()), an existing config.json path, a Model or a knob set"
+    _names_a_model,
+    "a preset name (kvviz.model_names()), an existing config.json path, a Model, or a knob set naming its model "
+    "(default_knobs(model))",
 )
 EXPLORER_SOURCE = Arg(
     lambda v: isinstance(v, Plan) or _names_a_model(v), f"a kvviz.plan(...) result or {MODEL_SOURCE.what}"

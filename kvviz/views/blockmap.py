@@ -17,6 +17,7 @@ from kvviz.core.layout import Layout
 from kvviz.views.args import AXES, FLAG, TITLE, WIDTH
 from kvviz.views.blockmap_data import BlockMapData, as_block_map_data, plan_heading, titled
 from kvviz.views.canvas import (
+    LABEL_CHAR_W,
     LANE_H,
     LEFT_IN,
     RIGHT_IN,
@@ -148,7 +149,7 @@ def stride_line(ax, stride: int, text: str, *, color="black") -> None:
     )
 
 
-def _overlay_bracket(ax, data: BlockMapData) -> None:
+def _overlay_bracket(ax, data: BlockMapData, above: float = 0.0) -> None:
     """A bracket over the lanes from byte 0 to the stride, saying that every lane is those same
     bytes of one block, and the stride marked at its right end (dashed line down the lanes)."""
     h_in = ax.figure.get_figheight() * ax.get_position().height
@@ -182,7 +183,7 @@ def _overlay_bracket(ax, data: BlockMapData) -> None:
         f"stride {data.stride_text}",
         xy=(data.stride, y1),
         xycoords=trans,
-        xytext=(0, 2),
+        xytext=(0, 2 + above),  # `above` points higher when the note leaves no room (_stride_above)
         textcoords="offset points",
         ha="right",
         va="bottom",
@@ -190,6 +191,14 @@ def _overlay_bracket(ax, data: BlockMapData) -> None:
         fontweight="bold",
         gid="stride-mark",
     )
+
+
+def _stride_above(data: BlockMapData, plot_w: float) -> float:
+    """Points the stride mark goes above the overlay note's line: 0 when the note (left) and the stride (right)
+    fit side by side over `plot_w` inches, else one line."""
+    chars = len(data.overlay_note) + len(f"stride {data.stride_text}") + 4
+    text_in = grow(LABEL_CHAR_W) * chars * pt("label") / pt("small")
+    return 0.0 if text_in < plot_w else 1.3 * pt("label")
 
 
 def block_map_title(layout: Layout | BlockMapData) -> str:
@@ -216,7 +225,9 @@ def block_map(
         title = plan_heading(layout)
     plot_w = width - grow(LEFT_IN + RIGHT_IN) if ax is None else axes_width_in(ax)
     heading = wrapped(titled(title, data.title), plot_w + grow(RIGHT_IN))
-    extra = grow(0.2) * heading.count("\n")  # each line of the title past the first
+    above = _stride_above(data, plot_w)
+    # each line of the title past the first, and the stride mark's own line when it has one
+    extra = grow(0.2) * heading.count("\n") + above / 72
     vis = visibility([data], [plot_w / data.stride], show_padding=show_padding)
     entries = key_entries(
         vis.visible, padding=vis.padding_visible, unused=data.has_unused, padding_label=vis.padding_label
@@ -230,7 +241,7 @@ def block_map(
     fig = ax.figure
     draw_lanes(ax, data, show_padding=show_padding)
     byte_axis(ax, data.stride)
-    _overlay_bracket(ax, data)
-    ax.set_title(heading, fontsize=pt("heading"), loc="left", pad=grow(24))
+    _overlay_bracket(ax, data, above)
+    ax.set_title(heading, fontsize=pt("heading"), loc="left", pad=grow(24) + above)
     key_below(ax, entries, note=note)
     return fig

@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 
 from kvviz.base.inputs import checked
 from kvviz.core.layout import Layout
-from kvviz.views.args import FLAG, LABELS, OPTIONAL_FIGURE, WIDTH
+from kvviz.views.args import FLAG, LABELS, OPTIONAL_FIGURE, TITLE, WIDTH
 from kvviz.views.blockmap import draw_lanes, stride_line
 from kvviz.views.blockmap_data import BlockMapData, plan_heading, titled
 from kvviz.views.canvas import LANE_H, LEFT_IN, RIGHT_IN, byte_axis, draw_ranges, new_figure, wrapped
@@ -29,7 +29,7 @@ def _heading(before, after) -> str | None:
     return f"{hb} -> {ha}"
 
 
-@checked(fig=OPTIONAL_FIGURE, show_padding=FLAG, labels=LABELS, width=WIDTH)
+@checked(fig=OPTIONAL_FIGURE, show_padding=FLAG, labels=LABELS, width=WIDTH, title=TITLE)
 def before_after(
     before: Layout | BlockMapData | BeforeAfterData,
     after: Layout | BlockMapData | None = None,
@@ -38,10 +38,12 @@ def before_after(
     show_padding: bool = True,
     labels: tuple[str, str] = ("before", "after"),
     width: float = 12.0,
+    title: str | None = None,
 ) -> Figure:
     """Both layouts on one x scale (the larger stride, normally the before one): both strides,
     the bytes and percentage saved per block, the binding groups outlined, and the holes of a
-    bucketed layout in red. Returns the Figure. A BeforeAfterData alone works too."""
+    bucketed layout in red. Returns the Figure. A BeforeAfterData alone works too. The title starts with what
+    is compared: `title` when given, else the Plans' model and settings (`_heading`)."""
     data = before if isinstance(before, BeforeAfterData) else before_after_data(before, after, labels=labels)
     db, da = data.before, data.after
     datas = (db, da)
@@ -59,7 +61,8 @@ def before_after(
     note = vis.note(datas)
     nb, na = len(db.lanes), len(da.lanes)
     _, key_rows, _ = key_shape(entries, plot_w)
-    title = wrapped(titled(_heading(before, after), data.title), width - left, "title")
+    heading = _heading(before, after) if title is None else title
+    title = wrapped(titled(heading, data.title), width - left, "title")
     titles = [wrapped(data.panel_title(label, d), plot_w + right, "axis") for _, label, d in data.panels]
     extra = grow(0.25) * title.count("\n")  # each line of the title past the first
     more = grow(0.2) * max(t.count("\n") for t in titles)  # each line of a panel title past the first
