@@ -206,6 +206,12 @@ def read_json(path: str | os.PathLike, *, what: str) -> object:
 # declared once, next to the function, with what it must be (an `Arg`); a wrong type or value is one KvvizError
 # naming the function and the argument, raised before the function runs, never an AttributeError, a
 # ZeroDivisionError or a matplotlib ValueError from deep inside it.
+_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD = inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD
+_KEYWORD_ONLY, _VAR_POSITIONAL = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_POSITIONAL
+_VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD
+_NAMED = (_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD, _KEYWORD_ONLY)
+
+
 @dataclasses.dataclass(frozen=True)
 class Arg:
     """What one argument must be: `test(value)` is True for a good value; `what` says it ('a positive integer')."""
@@ -288,17 +294,37 @@ def checked(**arguments: Arg):
         if unknown:  # a typo in the declaration is the library's bug, found at import
             raise TypeError(f"checked({', '.join(sorted(unknown))}): not arguments of {func.__qualname__}")
         name = func.__qualname__.removesuffix(".__init__")
+        # What a plain call looks like, so that the common one is checked without inspect's bind (figures call the
+        # views' helpers thousands of times a draw): positional names in order, the keywords, the required.
+        kinds = {p.name: p.kind for p in signature.parameters.values()}
+        positional = [n for n, k in kinds.items() if k in (_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD)]
+        keywords = {n for n, k in kinds.items() if k in (_POSITIONAL_OR_KEYWORD, _KEYWORD_ONLY)}
+        required = {n for n, p in signature.parameters.items() if p.default is p.empty and p.kind in _NAMED}
+        var_args, var_kwargs = _VAR_POSITIONAL in kinds.values(), _VAR_KEYWORD in kinds.values()
+
+        def refuse(arg: str, value: object):
+            rule = arguments.get(arg)
+            if rule is not None and not rule.ok(value):
+                raise KvvizError(f"{name}: {arg}={short_repr(value)}: must be {rule.what}")
 
         @functools.wraps(func)
         def call(*args, **kwargs):
-            try:
-                bound = signature.bind(*args, **kwargs)
-            except TypeError as e:
-                raise KvvizError(f"{name}: {e}") from None
-            for arg, value in bound.arguments.items():
-                rule = arguments.get(arg)
-                if rule is not None and not rule.ok(value):
-                    raise KvvizError(f"{name}: {arg}={short_repr(value)}: must be {rule.what}")
+            given = positional[: len(args)]
+            plain = (
+                (var_args or len(args) <= len(positional))
+                and (var_kwargs or kwargs.keys() <= keywords)
+                and not kwargs.keys() & given
+                and required <= kwargs.keys() | set(given)
+            )
+            if not plain:  # a call Python cannot bind, or one through *args: inspect says which and why
+                try:
+                    signature.bind(*args, **kwargs)
+                except TypeError as e:
+                    raise KvvizError(f"{name}: {e}") from None
+            for arg, value in zip(given, args):
+                refuse(arg, value)
+            for arg, value in kwargs.items():
+                refuse(arg, value)
             return func(*args, **kwargs)
 
         return call

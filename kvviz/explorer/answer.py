@@ -10,6 +10,7 @@ reads, and in words).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
 import json
 
@@ -99,10 +100,17 @@ def knobs_json(knobs: dict) -> str:
     return json.dumps(named, sort_keys=True)
 
 
+@functools.lru_cache(maxsize=64)
+def _start(model: str) -> dict:
+    """The explorer's start for a model named by a preset name or path (`default_knobs`), worked out once."""
+    return default_knobs(model)
+
+
 def changed_words(knobs: dict) -> str:
     """The model and each knob set away from the explorer's start for it (`default_knobs`), e.g.
     'deepseek-v4-pro (head_dim 576, indexer K fp8)'; the budget's knobs are said by the budget words."""
-    start = default_knobs(knobs["model"])
+    model = knobs["model"]
+    start = _start(model) if isinstance(model, str) else default_knobs(model)
     skip = ("model", "budget_gib", "gpu", "gpu_memory_utilization")
     changed = [f"{KNOB_BY_NAME[n].label} {v}" for n, v in knobs.items() if n not in skip and start.get(n) != v]
     name = model_of(knobs).name

@@ -5,6 +5,7 @@ functions must be (a model, a knob set, a plan, a capacity: kvviz.base.inputs.ch
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable
 
@@ -74,10 +75,16 @@ def _deploys(model: Model) -> bool:
 
 
 # What the arguments of the explorer's public functions must be (kvviz.base.inputs.checked).
+@functools.lru_cache(maxsize=1)
+def _presets() -> frozenset[str]:
+    """The shipped presets' names, listed once (a check runs at every explorer update)."""
+    return frozenset(preset_names())
+
+
 def _names_a_model(value) -> bool:
     if isinstance(value, (Model, dict)):  # a knob set names its model
         return isinstance(value, Model) or "model" in value
-    return isinstance(value, (str, os.PathLike)) and (value in preset_names() or os.path.exists(value))
+    return isinstance(value, (str, os.PathLike)) and (value in _presets() or os.path.exists(value))
 
 
 MODEL_SOURCE = Arg(
@@ -88,7 +95,7 @@ MODEL_SOURCE = Arg(
 EXPLORER_SOURCE = Arg(
     lambda v: isinstance(v, Plan) or _names_a_model(v), f"a kvviz.plan(...) result or {MODEL_SOURCE.what}"
 )
-PRESET_NAME = Arg(lambda v: isinstance(v, str) and v in preset_names(), "a preset name (kvviz.model_names())")
+PRESET_NAME = Arg(lambda v: isinstance(v, str) and v in _presets(), "a preset name (kvviz.model_names())")
 KNOB_SET = Arg(
     lambda v: isinstance(v, dict) and "model" in v,
     "a knob set: a dict naming its model (kvviz.explorer.default_knobs(model))",
