@@ -527,7 +527,7 @@ def _drive_explorer(lab, page, tmp_path) -> None:
 # ---- issue 37 item 1: the page never shows a number under another knob set's label ------------------------------
 TRUTH_NOTEBOOK = "explorer-truth.ipynb"  # written into the lab's temporary copy, never into the repository
 TRUTH_START = "gpt-oss-120b"
-RANDOM_MOVES = 30  # the seeded random walk's knob moves (each also checked against kvviz.plan)
+RANDOM_MOVES = 20  # the seeded random walk's knob moves (each also checked against kvviz.plan)
 FLOAT_KNOBS = ("budget_gib", "gpu_memory_utilization", "kv_offloading_size")
 
 # Every knob control on the page: its knob name (from its kvviz-knob-<name> class), whether it is shown, and its
@@ -698,8 +698,9 @@ def _walk_truth(lab, page) -> None:
     }
     states = []
     for i in range(RANDOM_MOVES):
-        name = rng.choice(list(choices))
-        value = rng.choice(choices[name])
+        shown = _page_knobs(page)  # a move of a knob the model shows, to a value it does not hold
+        name = rng.choice(sorted(n for n in choices if n in shown))
+        value = rng.choice([v for v in choices[name] if v != shown[name]])
         if _move(page, name, value):
             states.append(_check_truth(page, f"random move {i}: {name} -> {value}"))
     print(f"\nrandom walk: {len(states)} moves, {states.count('ok')} answered, {states.count('stale')} refused")
