@@ -9,6 +9,10 @@ plan_model; clicks a range and reads its page anatomy; checks that a refused cha
 one line; and prints the time from a change (the input event) to the redrawn SVG, measured in
 chromium (printed, not asserted: speed goals are shown, not tested).
 
+A second test opens a one-cell notebook of its own and, after every knob move made in the page, reads the
+answer area back from the DOM (its stale / pending class and computed opacity, its head's knobs, the stride,
+blocks and requests) and checks it against kvviz.plan of the knobs the page shows (docs/explorer.md).
+
 Needs Debian's chromium at /usr/bin/chromium (`apt-get install -y chromium`); without it the test
 is skipped with that reason. KVVIZ_SAVE_SCREENSHOT=1 writes docs/img/explorer.png, otherwise the
 screenshot goes to pytest's tmp_path.
