@@ -20,7 +20,7 @@ from kvviz.families import Model, load
 from kvviz.options import Options
 from kvviz.vllm.plan import plan_model
 
-__all__ = ["load", "plan", "compare", "options_from", "gpu_budget"]
+__all__ = ["load", "plan", "make_plan", "compare", "options_from", "gpu_budget"]
 
 
 def _model(model) -> Model:
@@ -58,12 +58,24 @@ def options_from(knobs: dict) -> Options:
     return Options(**knobs)
 
 
+def make_plan(model, planner: str | None = None, options: Options = Options()) -> Plan:
+    """The one way a Plan is made, in every room (`kvviz.plan`, the CLI, the explorer, kvviz.deploy, the replay's
+    CLI): `model` (a `Model`, preset name or config path) laid out by `planner` (None: the family's default,
+    vLLM 0.33's own) with `options`, by kvviz.vllm.plan.plan_model, and given the budget rule that sizes a GPU
+    (`gpu_budget`), so that every Plan answers `capacity(gpu=...)` from the config its model was read from."""
+    m = _model(model)
+    require(
+        isinstance(options, Options),
+        f"options={short_repr(options)}: give a kvviz.Options record (kvviz.plan takes the knobs as keywords)",
+    )
+    return dataclasses.replace(plan_model(m, _planner(m, planner), options), budget_rule=gpu_budget)
+
+
 def plan(model, planner: str | None = None, **knobs) -> Plan:
     """`model` (a `Model`, preset name or config path) laid out by `planner` ('vllm' by default:
     what vLLM 0.33 does; 'overlay', 'bucketed', 'packed', 'separate' where the model's family has
     them) with `knobs` (`kvviz.options.Options` fields). A knob that does not apply is refused."""
-    m = _model(model)
-    return dataclasses.replace(plan_model(m, _planner(m, planner), options_from(knobs)), budget_rule=gpu_budget)
+    return make_plan(model, planner, options_from(knobs))
 
 
 def gpu_budget(plan: Plan, **deployment):
@@ -88,8 +100,5 @@ def compare(model, *, budget_bytes=None, budget_gib=None, gpu=None, **knobs) -> 
     m = _model(model)
     budget = {k: knobs.pop(k) for k in tuple(knobs) if k in DEPLOYMENT_ARGS + ("kv_cache_memory_bytes",)}
     options = options_from(knobs)
-    plans = [
-        (label, dataclasses.replace(plan_model(m, planner, opts), budget_rule=gpu_budget))
-        for label, planner, opts in m.reader.comparisons(m, options)
-    ]
+    plans = [(label, make_plan(m, planner, opts)) for label, planner, opts in m.reader.comparisons(m, options)]
     return tuple((label, p.capacity(budget_bytes, budget_gib=budget_gib, gpu=gpu, **budget)) for label, p in plans)

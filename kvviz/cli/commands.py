@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from kvviz.api import make_plan
 from kvviz.base.defaults import VERIFY_BLOCKS
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import printable
@@ -34,7 +35,7 @@ from kvviz.cli.output import (
 )
 from kvviz.core.layout import text_table
 from kvviz.families import preset_names, preset_summary
-from kvviz.vllm.plan import plan_model, planned_setting
+from kvviz.vllm.plan import planned_setting
 
 
 def _run_plan(args) -> int:
@@ -102,7 +103,7 @@ def _run_compare(args) -> int:
         args.auto_fit = deploy.auto_fit(model, options, budget)
         options = options.with_(max_model_len=args.auto_fit.max_model_len)
     plans = [
-        (label, plan_model(model, planner, opts)) for label, planner, opts in model.reader.comparisons(model, options)
+        (label, make_plan(model, planner, opts)) for label, planner, opts in model.reader.comparisons(model, options)
     ]
     for _, p in plans:
         require_shares_hold_blocks(args, p, budget)
@@ -160,7 +161,7 @@ def _run_render(args) -> int:
         if len(pools) == 1 and not p.separate:
             ba = [(pl, o) for _, pl, o in pair if pl != "separate"][:2]
             if len(ba) == 2:
-                before, after = (plan_model(model, pl, o).layout for pl, o in ba)
+                before, after = (make_plan(model, pl, o).layout for pl, o in ba)
     out = report.prepare_out_dir(args.out, what="--out")  # after the layouts: bad input creates no folder
     title = args.title or f"{source}: {setting}"
     if budget is not None and planned.plan is not None:

@@ -148,8 +148,9 @@ class Plan:
     stages: tuple[Stage, ...] = ()  # pipeline parallel: each stage's share (kvviz.vllm.pipeline); () = one stage
     setting: str = ""  # what was planned beyond the model: the KV dtype, TP and every knob not left at its default
     # What it was planned from (kvviz.vllm.plan.plan_model): the kvviz.load Model and the Options, so a budget
-    # on a GPU takes TP from the plan; `budget_rule(plan, **deployment)` gives a KV budget (kvviz.api sets it to
-    # kvviz.deploy.budget.kv_budget: the core imports no deployment).
+    # on a GPU takes TP from the plan; `budget_rule(plan, **deployment)` gives a KV budget (kvviz.api.make_plan,
+    # the one door every room makes plans through, sets it to kvviz.deploy.budget.kv_budget: the core imports no
+    # deployment).
     source: Any = dataclasses.field(default=None, repr=False, compare=False)
     options: Options | None = dataclasses.field(default=None, repr=False, compare=False)
     budget_rule: Callable[..., Any] | None = dataclasses.field(default=None, repr=False, compare=False)

@@ -24,7 +24,13 @@ from kvviz.base.defaults import GIB, GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZ
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.text import format_gib
 from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
-from kvviz.deploy.weights import PYTHON_HINT, _raw_config, checkpoint_weight_bytes, estimate_weight_bytes
+from kvviz.deploy.weights import (
+    PYTHON_HINT,
+    _raw_config,
+    beside_checkpoint,
+    checkpoint_weight_bytes,
+    estimate_weight_bytes,
+)
 
 # vLLM 0.33's CacheConfig.gpu_memory_utilization default (config/cache.py: Field(default=0.92, gt=0, le=1)).
 DEFAULT_GPU_MEMORY_UTILIZATION = GPU_MEMORY_UTILIZATION
@@ -312,6 +318,7 @@ def kv_budget(
 
 def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -> Term:
     label = f"weights on one rank (/ TP {tp})"
+    checkpoint_dir = beside_checkpoint(model) if checkpoint_dir is None and raw_config is None else checkpoint_dir
     if weights_bytes is not None:
         w = _nonneg_int(weights_bytes, "weights_bytes")
         return Term("weights", label, -(-w // tp), False, f"given (weights_bytes {w:,} B for the whole model) / TP")

@@ -146,11 +146,10 @@ def fit_table(
     **knobs,
 ) -> FitTable:
     """One row per (gpu, tp, context): one rank's KV budget (`deploy.kv_budget`) and the plan's
-    capacity at it (`plan_model(model, planner, Options(tensor_parallel_size=tp,
+    capacity at it (`kvviz.api.make_plan(model, planner, Options(tensor_parallel_size=tp,
     max_model_len=context, **knobs)).capacity(budget)`). `max_num_batched_tokens`, unless a knob
     sets it, is `vllm serve`'s default for the GPU (GPU.serve_max_num_batched_tokens)."""
-    from kvviz.api import _model, options_from
-    from kvviz.vllm.plan import plan_model
+    from kvviz.api import _model, make_plan, options_from
 
     m = _model(model)
     for field in ("tensor_parallel_size", "max_model_len"):
@@ -209,7 +208,7 @@ def fit_table(
                 if tp != 1:
                     opts["tensor_parallel_size"] = tp
                 try:
-                    plan = plan_model(m, planner, options_from(opts))
+                    plan = make_plan(m, planner, options_from(opts))
                 except KvvizError as e:
                     rows.append(FitRow(**base, note=f"refused: {e}"))
                     continue

@@ -261,15 +261,16 @@ class AttentionLayouts:
 
 
 def _layout(model, options: Options, name: str, label: str, gpus: int, engines: int, budget) -> Layout:
+    from kvviz.api import make_plan
     from kvviz.vllm.pipeline import startup_refusal
-    from kvviz.vllm.plan import check_knobs, plan_model
+    from kvviz.vllm.plan import check_knobs
 
     budget, where = budget
     if budget <= 0:
         return Layout(name, label, gpus, refused=where)
     try:
         check_knobs(model, options)
-        plan = plan_model(model, "vllm", options)
+        plan = make_plan(model, "vllm", options)
         cap = plan.capacity(budget)
     except KvvizError as e:
         return Layout(name, label, gpus, budget_bytes=budget, refused=str(e))
@@ -360,9 +361,9 @@ def attention_layouts(
             budgets["dcp"],
         ),
     )
-    from kvviz.vllm.plan import plan_model
+    from kvviz.api import make_plan
 
-    one = plan_model(model, "vllm", base)  # TP 1: a model that does not plan at all is refused here
+    one = make_plan(model, "vllm", base)  # TP 1: a model that does not plan at all is refused here
     tp = rows[0]
     replicated = not tp.refused and (tp.bytes_per_block, tp.tokens_per_block) == (
         one.layout.block_stride,

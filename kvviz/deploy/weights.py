@@ -3,6 +3,7 @@ is one, else an estimate of the parameters from config.json."""
 
 from __future__ import annotations
 
+import copy
 import json
 import struct
 from pathlib import Path
@@ -66,11 +67,20 @@ def _raw_config(model, checkpoint_dir, raw_config) -> tuple[dict | None, str]:
         from kvviz.base.inputs import read_json
 
         return read_json(Path(checkpoint_dir) / "config.json", what="checkpoint_dir"), "checkpoint config.json"
-    from kvviz.families import preset_names, preset_raw
-
-    if model.name in preset_names():  # each preset carries the fields the estimate reads (kvviz/presets/README.md)
-        return dict(preset_raw(model.name)), f"preset {model.name}"
+    raw = getattr(model, "raw_config", None)  # what kvviz.load read the model from: its own file, or the preset's
+    if raw is not None:  # (each preset carries the fields the estimate reads: kvviz/presets/README.md); a copy,
+        where = f"{model.name}'s config.json" if model.config_dir is not None else f"preset {model.name}"
+        return copy.deepcopy(raw), where  # so that a caller's edit never reaches the model
     return None, ""
+
+
+def beside_checkpoint(model) -> str | None:
+    """The folder the model's config.json was read from when it holds the checkpoint's safetensors index (the
+    exact weights, as `kvviz plan --hf-config DIR` reads them), else None."""
+    folder = getattr(model, "config_dir", None)
+    if folder is None or not (Path(folder) / "model.safetensors.index.json").is_file():
+        return None
+    return folder
 
 
 def estimate_parameters(raw: dict, *, model: str = "model") -> tuple[int, str]:
