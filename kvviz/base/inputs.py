@@ -80,8 +80,13 @@ def finite_number(value: object, *, field: str) -> float | int:
 
 def printable(path) -> str:
     """A path (or any text) as a terminal, a log or a UTF-8 file can take it: bytes that were not
-    UTF-8 (the surrogate escapes os.fsdecode makes of them) shown as \\x escapes."""
-    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    UTF-8 (the surrogate escapes os.fsdecode makes of them) shown as \\x escapes, any other lone surrogate
+    as its \\u escape."""
+    text = str(path)
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate os.fsdecode never makes ('\ud800'): its code point written out
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def short_repr(value: object) -> str:

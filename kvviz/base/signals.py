@@ -9,6 +9,11 @@ reports a command the signal killed.
 A signal the process started with ignored (`nohup` ignores SIGHUP) stays ignored. SIGQUIT keeps
 its default (quit at once, with a core dump where enabled): a later render sweeps the temporary
 files such a run left (kvviz.views.report).
+
+The `kvviz` console script and `python -m kvviz` (kvviz/__main__.py) enter `handled()` before they
+import the command line's modules, so a signal in the first fraction of a second (the imports take
+~0.2 s) ends the same way. `deferred()` holds SIGINT, SIGTERM and SIGHUP back for the few statements
+that create a file and note it for cleanup: the signal lands just after, when the cleanup knows it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import contextlib
 import signal
 import threading
 
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # what a shell reports for a command ended by Ctrl-C (130)
 HANDLED = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
@@ -45,12 +51,50 @@ def handled():
         yield
         return
     previous = {}
-    for sig in HANDLED:
-        if signal.getsignal(sig) is signal.SIG_IGN:
-            continue
-        previous[sig] = signal.signal(sig, _raise)
     try:
+        for sig in HANDLED:
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                continue
+            previous[sig] = signal.signal(sig, _raise)
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+DEFERRED = HANDLED + (signal.SIGINT,)
+
+
+def settle() -> None:
+    """SIGINT, SIGTERM and SIGHUP back to the system's default action (end the process with the shell's
+    status, silently): for the moments after a command has said its last line, as the process exits
+    (kvviz/__main__.py). A signal ignored since start stays ignored; outside the main thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in DEFERRED:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def deferred():
+    """SIGINT, SIGTERM and SIGHUP held back within the block and raised again when it ends, to whatever handles
+    them then: for a file created and noted for cleanup in one step, so that no signal lands between the two.
+    (The handlers note the signal instead of acting; blocking it with pthread_sigmask would hold it back from
+    this thread only, and another thread's C handler would still wake the main thread's Python handler.)
+    Outside the main thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    previous = {}
+    try:
+        for sig in DEFERRED:
+            if signal.getsignal(sig) not in (signal.SIG_IGN, None):  # None: a handler not set from Python
+                previous[sig] = signal.signal(sig, lambda signum, frame: arrived.append(signum))
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(arrived):  # each once, in the order they came
+            signal.raise_signal(signum)

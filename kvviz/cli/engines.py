@@ -166,7 +166,7 @@ def _write_figure(figure: Path, rows_, model, budget: int, *, announce: bool) ->
     """The engines figure to --figure: staged, renamed into place, never through a link."""
     from kvviz.engines.figure import compare_figure
     from kvviz.views.query import save_figure
-    from kvviz.views.report import write_file
+    from kvviz.views.staging import write_file
 
     fig = compare_figure(rows_, model=model.name, budget_bytes=budget)
     write_file(figure, lambda tmp: save_figure(fig, tmp), what="--figure")

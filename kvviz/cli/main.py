@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 
 from kvviz.base import signals
 from kvviz.base.defaults import DPI, SEED, VERIFY_BLOCKS
-from kvviz.base.errors import KvvizError
+from kvviz.base.errors import KvvizError, bounded
 from kvviz.base.inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES, printable
 from kvviz.cli.args import _Parser, add_knob_arguments, add_model_arguments, add_source_arguments
 from kvviz.cli.budget_args import add_budget_arguments
@@ -30,7 +29,7 @@ from kvviz.options import KNOB_OPTIONS, KV_DTYPES
 from kvviz.vllm.plan import PLANNERS
 
 EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command ended by Ctrl-C
+EXIT_INTERRUPTED = signals.EXIT_INTERRUPTED  # 130: 128 + SIGINT, what a shell reports for a command ended by Ctrl-C
 
 
 # ---- verify -------------------------------------------------------------------------------
@@ -203,23 +202,18 @@ def _as_flags(message: str) -> str:
     return message
 
 
-def _one_line(message: str) -> str:
-    """argparse quotes some arguments raw ("unrecognized arguments: a<newline>b"): escape every
-    character that is not printable (line breaks, lone surrogates) so the error stays one line."""
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in message)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run `kvviz` on `argv` (None: sys.argv) and return the exit status: 0, 2 on bad input (one line naming the
     flag), 130 on Ctrl-C, 128 + N on SIGTERM / SIGHUP."""
+    closed = _closed_streams()  # `>&-`: what the command prints goes nowhere, and the status says so
     try:
         with signals.handled():  # SIGTERM/SIGHUP: as Ctrl-C, `kvviz: terminated`, 128 + N
             args = build_parser().parse_args(argv)
             status = args.func(args)
             sys.stdout.flush()  # a full disk or a closed pipe under the output: reported here, one line
-            return status
+            return EXIT_OS_ERROR if "stdout" in closed and status == 0 else status
     except KvvizError as e:
-        print(f"kvviz: error: {_bounded(_one_line(_as_flags(str(e))))}", file=sys.stderr)
+        print(f"kvviz: error: {bounded(_as_flags(str(e)))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except signals.Terminated as e:
         print("kvviz: terminated", file=sys.stderr)
@@ -232,13 +226,24 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except OSError as e:  # the output cannot be written (`> /dev/full`), a path the system refuses
         _drop_stdout()
-        where = f" ({_bounded(_one_line(repr(printable(e.filename))))})" if e.filename else " (writing the output)"
-        print(f"kvviz: error: {e.strerror or type(e).__name__}{where}", file=sys.stderr)
+        where = f" ({repr(printable(e.filename))})" if e.filename else " (writing the output)"
+        print(f"kvviz: error: {bounded(f'{e.strerror or type(e).__name__}{where}')}", file=sys.stderr)
         return EXIT_OS_ERROR
 
 
 # Exit status of an operating-system failure (a full disk, a name too long): not bad input.
 EXIT_OS_ERROR = 1
+
+
+def _closed_streams() -> tuple[str, ...]:
+    """The standard streams the process was started without (`kvviz plan ... >&-` leaves sys.stdout None),
+    each pointed at /dev/null (for the rest of the process), so that printing needs no check; their names."""
+    closed = []
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 (the process's stream until it exits)
+            closed.append(name)
+    return tuple(closed)
 
 
 def _drop_stdout() -> None:
@@ -250,17 +255,6 @@ def _drop_stdout() -> None:
         os.close(null)
     except (OSError, ValueError, AttributeError):  # no real stdout (a notebook, a test's capture)
         pass
-
-
-def _bounded(message: str, limit: int = 160, keep: int = 80) -> str:
-    """Every quoted piece of an error longer than `limit` characters cut to its first `keep`: a
-    message never echoes a whole 5,000-character path or value back."""
-
-    def cut(m: re.Match) -> str:
-        q, body = m.group(1), m.group(2)
-        return f"{q}{body[: keep - 3]}...{q}"
-
-    return re.sub(r"""(['"])([^'"]{%d,})\1""" % (limit + 1), cut, message)
 
 
 if __name__ == "__main__":
