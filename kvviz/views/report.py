@@ -179,5 +179,3 @@ def plan_reports(source, folder, *, before=None, after=None, title=None, staged=
 # The figure files a report writes (report_figures' names): a report folder's other ones belong to
 # an earlier report (another model's anatomy formats, its before/after) and go when this one lands.
 REPORT_FIGURE = re.compile(r"(block-map|pool-planes|before-after|anatomy-[A-Za-z0-9_.+-]+)\.(png|svg)")
-
-
