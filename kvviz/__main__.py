@@ -20,14 +20,14 @@ def run(argv: list[str] | None = None) -> int:
             from kvviz.cli.main import main
 
             status = main(argv)
-    except signals.Terminated as e:
-        signals.settle()
-        print("kvviz: terminated", file=sys.stderr)
-        return e.exit_status
-    except KeyboardInterrupt:
-        signals.settle()
-        print("kvviz: interrupted", file=sys.stderr)
-        return signals.EXIT_INTERRUPTED
+    except BaseException as e:
+        signum = getattr(e, "signum", signals.SIGINT) if isinstance(e, KeyboardInterrupt) else signals.received()
+        if signum is None or isinstance(e, SystemExit):
+            raise
+        signals.settle()  # a library may have turned the signal into its own error during the imports
+        line, status = signals.signalled(signum)
+        print(line, file=sys.stderr)
+        return status
     signals.settle()
     return status
 

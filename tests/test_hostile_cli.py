@@ -209,24 +209,26 @@ def _status_and_line(proc, name, stderr) -> None:
         assert lines == [SIGNALS[name]]
 
 
+def _signal_after(argv: list[str], name: str, delay: float) -> tuple[subprocess.Popen, str]:
+    """Start `kvviz argv`, wait until its handlers are in, then `delay` seconds, send signal `name`; (the process,
+    its stderr) once it has ended, its status and lines checked."""
+    proc = subprocess.Popen(
+        [*KVVIZ, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(), preexec_fn=_defaults
+    )
+    _until_handled(proc)
+    time.sleep(delay)
+    proc.send_signal(getattr(signal, name))
+    _, stderr = proc.communicate(timeout=300)
+    _status_and_line(proc, name, stderr)
+    return proc, stderr
+
+
 @NEEDS_PROC
 @pytest.mark.parametrize("name", sorted(SIGNALS))
 @pytest.mark.parametrize("delay", [0.0, 0.002, 0.02, 0.1])
 def test_a_signal_at_start_up_is_one_line_and_the_shells_status(name, delay):
     """From kvviz's first statement (the handlers, before ~0.2 s of imports) to its exit."""
-    proc = subprocess.Popen(
-        [*KVVIZ, "plan", "--model", "llama-3.1-8b"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(),
-        preexec_fn=_defaults,
-    )
-    _until_handled(proc)
-    time.sleep(delay)
-    proc.send_signal(getattr(signal, name))
-    _, stderr = proc.communicate(timeout=120)
-    _status_and_line(proc, name, stderr)
+    _signal_after(["plan", "--model", "llama-3.1-8b"], name, delay)
 
 
 @NEEDS_PROC
@@ -235,19 +237,8 @@ def test_a_signal_at_a_random_moment_of_a_render_leaves_nothing_behind(tmp_path,
     rng = random.Random(f"render {name}")
     for i in range(2):
         out = tmp_path / f"out{i}"
-        proc = subprocess.Popen(
-            [*KVVIZ, "render", "--model", "llama-3.1-8b", "--dpi", "20", "--out", str(out)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(),
-            preexec_fn=_defaults,
-        )
-        _until_handled(proc)
-        time.sleep(rng.uniform(0, 1.5))
-        proc.send_signal(getattr(signal, name))
-        _, stderr = proc.communicate(timeout=300)
-        _status_and_line(proc, name, stderr)
+        argv = ["render", "--model", "llama-3.1-8b", "--dpi", "20", "--out", str(out)]
+        proc, _ = _signal_after(argv, name, rng.uniform(0, 1.5))
         assert not out.exists() or _left_behind(out) == []
         if proc.returncode != 0 and out.exists():  # cut short: no report took its name
             assert [n for n in os.listdir(out) if not n.startswith(".")] == []
@@ -283,6 +274,38 @@ def test_a_sighup_as_a_render_creates_its_temporary_file_leaves_nothing(tmp_path
     )
     assert (r.returncode, r.stderr) == (128 + signal.SIGHUP, "kvviz: terminated\n")
     assert sorted(os.listdir(out)) == []
+
+
+_SIGNAL_TURNED_INTO_IMPORT_ERROR = textwrap.dedent("""
+    import importlib.abc, os, signal, sys, time
+
+    class Interrupted(importlib.abc.MetaPathFinder):  # numpy's import, interrupted, raises its own ImportError
+        def find_spec(self, name, path, target=None):
+            if name == "matplotlib":
+                try:
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(1)
+                except KeyboardInterrupt:
+                    raise ImportError('PyCapsule_Import could not import module "datetime"') from None
+            return None
+
+    sys.meta_path.insert(0, Interrupted())
+    from kvviz.__main__ import run
+    sys.exit(run(sys.argv[1:]))
+""")
+
+
+def test_a_signal_a_library_turns_into_its_own_error_is_still_the_signal(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_TURNED_INTO_IMPORT_ERROR, "render", "--model", "llama-3.1-8b"]
+        + ["--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        preexec_fn=_defaults,
+        timeout=300,
+    )
+    assert (r.returncode, r.stderr) == (130, "kvviz: interrupted\n")
 
 
 def test_the_console_script_is_the_entry_that_handles_signals_first():

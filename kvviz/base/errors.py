@@ -5,7 +5,7 @@ Every message is one line of at most a few hundred characters (`bounded`), whate
 
 import re
 
-MAX_MESSAGE = 400  # characters of one error line: the field, what is wrong, and how to fix it fit in far less
+MAX_MESSAGE = 700  # characters of one error line: room for vLLM's own longest refusals (~550), quoted word for word
 MAX_QUOTED = 160  # a quoted value (a path, a repr) longer than this is cut to its first KEEP_QUOTED
 KEEP_QUOTED = 80
 MAX_WORD = 100  # a run without spaces (a comma-separated list, a repr) longer than this keeps its two ends

@@ -22,7 +22,8 @@ import contextlib
 import signal
 import threading
 
-EXIT_INTERRUPTED = 128 + signal.SIGINT  # what a shell reports for a command ended by Ctrl-C (130)
+SIGINT = signal.SIGINT  # Ctrl-C: what a KeyboardInterrupt with no `signum` stands for
+EXIT_INTERRUPTED = 128 + SIGINT  # what a shell reports for a command ended by Ctrl-C (130)
 HANDLED = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
@@ -39,25 +40,54 @@ class Terminated(KeyboardInterrupt):
         return 128 + self.signum
 
 
+# The signals that arrived within the outermost `handled()` block, in order: a library may turn the exception a
+# signal raised into its own (numpy's import, interrupted, raises ImportError), and the CLI still reports the signal.
+_RECEIVED: list[int] = []
+_DEPTH = [0]
+
+
 def _raise(signum, frame):
+    _RECEIVED.append(signum)
     raise Terminated(signum)
+
+
+def _interrupt(signum, frame):
+    _RECEIVED.append(signum)
+    raise KeyboardInterrupt
+
+
+def received() -> int | None:
+    """The first signal that arrived within the outermost `handled()` block now running (None: none did)."""
+    return _RECEIVED[0] if _RECEIVED else None
+
+
+def signalled(signum: int) -> tuple[str, int]:
+    """(the line kvviz says, the exit status) for a command ended by signal `signum`."""
+    if signum == signal.SIGINT:
+        return "kvviz: interrupted", EXIT_INTERRUPTED
+    return "kvviz: terminated", 128 + signum
 
 
 @contextlib.contextmanager
 def handled():
-    """SIGTERM and SIGHUP raise Terminated within the block; the previous handlers come back after.
-    Outside the main thread (where Python cannot set handlers) nothing changes."""
+    """SIGTERM and SIGHUP raise Terminated within the block, SIGINT KeyboardInterrupt (as Python's own handler
+    does), and each is noted (`received`); the previous handlers come back after. Outside the main thread (where
+    Python cannot set handlers) nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    if _DEPTH[0] == 0:
+        _RECEIVED.clear()
+    _DEPTH[0] += 1
     previous = {}
     try:
-        for sig in HANDLED:
-            if signal.getsignal(sig) is signal.SIG_IGN:
+        for sig, handler in [(s, _raise) for s in HANDLED] + [(signal.SIGINT, _interrupt)]:
+            if signal.getsignal(sig) in (signal.SIG_IGN, None):
                 continue
-            previous[sig] = signal.signal(sig, _raise)
+            previous[sig] = signal.signal(sig, handler)
         yield
     finally:
+        _DEPTH[0] -= 1
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

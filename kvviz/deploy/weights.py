@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import struct
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import of_type
 from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
@@ -18,6 +20,7 @@ def checkpoint_weight_bytes(checkpoint_dir) -> tuple[int, str] | None:
     """(bytes, source) of a checkpoint folder's weights: `model.safetensors.index.json`'s
     metadata.total_size (the tensor bytes over all shards), else a single `model.safetensors`'s
     header (sum of data_offsets spans); None when the folder holds neither."""
+    of_type(checkpoint_dir, (str, os.PathLike), field="checkpoint_dir", give="a checkpoint folder (a str or Path)")
     d = Path(checkpoint_dir)
     require(d.is_dir(), f"checkpoint_dir={str(checkpoint_dir)!r}: no such folder")
     index = d / "model.safetensors.index.json"
@@ -90,6 +93,8 @@ def estimate_parameters(raw: dict, *, model: str = "model") -> tuple[int, str]:
     loads them only with MTP speculative decoding)."""
     from kvviz.deploy.params import decoder_parts
 
+    of_type(raw, dict, field="raw", give="a parsed config.json (a dict)")
+    of_type(model, str, field="model", give="the model's name (a str)")
     parts, how = decoder_parts(raw, model=model, hint=PYTHON_HINT)
     return sum(parts.values()), how
 

@@ -129,20 +129,25 @@ def load_path(path: str | Path, *, what: str = "--hf-config") -> Model:
     return dataclasses.replace(model, raw_config=raw, config_dir=str(p.parent))
 
 
-def load(name_or_path: str | Path) -> Model:
-    """A preset name ('llama-3.1-8b'), a config.json, or a folder holding one -> `Model`."""
+def load(name_or_path: str | Path, *, field: str = "name_or_path") -> Model:
+    """A preset name ('llama-3.1-8b'), a config.json, or a folder holding one -> `Model`. A refusal names the
+    argument `field` (kvviz.plan's `model=` when it loads one for you)."""
+    require(isinstance(field, str), f"field={short_repr(field)}: give the argument's name (a str)")
     if isinstance(name_or_path, Model):
-        raise KvvizError(f"{name_or_path.name}: is already a loaded model; pass it to kvviz.plan(model) as it is")
+        raise KvvizError(
+            f"{field}={name_or_path.name}: is already a loaded model; pass it to kvviz.plan(model) as it is"
+        )
     require(
         isinstance(name_or_path, (str, Path)),
-        f"{short_repr(name_or_path)}: give a preset name (kvviz.model_names()) or a config.json / folder path",
+        f"{field}={short_repr(name_or_path)}: give a preset name (kvviz.model_names()) or a config.json / folder path",
     )
     if isinstance(name_or_path, str) and name_or_path in preset_names():
         return load_preset(name_or_path)
     if Path(name_or_path).exists() or os.path.lexists(name_or_path):
         return load_path(name_or_path)
     raise KvvizError(
-        f"{short_repr(name_or_path)}: neither a preset ({', '.join(preset_names())}) nor a config.json or folder"
+        f"{field}={short_repr(name_or_path)}: neither a preset ({', '.join(preset_names())}) nor a config.json or "
+        f"folder"
     )
 
 

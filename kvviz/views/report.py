@@ -95,10 +95,12 @@ def render_report(
     dpi: int = DEFAULT_DPI,
     svg: bool = True,
     staged: Staged | None = None,
+    note: str | None = None,
 ) -> list[Path]:
     """Write every figure as <name>.png (and <name>.svg) plus report.html; return the paths written
     (report.html last). Every file is written under a temporary name first and renamed into place
-    only when all are written, so a failure leaves the previous report whole. With `staged` given,
+    only when all are written, so a failure leaves the previous report whole. `note`: a paragraph under
+    the summary (why a before/after is left out, `kvviz render`). With `staged` given,
     the files are only added to it: they take their names when the caller commits it (several
     reports at once, `kvviz render` of separate pools).
 
@@ -106,6 +108,7 @@ def render_report(
     one pool): the title says what was planned, and a separate-pools plan writes one report per pool in
     folder/pool-<name>/, as `kvviz render` does (`plan_reports`). Or `render_report(folder, layout=...)`."""
     if layout is None:
+        require(note is None, "note: give it with render_report(folder, layout=...)")
         return plan_reports(out_dir, folder, before=before, after=after, title=title, dpi=dpi, svg=svg, staged=staged)
     require(folder is None, "folder: give the folder once (render_report(folder, layout=...) or (plan, folder))")
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
@@ -116,6 +119,7 @@ def render_report(
         f"out_dir={short_repr(out_dir)}: give a folder (a str or pathlib.Path)",
     )
     require(isinstance(title, str), f"title={short_repr(title)}: must be a string (the report's heading)")
+    require(note is None or isinstance(note, str), f"note={short_repr(note)}: must be a string or None")
     title = printable(title)  # a lone surrogate (bytes of argv that were not UTF-8) shown as its escape
     low, high = DPI_RANGE
     require(type(dpi) is int and low <= dpi <= high, f"dpi={dpi!r}: must be an integer from {low} to {high}")
@@ -130,7 +134,7 @@ def render_report(
     if staged is None:
         with Staged() as own:
             return render_report(
-                out, layout=layout, before=before, after=after, title=title, dpi=dpi, svg=svg, staged=own
+                out, layout=layout, before=before, after=after, title=title, dpi=dpi, svg=svg, staged=own, note=note
             )
     staged.replaces(out, REPORT_FIGURE, names)  # an earlier report's other figures go when this one lands
     rendered = []
@@ -141,7 +145,7 @@ def render_report(
         if svg:
             staged.add(out / f"{name}.svg", lambda tmp, fig=fig: save_figure(fig, tmp, dpi=dpi))
         rendered.append(RenderedFigure(name, caption, png))
-    staged.add(out / "report.html", report_html(layout, rendered, title=title, before=before, after=after))
+    staged.add(out / "report.html", report_html(layout, rendered, title=title, before=before, after=after, note=note))
     return [out / name for name in names]
 
 
