@@ -10,6 +10,7 @@ print(plan.capacity(40 * 2**30).line)          # vLLM's own capacity line
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
@@ -28,7 +29,10 @@ def _model(model) -> Model:
     if isinstance(model, Model):
         return model
     if isinstance(model, (str, Path)):
-        return load(model, field="model")
+        try:
+            return load(model)
+        except KvvizError as e:  # load names its own argument; here it is `model`
+            raise KvvizError(re.sub(r"^name_or_path=", "model=", str(e))) from None
     hint = {
         "Plan": ": it is already a plan; pass kvviz.plan's model argument a model",
         "Layout": ": it is one pool of a plan; pass kvviz.plan a model",

@@ -33,6 +33,7 @@ from kvviz.cli.main import main
 ROOT = Path(__file__).resolve().parents[1]
 KVVIZ = [sys.executable, "-m", "kvviz"]  # kvviz/__main__.py's run, the console script's entry point too
 LINE = MAX_MESSAGE + 40  # bounded(): the cut's own words ("...(12,345 characters)...") come on top
+FEW_HUNDRED = 450  # an error that echoes a long input: the field, the input's two ends and why (the campaign's)
 
 
 def _env() -> dict:
@@ -159,7 +160,7 @@ STAGES = ",".join(["1"] * 5000)  # 10 KB
 def test_every_error_line_is_bounded(capsys, argv, needle):
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and len(err) <= LINE, (len(err), err[:200])
+    assert err.count("\n") == 1 and len(err) <= FEW_HUNDRED, (len(err), err[:200])
     assert needle in err
 
 

@@ -34,7 +34,14 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line (exit 2) instead of usage + error."""
 
     def error(self, message: str):  # noqa: D401
+        head, sep, words = message.partition("unrecognized arguments: ")
+        if sep and len(words.split()) > STRAY_SHOWN:  # 10,000 stray words: the first few and how many
+            shown = " ".join(words.split()[:STRAY_SHOWN])
+            message = f"{head}{sep}{shown} ... ({len(words.split()):,} in all)"
         raise KvvizError(message)
+
+
+STRAY_SHOWN = 8  # stray arguments an error line shows
 
 
 # ---- shared arguments ---------------------------------------------------------------------

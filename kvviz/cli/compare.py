@@ -34,7 +34,7 @@ def _run_compare(args) -> int:
     if SEPARATOR in argv[argv.index("compare") + 1 :] if "compare" in argv else False:
         return run_side_by_side(args, args.parser)
     if args.vs:  # words that are no flag, without `--`: what argparse says of them
-        raise KvvizError(f"unrecognized arguments: {' '.join(args.vs)}")
+        args.parser.error(f"unrecognized arguments: {' '.join(args.vs)}")
     if args.engines is not None:
         require(not args.markdown, "--markdown: the engines' rows are text or --json")
         return _run_compare_engines(args)

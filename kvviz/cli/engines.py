@@ -28,7 +28,7 @@ def _engine_inputs(args):
         f"--decode-context-parallel-size: vLLM's decode context parallelism; {which} sizes SGLang's / "
         f"TensorRT-LLM's pools without it",
     )
-    budget = budget_from_args(args, model)
+    budget = args.budget = budget_from_args(args, model)  # args.budget: its record in --json (_budget_json)
     require(
         budget is not None,
         f"{which}: sizes pools from a KV budget: give --budget-gib, --kv-cache-memory-bytes or --gpu",
@@ -101,6 +101,8 @@ def _run_compare_engines(args) -> int:
         _print_json(
             {
                 "model": model.name,
+                "planned": planned_setting(model, options),
+                "given": {name: getattr(options, name) for name in options.given()},
                 "figure": None if figure is None else printable(str(figure)),
                 "budget_bytes": budget,
                 "engines": [r.plan.to_json() if r.plan else {"engine": r.engine, "refusal": r.refusal} for r in rows_],

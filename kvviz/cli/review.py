@@ -85,9 +85,7 @@ def side_b_argv(parser: argparse.ArgumentParser, a_argv: list[str], b_argv: list
 
 
 def _side(label: str, args) -> Side:
-    planned = plan_from_args(args)
-    require(planned.plan is not None, "--groups: a review compares planned models")  # compare takes no --groups
-    plan, budget = planned.plan, args.budget
+    plan, budget = plan_from_args(args).plan, args.budget  # compare takes no --groups: always a model's plan
     require_shares_hold_blocks(args, plan, budget)
     record = budget_record(budget, getattr(args, "kv_budget", None), budget_gib=args.budget_gib)
     return Side(label, plan, plan.capacity(budget), record)

@@ -129,25 +129,25 @@ def load_path(path: str | Path, *, what: str = "--hf-config") -> Model:
     return dataclasses.replace(model, raw_config=raw, config_dir=str(p.parent))
 
 
-def load(name_or_path: str | Path, *, field: str = "name_or_path") -> Model:
-    """A preset name ('llama-3.1-8b'), a config.json, or a folder holding one -> `Model`. A refusal names the
-    argument `field` (kvviz.plan's `model=` when it loads one for you)."""
-    require(isinstance(field, str), f"field={short_repr(field)}: give the argument's name (a str)")
+def load(name_or_path: str | Path) -> Model:
+    """A preset name ('llama-3.1-8b'), a config.json, or a folder holding one -> `Model`. A refusal of the argument
+    names it (`name_or_path=...: ...`; kvviz.plan, loading one for you, says `model=`)."""
     if isinstance(name_or_path, Model):
         raise KvvizError(
-            f"{field}={name_or_path.name}: is already a loaded model; pass it to kvviz.plan(model) as it is"
+            f"name_or_path={name_or_path.name}: is already a loaded model; pass it to kvviz.plan(model) as it is"
         )
     require(
         isinstance(name_or_path, (str, Path)),
-        f"{field}={short_repr(name_or_path)}: give a preset name (kvviz.model_names()) or a config.json / folder path",
+        f"name_or_path={short_repr(name_or_path)}: give a preset name (kvviz.model_names()) or a config.json / "
+        f"folder path",
     )
     if isinstance(name_or_path, str) and name_or_path in preset_names():
         return load_preset(name_or_path)
     if Path(name_or_path).exists() or os.path.lexists(name_or_path):
         return load_path(name_or_path)
     raise KvvizError(
-        f"{field}={short_repr(name_or_path)}: neither a preset ({', '.join(preset_names())}) nor a config.json or "
-        f"folder"
+        f"name_or_path={short_repr(name_or_path)}: neither a preset ({', '.join(preset_names())}) nor a config.json "
+        f"or folder"
     )
 
 
