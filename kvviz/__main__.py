@@ -14,7 +14,8 @@ from kvviz.base import signals
 def run(argv: list[str] | None = None) -> int:
     """`kvviz` on `argv` (None: sys.argv): kvviz.cli.main.main, imported inside `signals.handled()` so that a
     signal during the imports ends as one during the command does (`kvviz: interrupted` 130, `kvviz:
-    terminated` 128 + N)."""
+    terminated` 128 + N). The process's entry point: once the command is done the signals are the system's
+    again (`signals.settle`), for the moments the interpreter takes to exit; in Python, call kvviz.cli.main."""
     try:
         with signals.handled():
             from kvviz.cli.main import main

@@ -356,3 +356,27 @@ def test_a_lone_surrogate_in_a_report_title_is_written_escaped(tmp_path):
     assert "<h1>caf\\xe9</h1>" in (tmp_path / "report.html").read_text(encoding="utf-8")
     render_report(plan, tmp_path, title="caf\udce9 \ud800", dpi=20, svg=False)  # and one no decoder makes
     assert "<h1>caf\\udce9 \\ud800</h1>" in (tmp_path / "report.html").read_text(encoding="utf-8")
+
+
+def test_a_signal_raised_inside_a_callback_python_ignores_still_ends_the_command():
+    """A signal whose handler runs inside a weakref callback (the import system's module locks have them) would be
+    printed as 'Exception ignored in: ...' and lost; it is sent again and ends the block as any other does."""
+    import weakref
+
+    from kvviz.base import signals
+
+    class Thing:
+        pass
+
+    def callback(ref):
+        os.kill(os.getpid(), signal.SIGHUP)  # its handler runs here, inside the callback
+        sum(range(1000))
+
+    with pytest.raises(signals.Terminated) as ended:
+        with signals.handled():
+            thing = Thing()
+            ref = weakref.ref(thing, callback)
+            del thing
+            for _ in range(500):
+                time.sleep(0.01)
+    assert (ended.value.signum, signals.received(), ref()) == (signal.SIGHUP, signal.SIGHUP, None)

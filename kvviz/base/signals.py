@@ -19,12 +19,15 @@ that create a file and note it for cleanup: the signal lands just after, when th
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 
 SIGINT = signal.SIGINT  # Ctrl-C: what a KeyboardInterrupt with no `signum` stands for
 EXIT_INTERRUPTED = 128 + SIGINT  # what a shell reports for a command ended by Ctrl-C (130)
 HANDLED = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+DEFERRED = HANDLED + (SIGINT,)  # what `deferred` holds back and `settle` gives back to the system
 
 
 class Terminated(KeyboardInterrupt):
@@ -56,6 +59,23 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def _again(unraisable) -> None:
+    """sys.unraisablehook within `handled()`: a signal whose exception was raised inside a callback Python ignores
+    exceptions from (a weakref callback of the import system's locks, a __del__) would be printed as 'Exception
+    ignored in: ...' and lost; it is sent again instead, a moment later from another thread, so that its handler
+    runs in the main thread outside the callback (sent from here, it would run inside this hook, ignored again)."""
+    error = unraisable.exc_value
+    if isinstance(error, KeyboardInterrupt):
+        again = threading.Timer(0.001, os.kill, (os.getpid(), getattr(error, "signum", SIGINT)))
+        again.daemon = True
+        again.start()
+        return
+    _HOOK[0](unraisable)
+
+
+_HOOK = [sys.unraisablehook]  # the hook `_again` hands every other unraisable exception to
+
+
 def received() -> int | None:
     """The first signal that arrived within the outermost `handled()` block now running (None: none did)."""
     return _RECEIVED[0] if _RECEIVED else None
@@ -78,6 +98,7 @@ def handled():
         return
     if _DEPTH[0] == 0:
         _RECEIVED.clear()
+        _HOOK[0], sys.unraisablehook = sys.unraisablehook, _again
     _DEPTH[0] += 1
     previous = {}
     try:
@@ -90,9 +111,8 @@ def handled():
         _DEPTH[0] -= 1
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-DEFERRED = HANDLED + (signal.SIGINT,)
+        if _DEPTH[0] == 0:
+            sys.unraisablehook = _HOOK[0]
 
 
 def settle() -> None:
