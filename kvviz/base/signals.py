@@ -19,7 +19,6 @@ that create a file and note it for cleanup: the signal lands just after, when th
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import sys
 import threading
@@ -62,11 +61,14 @@ def _interrupt(signum, frame):
 def _again(unraisable) -> None:
     """sys.unraisablehook within `handled()`: a signal whose exception was raised inside a callback Python ignores
     exceptions from (a weakref callback of the import system's locks, a __del__) would be printed as 'Exception
-    ignored in: ...' and lost; it is sent again instead, a moment later from another thread, so that its handler
-    runs in the main thread outside the callback (sent from here, it would run inside this hook, ignored again)."""
+    ignored in: ...' and lost; it is sent again instead, to the main thread (so that a call blocking there wakes)
+    a moment later from another thread, so that its handler runs outside the callback (sent from here, it would
+    run inside this hook, ignored again)."""
     error = unraisable.exc_value
     if isinstance(error, KeyboardInterrupt):
-        again = threading.Timer(0.001, os.kill, (os.getpid(), getattr(error, "signum", SIGINT)))
+        again = threading.Timer(
+            0.001, signal.pthread_kill, (threading.main_thread().ident, getattr(error, "signum", SIGINT))
+        )
         again.daemon = True
         again.start()
         return
