@@ -31,7 +31,7 @@ from kvviz.vllm.plan import planned_setting
 def _run_compare(args) -> int:
     """`kvviz compare` in the mode its flags ask for (module docstring)."""
     argv = getattr(args, "argv", [])
-    if SEPARATOR in argv[argv.index("compare") + 1 :] if "compare" in argv else False:
+    if SEPARATOR in (argv[argv.index("compare") + 1 :] if "compare" in argv else []):
         return run_side_by_side(args, args.parser)
     if args.vs:  # words that are no flag, without `--`: what argparse says of them
         args.parser.error(f"unrecognized arguments: {' '.join(args.vs)}")
