@@ -632,7 +632,7 @@ def test_the_page_never_shows_another_knob_sets_numbers(lab, page, tmp_path):
     """Issue 37 item 1, read from chromium's DOM after every move: the issue's sequence (GPU -> H200, model ->
     DeepSeek-V4-Pro: refused), the ZeroDivisionError sequence (a budget below one block on DeepSeek V4 and Gemma 3n,
     then deployment knobs), a model change under an open tooltip and anatomy, and a seeded random walk over models,
-    GPU, TP, budget, KV dtype, head_dim and block size. The knob panel reflows at 900 and 1400 px."""
+    GPU, TP, budget, KV dtype, head_dim and block size. The knob panel reflows at 900 to 1400 px."""
     nb = {
         "cells": [
             {
@@ -712,18 +712,20 @@ def _walk_truth(lab, page) -> None:
 
 
 def _check_reflow(page) -> None:
-    """The knob panel at 900 and 1400 px of window: no two controls overlap and none sticks out of the explorer."""
+    """The knob panel at 900 to 1400 px of window (970 px: where the issue saw its columns overlap): no two controls
+    overlap and none sticks out of the explorer. Prints the explorer's own width at each."""
     read = """() => { const box = document.querySelector('.kvviz-explorer').getBoundingClientRect();
       const rects = [...document.querySelectorAll('.kvviz-knobs [class*="kvviz-knob-"]')]
         .filter(e => !e.classList.contains('kvviz-knob-column') && getComputedStyle(e).display !== 'none')
         .map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; });
-      return {right: box.right, rects}; }"""
+      return {right: box.right, width: box.width, rects}; }"""
     size = page.viewport_size
-    for width in (900, 1400):
+    for width in (900, 970, 1100, 1400):
         page.set_viewport_size({"width": width, "height": size["height"]})
         page.wait_for_timeout(300)  # JupyterLab lays the panel out again
         got = page.evaluate(read)
         rects = got["rects"]
+        print(f"\nknob panel at a {width} px window: explorer {got['width']:.0f} px wide, {len(rects)} controls")
         assert rects and all(r[2] <= got["right"] + 1 for r in rects), (width, got)
         overlaps = [
             (a, b)

@@ -835,7 +835,7 @@ _SLOW = textwrap.dedent("""
         wait()
 
     if sys.argv[2] == "plan":
-        kvviz.cli.args.plan_model = wait
+        kvviz.cli.args.make_plan = wait
     elif sys.argv[2] == "verify":
         # the real verify of a large pool; the first progress report says it is inside its work
         import kvviz.verify
@@ -1132,7 +1132,7 @@ def test_api_misuse_is_a_kvviz_error_that_says_what_to_give():
     [
         ("plan(a Plan)", "already a plan"),
         ("load(a Model)", "already a loaded model"),
-        ("plan(planner=[])", "give a planner's name"),
+        ("plan(planner=[])", "must be a planner's name"),
         ("reader.caches(model, {})", "kvviz.Options("),
         ("options_from(None)", "give a dict of Options fields"),
         ("default_knobs({})", "default_knobs(model)"),

@@ -59,6 +59,7 @@ def things(tmp_path_factory):
     fig = V.block_map(plan.layout)
     return {
         "plan": plan,
+        "plan2": kvviz.plan("llama-3.1-8b", max_model_len=8192, kv_dtype="fp8"),
         "layout": plan.layout,
         "other": small.layout,
         "sep": sep,
@@ -110,6 +111,7 @@ def valid(t) -> dict:
         "occupancy": ((V.occupancy_data(r),), {}),
         "queues": ((V.queue_data(r),), {}),
         "pool_map": ((V.TimeLapse(r).at(0),), {}),
+        "side_by_side": ((kvviz.api.side_by_side(t["plan"], t["plan2"], budget_bytes=1 << 30),), {}),
         # explorer
         "preset": (("llama-3.1-8b",), {}),
         "model_of": (("llama-3.1-8b",), {}),

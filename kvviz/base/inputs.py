@@ -84,8 +84,13 @@ def finite_number(value: object, *, field: str) -> float | int:
 
 def printable(path) -> str:
     """A path (or any text) as a terminal, a log or a UTF-8 file can take it: bytes that were not
-    UTF-8 (the surrogate escapes os.fsdecode makes of them) shown as \\x escapes."""
-    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    UTF-8 (the surrogate escapes os.fsdecode makes of them) shown as \\x escapes, any other lone surrogate
+    as its \\u escape."""
+    text = str(path)
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate os.fsdecode never makes ('\ud800'): its code point written out
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def short_repr(value: object) -> str:
@@ -202,10 +207,12 @@ def read_json(path: str | os.PathLike, *, what: str) -> object:
 
 
 # ---- arguments of public library functions ---------------------------------------------------
-# One helper for every public function of a room that checks its arguments (`checked`): each argument is
-# declared once, next to the function, with what it must be (an `Arg`); a wrong type or value is one KvvizError
-# naming the function and the argument, raised before the function runs, never an AttributeError, a
-# ZeroDivisionError or a matplotlib ValueError from deep inside it.
+# One way to check an argument, for every room (issue 37 item 6): what an argument must be is an `Arg` (`integer`,
+# `instance`, `duck`, `optional` ...). A public function declares its arguments with `checked`, next to its
+# signature, checked before it runs; a check that belongs inside a function (a helper many public functions share,
+# each item of a list) asks `Arg.check`. Either way a wrong type or value is one KvvizError naming the argument
+# ('<field>=<short repr>: must be <what>', `checked` puts the function's name first), never an AttributeError, a
+# ZeroDivisionError or a matplotlib ValueError from deep inside.
 _POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD = inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD
 _KEYWORD_ONLY, _VAR_POSITIONAL = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_POSITIONAL
 _VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD
@@ -225,6 +232,14 @@ class Arg:
             return bool(self.test(value))
         except Exception:  # noqa: BLE001 - a value too strange to test is a wrong value
             return False
+
+    def check(self, value: object, *, field: str):
+        """`value` when it is good; else one KvvizError line naming the argument: '<field>=<short repr>: must be
+        <what>'. For a check inside a function (a helper many public functions share, each item of a list); an
+        argument as the caller gives it is declared with `checked`, which refuses in the same words."""
+        if self.ok(value):
+            return value
+        raise KvvizError(f"{field}={short_repr(value)}: must be {self.what}")
 
 
 def integer(low: int, high: int) -> Arg:
@@ -254,8 +269,8 @@ def flag() -> Arg:
 
 
 def instance(*types: type, what: str) -> Arg:
-    """An instance of one of `types`."""
-    return Arg(lambda v: isinstance(v, types), what)
+    """An instance of one of `types` (a bool counts as a number only where `types` names bool)."""
+    return Arg(lambda v: isinstance(v, types) and (bool in types or not isinstance(v, bool)), what)
 
 
 def duck(*attributes: str, what: str) -> Arg:
@@ -305,7 +320,7 @@ def checked(**arguments: Arg):
         def refuse(arg: str, value: object):
             rule = arguments.get(arg)
             if rule is not None and not rule.ok(value):
-                raise KvvizError(f"{name}: {arg}={short_repr(value)}: must be {rule.what}")
+                raise KvvizError(f"{name}: {arg}={short_repr(value)}: must be {rule.what}")  # Arg.check's words
 
         @functools.wraps(func)
         def call(*args, **kwargs):

@@ -44,4 +44,7 @@ def bytes_label(n: int) -> str:
 
 def format_gib(num_bytes: int) -> str:
     """vLLM's utils/mem_utils.py format_gib, as its log and start-up errors print GiB: f"{round(b / 2**30, 2)}"."""
+    from kvviz.base.inputs import instance
+
+    instance(int, float, what="a number of bytes").check(num_bytes, field="num_bytes")
     return f"{round(num_bytes / (1 << 30), 2)}"

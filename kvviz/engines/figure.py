@@ -74,10 +74,11 @@ def plan_figure(plan: EnginePlan, **kw):
     return map_figure(byte_map(plan), **kw)
 
 
-def compare_figure(rows: tuple[EngineRow, ...], *, model: str, budget_bytes: int):
+def compare_figure(rows: tuple[EngineRow, ...], *, model: str, budget_bytes: int, setting: str = ""):
     """Engines side by side at one budget: token capacity, requests at once, and the budget's
     bytes used / wasted, one bar group per engine; an engine with no plan shows its one-line
-    reason; each engine's own log line is printed under the bars."""
+    reason; each engine's own log line is printed under the bars. The title names the model and
+    `setting`, what was planned (kvviz.vllm.plan.planned_setting: the KV dtype, TP, every knob given)."""
     from matplotlib.ticker import FuncFormatter
 
     from kvviz.views import KvvizFigure
@@ -125,8 +126,9 @@ def compare_figure(rows: tuple[EngineRow, ...], *, model: str, budget_bytes: int
     fig.text(
         0.01, 0.01, "\n".join(_clip(t, chars) for t in lines), fontsize=pt("small"), family="monospace", va="bottom"
     )
+    what = f"{model} ({setting})" if setting else model
     fig.suptitle(
-        f"{model}: one KV budget of {budget_bytes:,} B ({budget_bytes / GIB:.2f} GiB) per engine", fontsize=pt("title")
+        f"{what}: one KV budget of {budget_bytes:,} B ({budget_bytes / GIB:.2f} GiB) per engine", fontsize=pt("title")
     )
     height = fig.get_figheight()
     fig.subplots_adjust(bottom=(0.7 + line_in * len(lines)) / height, top=1 - 1.05 / height, wspace=0.45)

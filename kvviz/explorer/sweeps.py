@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from kvviz.api import make_plan
 from kvviz.base.defaults import TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import bounded_items, checked, optional, short_repr, text
@@ -14,7 +15,6 @@ from kvviz.explorer.knob_spec import KNOB_SET
 from kvviz.explorer.knobs import AUTO, KNOB_BY_NAME, KNOB_NAME, NO_GPU, default_knobs, model_of
 from kvviz.families import Model
 from kvviz.options import Options
-from kvviz.vllm.plan import plan_model
 
 
 @checked(knobs=KNOB_SET)
@@ -71,7 +71,7 @@ def options_for(knobs: dict) -> Options:
 
 @lru_cache(maxsize=64)
 def _plan(model: Model, planner: str, options: Options) -> Plan:
-    return plan_model(model, planner, options)
+    return make_plan(model, planner, options)
 
 
 @checked(knobs=KNOB_SET, planner=optional(text()))

@@ -14,6 +14,7 @@ import math
 
 import torch
 
+from kvviz.base.inputs import instance
 from kvviz.base.text import binary_size, bytes_label
 from kvviz.pool import FREE, Pool
 
@@ -22,6 +23,7 @@ JSON_BLOCKS = 64  # block ids listed per group in to_json()
 
 def unused_label(group: str) -> str:
     """The name a corruption of a group's unused bytes is reported under."""
+    instance(str, what="a group's name").check(group, field="group")
     return f"unused bytes of group {group}"
 
 

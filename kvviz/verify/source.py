@@ -17,7 +17,14 @@ against; the read-back regenerates it):
 
 from __future__ import annotations
 
+import math
+
 import torch
+
+from kvviz.base.errors import require
+from kvviz.base.inputs import bounded_int, instance, short_repr
+
+MAX_SOURCE_VALUES = 1 << 30  # values of one batch of source rows (4 GiB of fp32)
 
 # Source magnitudes: log2 of the per-32-value magnitude is uniform in [-SPREAD, SPREAD].
 SPREAD = {"fp8_ds_mla": 6.0, "fp8": 2.0, "bf16": 8.0, "indexer_fp8": 6.0, "indexer_mxfp4": 6.0, "fp32": 8.0}
@@ -92,6 +99,16 @@ def fill_pattern(
 def source_values(fmt: str, shape: tuple[int, ...], generator: torch.Generator, device: torch.device) -> torch.Tensor:
     """Seeded fp32 source rows [..., rows, dims] for a format: randn times 2^u per 32 values (u
     uniform in [-SPREAD, SPREAD]), with some all-zero rows."""
+    instance(str, what="a row format's name").check(fmt, field="fmt")
+    instance(tuple, what="a tuple of positive sizes, e.g. (4, 128)").check(shape, field="shape")
+    for n in shape:
+        bounded_int(n, field="shape", low=1, high=MAX_SOURCE_VALUES)
+    require(
+        len(shape) > 0 and math.prod(shape) <= MAX_SOURCE_VALUES,
+        f"shape={short_repr(shape)}: at most {MAX_SOURCE_VALUES:,} values",
+    )
+    instance(torch.Generator, what="a torch.Generator").check(generator, field="generator")
+    instance(torch.device, what="a torch.device").check(device, field="device")
     x = torch.randn(shape, generator=generator, device=device)
     spread = SPREAD.get(fmt, 0.0)
     dims = shape[-1]
