@@ -1132,7 +1132,7 @@ def test_api_misuse_is_a_kvviz_error_that_says_what_to_give():
     [
         ("plan(a Plan)", "already a plan"),
         ("load(a Model)", "already a loaded model"),
-        ("plan(planner=[])", "must be a planner's name"),
+        ("plan(planner=[])", "give a planner's name"),
         ("reader.caches(model, {})", "kvviz.Options("),
         ("options_from(None)", "give a dict of Options fields"),
         ("default_knobs({})", "default_knobs(model)"),

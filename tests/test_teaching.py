@@ -41,6 +41,7 @@ def test_a_plan_in_a_notebook_cell_is_one_short_line(name):
 @pytest.fixture(scope="module")
 def figures():
     """Every figure kvviz draws, at its default size, from Plans given knobs away from vLLM's defaults."""
+    from kvviz.deploy import fit_figure, fit_table
     from kvviz.engines import compare_rows
     from kvviz.engines.figure import compare_figure, plan_figure
     from kvviz.options import Options
@@ -48,6 +49,7 @@ def figures():
     pro = kvviz.plan("deepseek-v4-pro", indexer_format="fp8", block_size=256)
     before = kvviz.plan("deepseek-v4-pro", "bucketed", indexer_format="fp8")
     llama = kvviz.plan("llama-3.1-8b", kv_dtype="fp8", max_model_len=8192)
+    fp16 = kvviz.plan("llama-3.1-8b", max_model_len=8192)
     qwen = kvviz.plan("qwen3-next-80b-a3b", mamba_ssm_dtype="float32")
     run = replay(llama, chat(40, seed=1), budget_bytes=300 * llama.block_stride, record_blocks=True)
     # DeepSeek-V4-Pro at 60 GiB: the widest labels (millions of tokens, tens of MB of waste)
@@ -65,6 +67,11 @@ def figures():
         "pool_map": (views.pool_map(views.TimeLapse(run).at(run.num_steps // 2)), None),
         "engines": (compare_figure(rows, model="deepseek-v4-pro", budget_bytes=60 << 30), None),
         "engine_map": (plan_figure(rows[1].plan), None),
+        "fit": (
+            fit_figure(fit_table("llama-3.1-8b", gpus=("H100", "L40S"), tp_sizes=(1, 2), contexts=(4096, 131072))),
+            None,
+        ),
+        "side_by_side": (views.side_by_side(kvviz.api.side_by_side(llama, fp16, budget_bytes=8 << 30)), None),
     }
 
 
@@ -238,6 +245,8 @@ def test_notebook_08_shows_its_traffic_explorer():
         "pool_map",
         "engines",
         "engine_map",
+        "fit",
+        "side_by_side",
     ],
 )
 def test_every_figure_at_10_pt_keeps_its_text_inside_and_apart(figures, name):

@@ -248,6 +248,7 @@ def fit_figure(table: FitTable, *, title: str | None = None):
     (gpu, tp), drawn from `table` (matplotlib.figure.Figure; no pyplot). Estimated GPU memory is
     marked '(est.)' in the legend."""
     from kvviz.views.canvas import KvvizFigure  # draws itself in Jupyter without %matplotlib inline
+    from kvviz.views.style import pt  # every text at least 10 pt (docs/figures.md#text-size)
 
     instance(FitTable, what="a kvviz.deploy.fit_table(...) result").check(table, field="table")
     instance(str, type(None), what="the figure's title (a str) or None").check(title, field="title")
@@ -272,17 +273,19 @@ def fit_figure(table: FitTable, *, title: str | None = None):
         )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("request length (max_model_len, tokens)")
-    ax.set_ylabel("requests that fit (vLLM max concurrency)")
-    ax.set_title(title or f"{table.model}: what fits (one rank's KV budget)")
+    ax.set_xlabel("request length (max_model_len, tokens)", fontsize=pt("axis"))
+    ax.set_ylabel("requests that fit (vLLM max concurrency)", fontsize=pt("axis"))
+    ax.tick_params(which="both", labelsize=pt("small"))
+    ax.set_title(title or f"{table.model}: what fits (one rank's KV budget)", fontsize=pt("title"))
     ax.grid(True, which="both", alpha=0.3)
     if series:
-        ax.legend(fontsize="small", ncols=2)
+        ax.legend(fontsize=pt("small"), ncols=2)
     notes = list(table.notes)
     refused = sorted({(r.gpu, r.tp) for r in table.rows} - set(series))
     if refused:
         notes.append("no line: " + ", ".join(f"{g} TP{t}" for g, t in refused) + " (refused; see the table)")
-    fig.subplots_adjust(left=0.1, right=0.97, top=0.93, bottom=0.12 + 0.03 * len(notes))
+    line = 1.3 * pt("small") / 72 / fig.get_figheight()  # one line of the notes under the axes
+    fig.subplots_adjust(left=0.12, right=0.97, top=0.92, bottom=0.13 + line * len(notes))
     if notes:
-        fig.text(0.01, 0.005, "\n".join(notes), fontsize=7, va="bottom", wrap=True)
+        fig.text(0.01, 0.005, "\n".join(notes), fontsize=pt("small"), va="bottom", wrap=True)
     return fig

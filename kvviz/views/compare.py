@@ -85,7 +85,7 @@ def before_after(
             unused_color=HOLE_COLOR if hole else UNUSED_COLOR,
             scale_bytes=data.scale,
         )
-        stride_line(ax, d.stride, f"{label} stride {d.stride:,} B")
+        stride_line(ax, d.stride, f"stride {d.stride:,} B")  # the panel's title over it names the side
         ax.set_title(panel_title, fontsize=pt("axis"), loc="left", pad=grow(13))
     if data.saved_range is not None:
         lo, hi = data.saved_range
