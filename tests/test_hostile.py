@@ -140,7 +140,7 @@ def _read(name, **changes):
     ],
 )
 def test_absurd_sizes_are_refused_per_field(name, field):
-    with pytest.raises(KvvizError, match=field.replace("__", ".") + "=9223372036854775808: must be from 1"):
+    with pytest.raises(KvvizError, match=field.replace("__", ".") + "=9223372036854775808: must be an integer from 1"):
         _read(name, **{field: 2**63})
 
 

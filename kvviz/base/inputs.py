@@ -46,10 +46,9 @@ DPI_RANGE = (20, 600)  # resolution of rendered PNGs: below 20 nothing is legibl
 
 
 def bounded_int(value: object, *, field: str, low: int, high: int) -> int:
-    """`value` if it is an integer (not a bool) in [low, high]; a KvvizError naming `field` otherwise."""
-    require(type(value) is int, f"{field}={short_repr(value)}: must be an integer")
-    require(low <= value <= high, f"{field}={value!r}: must be from {low:,} to {high:,}")
-    return value
+    """`value` if it is an integer (not a bool) in [low, high]; a KvvizError naming `field` otherwise (the argument
+    check `integer(low, high).check`, below, for a count read from a file or a flag)."""
+    return integer(low, high).check(value, field=field)
 
 
 def bounded_items(values: object, *, field: str, high: int = MAX_VARIANTS) -> tuple:
