@@ -18,7 +18,7 @@ import kvviz
 from kvviz.base.errors import KvvizError
 from kvviz.cli.main import main
 from kvviz.deploy.parallel import attention_layouts, data_parallel
-from kvviz.deploy.params import decoder_parts
+from kvviz.deploy.params import decoder_count
 from kvviz.families import load_preset
 from kvviz.options import Options
 
@@ -99,7 +99,7 @@ def test_routed_experts_by_hand_and_the_gpu_budgets():
 
     model = load_preset("deepseek-v3")
     raw, _ = _raw_config(model, None, None)
-    routed = decoder_parts(raw)[0]["experts"]  # kvviz.deploy.params: the routed experts alone
+    routed = decoder_count(raw).parts["experts"]  # kvviz.deploy.params: the routed experts alone
     assert routed == 58 * 256 * 3 * 7168 * 2048
     assert raw["quantization_config"]["weight_block_size"] == [128, 128]
     routed_bytes = int(round(routed * (1 + 4 / (128 * 128))))

@@ -24,6 +24,7 @@ from kvviz.base.defaults import GIB, GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZ
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.text import format_gib
 from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
+from kvviz.deploy.stage_weights import StageBudget, parallel_sizes, stage_weight_bytes
 from kvviz.deploy.weights import PYTHON_HINT, _raw_config, checkpoint_weight_bytes, estimate_weight_bytes
 
 # vLLM 0.33's CacheConfig.gpu_memory_utilization default (config/cache.py: Field(default=0.92, gt=0, le=1)).
@@ -87,8 +88,20 @@ class KVBudget:
     gpu_memory_utilization: float | None
     tensor_parallel_size: int
     terms: tuple[Term, ...]  # total (informational), requested, weights, activation; or kv_cache_memory_bytes
-    available_bytes: int
+    available_bytes: int  # pipeline stages: the smallest stage's (each stage's in `stages`)
     exact_pool: bool = False  # --kv-cache-memory-bytes
+    stages: tuple = ()  # pipeline parallel from a GPU: one kvviz.deploy.stage_weights.StageBudget a stage
+
+    @property
+    def budget(self) -> int | tuple[int, ...]:
+        """What `Plan.capacity` takes: the KV memory on every GPU, or with pipeline stages one a stage (vLLM's
+        per-worker `available_memory`, get_kv_cache_configs)."""
+        return tuple(s.available_bytes for s in self.stages) if self.stages else self.available_bytes
+
+    @property
+    def pipeline_parallel_size(self) -> int:
+        """The stages the budget was sized for (1: every GPU holds the whole model's layers / TP)."""
+        return len(self.stages) or 1
 
     def term(self, key: str) -> Term | None:
         """The term of key `key` ('requested', 'weights', 'activation', ...), or None when the budget has none."""
@@ -133,6 +146,11 @@ class KVBudget:
                 f"reserved {format_gib(self.available_bytes)} GiB memory for KV Cache as specified by "
                 f"kv_cache_memory_bytes config and skipped memory profiling"
             )
+        if self.stages:  # each stage's worker logs its own
+            return "; ".join(
+                f"stage {s.weights.stage}: Available KV cache memory: {format_gib(s.available_bytes)} GiB"
+                for s in self.stages
+            )
         return f"Available KV cache memory: {format_gib(self.available_bytes)} GiB"
 
     def lines(self) -> list[str]:
@@ -141,16 +159,20 @@ class KVBudget:
         head = f"KV budget of {self.model}"
         if self.gpu:
             head += f" on one {self.gpu}"
-        head += f", TP {self.tensor_parallel_size} (one rank)"
+        head += f", TP {self.tensor_parallel_size}"
+        head += f" x PP {len(self.stages)} (one GPU of each stage)" if self.stages else " (one rank)"
         if self.estimate:
             head += " - includes estimates"
         out = [head]
         for t in self.terms:
             sign = "-" if t.key in ("weights", "activation") else " "
             out.append(f"  {sign} {t.line()}")
+            if t.key == "weights":
+                out.extend(f"      {s.line()}" for s in self.stages)
         mark = "  [estimate]" if self.estimate else ""
         out.append(
             f"  = available KV cache memory: {self.available_bytes:,} B ({self.available_bytes / GIB:.2f} GiB){mark}"
+            + (" on the stage with the least (every stage above)" if self.stages else "")
         )
         out.append(f"  vLLM logs: {self.log_line}" + (" (from estimated terms)" if self.estimate else ""))
         return out
@@ -173,7 +195,11 @@ class KVBudget:
             "available_gib": round(self.available_gib, 4),
             "estimate": self.estimate,
             "log_line": self.log_line,
-        }
+        } | (
+            {"pipeline_parallel_size": len(self.stages), "stages": [s.to_json() for s in self.stages]}
+            if self.stages
+            else {}
+        )
 
 
 def _nonneg_int(value, field: str) -> int:
@@ -212,6 +238,10 @@ def kv_budget(
     activation_bytes=None,
     kv_cache_memory_bytes=None,
     raw_config=None,
+    pipeline_parallel_size=None,
+    pp_layer_partition=None,
+    data_parallel_size=None,
+    enable_expert_parallel=False,
 ) -> KVBudget:
     """The KV cache memory of one rank of `model` on `gpu` (a `GPUS` name) or a device of
     `gpu_memory_gib`, as vLLM 0.33's `Worker.determine_available_memory` computes it:
@@ -229,8 +259,13 @@ def kv_budget(
     `kv_cache_memory_bytes` (vLLM's --kv-cache-memory-bytes): the budget is exactly that, no terms
     (determine_available_memory returns it and ignores gpu_memory_utilization).
 
-    `model` may be a `kvviz.plan(...)` result: its model, and its TP (tensor_parallel_size, when given too,
-    must be the plan's: one rank's pages and weights follow one TP)."""
+    With `pipeline_parallel_size` N (`pp_layer_partition`: VLLM_PP_LAYER_PARTITION), each stage's GPU holds
+    its own layers and the modules its model file builds there (kvviz.deploy.stage_weights), and each has its
+    own budget (`KVBudget.stages`, `KVBudget.budget`); `data_parallel_size` and `enable_expert_parallel` split
+    the routed experts over the DP x TP GPUs (whole experts with expert parallel).
+
+    `model` may be a `kvviz.plan(...)` result: its model, its TP and its pipeline stages (tensor_parallel_size
+    and pipeline_parallel_size, when given too, must be the plan's: one rank's pages and weights follow them)."""
     from kvviz.core.plan import Plan
     from kvviz.families import Model
 
@@ -242,10 +277,19 @@ def kv_budget(
             f"tensor_parallel_size={tensor_parallel_size!r}: the plan was made with tensor_parallel_size="
             f"{planned_tp}; plan again with kvviz.plan(..., tensor_parallel_size={tensor_parallel_size!r})",
         )
+        planned_pp = model.options.pipeline_parallel_size if model.options is not None else None
+        require(
+            pipeline_parallel_size in (None, planned_pp or 1),
+            f"pipeline_parallel_size={pipeline_parallel_size!r}: the plan was made with pipeline_parallel_size="
+            f"{planned_pp or 1}; plan again with kvviz.plan(..., pipeline_parallel_size={pipeline_parallel_size!r})",
+        )
+        if model.options is not None:
+            pipeline_parallel_size, pp_layer_partition = planned_pp, model.options.pp_layer_partition
         model, tensor_parallel_size = model.source, planned_tp
     require(isinstance(model, Model), f"model={type(model).__name__}: give a kvviz.load(...) or kvviz.plan(...) result")
     tp = TENSOR_PARALLEL_SIZE if tensor_parallel_size is None else tensor_parallel_size
     require(type(tp) is int and tp >= 1, f"tensor_parallel_size={tp!r}: must be a positive integer")
+    parallel = parallel_sizes(pipeline_parallel_size, pp_layer_partition, data_parallel_size, enable_expert_parallel)
     name, total, total_estimate, total_source = _device(gpu, gpu_memory_gib)
     if kv_cache_memory_bytes is not None:
         pool = _nonneg_int(kv_cache_memory_bytes, "kv_cache_memory_bytes")
@@ -282,7 +326,14 @@ def kv_budget(
             "v1/worker/utils.py request_memory (default 0.92: config/cache.py CacheConfig)",
         ),
     ]
-    terms.append(_weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total))
+    stages: tuple = ()
+    if parallel is None:
+        terms.append(_weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total))
+    else:
+        label, weights, source, stages = stage_weight_bytes(
+            model, tp, parallel, weights_bytes, checkpoint_dir, raw_config
+        )
+        terms.append(Term("weights", label, weights, True, source))
     if activation_bytes is None:
         terms.append(
             Term("activation", "activation / CUDA-graph allowance", DEFAULT_ACTIVATION_BYTES, True, ACTIVATION_SOURCE)
@@ -297,17 +348,23 @@ def kv_budget(
                 "given (activation_bytes)",
             )
         )
-    weights, act = terms[2].value, terms[3].value
-    available = requested - weights - act
-    if available <= 0:
-        est = " (estimated terms)" if any(t.estimate for t in terms[2:]) else ""
-        raise KvvizError(
-            f"no memory left for the KV cache: gpu_memory_utilization {util} of {total / GIB:.2f} GiB "
-            f"= {requested / GIB:.2f} GiB - weights {weights / GIB:.2f} GiB (TP {tp}) - allowance "
-            f"{act / GIB:.2f} GiB = {available / GIB:.2f} GiB{est}; vLLM: 'No available memory for the "
-            f"cache blocks. Try increasing `gpu_memory_utilization`' {NO_ROOM_HINT}"
-        )
-    return KVBudget(model.name, name, total, util, tp, tuple(terms), available)
+    act = terms[3].value
+    est = " (estimated terms)" if any(t.estimate for t in terms[2:]) else ""
+    budgets = []
+    for where, weights in [(f" on {s.label}", w) for s, w in stages] or [("", terms[2].value)]:
+        available = requested - weights - act
+        if available <= 0:
+            raise KvvizError(
+                f"no memory left for the KV cache{where}: gpu_memory_utilization {util} of {total / GIB:.2f} GiB "
+                f"= {requested / GIB:.2f} GiB - weights {weights / GIB:.2f} GiB (TP {tp}) - allowance "
+                f"{act / GIB:.2f} GiB = {available / GIB:.2f} GiB{est}; vLLM: 'No available memory for the "
+                f"cache blocks. Try increasing `gpu_memory_utilization`' {NO_ROOM_HINT}"
+            )
+        budgets.append(available)
+    per_stage = (
+        tuple(StageBudget(s, w, a) for (s, w), a in zip(stages, budgets)) if parallel and parallel[0] > 1 else ()
+    )
+    return KVBudget(model.name, name, total, util, tp, tuple(terms), min(budgets), stages=per_stage)
 
 
 def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -> Term:
@@ -333,6 +390,3 @@ def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -
         raise KvvizError(f"weights_bytes: no config.json to estimate {model.name}'s weights from; {PYTHON_HINT}")
     w, how = estimate_weight_bytes(model, raw, hint=PYTHON_HINT)
     return Term("weights", label, -(-w // tp), True, f"estimate from {where}: {how} / TP")
-
-
-# ---- the longest request -------------------------------------------------------------------------

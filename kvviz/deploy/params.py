@@ -8,14 +8,83 @@ GQA / MLA attention (llama.py, deepseek_v2.py), gated MLPs and MoE (FusedMoE: w1
 w2 = h x I per expert), and the state mixers of the hybrids (mamba_mixer.py, mamba_mixer2.py,
 qwen3_next.py's GatedDeltaNet, short_conv.py, kimi_linear.py's KDA). MTP layers are left out (vLLM
 loads them only with MTP speculative decoding); vision towers are left out (named in `how`).
+
+A count is a `ParamCount`: each decoder layer's parts (its two norms included) and the modules outside the
+layers (the token embedding, the final norm, the LM head, a family's other top-level modules), so a pipeline
+stage's share is its own layers plus what its model file builds there (kvviz.deploy.stage_weights).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
 
 PARTS = ("embeddings", "linear", "experts", "other")
+LAYER_PARTS = ("linear", "experts", "other")  # what a decoder layer holds (no embedding)
+# VocabParallelEmbedding / ParallelLMHead pad the vocabulary to a multiple of 64 before splitting it over the TP
+# ranks (model_executor/layers/vocab_parallel_embedding.py: DEFAULT_VOCAB_PADDING_SIZE, pad_vocab_size)
+VOCAB_PADDING = 64
+
+
+def padded_vocab(vocab: int) -> int:
+    """The rows vLLM 0.33 allocates for a vocabulary of `vocab` tokens (pad_vocab_size(vocab, 64))."""
+    return VOCAB_PADDING * -(-vocab // VOCAB_PADDING)
+
+
+@dataclasses.dataclass(frozen=True)
+class ParamCount:
+    """The parameters of a model's text part where vLLM 0.33 builds them: `layers` holds each decoder layer's
+    (linear, experts, other), its two norms in `other`; outside the layers, the token embedding (padded
+    vocabulary x hidden, with `extra_embeddings` beside it: Gemma 3n's per-layer table), the final norm
+    (hidden), the LM head (padded vocabulary x hidden; `tied`: the embedding itself) and `top`, a family's other
+    top-level modules (linear, experts, other). `how` says how it was counted."""
+
+    layers: tuple[tuple[int, int, int], ...]
+    vocab: int
+    hidden: int
+    tied: bool
+    extra_embeddings: int = 0
+    top: tuple[int, int, int] = (0, 0, 0)
+    how: str = ""
+
+    @property
+    def embedding(self) -> int:
+        """The token embedding's parameters (VocabParallelEmbedding: padded vocabulary x hidden) and any table
+        beside it."""
+        return padded_vocab(self.vocab) * self.hidden + self.extra_embeddings
+
+    @property
+    def head(self) -> int:
+        """The LM head's own matrix (ParallelLMHead: padded vocabulary x hidden); a tied head shares the
+        embedding's."""
+        return padded_vocab(self.vocab) * self.hidden
+
+    def stage_parts(
+        self, start: int, end: int, *, embedding: bool, norm: bool, head: bool, tied: bool | None = None
+    ) -> dict[str, int]:
+        """The parts of layers [start, end) and of the modules outside the layers a stage builds: the
+        embedding, the final norm, the head (tied, and the embedding built on the same stage: nothing more; a
+        tied head without the embedding there is its own matrix) and `top` with the embedding."""
+        tied = self.tied if tied is None else tied
+        out = dict.fromkeys(PARTS, 0)
+        for layer in self.layers[start:end]:
+            for part, count in zip(LAYER_PARTS, layer):
+                out[part] += count
+        out["embeddings"] = (self.embedding if embedding else 0) + (
+            self.head if head and not (tied and embedding) else 0
+        )
+        if embedding:
+            for part, count in zip(LAYER_PARTS, self.top):
+                out[part] += count
+        out["other"] += self.hidden if norm else 0
+        return out
+
+    @property
+    def parts(self) -> dict[str, int]:
+        """The whole model's parts: every layer, the embedding, the final norm and the head (one stage)."""
+        return self.stage_parts(0, len(self.layers), embedding=True, norm=True, head=True)
 
 
 class Need:
@@ -124,21 +193,17 @@ def text_config(raw: dict) -> dict:
     return raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
 
 
-def _totals(need, raw, n, h, per_layer, kinds, *, extra_embeddings: int = 0) -> tuple[dict, str]:
-    """The parts summed over the layers, with embeddings (+ `extra_embeddings`, e.g. Gemma 3n's
-    per-layer table) and norms, and a line saying how."""
+def _count(need, raw, n, h, per_layer, kinds, *, extra_embeddings: int = 0, top=(0, 0, 0)) -> ParamCount:
+    """The ParamCount of `per_layer` ((linear, experts, other, is_moe) of each layer, before its two norms),
+    the embeddings (+ `extra_embeddings`, e.g. Gemma 3n's per-layer table), `top` (other top-level modules), the
+    final norm and head, with a line saying how."""
     cfg = need.cfg
     vocab = need("vocab_size")
-    tie = cfg.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))
-    parts = dict.fromkeys(PARTS, 0)
-    moe_layers = 0
-    for linear, experts, other, moe in per_layer:
-        parts["linear"] += linear
-        parts["experts"] += experts
-        parts["other"] += other
-        moe_layers += moe
-    parts["other"] += n * 2 * h + h  # input / post-attention norms per layer, final norm
-    parts["embeddings"] = vocab * h * (1 if tie else 2) + extra_embeddings
+    tie = bool(cfg.get("tie_word_embeddings", raw.get("tie_word_embeddings", False)))
+    layers = tuple((linear, experts, other + 2 * h) for linear, experts, other, _ in per_layer)  # input/post norms
+    moe_layers = sum(moe for *_, moe in per_layer)
+    count = ParamCount(layers, vocab, h, tie, extra_embeddings, top)
+    parts = count.parts
     e = _experts(cfg)
     if e:
         kinds.append(f"MoE ({e} experts, {moe_layers} MoE layers)")
@@ -151,17 +216,17 @@ def _totals(need, raw, n, h, per_layer, kinds, *, extra_embeddings: int = 0) -> 
         f"norms, biases, routers {parts['other']:,} + embeddings {parts['embeddings']:,}"
         f"{' (tied)' if tie else ' (+ lm_head)'} = {total:,} parameters{vision}"
     )
-    return parts, how
+    return dataclasses.replace(count, how=how)
 
 
-def decoder_parts(raw: dict, *, model: str = "model", hint: str = "") -> tuple[dict, str]:
-    """(parts, how) of a dense, MoE or MLA decoder: attention + MLP (gated 3 h I; MoE: every routed
+def decoder_count(raw: dict, *, model: str = "model", hint: str = "") -> ParamCount:
+    """The ParamCount of a dense, MoE or MLA decoder: attention + MLP (gated 3 h I; MoE: every routed
     and shared expert and the router) + norms per layer, + embeddings (+ lm_head unless tied)."""
     cfg = text_config(raw)
     need = Need(cfg, model=model, hint=hint)
     h, n = need("hidden_size"), need("num_hidden_layers")
     if cfg.get("model_type") == "gemma3n_text":
-        return _gemma3n_parts(need, raw, h, n)
+        return _gemma3n_count(need, raw, n=n, h=h)
     attn_linear, attn_other, kind = _mla(need, h) if cfg.get("kv_lora_rank") else _gqa(need, h)
     if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "gemma3"):
         attn_other += 2 * (need.get("head_dim") or h // need("num_attention_heads"))  # q_norm, k_norm
@@ -169,10 +234,10 @@ def decoder_parts(raw: dict, *, model: str = "model", hint: str = "") -> tuple[d
     for i in range(n):
         linear, experts, other, moe = _ffn(need, h, i, n)
         layers.append((attn_linear + linear, experts, attn_other + other, moe))
-    return _totals(need, raw, n, h, layers, [kind])
+    return _count(need, raw, n, h, layers, [kind])
 
 
-def _gemma3n_parts(need: Need, raw: dict, h: int, n: int) -> tuple[dict, str]:
+def _gemma3n_count(need: Need, raw: dict, h: int, n: int) -> ParamCount:
     """Gemma 3n's text model as vLLM 0.33 builds it (models/gemma3n.py): per layer Gemma3nAttention
     (the last num_kv_shared_layers layers hold only q_proj, no k_norm), Gemma3nMLP at that layer's
     intermediate_size[i], Gemma3nLaurelBlock, Gemma3nAltUp, per_layer_input_gate / per_layer_projection
@@ -196,10 +261,10 @@ def _gemma3n_parts(need: Need, raw: dict, h: int, n: int) -> tuple[dict, str]:
         linear = attn + hq * d * h + 3 * h * sizes[i] + 2 * h * r + k * k + k**3 + h * k + 2 * h * ple
         other = d + (d if own_kv else 0) + h + 2 * h + 3 * h  # q/k_norm, laurel and altup norms, 3 more norms
         layers.append((linear, 0, other, False))
-    layers.append((h * n * ple + 2 * (k - 1) * h * h, 0, ple, False))  # per_layer_model_projection, altup, norm
+    top = (h * n * ple + 2 * (k - 1) * h * h, 0, ple)  # per_layer_model_projection, altup (un)embed, its norm
     extra = need("vocab_size_per_layer_input") * n * ple  # embed_tokens_per_layer
     kinds = ["GQA" if hkv != hq else "MHA", f"(per-layer embeddings {extra:,}; vision and audio towers not counted)"]
-    return _totals(need, raw, n, h, layers, kinds, extra_embeddings=extra)
+    return _count(need, raw, n, h, layers, kinds, extra_embeddings=extra, top=top)
 
 
 def _state_mixer(need: Need, h: int, mamba_type: str, args: dict) -> tuple[int, int]:
@@ -243,8 +308,8 @@ def _lfm2_ff(need: Need) -> int:
     return ff
 
 
-def state_parts(model, raw: dict, *, hint: str = "") -> tuple[dict, str]:
-    """(parts, how) of a state-space / linear-attention hybrid: its state mixers (from the model's
+def state_count(model, raw: dict, *, hint: str = "") -> ParamCount:
+    """The ParamCount of a state-space / linear-attention hybrid: its state mixers (from the model's
     parsed StateConfig: which layers hold them and their shape arguments), its attention layers
     (GQA or MLA) and each layer's feed-forward by the family's rule."""
     cfg = text_config(raw)
@@ -284,11 +349,12 @@ def state_parts(model, raw: dict, *, hint: str = "") -> tuple[dict, str]:
             linear, other = linear + lin, other + oth
         layers.append((linear, experts, other, moe))
     kinds = [f"{c.mamba_type} hybrid", attn[2]]
+    top = (0, 0, 0)
     if mt == "zamba2":  # Zamba2: num_mem_blocks shared blocks (attention on [h, embeddings] = 2h, gated MLP)
         blocks = need("num_mem_blocks", 1)
         a = 2 * h
         shared = a * a * 3 + a * h + 3 * h * need("ffn_hidden_size")
         hybrid_layers = sum(1 for slot in c.slots if slot.kind != "state")
-        layers.append((blocks * shared + hybrid_layers * h * h, 0, 0, False))
+        top = (blocks * shared + hybrid_layers * h * h, 0, 0)
         kinds.append(f"({blocks} shared blocks, LoRA adapters not counted)")
-    return _totals(need, raw, n, h, layers, kinds)
+    return _count(need, raw, n, h, layers, kinds, top=top)
