@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import short_repr
 from kvviz.base.text import format_gib
 from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
 from kvviz.options import Options
@@ -54,7 +55,13 @@ def auto_fit(model, options: Options = Options(), budget_bytes: int = 0, *, plan
     from kvviz.vllm.plan import plan_model
 
     require(
-        type(budget_bytes) is int and budget_bytes > 0, f"budget_bytes={budget_bytes!r}: must be a positive integer"
+        not isinstance(budget_bytes, tuple),
+        "max_model_len=-1: kvviz fits the request length to one budget on every GPU; with pipeline stages sized from "
+        "a GPU each stage has its own (kvviz.deploy.kv_budget): give max_model_len",
+    )
+    require(
+        type(budget_bytes) is int and budget_bytes > 0,
+        f"budget_bytes={short_repr(budget_bytes)}: must be a positive integer",
     )
     plan = plan_model(model, planner, dataclasses.replace(options, max_model_len=None))
     derived = model.max_model_len

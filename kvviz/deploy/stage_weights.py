@@ -124,7 +124,7 @@ def stage_weights(
     PP > 1, as ModelConfig.verify_with_parallel_config refuses it."""
     from kvviz.deploy.params import _experts, text_config
     from kvviz.deploy.weights import param_count, price_parts
-    from kvviz.vllm.pipeline import pp_indices
+    from kvviz.vllm.pipeline import stage_ranges
     from kvviz.vllm.stage_modules import stage_modules
 
     tp, pp, dp = tensor_parallel_size, pipeline_parallel_size, data_parallel_size
@@ -136,12 +136,10 @@ def stage_weights(
         f"for this model ({rule.source}; ModelConfig.verify_with_parallel_config)",
     )
     count = param_count(model, raw, hint=hint)
-    n = len(count.layers)
-    require(pp <= n, f"pipeline_parallel_size={pp}: more stages than {model.name}'s {n} decoder layers")
+    ranges = stage_ranges(len(count.layers), pp, pp_layer_partition, model=model.name)
     share = expert_share(_experts(text_config(raw)), dp * tp, enable_expert_parallel)
     stages = []
-    for rank in range(pp):
-        start, end = pp_indices(n, rank, pp, pp_layer_partition)
+    for rank, (start, end) in enumerate(ranges):
         embedding, norm, head = rule.built(rank, pp, count.tied)
         tied = rule.tied(count.tied)
         parts = count.stage_parts(start, end, embedding=embedding, norm=norm, head=head, tied=tied)

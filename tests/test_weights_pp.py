@@ -1,0 +1,214 @@
+"""The weights of each pipeline stage and each rank (issue 37 item 2; docs/deploy.md#the-weights-of-each-pipeline-
+stage): a stage holds its own decoder layers (get_pp_indices) and the modules its model file builds there
+(kvviz/vllm/stage_modules.py), each stage's GPU has its own KV budget, and the stage that makes the fewest blocks
+binds. The totals are derived here by hand from the config's shapes (as tests/test_weights.py derives the whole
+model's); tests/test_weights_pp_vllm.py holds the per-stage counts equal to vLLM's own model construction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kvviz
+from kvviz.base.errors import KvvizError
+from kvviz.cli.main import main
+from kvviz.deploy.budget import kv_budget
+from kvviz.deploy.stage_weights import expert_share, stage_weights
+from kvviz.vllm import pipeline
+from kvviz.vllm.stage_modules import EVERY, FIRST, LAST, STAGE_MODULES, UNREAD, stage_modules
+
+OWN = Path(__file__).parent / "data" / "own-configs"
+H100 = ["--gpu", "H100", "--gpu-memory-utilization", "0.9"]
+
+
+def raw(name: str) -> dict:
+    return json.loads((OWN / name / "config.json").read_text())
+
+
+def plan_json(capsys, name: str, *flags: str) -> dict:
+    assert main(["plan", "--hf-config", str(OWN / name), *H100, *flags, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def qwen3_30b_parts():
+    """Qwen3-30B-A3B's parameters by hand (as tests/test_weights.py): one layer, the embedding, the head."""
+    h, n, hq, hkv, d, e, i_moe, vocab = 2048, 48, 32, 4, 128, 128, 768, 151936
+    attn = h * hq * d + 2 * h * hkv * d + hq * d * h + 2 * d  # + q_norm, k_norm
+    layer = attn + e * 3 * h * i_moe + h * e + 2 * h  # experts, router, two norms
+    return n, layer, vocab * h, h  # 151,936 is a multiple of 64: no padding
+
+
+def test_qwen3_30b_pp2_holds_half_the_layers_and_every_outer_module_on_each_gpu(capsys):
+    """The symptom: PP 2 was charged the whole model on each GPU (6.08x against TP 2's 21.25x). qwen3_moe.py builds
+    embed_tokens, norm and lm_head on every stage, so a PP 2 GPU holds 24 layers + embedding + head + norm, and
+    TP 2's holds half of everything: the two differ by half the embedding and head (and half a norm)."""
+    n, layer, vocab_h, h = qwen3_30b_parts()
+    pp, tp = plan_json(capsys, "qwen3-30b-a3b", "-pp", "2"), plan_json(capsys, "qwen3-30b-a3b", "-tp", "2")
+    whole = n * layer + 2 * vocab_h + h
+    assert tp["kv_budget"]["terms"][2]["bytes"] == 2 * whole // 2  # bf16 / TP 2
+    stages = pp["kv_budget"]["stages"]
+    assert [s["weights_bytes_per_gpu"] for s in stages] == [2 * ((n // 2) * layer + 2 * vocab_h + h)] * 2
+    assert all(s["embedding"] and s["final_norm"] and s["lm_head"] for s in stages)
+    diff = stages[0]["weights_bytes_per_gpu"] - tp["kv_budget"]["terms"][2]["bytes"]
+    assert diff == 2 * (vocab_h + h // 2)  # within the embedding/head terms (and half a norm)
+    assert pp["summary"]["max_concurrency"] > 0.98 * tp["summary"]["max_concurrency"]  # 20.94x against 21.25x
+
+
+def test_llama_3_3_70b_fits_at_pp2_as_at_tp2(capsys):
+    """The symptom: Llama-3.3-70B at PP 2 was refused ('No available memory') while TP 2 fit. llama.py builds the
+    embedding on the first stage and the norm and head on the last: each stage holds 40 layers and one vocabulary
+    matrix, as TP 2's GPU holds half of 80 layers and both matrices."""
+    h, n, hq, hkv, d, inter, vocab = 8192, 80, 64, 8, 128, 28672, 128256
+    layer = h * hq * d + 2 * h * hkv * d + hq * d * h + 3 * h * inter + 2 * h
+    flags = ("--max-model-len", "16384")  # vLLM starts neither at the default 131,072 on an H100 (TP 2 says so too)
+    pp, tp = (
+        plan_json(capsys, "llama-3.3-70b", "-pp", "2", *flags),
+        plan_json(capsys, "llama-3.3-70b", "-tp", "2", *flags),
+    )
+    stages = pp["kv_budget"]["stages"]
+    assert [s["weights_bytes_per_gpu"] for s in stages] == [
+        2 * (40 * layer + vocab * h),
+        2 * (40 * layer + vocab * h + h),
+    ]
+    assert [(s["embedding"], s["final_norm"], s["lm_head"]) for s in stages] == [
+        (True, False, False),
+        (False, True, True),
+    ]
+    assert tp["kv_budget"]["terms"][2]["bytes"] == 2 * (n * layer + 2 * vocab * h + h) // 2
+    assert abs(pp["kv_budget"]["available_bytes"] - tp["kv_budget"]["available_bytes"]) < 2 * h
+    assert pp["summary"]["num_blocks"] == tp["summary"]["num_blocks"] > 0 and "startup_refusal" not in pp
+
+
+def test_each_stage_has_its_own_budget_and_the_fewest_blocks_bind(capsys):
+    """get_kv_cache_configs takes each worker's own available memory and keeps the smallest block count: with the
+    layers split 4,20,8 the middle stage has the most layers a block and binds, named in the output."""
+    assert main(["plan", "--model", "llama-3.1-8b", "--gpu", "H100", "-pp", "3", "--pp-layer-partition", "4,20,8"]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.startswith("stages: ") and line.count("(binds)") == 1 and "1: layers 4-23" in line.split("(binds)")[0]
+    plan = kvviz.plan("llama-3.1-8b", pipeline_parallel_size=3, pp_layer_partition=(4, 20, 8))
+    b = kv_budget(plan, gpu="H100")
+    assert len(b.budget) == 3 and b.stages[0].weights.embedding and b.stages[2].weights.head
+    cap = plan.capacity(gpu="H100")
+    stride = plan.stages[1].bytes_per_block
+    assert cap.num_blocks == min(a // s.bytes_per_block for a, s in zip(b.budget, plan.stages)) == b.budget[1] // stride
+    assert plan.capacity(b.budget).num_blocks == cap.num_blocks == plan.capacity(b).num_blocks
+
+
+def test_a_plan_of_stages_takes_its_pp_and_refuses_another():
+    plan = kvviz.plan("llama-3.1-8b", pipeline_parallel_size=2)
+    with pytest.raises(KvvizError, match="pipeline_parallel_size=4: the plan was made with pipeline_parallel_size=2"):
+        kv_budget(plan, gpu="H100", pipeline_parallel_size=4)
+    one = kv_budget(kvviz.load("llama-3.1-8b"), gpu="H100")
+    with pytest.raises(KvvizError, match="a KVBudget of pipeline_parallel_size=1 for a plan of 2 stages"):
+        plan.capacity(one)
+    with pytest.raises(KvvizError, match="one positive integer a stage"):
+        plan.capacity((10**9,))
+
+
+def test_tied_heads_by_file():
+    """llama.py builds the embedding on the last stage too when the config ties it (the head is that tensor);
+    qwen3_moe.py builds all three everywhere; deepseek_v2.py never ties; gemma2.py's logits use the embedding."""
+    llama = stage_modules("vllm/model_executor/models/llama.py")
+    assert [llama.built(s, 3, True) for s in range(3)] == [
+        (True, False, False),
+        (False, False, False),
+        (True, True, True),
+    ]
+    assert [llama.built(s, 3, False) for s in range(3)] == [
+        (True, False, False),
+        (False, False, False),
+        (False, True, True),
+    ]
+    moe = stage_modules("vllm/model_executor/models/qwen3_moe.py")
+    assert all(moe.built(s, 4, False) == (True, True, True) for s in range(4))
+    assert not stage_modules("vllm/model_executor/models/deepseek_v2.py").tied(True)
+    assert stage_modules("vllm/model_executor/models/gemma2.py").tied(False)
+    assert stage_modules("vllm/model_executor/models/some_new_model.py") is UNREAD and not UNREAD.read
+
+
+def test_every_rule_names_its_file_and_places_each_module():
+    for file, rule in STAGE_MODULES.items():
+        assert file.rsplit("/", 2)[-1].split(".")[0] in rule.source or file.split("/")[-2] in rule.source, file
+        assert rule.embedding in (FIRST, EVERY, "first, and last when tied") and {rule.norm, rule.head} <= {
+            FIRST,
+            LAST,
+            EVERY,
+        }
+
+
+@pytest.mark.parametrize("name", ["deepseek-v4-flash", "zamba2", "gemma-3n-e4b"])
+def test_a_model_vllm_does_not_pipeline_is_refused_from_a_gpu(name):
+    """ModelConfig.verify_with_parallel_config: 'Pipeline parallelism is not supported for this model' for a class
+    without SupportsPP (models/deepseek_v4/, zamba2.py, gemma3n_mm.py)."""
+    with pytest.raises(KvvizError, match="Pipeline parallelism is not supported for this model"):
+        kv_budget(kvviz.load(name), gpu="H200", pipeline_parallel_size=2, tensor_parallel_size=8)
+
+
+def test_expert_parallel_holds_whole_experts_the_first_ranks_one_more():
+    """determine_expert_map: E // EP experts a rank, one more on the first E % EP ranks; without expert parallel
+    the experts are TP-sharded over DP x TP (FusedMoEParallelConfig.make)."""
+    assert expert_share(128, 2, True) == expert_share(128, 2, False) == 0.5
+    assert expert_share(64, 3, True) == 22 / 64 and expert_share(64, 3, False) == 1 / 3
+    model, cfg = kvviz.load(OWN / "qwen3-30b-a3b"), raw("qwen3-30b-a3b")
+    n, layer, vocab_h, h = qwen3_30b_parts()
+    experts = n * 128 * 3 * 2048 * 768
+    one = stage_weights(model, cfg).stages[0].bytes_per_gpu
+    ep = stage_weights(model, cfg, data_parallel_size=2, enable_expert_parallel=True).stages[0].bytes_per_gpu
+    assert one - ep == 2 * experts // 2  # bf16: half the routed experts leave each GPU
+    b = kv_budget(model, gpu="H100", raw_config=cfg, data_parallel_size=2, enable_expert_parallel=True)
+    assert b.weights_bytes == ep and "whole experts" in b.term("weights").source
+
+
+def test_an_exact_checkpoint_total_is_split_as_the_count_splits_it():
+    model, cfg = kvviz.load(OWN / "llama-3.3-70b"), raw("llama-3.3-70b")
+    staged = stage_weights(model, cfg, pipeline_parallel_size=2)
+    total = 141_107_412_992 + 1000
+    b = kv_budget(model, gpu="H200", raw_config=cfg, pipeline_parallel_size=2, weights_bytes=total)
+    assert [s.weights_bytes for s in b.stages] == [
+        -(-s.bytes_per_gpu * total // staged.whole_bytes) for s in staged.stages
+    ]
+    assert "split over the stages as the count" in b.term("weights").source
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 80), st.data())
+def test_stages_hold_every_layer_once_and_the_outer_modules_where_built(pp, data):
+    """Invariant: the stages' parameters add up to the whole model's plus each extra copy of the embedding, norm and
+    head the model file builds (llama.py: none untied; qwen3_moe.py: PP - 1 of each)."""
+    for name, extra in (("llama-3.3-70b", 0), ("qwen3-30b-a3b", 1)):
+        cfg = raw(name)
+        model = kvviz.load(OWN / name)
+        n = cfg["num_hidden_layers"]
+        k = min(pp, n)
+        cuts = sorted(data.draw(st.sets(st.integers(1, n - 1), min_size=k - 1, max_size=k - 1))) if k > 1 else []
+        partition = tuple(b - a for a, b in zip([0, *cuts], [*cuts, n])) if k > 1 else None
+        staged = stage_weights(model, cfg, pipeline_parallel_size=k, pp_layer_partition=partition)
+        assert [s.end_layer - s.first_layer for s in staged.stages] == list(partition or (n,))
+        whole = stage_weights(model, cfg).stages[0].parameters
+        outer = cfg["vocab_size"] * cfg["hidden_size"] * (1 if cfg["tie_word_embeddings"] else 2) + cfg["hidden_size"]
+        assert sum(s.parameters for s in staged.stages) == whole + extra * (k - 1) * outer
+
+
+def test_an_absurd_pp_size_is_refused_before_any_stage_is_built(monkeypatch):
+    """-pp 65536 took 11-14 s to refuse: a hybrid's state-only check walked every stage, each walk summing the
+    partition again. The split is now made once, and a size above the layers refused before it."""
+    calls = []
+    real = pipeline.stage_layer_counts
+    monkeypatch.setattr(pipeline, "stage_layer_counts", lambda *a: calls.append(a) or real(*a))
+    with pytest.raises(KvvizError, match=r"pipeline_parallel_size=65536: more stages than qwen3-next-80b-a3b's 48"):
+        kvviz.plan("qwen3-next-80b-a3b", pipeline_parallel_size=65536)
+    assert calls == []
+
+
+def test_a_huge_partition_is_not_echoed_whole(capsys):
+    part = ",".join(["1"] * 5000)
+    assert main(["plan", "--model", "llama-3.1-8b", "-pp", "2", "--pp-layer-partition", part]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 300 and "len(partitions)=5000" in err
+    with pytest.raises(KvvizError) as e:
+        kvviz.plan("llama-3.1-8b", pipeline_parallel_size=2, pp_layer_partition=[1] * 4999 + [0])
+    assert len(str(e.value)) < 300 and "pp_layer_partition=" in str(e.value)
