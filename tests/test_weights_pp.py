@@ -140,12 +140,28 @@ def test_every_rule_names_its_file_and_places_each_module():
         }
 
 
-@pytest.mark.parametrize("name", ["deepseek-v4-flash", "zamba2", "gemma-3n-e4b"])
-def test_a_model_vllm_does_not_pipeline_is_refused_from_a_gpu(name):
+@pytest.mark.parametrize("name", ["zamba2", "gemma-3n-e4b"])
+def test_a_model_vllm_does_not_pipeline_is_refused(name):
     """ModelConfig.verify_with_parallel_config: 'Pipeline parallelism is not supported for this model' for a class
-    without SupportsPP (models/deepseek_v4/, zamba2.py, gemma3n_mm.py)."""
+    without SupportsPP, by vLLM's own registry inspection (kvviz/vllm/supports_pp.json): Zamba2ForCausalLM,
+    Gemma3nForConditionalGeneration. Refused as a plan, and from a GPU."""
     with pytest.raises(KvvizError, match="Pipeline parallelism is not supported for this model"):
-        kv_budget(kvviz.load(name), gpu="H200", pipeline_parallel_size=2, tensor_parallel_size=8)
+        kvviz.plan(name, pipeline_parallel_size=2)
+    with pytest.raises(KvvizError, match="Pipeline parallelism is not supported for this model"):
+        kv_budget(kvviz.load(name), gpu="H200", pipeline_parallel_size=2)
+
+
+def test_the_supports_pp_table_is_vllms_own():
+    """scripts/vllm_supports_pp.py's record: every architecture of the registry kvviz ships either inspected (its
+    verdict kept) or named with the import error that kept it from being inspected on this CPU."""
+    from kvviz.families.refused import vllm_architectures
+
+    table = json.loads((Path(kvviz.__file__).parent / "vllm" / "supports_pp.json").read_text())
+    assert table["vllm_version"] == "0.33.0"
+    seen = set(table["supports_pp"]) | set(table["no_supports_pp"]) | set(table["not_inspected"])
+    assert vllm_architectures() <= seen
+    assert {"Zamba2ForCausalLM", "Mamba2ForCausalLM", "Gemma3nForCausalLM"} <= set(table["no_supports_pp"])
+    assert {"LlamaForCausalLM", "Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM"} <= set(table["supports_pp"])
 
 
 def test_expert_parallel_holds_whole_experts_the_first_ranks_one_more():

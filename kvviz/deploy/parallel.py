@@ -297,13 +297,18 @@ def layout_budgets(model, gpus: int, **gpu_terms) -> dict[str, tuple[int, str]]:
     (FusedMoEParallelConfig.make). The weights are kvviz's estimate from config.json: (bytes, where) a layout, or
     (0, why) where nothing is left for the KV cache (vLLM's start-up refusal)."""
     from kvviz.deploy.budget import _weights_term, kv_budget
+    from kvviz.deploy.stage_weights import stage_weights
     from kvviz.deploy.weights import _raw_config, estimate_part_bytes
 
     whole = _weights_term(model, 1, None, None, None, None).value  # the whole model's estimate (TP 1)
     raw, _ = _raw_config(model, None, None)
     # the routed experts at the checkpoint's own bytes a parameter (FP8 DeepSeek-V3: 1 B and its scales)
     routed = int(round(estimate_part_bytes(model, raw)[0].get("experts", 0))) if isinstance(raw, dict) else 0
-    dp_weights = whole - routed + cdiv(routed, gpus)
+    dp_weights = (  # one GPU of attention DP: TP 1, the routed experts whole over the `gpus` EP ranks
+        stage_weights(model, raw, data_parallel_size=gpus, enable_expert_parallel=True).stages[0].bytes_per_gpu
+        if routed
+        else whole
+    )
 
     def budget(tp: int, weights: int, where: str) -> tuple[int, str]:
         try:
@@ -317,7 +322,8 @@ def layout_budgets(model, gpus: int, **gpu_terms) -> dict[str, tuple[int, str]]:
     dp = budget(
         1,
         dp_weights,
-        f"weights a GPU {dp_weights:,} B (all but the routed experts' {routed:,} B whole, those / {gpus}), an estimate",
+        f"weights a GPU {dp_weights:,} B (all but the routed experts' {routed:,} B whole, those split whole over "
+        f"{gpus} ranks: determine_expert_map), an estimate",
     )
     return {"tp": tp, "dcp": tp, "attention_dp": dp}
 

@@ -125,16 +125,12 @@ def stage_weights(
     from kvviz.deploy.params import _experts, text_config
     from kvviz.deploy.weights import param_count, price_parts
     from kvviz.vllm.pipeline import stage_ranges
-    from kvviz.vllm.stage_modules import stage_modules
+    from kvviz.vllm.stage_modules import require_pipelined, stage_modules
 
     tp, pp, dp = tensor_parallel_size, pipeline_parallel_size, data_parallel_size
     file = model_file(model)
     rule = stage_modules(file)
-    require(
-        pp == 1 or rule.supports_pp,
-        f"pipeline_parallel_size={pp}: vLLM 0.33 refuses it for {model.name}: Pipeline parallelism is not supported "
-        f"for this model ({rule.source}; ModelConfig.verify_with_parallel_config)",
-    )
+    require_pipelined(model, pp)
     count = param_count(model, raw, hint=hint)
     ranges = stage_ranges(len(count.layers), pp, pp_layer_partition, model=model.name)
     share = expert_share(_experts(text_config(raw)), dp * tp, enable_expert_parallel)

@@ -11,14 +11,23 @@ is_last_rank)`), so a tied model's first and last stages each hold one vocabular
 
 `STAGE_MODULES` holds the rule of each file read, keyed by the file as vLLM 0.33's registry names it
 (kvviz/families/vllm_registry.json `file`); a multimodal wrapper whose language model is another file's class
-(`init_vllm_registered_model(..., architectures=[...])`) has that file's rule. A file whose model class does not
-implement `SupportsPP` is refused at PP > 1 as `ModelConfig.verify_with_parallel_config` refuses it. A file not
-read here gets `UNREAD`: every module on every stage (the most any file builds), said in every output.
+(`init_vllm_registered_model(..., architectures=[...])`) has that file's rule. A file not read here gets
+`UNREAD`: every module on every stage (the most any file builds), said in every output.
+
+An architecture whose class does not implement `SupportsPP` is refused at PP > 1 as
+`ModelConfig.verify_with_parallel_config` refuses it ("Pipeline parallelism is not supported for this model"):
+`supports_pp.json` beside this module lists vLLM 0.33's own verdict for each registered architecture
+(scripts/vllm_supports_pp.py: `_ModelInfo.from_model_cls(...).supports_pp`, the registry's own inspection).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
+from pathlib import Path
+
+from kvviz.base.errors import require
 
 FIRST, LAST, EVERY = "first", "last", "every"
 FIRST_OR_TIED_LAST = "first, and last when tied"  # llama.py LlamaModel.__init__
@@ -37,7 +46,6 @@ class StageModules:
     norm: str
     head: str
     ties: str = "config"
-    supports_pp: bool = True
     read: bool = True  # False: UNREAD, the rule of a file kvviz has not read
 
     def tied(self, tie_word_embeddings: bool) -> bool:
@@ -89,7 +97,6 @@ _QWEN2 = dataclasses.replace(
 _EVERY = "builds embed_tokens, the final norm and lm_head unguarded: on every stage"
 _GEMMA3 = _rule(f"gemma3.py Gemma3Model, Gemma3ForCausalLM {_EVERY}", EVERY, EVERY, EVERY)
 _LLAMA4 = dataclasses.replace(_LLAMA, source="llama4.py Llama4Model(LlamaModel), Llama4ForCausalLM: " + _LLAMA.source)
-_NO_PP = "does not implement SupportsPP"
 
 STAGE_MODULES: dict[str, StageModules] = {
     _M + "llama.py": _LLAMA,
@@ -186,15 +193,6 @@ STAGE_MODULES: dict[str, StageModules] = {
         LAST,
         LAST,
     ),
-    # no SupportsPP: PP > 1 is refused (ModelConfig.verify_with_parallel_config)
-    **{
-        _M + f: StageModules(f"{f} {_NO_PP}", FIRST, LAST, LAST, supports_pp=False)
-        for f in ("gemma3n.py", "gemma3n_mm.py", "zamba2.py", "mamba2.py")
-    },
-    **{
-        f"vllm/models/{pkg}/__init__.py": StageModules(f"models/{pkg}/ {_NO_PP}", FIRST, LAST, LAST, supports_pp=False)
-        for pkg in ("deepseek_v4", "kimi_k3")
-    },
 }
 
 UNREAD = StageModules(
@@ -209,3 +207,20 @@ UNREAD = StageModules(
 def stage_modules(file: str | None) -> StageModules:
     """The rule of vLLM 0.33's model file `file` (its path as the registry names it), UNREAD when not read."""
     return STAGE_MODULES.get(file or "", UNREAD)
+
+
+@functools.cache
+def _no_supports_pp() -> frozenset[str]:
+    raw = json.loads((Path(__file__).resolve().parent / "supports_pp.json").read_text())
+    return frozenset(raw["no_supports_pp"])
+
+
+def require_pipelined(model, pipeline_parallel_size) -> None:
+    """Refuse PP > 1 for an architecture whose vLLM 0.33 class does not implement SupportsPP, in vLLM's words
+    (ModelConfig.verify_with_parallel_config)."""
+    require(
+        (pipeline_parallel_size or 1) == 1 or model.architecture not in _no_supports_pp(),
+        f"pipeline_parallel_size={pipeline_parallel_size}: vLLM 0.33 refuses it for {model.name}: Pipeline "
+        f"parallelism is not supported for this model. Supported models implement the `SupportsPP` interface. "
+        f"({model.architecture}; ModelConfig.verify_with_parallel_config)",
+    )
