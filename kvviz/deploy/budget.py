@@ -368,7 +368,7 @@ def kv_budget(
 
 
 def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -> Term:
-    label = f"weights on one rank (/ TP {tp})"
+    label = f"weights on one rank (TP {tp})"
     if weights_bytes is not None:
         w = _nonneg_int(weights_bytes, "weights_bytes")
         return Term("weights", label, -(-w // tp), False, f"given (weights_bytes {w:,} B for the whole model) / TP")
@@ -388,5 +388,6 @@ def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -
     raw, where = _raw_config(model, checkpoint_dir, raw_config)
     if raw is None:
         raise KvvizError(f"weights_bytes: no config.json to estimate {model.name}'s weights from; {PYTHON_HINT}")
-    w, how = estimate_weight_bytes(model, raw, hint=PYTHON_HINT)
-    return Term("weights", label, -(-w // tp), True, f"estimate from {where}: {how} / TP")
+    w, how = estimate_weight_bytes(model, raw, hint=PYTHON_HINT, tp=tp)
+    shapes = f"one TP rank's shapes (kvviz.deploy.params: sharded layers / TP {tp}, norms and routers whole): "
+    return Term("weights", label, w, True, f"estimate from {where}: {shapes if tp > 1 else ''}{how}")

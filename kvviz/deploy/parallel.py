@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.regions import cdiv
 from kvviz.options import Options
 
 DP = "data_parallel_size"
@@ -292,10 +291,11 @@ def _layout(model, options: Options, name: str, label: str, gpus: int, engines: 
 
 def layout_budgets(model, gpus: int, **gpu_terms) -> dict[str, tuple[int, str]]:
     """Each layout's KV budget on one GPU from a GPU (kvviz.deploy.kv_budget's `gpu_terms`: gpu=, gpu_memory_gib=,
-    gpu_memory_utilization=, activation_bytes=), with the weights each GPU holds: TP and DCP `gpus` the model / TP;
-    attention DP (TP 1) everything but the routed experts whole, the routed experts / `gpus`
-    (FusedMoEParallelConfig.make). The weights are kvviz's estimate from config.json: (bytes, where) a layout, or
-    (0, why) where nothing is left for the KV cache (vLLM's start-up refusal)."""
+    gpu_memory_utilization=, activation_bytes=), with the weights each GPU holds: TP and DCP `gpus` one TP rank's
+    (kvviz.deploy.params: sharded layers / TP, norms, routers and MLA's latent down-projections whole); attention
+    DP (TP 1) everything but the routed experts whole, the routed experts whole over the `gpus` ranks
+    (FusedMoEParallelConfig.make, determine_expert_map). The weights are kvviz's estimate from config.json:
+    (bytes, where) a layout, or (0, why) where nothing is left for the KV cache (vLLM's start-up refusal)."""
     from kvviz.deploy.budget import _weights_term, kv_budget
     from kvviz.deploy.stage_weights import stage_weights
     from kvviz.deploy.weights import _raw_config, estimate_part_bytes
@@ -318,7 +318,8 @@ def layout_budgets(model, gpus: int, **gpu_terms) -> dict[str, tuple[int, str]]:
         except KvvizError as e:
             return 0, str(e)
 
-    tp = budget(gpus, cdiv(whole, gpus), f"weights a GPU {cdiv(whole, gpus):,} B (/ TP {gpus}), an estimate")
+    tp_weights = _weights_term(model, gpus, None, None, None, None).value  # one TP rank's shapes
+    tp = budget(gpus, tp_weights, f"weights a GPU {tp_weights:,} B (one TP {gpus} rank's), an estimate")
     dp = budget(
         1,
         dp_weights,

@@ -5,13 +5,12 @@
   kvviz.vllm.pipeline.pp_indices), through `make_layers` (model_executor/models/utils.py);
 * the embedding, the final norm and the LM head where the architecture's model file builds them, tied or not
   (kvviz.vllm.stage_modules);
-* the parameters of each: kvviz.deploy.params's count (one layer's parts, once), priced by the checkpoint's
-  quantization (kvviz.deploy.weights.price_parts);
-* one GPU of the stage: the linear layers and vocabulary-parallel embeddings split over its TP ranks (/ TP, as
-  the whole model's estimate is); the routed experts over DP x TP (`FusedMoEParallelConfig.make`: without expert
-  parallel they are TP-sharded over every DP x TP rank, `flatten_tp_across_dp_and_pcp`; with it each rank holds
-  whole experts, `determine_expert_map`: E // EP each, one more on the first E % EP ranks, and the fullest rank
-  is counted).
+* the parameters of each on one TP rank: kvviz.deploy.params's count of one rank's shapes (column- and
+  row-parallel layers and vocabulary-parallel embeddings / TP, norms and routers whole, KV heads replicated once
+  TP exceeds them), priced by the checkpoint's quantization (kvviz.deploy.weights.price_parts);
+* the routed experts over DP x TP ranks (`FusedMoEParallelConfig.make`: without expert parallel they are
+  TP-sharded over every DP x TP rank, `flatten_tp_across_dp_and_pcp`; with it each rank holds whole experts,
+  `determine_expert_map`: E // EP each, one more on the first E % EP ranks, and the fullest rank is counted).
 """
 
 from __future__ import annotations
@@ -27,7 +26,8 @@ from kvviz.base.regions import cdiv
 @dataclasses.dataclass(frozen=True)
 class StageWeights:
     """One pipeline stage's weights: its layers [first_layer, end_layer), which modules outside the layers its
-    model file builds there, its parameters (all its TP ranks together) and the bytes one of its GPUs holds."""
+    model file builds there, and the parameters and bytes one of its GPUs holds (one TP rank's shapes, its share
+    of the routed experts)."""
 
     stage: int
     first_layer: int
@@ -64,7 +64,7 @@ class StageWeights:
             "final_norm": self.norm,
             "lm_head": self.head,
             "lm_head_tied": self.tied and self.head,
-            "parameters": self.parameters,
+            "parameters_per_gpu": self.parameters,
             "weights_bytes_per_gpu": self.bytes_per_gpu,
         }
 
@@ -127,27 +127,32 @@ def stage_weights(
     from kvviz.vllm.pipeline import stage_ranges
     from kvviz.vllm.stage_modules import require_pipelined, stage_modules
 
-    tp, pp, dp = tensor_parallel_size, pipeline_parallel_size, data_parallel_size
+    tp, pp, dp, ep = tensor_parallel_size, pipeline_parallel_size, data_parallel_size, enable_expert_parallel
     file = model_file(model)
     rule = stage_modules(file)
     require_pipelined(model, pp)
-    count = param_count(model, raw, hint=hint)
+    count = param_count(model, raw, hint=hint, tp=tp)  # one TP rank's shapes
+    e = _experts(text_config(raw))
+    # the routed experts: TP-sharded over DP x TP ranks, or whole experts over them (expert parallel)
+    moe = count if dp == 1 and not ep else param_count(model, raw, hint=hint, tp=1 if ep else dp * tp)
+    local = expert_share(e, dp * tp, True) if ep else 1.0  # the fullest rank's share of the E whole experts
     ranges = stage_ranges(len(count.layers), pp, pp_layer_partition, model=model.name)
-    share = expert_share(_experts(text_config(raw)), dp * tp, enable_expert_parallel)
     stages = []
     for rank, (start, end) in enumerate(ranges):
         embedding, norm, head = rule.built(rank, pp, count.tied)
         tied = rule.tied(count.tied)
         parts = count.stage_parts(start, end, embedding=embedding, norm=norm, head=head, tied=tied)
-        priced, _ = price_parts(model, raw, parts, hint=hint)
-        experts = priced.get("experts", 0.0)
-        per_gpu = cdiv(int(round(sum(priced.values()) - experts)), tp) + int(round(experts * share))
-        stages.append(StageWeights(rank, start, end, embedding, norm, head, tied, sum(parts.values()), per_gpu))
+        experts = moe.stage_parts(start, end, embedding=False, norm=False, head=False)["experts"] * local
+        priced, _ = price_parts(model, raw, parts | {"experts": experts}, hint=hint)
+        params = int(round(sum(parts.values()) - parts["experts"] + experts))
+        stages.append(
+            StageWeights(rank, start, end, embedding, norm, head, tied, params, int(round(sum(priced.values()))))
+        )
     if not rule.read:
         how = f"{model.architecture} ({file or 'not in the registry'}): {rule.source}"
     else:
         how = f"{model.architecture}: {rule.words()}"
-    whole, _ = price_parts(model, raw, count.parts, hint=hint)
+    whole, _ = price_parts(model, raw, param_count(model, raw, hint=hint).parts, hint=hint)
     return StagedWeights(tuple(stages), int(round(sum(whole.values()))), how)
 
 

@@ -84,25 +84,28 @@ def estimate_parameters(raw: dict, *, model: str = "model") -> tuple[int, str]:
     return sum(count.parts.values()), count.how
 
 
-def estimate_weight_bytes(model, raw: dict, *, hint: str = "") -> tuple[int, str]:
-    """(bytes, how) of the whole model's weights estimated from its config.json: the parameters of
-    each part (kvviz.deploy.params) times the bytes the checkpoint's `quantization_config` gives that
-    part (kvviz.deploy.quantized), the model dtype's for the parts it leaves alone."""
-    part_bytes, how = estimate_part_bytes(model, raw, hint=hint)
+def estimate_weight_bytes(model, raw: dict, *, hint: str = "", tp: int = 1) -> tuple[int, str]:
+    """(bytes, how) of the model's weights on one of `tp` tensor-parallel ranks (1: the whole model) estimated
+    from its config.json: the parameters of each part (kvviz.deploy.params) times the bytes the checkpoint's
+    `quantization_config` gives that part (kvviz.deploy.quantized), the model dtype's for the parts it leaves
+    alone."""
+    part_bytes, how = estimate_part_bytes(model, raw, hint=hint, tp=tp)
     return int(round(sum(part_bytes.values()))), how
 
 
-def param_count(model, raw: dict, *, hint: str = ""):
-    """The `kvviz.deploy.params.ParamCount` of `model` (a `Model`) from its config.json, by its family: a
-    state-space hybrid's (state_count) or a dense, MoE or MLA decoder's (decoder_count). DeepSeek V4 has its
-    own count (params_dsv4, one part): refused here, in one line naming how to give the weights instead."""
-    from kvviz.deploy.params import decoder_count, state_count
+def param_count(model, raw: dict, *, hint: str = "", tp: int = 1):
+    """The `kvviz.deploy.params.ParamCount` of `model` (a `Model`) on one of `tp` ranks from its config.json, by
+    its family: a state-space hybrid's (params_state.state_count) or a dense, MoE or MLA decoder's
+    (decoder_count). DeepSeek V4 has its own count (params_dsv4, one part): refused here, in one line naming how
+    to give the weights instead."""
+    from kvviz.deploy.params import decoder_count
+    from kvviz.deploy.params_state import state_count
 
     hint = hint or PYTHON_HINT
     if model.family == "state":
-        return state_count(model, raw, hint=hint)
+        return state_count(model, raw, hint=hint, tp=tp)
     if model.family in ("decoder", "mla"):
-        return decoder_count(raw, model=model.name, hint=hint)
+        return decoder_count(raw, model=model.name, hint=hint, tp=tp)
     raise KvvizError(
         f"weights_bytes: kvviz does not count the parameters of {model.name}, a {model.reader.title}, layer by "
         f"layer; {hint}"
@@ -132,7 +135,7 @@ def price_parts(model, raw: dict, parts: dict[str, int], *, hint: str = "") -> t
     )
 
 
-def estimate_part_bytes(model, raw: dict, *, hint: str = "") -> tuple[dict[str, float], str]:
+def estimate_part_bytes(model, raw: dict, *, hint: str = "", tp: int = 1) -> tuple[dict[str, float], str]:
     """({part: bytes}, how): `estimate_weight_bytes` part by part (linear, experts (the routed ones),
     other, embeddings, ...), so a layout that splits one part differently (attention DP's routed
     experts) sizes it at the checkpoint's own bytes per parameter."""
@@ -141,12 +144,14 @@ def estimate_part_bytes(model, raw: dict, *, hint: str = "") -> tuple[dict[str, 
         from kvviz.deploy.params_dsv4 import deepseek_v4_weight_bytes
 
         total, how = deepseek_v4_weight_bytes(raw, DTYPE_BYTES[model.dtype], model=model.name, hint=hint)
+        if tp > 1:  # not counted rank by rank: the whole / TP
+            return {"whole": float(-(-total // tp))}, how + f" / TP {tp}"
         return {"whole": float(total)}, how  # one part: its own count prices each module (params_dsv4)
     if model.family not in ("state", "decoder", "mla"):
         raise KvvizError(
             f"weights_bytes: kvviz does not estimate the weights of {model.name}, a {model.reader.title}; {hint}"
         )
-    count = param_count(model, raw, hint=hint)
+    count = param_count(model, raw, hint=hint, tp=tp)
     part_bytes, priced = price_parts(model, raw, count.parts, hint=hint)
     return part_bytes, count.how + priced
 
