@@ -23,6 +23,9 @@ from kvviz.base.inputs import short_repr
 
 PARTS = ("embeddings", "linear", "experts", "other")
 LAYER_PARTS = ("linear", "experts", "other")  # what a decoder layer holds (no embedding)
+# the model types whose attention normalizes q and k per head (qwen3.py, qwen3_moe.py, gemma3.py Qwen3Attention /
+# Gemma3Attention, qwen3_next.py Qwen3NextAttention and qwen3_5.py's, which is it)
+QK_NORMS = ("qwen3", "qwen3_moe", "gemma3_text", "gemma3", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 # VocabParallelEmbedding / ParallelLMHead pad the vocabulary to a multiple of 64 before splitting it over the TP
 # ranks (model_executor/layers/vocab_parallel_embedding.py: DEFAULT_VOCAB_PADDING_SIZE, pad_vocab_size)
 VOCAB_PADDING = 64
@@ -132,6 +135,8 @@ def _gqa(need: Need, h: int) -> tuple[int, int, str]:
         other += (q + 2 * kv) * d
     if cfg.get("model_type") == "gpt_oss":
         other += q  # attention sinks
+    if cfg.get("model_type") in QK_NORMS:
+        other += 2 * d  # q_norm, k_norm (RMSNorm of head_dim, whole on every rank)
     return linear, other, "GQA" if hkv != hq else "MHA"
 
 
@@ -205,14 +210,17 @@ def text_config(raw: dict) -> dict:
     return raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
 
 
-def _count(need, raw, n, h, per_layer, kinds, *, extra_embeddings: int = 0, top=(0, 0, 0)) -> ParamCount:
-    """The ParamCount of `per_layer` ((linear, experts, other, is_moe) of each layer, before its two norms),
-    the embeddings (+ `extra_embeddings`, e.g. Gemma 3n's per-layer table), `top` (other top-level modules), the
-    final norm and head, with a line saying how."""
+def _count(
+    need, raw, n, h, per_layer, kinds, *, extra_embeddings: int = 0, top=(0, 0, 0), norms: int = 2
+) -> ParamCount:
+    """The ParamCount of `per_layer` ((linear, experts, other, is_moe) of each layer, before its `norms` RMSNorms
+    of `h`: input and post-attention, or one for a single-mixer block), the embeddings (+ `extra_embeddings`, e.g.
+    Gemma 3n's per-layer table), `top` (other top-level modules), the final norm and head, with a line saying
+    how."""
     cfg = need.cfg
     vocab = need("vocab_size")
     tie = bool(cfg.get("tie_word_embeddings", raw.get("tie_word_embeddings", False)))
-    layers = tuple((linear, experts, other + 2 * h) for linear, experts, other, _ in per_layer)  # input/post norms
+    layers = tuple((linear, experts, other + norms * h) for linear, experts, other, _ in per_layer)
     moe_layers = sum(moe for *_, moe in per_layer)
     count = ParamCount(layers, vocab, h, tie, extra_embeddings, top, tp=need.tp)
     parts = count.parts
@@ -241,8 +249,6 @@ def decoder_count(raw: dict, *, model: str = "model", hint: str = "", tp: int = 
     if cfg.get("model_type") == "gemma3n_text":
         return _gemma3n_count(need, raw, n=n, h=h)
     attn_linear, attn_other, kind = _mla(need, h) if cfg.get("kv_lora_rank") else _gqa(need, h)
-    if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "gemma3"):
-        attn_other += 2 * (need.get("head_dim") or h // need("num_attention_heads"))  # q_norm, k_norm
     layers = []
     for i in range(n):
         linear, experts, other, moe = _ffn(need, h, i, n)

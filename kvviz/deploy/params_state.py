@@ -18,7 +18,9 @@ def _state_mixer(need: Need, h: int, mamba_type: str, args: dict) -> tuple[int, 
         d, n_state = args["intermediate_size"] // tp, args["state_size"]
         dt_rank = need.get("mamba_dt_rank") or -(-h // 16)
         linear = h * 2 * d + d * (dt_rank + 2 * n_state) + dt_rank * d + d * h
-        return linear, d * k + d + d + d * n_state + d
+        # jamba.py builds its MambaMixer with use_rms_norm: dt_layernorm, b_layernorm, c_layernorm, whole a rank
+        norms = dt_rank + 2 * n_state if need.cfg.get("model_type") == "jamba" else 0
+        return linear, d * k + d + d + d * n_state + d + norms
     if mamba_type == "mamba2":  # mamba_mixer2.py MambaMixer2
         d, g, heads, n_state = args["intermediate_size"], args["n_groups"], args["num_heads"], args["state_size"]
         g = g // tp if g % tp == 0 else 1  # 1 group grown to TP groups, one a rank
@@ -103,4 +105,5 @@ def state_count(model, raw: dict, *, hint: str = "", tp: int = 1) -> ParamCount:
         hybrid_layers = sum(1 for slot in c.slots if slot.kind != "state")
         top = ((blocks * shared + hybrid_layers * h * h) // tp, 0, 0)  # TP > 1: / TP (not read rank by rank)
         kinds.append(f"({blocks} shared blocks, LoRA adapters not counted)")
-    return _count(need, raw, n, h, layers, kinds, top=top)
+    # nemotron_h.py: each block (Mamba, attention, MLP or MoE) is one mixer under one RMSNorm, `norm`
+    return _count(need, raw, n, h, layers, kinds, top=top, norms=1 if mt == "nemotron_h" else 2)
