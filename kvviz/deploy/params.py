@@ -24,8 +24,19 @@ from kvviz.base.inputs import short_repr
 PARTS = ("embeddings", "linear", "experts", "other")
 LAYER_PARTS = ("linear", "experts", "other")  # what a decoder layer holds (no embedding)
 # the model types whose attention normalizes q and k per head (qwen3.py, qwen3_moe.py, gemma3.py Qwen3Attention /
-# Gemma3Attention, qwen3_next.py Qwen3NextAttention and qwen3_5.py's, which is it)
-QK_NORMS = ("qwen3", "qwen3_moe", "gemma3_text", "gemma3", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+# Gemma3Attention, qwen3_next.py Qwen3NextAttention and qwen3_5.py's, which is it; lfm2.py / lfm2_moe.py
+# q_layernorm, k_layernorm)
+QK_NORMS = (
+    "qwen3",
+    "qwen3_moe",
+    "gemma3_text",
+    "gemma3",
+    "qwen3_next",
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
+    "lfm2",
+    "lfm2_moe",
+)
 # VocabParallelEmbedding / ParallelLMHead pad the vocabulary to a multiple of 64 before splitting it over the TP
 # ranks (model_executor/layers/vocab_parallel_embedding.py: DEFAULT_VOCAB_PADDING_SIZE, pad_vocab_size)
 VOCAB_PADDING = 64
