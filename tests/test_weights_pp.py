@@ -1,8 +1,9 @@
-"""The weights of each pipeline stage and each rank (issue 37 item 2;
-docs/deploy.md#the-weights-of-each-pipeline-stage): a stage holds its own decoder layers (get_pp_indices) and the modules its model file builds there
-(kvviz/vllm/stage_modules.py), each stage's GPU has its own KV budget, and the stage that makes the fewest blocks
-binds. The totals are derived here by hand from the config's shapes (as tests/test_weights.py derives the whole
-model's); tests/test_weights_pp_vllm.py holds the per-stage counts equal to vLLM's own model construction."""
+"""The weights of each pipeline stage and each rank (issue 37 item 2):
+docs/deploy.md#the-weights-of-each-pipeline-stage. A stage holds its own decoder layers (get_pp_indices) and the
+modules its model file builds there (kvviz/vllm/stage_modules.py), each stage's GPU has its own KV budget, and the
+stage that makes the fewest blocks binds. The totals are derived here by hand from the config's shapes (as
+tests/test_weights.py derives the whole model's); tests/test_weights_pp_vllm.py holds the per-stage counts equal to
+vLLM's own model construction."""
 
 from __future__ import annotations
 

@@ -141,6 +141,12 @@ def stage_weights(
     for rank, (start, end) in enumerate(ranges):
         embedding, norm, head = rule.built(rank, pp, count.tied)
         tied = rule.tied(count.tied)
+        require(  # lm_head.tie_weights(self.model.embed_tokens) reads the weight of a PPMissingLayer there
+            not (tied and head and not embedding),
+            f"pipeline_parallel_size={pp}: vLLM 0.33 cannot build {model.name}'s stage {rank}: its head is tied to "
+            f"an embedding that stage does not build (AttributeError: 'PPMissingLayer' object has no attribute "
+            f"'weight'; {rule.source})",
+        )
         parts = count.stage_parts(start, end, embedding=embedding, norm=norm, head=head, tied=tied)
         experts = moe.stage_parts(start, end, embedding=False, norm=False, head=False)["experts"] * local
         priced, _ = price_parts(model, raw, parts | {"experts": experts}, hint=hint)
