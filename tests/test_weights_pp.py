@@ -18,7 +18,7 @@ import kvviz
 from kvviz.base.errors import KvvizError
 from kvviz.cli.main import main
 from kvviz.deploy.budget import kv_budget
-from kvviz.deploy.stage_weights import expert_share, stage_weights
+from kvviz.deploy.stage_weights import expert_range, expert_share, stage_weights
 from kvviz.vllm import pipeline
 from kvviz.vllm.stage_modules import EVERY, FIRST, LAST, STAGE_MODULES, UNREAD, stage_modules
 
@@ -172,13 +172,15 @@ def test_expert_parallel_holds_whole_experts_the_first_ranks_one_more():
     the experts are TP-sharded over DP x TP (FusedMoEParallelConfig.make)."""
     assert expert_share(128, 2, True) == expert_share(128, 2, False) == 0.5
     assert expert_share(64, 3, True) == 22 / 64 and expert_share(64, 3, False) == 1 / 3
+    # the linear placement: 64 over 3 ranks is 22, 21, 21 experts, in order
+    assert [expert_range(64, 3, r) for r in range(3)] == [(0, 22), (22, 43), (43, 64)]
     model, cfg = kvviz.load(OWN / "qwen3-30b-a3b"), raw("qwen3-30b-a3b")
     experts = 48 * 128 * 3 * 2048 * 768
     one = stage_weights(model, cfg).stages[0].bytes_per_gpu
     ep = stage_weights(model, cfg, data_parallel_size=2, enable_expert_parallel=True).stages[0].bytes_per_gpu
     assert one - ep == 2 * experts // 2  # bf16: half the routed experts leave each GPU
     b = kv_budget(model, gpu="H100", raw_config=cfg, data_parallel_size=2, enable_expert_parallel=True)
-    assert b.weights_bytes == ep and "whole experts" in b.term("weights").source
+    assert b.weights_bytes == ep and "EP rank 0 holds experts 0-63 of 128" in b.term("weights").source
 
 
 def test_an_exact_checkpoint_total_is_split_as_the_count_splits_it():

@@ -101,11 +101,19 @@ def model_file(model) -> str | None:
 
 def expert_share(num_experts: int, ranks: int, expert_parallel: bool) -> float:
     """The fraction of a layer's routed experts on the fullest of `ranks` GPUs: 1 / ranks TP-sharded; with expert
-    parallel whole experts, ceil(E / ranks) of E (determine_expert_map: E // ranks each, one more on the first
-    E % ranks)."""
+    parallel whole experts, those of EP rank 0 (expert_range: ceil(E / ranks) of E)."""
     if not expert_parallel or num_experts <= 0:
         return 1 / ranks
-    return cdiv(num_experts, ranks) / num_experts
+    first, end = expert_range(num_experts, ranks, 0)
+    return (end - first) / num_experts
+
+
+def expert_range(num_experts: int, ranks: int, rank: int) -> tuple[int, int]:
+    """[first, end) of the experts expert-parallel rank `rank` of `ranks` holds, as determine_expert_map's linear
+    placement (fused_moe/expert_map_manager.py): E // ranks each, one more on the first E % ranks, in order."""
+    base, extra = divmod(num_experts, ranks)
+    first = rank * base + min(rank, extra)
+    return first, first + base + (rank < extra)
 
 
 def stage_weights(
@@ -239,7 +247,12 @@ def stage_weight_bytes(model, tp, parallel, weights_bytes, checkpoint_dir, raw_c
     per_gpu = staged.scaled(exact[0]) if exact else tuple(s.bytes_per_gpu for s in staged.stages)
     heavy = max(range(len(per_gpu)), key=lambda i: (per_gpu[i], -i))
     split = f"TP {tp}" + (f", routed experts over DP {dp} x TP {tp}" if dp > 1 or ep else "")
-    split += " (whole experts: expert parallel)" if ep else ""
+    if ep:
+        from kvviz.deploy.params import _experts, text_config
+
+        e = _experts(text_config(raw))
+        first, end = expert_range(e, dp * tp, 0)
+        split += f" (whole experts, expert parallel: EP rank 0 holds experts {first}-{end - 1} of {e}, the most)"
     source = (
         f"{exact[1]} = {exact[0]:,} B split over the stages as the count from {where} splits it ({split}): "
         if exact
