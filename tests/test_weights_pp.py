@@ -232,3 +232,18 @@ def test_a_huge_partition_is_not_echoed_whole(capsys):
     with pytest.raises(KvvizError) as e:
         kvviz.plan("llama-3.1-8b", pipeline_parallel_size=2, pp_layer_partition=[1] * 4999 + [0])
     assert len(str(e.value)) < 300 and "pp_layer_partition=" in str(e.value)
+
+
+def test_auto_fit_from_a_gpu_fits_each_stage(capsys):
+    """--max-model-len -1 with -pp and --gpu: each stage fits its own length from its own budget, the shortest kept
+    (tests/test_vllm_own_pipeline.py holds the rule to vLLM's _auto_fit_max_model_len); the CLI prints that line."""
+    from kvviz.deploy.autofit import auto_fit
+    from kvviz.options import Options
+
+    argv = ["plan", "--model", "llama-3.1-8b", "--gpu", "RTX4090", "-pp", "2", "--pp-layer-partition", "12,20"]
+    assert main(argv + ["--max-model-len", "-1"]) == 0
+    out = capsys.readouterr().out
+    options = Options(pipeline_parallel_size=2, pp_layer_partition=(12, 20))
+    budget = kv_budget(kvviz.plan("llama-3.1-8b", pipeline_parallel_size=2, pp_layer_partition=(12, 20)), gpu="RTX4090")
+    fit = auto_fit(kvviz.load("llama-3.1-8b"), options, budget.budget)
+    assert fit.reduced and fit.log_line in out and f"{fit.max_model_len:,} tokens per request" in out

@@ -154,11 +154,27 @@ def with_stages(plan: Plan, model, options: Options) -> Plan:
     return dataclasses.replace(plan, stages=tuple(stages), derivation=plan.derivation + (note,))
 
 
-def _stage_need(plan: Plan, stage_bytes: int, max_model_len: int) -> int:
+def stage_request_bytes(plan: Plan, stage_bytes: int, max_model_len: int) -> int:
     """`_max_memory_usage_bytes_from_groups` on a stage: its bytes per block x the blocks every global group
     holds for one request (an empty projected group keeps the global spec, so it counts too)."""
     s = dataclasses.replace(plan.scheduling, max_model_len=max_model_len)
     return stage_bytes * sum(group_blocks_for_request(plan.layout, s))
+
+
+def stage_max_model_len(plan: Plan, stride: int, check_bytes: int, upper: int) -> int:
+    """`_estimate_max_model_len_from_groups` on one worker: the largest length in [1, upper] whose request memory
+    (`stride` x the blocks every global group holds at that length) fits `check_bytes` (its budget less the null
+    block), by vLLM's binary search; 0 when not even one token fits."""
+    if stage_request_bytes(plan, stride, 1) > check_bytes:
+        return 0
+    left, right, best = 1, upper, 1
+    while left <= right:
+        mid = (left + right) // 2
+        if stage_request_bytes(plan, stride, mid) <= check_bytes:
+            best, left = mid, mid + 1
+        else:
+            right = mid - 1
+    return best
 
 
 def startup_refusal(plan: Plan, budget_bytes) -> str | None:
@@ -179,18 +195,10 @@ def startup_refusal(plan: Plan, budget_bytes) -> str | None:
                 f"initializing the engine (this flag also controls CPU memory reservation on the CPU backend, despite "
                 f"its name). {_SEE}"
             )
-        need = _stage_need(plan, stride, length)
+        need = stage_request_bytes(plan, stride, length)
         if need <= check:
             continue
-        left, right, best = 1, length, 0
-        if _stage_need(plan, stride, 1) <= check:
-            best = 1
-            while left <= right:
-                mid = (left + right) // 2
-                if _stage_need(plan, stride, mid) <= check:
-                    best, left = mid, mid + 1
-                else:
-                    right = mid - 1
+        best = stage_max_model_len(plan, stride, check, length)
         estimated = f"Based on the available memory, the estimated maximum model length is {best}. " if best > 0 else ""
         return (
             f"{where}To serve at least one request with the model's max seq len ({length}), ({format_gib(need)} "
