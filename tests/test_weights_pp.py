@@ -20,7 +20,7 @@ from kvviz.cli.main import main
 from kvviz.deploy.budget import kv_budget
 from kvviz.deploy.stage_weights import expert_range, expert_share, stage_weights
 from kvviz.vllm import pipeline
-from kvviz.vllm.stage_modules import EVERY, FIRST, LAST, STAGE_MODULES, UNREAD, stage_modules
+from kvviz.vllm.stage_modules import EVERY, FIRST, FIRST_OR_TIED_LAST, LAST, STAGE_MODULES, UNREAD, stage_modules
 
 OWN = Path(__file__).parent / "data" / "own-configs"
 H100 = ["--gpu", "H100", "--gpu-memory-utilization", "0.9"]
@@ -136,7 +136,7 @@ def test_tied_heads_by_file():
 def test_every_rule_names_its_file_and_places_each_module():
     for file, rule in STAGE_MODULES.items():
         assert file.rsplit("/", 2)[-1].split(".")[0] in rule.source or file.split("/")[-2] in rule.source, file
-        assert rule.embedding in (FIRST, EVERY, "first, and last when tied") and {rule.norm, rule.head} <= {
+        assert rule.embedding in (FIRST, EVERY, FIRST_OR_TIED_LAST) and {rule.norm, rule.head} <= {
             FIRST,
             LAST,
             EVERY,

@@ -23,62 +23,71 @@ An architecture whose class does not implement `SupportsPP` is refused at PP > 1
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import json
 from pathlib import Path
 
 from kvviz.base.errors import require
 
-FIRST, LAST, EVERY = "first", "last", "every"
-FIRST_OR_TIED_LAST = "first, and last when tied"  # llama.py LlamaModel.__init__
-TIES = ("config", "never", "always")  # tie_word_embeddings decides; no tie_weights call; logits from the embedding
+
+class Where(enum.Enum):
+    """The stages a model file builds a module on."""
+
+    FIRST = "the first stage"
+    LAST = "the last"
+    EVERY = "every stage"
+    FIRST_OR_TIED_LAST = "the first stage (and the last when tied)"  # llama.py LlamaModel.__init__
+
+
+class Ties(enum.Enum):
+    """Whether a model file ties its LM head to the embedding."""
+
+    CONFIG = "tied as the config says"  # lm_head.tie_weights(embed_tokens) when tie_word_embeddings
+    NEVER = "never tied"  # no tie_weights call
+    ALWAYS = "always the embedding"  # its logits are computed with the embedding
+
+
+FIRST, LAST, EVERY, FIRST_OR_TIED_LAST = Where.FIRST, Where.LAST, Where.EVERY, Where.FIRST_OR_TIED_LAST
 _M = "vllm/model_executor/models/"
 
 
 @dataclasses.dataclass(frozen=True)
 class StageModules:
-    """One model file's rule: on which stages it builds the embedding, the final norm and the LM head
-    (FIRST, LAST, EVERY; the embedding also FIRST_OR_TIED_LAST), whether the head ties to the embedding
-    (`ties`: 'config', 'never', 'always'), whether it implements SupportsPP, and where that is read."""
+    """One model file's rule: on which stages it builds the embedding, the final norm and the LM head, whether
+    the head ties to the embedding, and where that is read (`source`)."""
 
     source: str
-    embedding: str
-    norm: str
-    head: str
-    ties: str = "config"
+    embedding: Where
+    norm: Where
+    head: Where
+    ties: Ties = Ties.CONFIG
     read: bool = True  # False: UNREAD, the rule of a file kvviz has not read
 
     def tied(self, tie_word_embeddings: bool) -> bool:
         """Whether the head is the embedding's tensor, by the file's rule and the config's tie_word_embeddings."""
-        return self.ties == "always" or (self.ties == "config" and tie_word_embeddings)
+        return self.ties is Ties.ALWAYS or (self.ties is Ties.CONFIG and tie_word_embeddings)
 
     def built(self, stage: int, num_stages: int, tie_word_embeddings: bool) -> tuple[bool, bool, bool]:
         """(embedding, final norm, head) built on `stage` of `num_stages`."""
         first, last = stage == 0, stage == num_stages - 1
         tied = self.tied(tie_word_embeddings)
 
-        def on(where: str) -> bool:
-            return where == EVERY or (where == FIRST and first) or (where == LAST and last)
+        def on(where: Where) -> bool:
+            return where is EVERY or (where is FIRST and first) or (where is LAST and last)
 
-        embedding = on(self.embedding) or (self.embedding == FIRST_OR_TIED_LAST and (first or (tied and last)))
+        embedding = on(self.embedding) or (self.embedding is FIRST_OR_TIED_LAST and (first or (tied and last)))
         return embedding, on(self.norm), on(self.head)
 
     def words(self) -> str:
         """The rule in words, for an output line."""
-        where = {
-            FIRST: "the first stage",
-            LAST: "the last",
-            EVERY: "every stage",
-            FIRST_OR_TIED_LAST: "the first stage (and the last when tied)",
-        }
-        tie = {"config": "tied as the config says", "never": "never tied", "always": "always the embedding"}
         return (
-            f"embedding on {where[self.embedding]}, final norm on {where[self.norm]}, LM head on "
-            f"{where[self.head]} ({tie[self.ties]}) - {self.source}"
+            f"embedding on {self.embedding.value}, final norm on {self.norm.value}, LM head on {self.head.value} "
+            f"({self.ties.value}) - {self.source}"
         )
 
 
-def _rule(source: str, embedding: str, norm: str, head: str, ties: str = "config") -> StageModules:
+def _rule(source: str, embedding: Where, norm: Where, head: Where, ties: Ties = Ties.CONFIG) -> StageModules:
     return StageModules(source, embedding, norm, head, ties)
 
 
@@ -112,7 +121,7 @@ STAGE_MODULES: dict[str, StageModules] = {
     _M + "qwen3_moe.py": _rule(f"qwen3_moe.py Qwen3MoeModel, Qwen3MoeForCausalLM {_EVERY}", EVERY, EVERY, EVERY),
     _M + "mixtral.py": _rule(f"mixtral.py MixtralModel, MixtralForCausalLM {_EVERY}", EVERY, EVERY, EVERY),
     _M + "gpt_oss.py": _rule(
-        f"gpt_oss.py GptOssModel, GptOssForCausalLM {_EVERY}; no tie_weights", EVERY, EVERY, EVERY, "never"
+        f"gpt_oss.py GptOssModel, GptOssForCausalLM {_EVERY}; no tie_weights", EVERY, EVERY, EVERY, Ties.NEVER
     ),
     _M + "deepseek_v2.py": _rule(
         "deepseek_v2.py DeepseekV2Model.__init__ (embed_tokens if is_first_rank, norm if is_last_rank), "
@@ -120,7 +129,7 @@ STAGE_MODULES: dict[str, StageModules] = {
         FIRST,
         LAST,
         LAST,
-        "never",
+        Ties.NEVER,
     ),
     _M + "glm4_moe.py": _rule(
         "glm4_moe.py Glm4MoeModel (embed_tokens if is_first_rank, norm if is_last_rank), lm_head if is_last_rank; "
@@ -128,7 +137,7 @@ STAGE_MODULES: dict[str, StageModules] = {
         FIRST,
         LAST,
         LAST,
-        "never",
+        Ties.NEVER,
     ),
     _M + "minimax_m2.py": _rule(
         "minimax_m2.py MiniMaxM2Model (embed_tokens if is_first_rank, norm if is_last_rank), lm_head if "
@@ -136,14 +145,14 @@ STAGE_MODULES: dict[str, StageModules] = {
         FIRST,
         LAST,
         LAST,
-        "never",
+        Ties.NEVER,
     ),
     _M + "gemma2.py": _rule(
         "gemma2.py Gemma2Model builds embed_tokens and norm unguarded; no lm_head: compute_logits uses embed_tokens",
         EVERY,
         EVERY,
         EVERY,
-        "always",
+        Ties.ALWAYS,
     ),
     _M + "gemma3.py": _GEMMA3,
     _M + "gemma3_mm.py": dataclasses.replace(
@@ -155,7 +164,7 @@ STAGE_MODULES: dict[str, StageModules] = {
         EVERY,
         LAST,
         EVERY,
-        "never",
+        Ties.NEVER,
     ),
     _M + "qwen3_5.py": _rule(
         "qwen3_5.py Qwen3_5Model (embed_tokens unguarded, norm if is_last_rank), Qwen3_5ForCausalLMBase (lm_head "
@@ -165,10 +174,10 @@ STAGE_MODULES: dict[str, StageModules] = {
         LAST,
     ),
     _M + "nemotron_h.py": _rule(
-        f"nemotron_h.py NemotronHModel, NemotronHForCausalLM {_EVERY}; no tie_weights", EVERY, EVERY, EVERY, "never"
+        f"nemotron_h.py NemotronHModel, NemotronHForCausalLM {_EVERY}; no tie_weights", EVERY, EVERY, EVERY, Ties.NEVER
     ),
     _M + "jamba.py": _rule(
-        f"jamba.py JambaModel, JambaForCausalLM {_EVERY}; no tie_weights", EVERY, EVERY, EVERY, "never"
+        f"jamba.py JambaModel, JambaForCausalLM {_EVERY}; no tie_weights", EVERY, EVERY, EVERY, Ties.NEVER
     ),
     _M + "granitemoehybrid.py": _rule(
         f"granitemoehybrid.py GraniteMoeHybridModel, GraniteMoeHybridForCausalLM {_EVERY}", EVERY, EVERY, EVERY
