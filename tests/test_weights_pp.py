@@ -247,3 +247,20 @@ def test_auto_fit_from_a_gpu_fits_each_stage(capsys):
     budget = kv_budget(kvviz.plan("llama-3.1-8b", pipeline_parallel_size=2, pp_layer_partition=(12, 20)), gpu="RTX4090")
     fit = auto_fit(kvviz.load("llama-3.1-8b"), options, budget.budget)
     assert fit.reduced and fit.log_line in out and f"{fit.max_model_len:,} tokens per request" in out
+
+
+def test_a_review_of_pp2_against_tp2_records_each_stages_budget(capsys):
+    """`kvviz compare` of PP 2 against TP 2 on a GPU: A's budget is one a stage, each what the door's plan sizes
+    (kvviz.plan(...).capacity(gpu=...)'s rule, kv_budget of the plan); both sides' weights come from the same
+    config, so the budget's inputs do not differ: only TP and PP (and what the scheduler derives from them) do."""
+    config = str(OWN / "qwen3-30b-a3b" / "config.json")
+    argv = ["compare", "--config", config, *H100, "-pp", "2", "--json", "--", "-tp", "2", "-pp", "1"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    a, b = doc["sides"]
+    door = kvviz.plan(config, pipeline_parallel_size=2)
+    assert a["budget"]["bytes"] == list(kv_budget(door, gpu="H100", gpu_memory_utilization=0.9).budget)
+    assert a["capacity"] == door.capacity(gpu="H100", gpu_memory_utilization=0.9).to_json()
+    assert a["budget"]["inputs"] == b["budget"]["inputs"]
+    assert not [d for d in doc["differs"] if d["knob"].startswith("budget")]
+    assert {"tensor_parallel_size", "pipeline_parallel_size"} <= {d["knob"] for d in doc["differs"]}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import short_repr
+from kvviz.base.inputs import of_type, short_repr
 from kvviz.base.text import format_gib
 from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
 from kvviz.options import Options
@@ -55,17 +55,22 @@ def auto_fit(
     each L changes only the Scheduling. `options.max_model_len` is ignored (-1 replaces it). With pipeline
     stages each worker fits its own (`budget_bytes` one for every GPU, or one a stage from a GPU) and the
     smallest is kept (`_auto_fit_max_model_len`)."""
+    from kvviz.api import _model, make_plan
     from kvviz.core.capacity import group_blocks_for_request
-    from kvviz.vllm.plan import plan_model
 
-    plan = plan_model(model, planner, dataclasses.replace(options, max_model_len=None))
+    model = _model(model)
+    of_type(options, Options, field="options", give="a kvviz.Options record")
+    require(
+        (type(budget_bytes) is int and budget_bytes > 0) or isinstance(budget_bytes, tuple),
+        f"budget_bytes={short_repr(budget_bytes)}: must be a positive integer (or one a pipeline stage)",
+    )
+    plan = make_plan(model, planner, dataclasses.replace(options, max_model_len=None))
     derived = model.max_model_len
     if plan.stages:
         return _auto_fit_stages(plan, budget_bytes, derived)
     require(
-        type(budget_bytes) is int and budget_bytes > 0,
-        f"budget_bytes={short_repr(budget_bytes)}: must be a positive integer"
-        + (" (one a stage: the plan has no pipeline stages)" if isinstance(budget_bytes, tuple) else ""),
+        not isinstance(budget_bytes, tuple),
+        f"budget_bytes={short_repr(budget_bytes)}: one a stage, but the plan has no pipeline stages",
     )
     stride = plan.block_stride
 

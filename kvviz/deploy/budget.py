@@ -17,15 +17,22 @@ Light: imports no torch, transformers or matplotlib at module level.
 
 from __future__ import annotations
 
-import dataclasses
 import math
+import os
 
 from kvviz.base.defaults import GIB, GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.text import format_gib
+from kvviz.base.inputs import of_type, short_repr
+from kvviz.deploy.budget_record import KVBudget, Term
 from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
 from kvviz.deploy.stage_weights import StageBudget, parallel_sizes, stage_weight_bytes
-from kvviz.deploy.weights import PYTHON_HINT, _raw_config, checkpoint_weight_bytes, estimate_weight_bytes
+from kvviz.deploy.weights import (
+    PYTHON_HINT,
+    _raw_config,
+    beside_checkpoint,
+    checkpoint_weight_bytes,
+    estimate_weight_bytes,
+)
 
 # vLLM 0.33's CacheConfig.gpu_memory_utilization default (config/cache.py: Field(default=0.92, gt=0, le=1)).
 DEFAULT_GPU_MEMORY_UTILIZATION = GPU_MEMORY_UTILIZATION
@@ -44,168 +51,31 @@ ACTIVATION_SOURCE = (
 NO_ROOM_HINT = "(or tensor_parallel_size)"
 
 
-# ---- weights -------------------------------------------------------------------------------------
-
-
-# ---- the budget ----------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Term:
-    """One term of the budget: bytes (negative terms are subtracted), what it is, where it comes from."""
-
-    key: str  # 'total', 'requested', 'weights', 'activation', 'kv_cache_memory_bytes'
-    label: str
-    value: int
-    estimate: bool
-    source: str = ""
-
-    def line(self) -> str:
-        """The term as one line: label, bytes and GiB, an [estimate] mark where it is one, and its source."""
-        mark = "  [estimate]" if self.estimate else ""
-        return f"{self.label}: {self.value:,} B ({self.value / GIB:.2f} GiB){mark} - {self.source}"
-
-    def to_json(self) -> dict:
-        """The term as a JSON object: key, label, bytes, GiB, whether an estimate, and its source."""
-        return {
-            "key": self.key,
-            "label": self.label,
-            "bytes": self.value,
-            "gib": round(self.value / GIB, 4),
-            "estimate": self.estimate,
-            "source": self.source,
-        }
-
-
-@dataclasses.dataclass(frozen=True)
-class KVBudget:
-    """The KV cache memory of one rank, term by term: available = requested - weights - allowance
-    (or, with `--kv-cache-memory-bytes`, exactly that, no terms)."""
-
-    model: str
-    gpu: str | None
-    total_memory: int | None
-    gpu_memory_utilization: float | None
-    tensor_parallel_size: int
-    terms: tuple[Term, ...]  # total (informational), requested, weights, activation; or kv_cache_memory_bytes
-    available_bytes: int  # pipeline stages: the smallest stage's (each stage's in `stages`)
-    exact_pool: bool = False  # --kv-cache-memory-bytes
-    stages: tuple = ()  # pipeline parallel from a GPU: one kvviz.deploy.stage_weights.StageBudget a stage
-
-    @property
-    def budget(self) -> int | tuple[int, ...]:
-        """What `Plan.capacity` takes: the KV memory on every GPU, or with pipeline stages one a stage (vLLM's
-        per-worker `available_memory`, get_kv_cache_configs)."""
-        return tuple(s.available_bytes for s in self.stages) if self.stages else self.available_bytes
-
-    @property
-    def pipeline_parallel_size(self) -> int:
-        """The stages the budget was sized for (1: every GPU holds the whole model's layers / TP)."""
-        return len(self.stages) or 1
-
-    def term(self, key: str) -> Term | None:
-        """The term of key `key` ('requested', 'weights', 'activation', ...), or None when the budget has none."""
-        return next((t for t in self.terms if t.key == key), None)
-
-    def _value(self, key: str) -> int | None:
-        t = self.term(key)
-        return None if t is None else t.value
-
-    @property
-    def requested_bytes(self) -> int | None:
-        """ceil(total x gpu_memory_utilization) in bytes (vLLM 0.33 v1/worker/utils.py request_memory); None when
-        the budget was given exactly."""
-        return self._value("requested")
-
-    @property
-    def weights_bytes(self) -> int | None:
-        """The weights on one rank subtracted, in bytes (None when the budget was given exactly)."""
-        return self._value("weights")
-
-    @property
-    def activation_bytes(self) -> int | None:
-        """The activation / CUDA-graph allowance subtracted, in bytes (None when the budget was given exactly)."""
-        return self._value("activation")
-
-    @property
-    def estimate(self) -> bool:
-        """Whether any term the budget depends on is an estimate."""
-        return any(t.estimate for t in self.terms)
-
-    @property
-    def available_gib(self) -> float:
-        """The KV budget in GiB (available_bytes / 2^30)."""
-        return self.available_bytes / GIB
-
-    @property
-    def log_line(self) -> str:
-        """The line vLLM's determine_available_memory logs (with --kv-cache-memory-bytes: the part of
-        its message that names the reservation; the free memory it also prints is the device's)."""
-        if self.exact_pool:
-            return (
-                f"reserved {format_gib(self.available_bytes)} GiB memory for KV Cache as specified by "
-                f"kv_cache_memory_bytes config and skipped memory profiling"
-            )
-        if self.stages:  # each stage's worker logs its own
-            return "; ".join(
-                f"stage {s.weights.stage}: Available KV cache memory: {format_gib(s.available_bytes)} GiB"
-                for s in self.stages
-            )
-        return f"Available KV cache memory: {format_gib(self.available_bytes)} GiB"
-
-    def lines(self) -> list[str]:
-        """The budget as text: a head line (model, GPU, TP, whether it includes estimates), then one line per term
-        and the result."""
-        head = f"KV budget of {self.model}"
-        if self.gpu:
-            head += f" on one {self.gpu}"
-        head += f", TP {self.tensor_parallel_size}"
-        head += f" x PP {len(self.stages)} (one GPU of each stage)" if self.stages else " (one rank)"
-        if self.estimate:
-            head += " - includes estimates"
-        out = [head]
-        for t in self.terms:
-            sign = "-" if t.key in ("weights", "activation") else " "
-            out.append(f"  {sign} {t.line()}")
-            if t.key == "weights":
-                out.extend(f"      {s.line()}" for s in self.stages)
-        mark = "  [estimate]" if self.estimate else ""
-        out.append(
-            f"  = available KV cache memory: {self.available_bytes:,} B ({self.available_bytes / GIB:.2f} GiB){mark}"
-            + (" on the stage with the least (every stage above)" if self.stages else "")
-        )
-        out.append(f"  vLLM logs: {self.log_line}" + (" (from estimated terms)" if self.estimate else ""))
-        return out
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines())
-
-    def to_json(self) -> dict:
-        """The budget as a JSON object: model, GPU, utilization, TP, each term, the available bytes and GiB, whether
-        it includes estimates, and the log line."""
-        return {
-            "model": self.model,
-            "gpu": self.gpu,
-            "total_memory": self.total_memory,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "exact_pool": self.exact_pool,
-            "terms": [t.to_json() for t in self.terms],
-            "available_bytes": self.available_bytes,
-            "available_gib": round(self.available_gib, 4),
-            "estimate": self.estimate,
-            "log_line": self.log_line,
-        } | (
-            {"pipeline_parallel_size": len(self.stages), "stages": [s.to_json() for s in self.stages]}
-            if self.stages
-            else {}
-        )
-
-
 def _nonneg_int(value, field: str) -> int:
-    require(type(value) is int, f"{field}={value!r}: must be an integer number of bytes")
+    require(type(value) is int, f"{field}={short_repr(value)}: must be an integer number of bytes")
     require(value >= 0, f"{field}={value!r}: must not be negative")
     return value
+
+
+def check_budget_args(
+    gpu_memory_utilization, weights_bytes=None, checkpoint_dir=None, activation_bytes=None, kv_cache_memory_bytes=None
+) -> None:
+    """`kv_budget`'s arguments that do not depend on the device, checked before anything is sized (and by
+    kvviz.deploy.fit_table once for all its rows): one line naming the argument."""
+    util = gpu_memory_utilization
+    require(
+        isinstance(util, (int, float)) and not isinstance(util, bool) and math.isfinite(util) and 0 < util <= 1,
+        f"gpu_memory_utilization={short_repr(util)}: must be in (0, 1] (vLLM's gt=0, le=1)",
+    )
+    for field, value in (
+        ("weights_bytes", weights_bytes),
+        ("activation_bytes", activation_bytes),
+        ("kv_cache_memory_bytes", kv_cache_memory_bytes),
+    ):
+        if value is not None:
+            _nonneg_int(value, field)
+    if checkpoint_dir is not None:
+        of_type(checkpoint_dir, (str, os.PathLike), field="checkpoint_dir", give="a checkpoint folder (a str or Path)")
 
 
 def _device(gpu, gpu_memory_gib) -> tuple[str | None, int | None, bool, str]:
@@ -287,6 +157,7 @@ def kv_budget(
             pipeline_parallel_size, pp_layer_partition = planned_pp, model.options.pp_layer_partition
         model, tensor_parallel_size = model.source, planned_tp
     require(isinstance(model, Model), f"model={type(model).__name__}: give a kvviz.load(...) or kvviz.plan(...) result")
+    check_budget_args(gpu_memory_utilization, weights_bytes, checkpoint_dir, activation_bytes, kv_cache_memory_bytes)
     tp = TENSOR_PARALLEL_SIZE if tensor_parallel_size is None else tensor_parallel_size
     require(type(tp) is int and tp >= 1, f"tensor_parallel_size={tp!r}: must be a positive integer")
     parallel = parallel_sizes(pipeline_parallel_size, pp_layer_partition, data_parallel_size, enable_expert_parallel)
@@ -311,10 +182,6 @@ def kv_budget(
         return KVBudget(model.name, name, total, None, tp, (term,), pool, exact_pool=True)
     require(total is not None, f"gpu: give a GPU name ({', '.join(GPUS)}), gpu_memory_gib or kv_cache_memory_bytes")
     util = gpu_memory_utilization
-    require(
-        isinstance(util, (int, float)) and not isinstance(util, bool) and math.isfinite(util) and 0 < util <= 1,
-        f"gpu_memory_utilization={util!r}: must be in (0, 1] (vLLM's gt=0, le=1)",
-    )
     requested = math.ceil(total * util)
     terms = [
         Term("total", f"device total memory{' (' + name + ')' if name else ''}", total, total_estimate, total_source),
@@ -330,10 +197,11 @@ def kv_budget(
     if parallel is None:
         terms.append(_weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total))
     else:
-        label, weights, source, stages = stage_weight_bytes(
-            model, tp, parallel, weights_bytes, checkpoint_dir, raw_config
+        beside = beside_checkpoint(model) if checkpoint_dir is None and raw_config is None else checkpoint_dir
+        label, weights, source, origin, stages = stage_weight_bytes(
+            model, tp, parallel, weights_bytes, beside, raw_config
         )
-        terms.append(Term("weights", label, weights, True, source))
+        terms.append(Term("weights", label, weights, True, source, origin))
     if activation_bytes is None:
         terms.append(
             Term("activation", "activation / CUDA-graph allowance", DEFAULT_ACTIVATION_BYTES, True, ACTIVATION_SOURCE)
@@ -369,9 +237,11 @@ def kv_budget(
 
 def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -> Term:
     label = f"weights on one rank (TP {tp})"
+    checkpoint_dir = beside_checkpoint(model) if checkpoint_dir is None and raw_config is None else checkpoint_dir
     if weights_bytes is not None:
         w = _nonneg_int(weights_bytes, "weights_bytes")
-        return Term("weights", label, -(-w // tp), False, f"given (weights_bytes {w:,} B for the whole model) / TP")
+        given = f"given (weights_bytes {w:,} B for the whole model)"
+        return Term("weights", label, -(-w // tp), False, f"{given} / TP", given)
     if checkpoint_dir is not None:
         found = checkpoint_weight_bytes(checkpoint_dir)
         if found is not None:
@@ -384,10 +254,13 @@ def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -
                 -(-w // tp),
                 False,
                 f"{how} = {w:,} B / TP (sharded linears and vocab-parallel embeddings; replicated norms ignored)",
+                f"{how} = {w:,} B",
             )
     raw, where = _raw_config(model, checkpoint_dir, raw_config)
     if raw is None:
         raise KvvizError(f"weights_bytes: no config.json to estimate {model.name}'s weights from; {PYTHON_HINT}")
     w, how = estimate_weight_bytes(model, raw, hint=PYTHON_HINT, tp=tp)
     shapes = f"one TP rank's shapes (kvviz.deploy.params: sharded layers / TP {tp}, norms and routers whole): "
-    return Term("weights", label, w, True, f"estimate from {where}: {shapes if tp > 1 else ''}{how}")
+    return Term(
+        "weights", label, w, True, f"estimate from {where}: {shapes if tp > 1 else ''}{how}", f"estimate from {where}"
+    )

@@ -214,10 +214,12 @@ def parallel_sizes(pp, partition, dp, ep) -> tuple[int, tuple[int, ...] | None, 
     return pp, partition, dp, ep
 
 
-def stage_weight_bytes(model, tp, parallel, weights_bytes, checkpoint_dir, raw_config) -> tuple[str, int, str, tuple]:
+def stage_weight_bytes(
+    model, tp, parallel, weights_bytes, checkpoint_dir, raw_config
+) -> tuple[str, int, str, str, tuple]:
     """kv_budget's weights term with `parallel` (parallel_sizes): (label, the heaviest stage's bytes a GPU, source,
-    ((StageWeights, its bytes a GPU), ...) a stage): the count's, or a checkpoint's exact total split as the count
-    splits it."""
+    origin (where the whole model's weights came from), ((StageWeights, its bytes a GPU), ...) a stage): the
+    count's, or a checkpoint's exact total split as the count splits it."""
     from kvviz.deploy.weights import PYTHON_HINT, _raw_config, checkpoint_weight_bytes
 
     pp, partition, dp, ep = parallel
@@ -259,4 +261,5 @@ def stage_weight_bytes(model, tp, parallel, weights_bytes, checkpoint_dir, raw_c
         else f"estimate from {where}, each stage's own layers and modules ({split}): "
     ) + staged.how
     label = f"weights on one GPU of {staged.stages[heavy].label}" if pp > 1 else f"weights on one GPU ({split})"
-    return label, per_gpu[heavy], source, tuple(zip(staged.stages, per_gpu))
+    origin = f"{exact[1]} = {exact[0]:,} B" if exact else f"estimate from {where}"
+    return label, per_gpu[heavy], source, origin, tuple(zip(staged.stages, per_gpu))
