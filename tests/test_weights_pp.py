@@ -265,3 +265,16 @@ def test_a_review_of_pp2_against_tp2_records_each_stages_budget(capsys):
     assert a["budget"]["inputs"] == b["budget"]["inputs"]
     assert not [d for d in doc["differs"] if d["knob"].startswith("budget")]
     assert {"tensor_parallel_size", "pipeline_parallel_size"} <= {d["knob"] for d in doc["differs"]}
+
+
+def test_a_stage_whose_kv_memory_holds_no_block_is_one_line_naming_the_device_option(capsys):
+    """A stage left with less KV memory than one of its blocks is refused before anything is printed, naming the
+    option that gave the device (--gpu-memory-gib here, not a `--gpu None`)."""
+    flags = ["--model", "llama-3.1-8b", "--gpu-memory-gib", "40", "--gpu-memory-utilization", "1.0", "-pp", "2"]
+    assert main(["plan", *flags, "--json"]) == 0
+    stages = json.loads(capsys.readouterr().out)["kv_budget"]["stages"]
+    allowance = 3 * 2**30 + min(s["available_bytes"] for s in stages) - 1000  # leaves the emptier stage 1,000 B
+    assert main(["plan", *flags, "--activation-bytes", str(allowance)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("kvviz: error: --gpu-memory-gib 40.0: stage ")
+    assert "is smaller than its block (1,048,576 B)" in err  # 32 / 2 layers x 65,536 B (PAGE: 2 x 16 x 8 x 128 x 2)

@@ -88,7 +88,8 @@ def require_shares_hold_blocks(args, planned: Plan, budget) -> None:
         for stage, share in zip(planned.stages, budget):
             require(
                 share >= stage.bytes_per_block,
-                f"--gpu {args.gpu}: stage {stage.index}'s KV memory {share:,} B is smaller than its block "
+                f"{f'--gpu {args.gpu}' if args.gpu else f'--gpu-memory-gib {args.gpu_memory_gib}'}: stage "
+                f"{stage.index}'s KV memory {share:,} B is smaller than its block "
                 f"({stage.bytes_per_block:,} B)",
             )
         return
