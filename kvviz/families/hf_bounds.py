@@ -131,17 +131,19 @@ def bound_layers(raw: dict, *, name: str) -> None:
 
 
 def check_text_config(raw: dict, config_class, *, name: str) -> None:
-    """A multimodal config (one whose transformers class has a text_config sub-config) must carry
-    its text model's config, of that text model's type: transformers would otherwise build its
-    default text model (or another architecture's) and kvviz would plan it under this name."""
+    """A multimodal config's text_config, where it gives one, must be of its text model's type: transformers
+    would otherwise build another architecture's text model and kvviz would plan it under this name. A config
+    without one is read as transformers reads it: its class moves the flat keys into its text config
+    (Qwen2-VL's and Qwen2.5-VL's `__post_init__`: "Hub configs are saved as flat dicts") or builds its default
+    text config, and kvviz.families.hf.check_top_level refuses a top-level field the class left unread."""
     expected = (getattr(config_class, "sub_configs", None) or {}).get("text_config")
-    if expected is None:
+    part = raw.get("text_config")
+    if expected is None or part is None:
         return
-    part, model_type = raw.get("text_config"), raw.get("model_type")
+    model_type = raw.get("model_type")
     require(
         isinstance(part, dict),
-        f"{name}: text_config={short_repr(part)}: a {model_type} config must hold its "
-        f"language model's config (transformers would read its defaults instead)",
+        f"{name}: text_config={short_repr(part)}: a {model_type} config's text_config must be a JSON object",
     )
     want = getattr(expected, "model_type", None)
     got = part.get("model_type")
@@ -151,11 +153,15 @@ def check_text_config(raw: dict, config_class, *, name: str) -> None:
     )
 
 
-def check_top_level(raw: dict, text, *, name: str) -> None:
+def check_top_level(raw: dict, top, text, *, name: str) -> None:
     """A field given at the top level of a config whose text config is read instead must agree
-    with the text config (vLLM 0.33 reads get_text_config(); the top-level value is ignored)."""
+    with the text config (vLLM 0.33 reads get_text_config(); the top-level value is ignored). A field
+    the config class took into its text config (a flat Qwen2.5-VL config.json: Qwen2_5_VLConfig.__post_init__
+    pops it from the top-level keys, so the top config does not hold it) was read, whatever the text
+    config then made of it (its sliding_window is None without use_sliding_window)."""
+    held = vars(top)
     for key in TEXT_FIELDS:
-        if key in raw and raw[key] is not None:
+        if key in raw and raw[key] is not None and key in held:
             used = getattr(text, key, None)
             require(
                 used == raw[key],

@@ -4,6 +4,7 @@ module registers itself in `kvviz.families.registry` when imported)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -13,6 +14,7 @@ from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import printable, read_json, short_repr
 from kvviz.families import decoder, deepseek_v4, encdec, mla, state, wrappers  # noqa: F401  (each registers its architectures)
 from kvviz.families.decoder_kinds import vllm_architectures
+from kvviz.families.hf import config_notes, decode_special_floats
 from kvviz.families.refused import refusal
 from kvviz.families.registry import ARCHITECTURES, FAMILIES, Family, Model
 
@@ -47,7 +49,9 @@ def model_from_dict(raw: dict, *, name: str) -> Model:
     """The Model of a parsed config.json, read by the family its architecture (else model_type) names
     (the architecture vLLM builds where its config convertor rewrites it: decoder_kinds.vllm_architectures)."""
     raw = vllm_architectures(raw)
-    return family_of(raw, name=name).read(raw, name=name)
+    model = family_of(raw, name=name).read(raw, name=name)
+    notes = config_notes(raw) if isinstance(raw, dict) else ()
+    return dataclasses.replace(model, notes=model.notes + notes) if notes else model
 
 
 def preset_names() -> list[str]:
@@ -115,7 +119,7 @@ def load_path(path: str | Path, *, what: str = "--hf-config") -> Model:
     from kvviz.families import parsed
 
     p = config_json_path(path, what=what)
-    raw = read_json(p, what=what)
+    raw = decode_special_floats(read_json(p, what=what))  # as transformers reads the file
     name = config_name(p)
     try:
         data = p.read_bytes()

@@ -31,6 +31,8 @@ class Model:
     max_model_len: int  # what vLLM derives when --max-model-len is not given
     config: object
     max_model_len_source: str = ""
+    # what kvviz read otherwise than the JSON literally says, as vLLM does (kvviz.families.hf.config_notes)
+    notes: tuple[str, ...] = ()
 
     @property
     def reader(self) -> "Family":
@@ -38,8 +40,8 @@ class Model:
         return FAMILIES[self.family]
 
     def describe(self) -> str:
-        """The model in one line (its family's `describe`)."""
-        return self.reader.describe(self)
+        """The model in one line (its family's `describe`), then each note on how its config was read."""
+        return "".join([self.reader.describe(self), *(f"; note: {n}" for n in self.notes)])
 
 
 # The family methods that take a model (each refuses another family's model in one line) ...
