@@ -5,7 +5,7 @@ level and the text config, one line naming the field."""
 from __future__ import annotations
 
 from kvviz.base.errors import require
-from kvviz.base.inputs import MAX_DIM, MAX_LAYERS, bounded_int, short_repr
+from kvviz.base.inputs import MAX_DIM, MAX_LAYERS, MAX_SLIDING_WINDOW, bounded_int, short_repr
 
 # transformers' dtype names -> kvviz's element names (a float16 model is sized like bf16: 2 B)
 _DTYPES = {
@@ -75,7 +75,23 @@ DIM_FIELDS = (
     "conv_kernel",
     "conv_L_cache",
     "mamba_dt_rank",
+    "short_conv_kernel_size",  # BailingMoeV3's KDA state (state_readers_hybrid.py): a 2**63 kernel is a 2e23 B state
+    "mamba_d_ssm",
+    "global_head_dim",
+    "swa_head_dim",
+    "swa_v_head_dim",
 )
+
+
+# Layer counts under another name than num_hidden_layers: LongcatFlashConfig builds per-layer lists from
+# num_layers (10**7 layers: a minute, then MemoryError), GPT-2's n_layer, Whisper's decoder / encoder layers.
+LAYER_COUNT_FIELDS = ("num_layers", "n_layer", "n_layers", "decoder_layers", "encoder_layers", "num_decoder_layers")
+
+
+# Windows and chunks in tokens: a positive count, or 0 (vLLM 0.33: a sliding_window of 0 disables the window,
+# ModelConfig.__post_init__; llama4.py builds plain Attention when attention_chunk_size is 0). A negative one is
+# read by no kernel (FlashAttention's window is (sliding_window - 1, 0)); 2**63 overflows the kernels' int.
+WINDOW_FIELDS = ("sliding_window", "sliding_window_size", "attention_chunk_size", "rswa_window", "loop_window_size")
 
 
 # The same inside Kimi-Linear's linear_attn_config.
@@ -97,8 +113,16 @@ def bound_layers(raw: dict, *, name: str) -> None:
     for where, part in _parts(raw):
         if not isinstance(part, dict):
             continue
-        if "num_hidden_layers" in part:
-            bounded_int(part["num_hidden_layers"], field=f"{name}: {where}num_hidden_layers", low=1, high=MAX_LAYERS)
+        for key in ("num_hidden_layers", *LAYER_COUNT_FIELDS):
+            if key in part and (key == "num_hidden_layers" or part[key] is not None):
+                bounded_int(part[key], field=f"{name}: {where}{key}", low=1, high=MAX_LAYERS)
+        for key in WINDOW_FIELDS:
+            value = part.get(key)
+            require(
+                type(value) is not int or 0 <= value <= MAX_SLIDING_WINDOW,
+                f"{name}: {where}{key}={short_repr(value)}: must be 1 to {MAX_SLIDING_WINDOW:,} tokens "
+                f"(0: none, as vLLM 0.33 reads it)",
+            )
         for key in PERIOD_FIELDS:
             value = part.get(key)
             if key == "sliding_window_pattern" and isinstance(value, str) and isinstance(part.get("layer_types"), list):
