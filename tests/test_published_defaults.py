@@ -1,0 +1,41 @@
+"""Cohere2-MoE on the default config against vLLM 0.33's own plans of them
+(tests/data/vllm-0.33/registry/plans.json, scripts of that folder's README): every group field, by the
+library and by `kvviz plan --json`, and a derivation whose numbers are the pages it plans (issue 39)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from real_config_cases import assert_cli_equals, assert_plan_equals
+
+import kvviz
+
+REGISTRY = Path(__file__).parent / "data" / "vllm-0.33" / "registry"
+CASES = json.loads((REGISTRY / "plans.json").read_text())["cases"]
+ARCHS = ("Cohere2MoeForCausalLM",)
+
+
+def _plan(arch: str):
+    case = CASES[arch]
+    return kvviz.plan(str(REGISTRY / case["config_path"]), max_model_len=case["settings"]["max_model_len"]), case
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_library_equals_vllm_on_every_group_field(arch):
+    plan, case = _plan(arch)
+    assert_plan_equals(plan, case, case["settings"]["max_model_len"])
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_cli_json_equals_vllm_on_every_group_field(arch):
+    case = CASES[arch]
+    assert_cli_equals(REGISTRY / case["config_path"], {"tensor_parallel_size": 1}, case)
+
+
+def test_cohere2_moe_sliding_layers_see_window_plus_one():
+    """cohere2_moe.py Cohere2MoeAttention.__init__: a sliding layer's per_layer_sliding_window is
+    config.sliding_window + 1 (as commandr.py's CohereAttention: the layer sees [pos - window, pos])."""
+    plan, case = _plan("Cohere2MoeForCausalLM")
+    raw = json.loads((REGISTRY / case["config_path"]).read_text())
+    windows = {c.sliding_window for g in plan.groups for c in g.layers} - {None}
+    assert windows == {raw["sliding_window"] + 1}
