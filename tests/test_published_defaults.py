@@ -1,8 +1,9 @@
-"""Cohere2-MoE on the default config against vLLM 0.33's own plans of them
+"""Gemma 4 and Cohere2-MoE on the default configs against vLLM 0.33's own plans of them
 (tests/data/vllm-0.33/registry/plans.json, scripts of that folder's README): every group field, by the
 library and by `kvviz plan --json`, and a derivation whose numbers are the pages it plans (issue 39)."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import kvviz
 
 REGISTRY = Path(__file__).parent / "data" / "vllm-0.33" / "registry"
 CASES = json.loads((REGISTRY / "plans.json").read_text())["cases"]
-ARCHS = ("Cohere2MoeForCausalLM",)
+ARCHS = ("Gemma4ForCausalLM", "Cohere2MoeForCausalLM")
 
 
 def _plan(arch: str):
@@ -39,3 +40,20 @@ def test_cohere2_moe_sliding_layers_see_window_plus_one():
     raw = json.loads((REGISTRY / case["config_path"]).read_text())
     windows = {c.sliding_window for g in plan.groups for c in g.layers} - {None}
     assert windows == {raw["sliding_window"] + 1}
+
+
+def test_gemma4_derivation_states_the_pages_it_plans():
+    """Gemma 4's sliding layers (4 KV heads x 256 x K|V x 2 B = 4,096 B a token) hold 32 tokens a block
+    in vLLM: unify_kv_cache_spec_page_size raises their 16-token block until the page equals the full
+    layers' 16 x 8,192 = 131,072 B. Every 'page = N tokens x B = P' line of the derivation multiplies out
+    and names a page the plan holds; the sliding one says 32 tokens."""
+    plan, case = _plan("Gemma4ForCausalLM")
+    pages = {c.page_bytes for g in plan.groups for c in g.layers}
+    stated = re.findall(r"page = ([\d,]+) tokens x ([\d,]+) B = ([\d,]+) B", "\n".join(plan.derivation))
+    assert stated
+    for tokens, per_token, page in stated:
+        tokens, per_token, page = (int(x.replace(",", "")) for x in (tokens, per_token, page))
+        assert tokens * per_token == page and page in pages
+    sliding = [line for line in plan.derivation if line.startswith("sliding-window K|V page")]
+    assert sliding and "32 tokens x 4,096 B = 131,072 B" in sliding[0]
+    assert "unify_kv_cache_spec_page_size" in sliding[0]

@@ -196,8 +196,8 @@ class Layout:
         )
 
     def to_json(self, *, num_blocks: int | None = None) -> dict:
-        """The layout as a JSON object: planner, block stride, binding group, each group's layers with their offsets
-        and pages, and `num_blocks` when given."""
+        """The layout as a JSON object: planner, block stride, binding group, each group's block size (tokens) and
+        layers with their offsets and pages, and `num_blocks` when given."""
         return {
             "planner": self.planner,
             "block_stride": self.block_stride,
@@ -206,6 +206,7 @@ class Layout:
             "groups": [
                 {
                     "name": g.name,
+                    "tokens_per_block": g.tokens_per_block,
                     "total_bytes": self.group_total(i),
                     "unused_bytes": self.group_unused(i),
                     "layers": [
