@@ -1,4 +1,4 @@
-"""Gemma 4 and Cohere2-MoE on the default configs against vLLM 0.33's own plans of them
+"""Gemma 4, Cohere2-MoE and HY-V4 on the default configs against vLLM 0.33's own plans of them
 (tests/data/vllm-0.33/registry/plans.json, scripts of that folder's README): every group field, by the
 library and by `kvviz plan --json`, and a derivation whose numbers are the pages it plans (issue 39)."""
 
@@ -13,7 +13,7 @@ import kvviz
 
 REGISTRY = Path(__file__).parent / "data" / "vllm-0.33" / "registry"
 CASES = json.loads((REGISTRY / "plans.json").read_text())["cases"]
-ARCHS = ("Gemma4ForCausalLM", "Cohere2MoeForCausalLM")
+ARCHS = ("Gemma4ForCausalLM", "Cohere2MoeForCausalLM", "HYV4ForCausalLM")
 
 
 def _plan(arch: str):
@@ -57,3 +57,16 @@ def test_gemma4_derivation_states_the_pages_it_plans():
     sliding = [line for line in plan.derivation if line.startswith("sliding-window K|V page")]
     assert sliding and "32 tokens x 4,096 B = 131,072 B" in sliding[0]
     assert "unify_kv_cache_spec_page_size" in sliding[0]
+
+
+def test_hyv4_learnable_sink_leaves_the_dense_cache_as_it_is():
+    """HY-V4's default config sets learnable_sink (vLLM's HYV4Config) and no sparse layer_types: dense MLA.
+    models/hy_v4/nvidia/attention.py HYV4MLAAttention._resolve_sink_backend keeps the selected backend only if it
+    supports sinks (no CUDA MLA backend does: AttentionBackend.supports_sink is False), else tries its
+    FLASHMLA_SPARSE subclass, whose validate_configuration refuses a dense layer ("non-sparse not supported"):
+    the sink is disabled and the layer keeps FLASH_ATTN_MLA, the cache vLLM recorded for this config."""
+    plan, case = _plan("HYV4ForCausalLM")
+    raw = json.loads((REGISTRY / case["config_path"]).read_text())
+    assert raw["learnable_sink"] is True and raw.get("layer_types") is None
+    assert case["settings"]["attention_backends"] == ["FLASH_ATTN_MLA:FlashAttnMLABackendSM90_SpecOnlyImpl"]
+    assert {c.tokens_per_block for g in plan.groups for c in g.layers} == {16}
