@@ -45,12 +45,12 @@ def _set(raw: dict, path: str, value) -> dict:
     return raw
 
 
-def _cli(tmp_path: Path, raw: dict) -> tuple[int, str, str]:
+def _cli(tmp_path: Path, raw: dict, *flags: str) -> tuple[int, str, str]:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(raw))
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_main(["plan", "--hf-config", str(path), "--max-model-len", "8192"])
+        code = cli_main(["plan", "--hf-config", str(path), "--max-model-len", "8192", *flags])
     return code, out.getvalue(), err.getvalue()
 
 
@@ -119,6 +119,8 @@ def test_missing_and_empty_text_config_are_read_alike(tmp_path, form):
     code, out, err = _cli(tmp_path, raw)
     assert code == 0, err
     assert "note: text_config is" in out.splitlines()[0]
+    code, out, err = _cli(tmp_path, raw, "--json")
+    assert code == 0 and json.loads(out)["notes"] == list(model.notes)
 
 
 def test_a_page_no_field_bound_caught_is_refused_naming_the_layer():
