@@ -1,5 +1,5 @@
-"""One comparison of a kvviz Plan with a vLLM 0.33 reference plan (scripts/vllm_reference_plans.py's case shape), by the
-library and by `kvviz plan --json`, shared by test_real_config_plans, test_real_config_parallel and test_published_plans."""
+"""One comparison of a kvviz Plan with a vLLM 0.33 reference plan (scripts/vllm_reference_plans.py's case
+shape), by the library and by `kvviz plan --json`, shared by the real-config, registry and published-config tests."""
 
 from __future__ import annotations
 
@@ -107,3 +107,40 @@ def assert_cli_equals(folder, knobs: dict, case: dict) -> None:
         assert summary["blocks_per_request"] == line["blocks_per_request"], label
         assert summary["kv_cache_tokens"] == line["gpu_kv_cache_size_tokens"], label
         assert out["capacity_line"] == vllm_line(line, max_len), label
+
+
+def knobs_of(ref: dict) -> dict:
+    """kvviz's knobs for one reference file: its TP size and cache dtype (vLLM's --kv-cache-dtype)."""
+    knobs = {"tensor_parallel_size": ref["tensor_parallel_size"]}
+    if ref["kv_cache_dtype"] != "auto":
+        knobs["kv_dtype"] = ref["kv_cache_dtype"]
+    return knobs
+
+
+def assert_library_equals(folder, case: dict, knobs: dict) -> None:
+    """kvviz.load(FOLDER) derives vLLM's max_model_len, and kvviz.plan at the case's max_model_len and `knobs`
+    equals the case (assert_plan_equals)."""
+    import kvviz
+
+    settings = case["settings"]
+    assert settings["tp_world_size"] == knobs["tensor_parallel_size"]
+    model = kvviz.load(str(folder))
+    assert model.max_model_len == settings["derived_max_model_len"]
+    assert_plan_equals(
+        kvviz.plan(model, max_model_len=settings["max_model_len"], **knobs), case, settings["max_model_len"]
+    )
+
+
+def assert_refused_in_one_line(folder, knobs: dict, match: str | None = None) -> None:
+    """vLLM's refusal of a config is kvviz's too: a one-line KvvizError from the library (matching `match`),
+    exit status 2 and one line from the CLI."""
+    import kvviz
+    from kvviz.base.errors import KvvizError
+
+    model = kvviz.load(str(folder))
+    with pytest.raises(KvvizError, match=match) as e:
+        kvviz.plan(model, max_model_len=min(32768, model.max_model_len), **knobs)
+    assert "\n" not in str(e.value)
+    rc, out, err = cli_plan(folder, knobs, min(32768, model.max_model_len), 8 << 30)
+    assert rc == 2 and out is None
+    assert len(err.strip().splitlines()) == 1, err

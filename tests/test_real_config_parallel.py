@@ -11,10 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from real_config_cases import assert_cli_equals, assert_plan_equals, cli_plan
-
-import kvviz
-from kvviz.base.errors import KvvizError
+from real_config_cases import assert_cli_equals, assert_library_equals, assert_refused_in_one_line, knobs_of
 
 HERE = Path(__file__).parent / "data" / "vllm-0.33" / "real-configs"
 REFERENCES = {
@@ -24,14 +21,6 @@ REFERENCES = {
     "tp1-fp8": "plans-fp8.json",
 }
 LOADED = {key: json.loads((HERE / name).read_text()) for key, name in REFERENCES.items()}
-
-
-def _knobs(ref: dict) -> dict:
-    """kvviz's knobs for one reference file: its TP size and cache dtype (vLLM's --kv-cache-dtype)."""
-    knobs = {"tensor_parallel_size": ref["tensor_parallel_size"]}
-    if ref["kv_cache_dtype"] != "auto":
-        knobs["kv_dtype"] = ref["kv_cache_dtype"]
-    return knobs
 
 
 def _params(kind: str) -> list:
@@ -52,34 +41,16 @@ def test_every_config_has_a_reference_at_every_setting():
 
 
 @pytest.mark.parametrize(("key", "name"), _params("cases"))
-def test_library_equals_vllm(key, name):
+def test_library_and_cli_json_equal_vllm(key, name):
     ref = LOADED[key]
     case = ref["cases"][name]
-    settings = case["settings"]
-    assert settings["tp_world_size"] == _knobs(ref)["tensor_parallel_size"]
-    model = kvviz.load(str(HERE / case["config_path"]))
-    assert model.max_model_len == settings["derived_max_model_len"]
-    plan = kvviz.plan(model, max_model_len=settings["max_model_len"], **_knobs(ref))
-    assert_plan_equals(plan, case, settings["max_model_len"])
-
-
-@pytest.mark.parametrize(("key", "name"), _params("cases"))
-def test_cli_json_equals_vllm(key, name):
-    ref = LOADED[key]
-    assert_cli_equals(HERE / name, _knobs(ref), ref["cases"][name])
+    assert_library_equals(HERE / case["config_path"], case, knobs_of(ref))
+    assert_cli_equals(HERE / name, knobs_of(ref), case)
 
 
 @pytest.mark.parametrize(("key", "name"), _params("failures"))
 def test_vllm_refusals_are_kvviz_refusals(key, name):
-    """vLLM's refusal (its error recorded in the reference) is kvviz's too: a one-line KvvizError from the
-    library, exit status 2 and one line from the CLI."""
-    ref = LOADED[key]
-    failure = ref["failures"][name]
+    """vLLM's refusal (its error recorded in the reference) is kvviz's too, in one line naming the TP size."""
+    failure = LOADED[key]["failures"][name]
     assert "Total number of attention heads" in failure["error"], failure["error"]
-    model = kvviz.load(str(HERE / name))
-    with pytest.raises(KvvizError, match="tensor_parallel_size") as e:
-        kvviz.plan(model, max_model_len=min(32768, model.max_model_len), **_knobs(ref))
-    assert "\n" not in str(e.value)
-    rc, out, err = cli_plan(HERE / name, _knobs(ref), min(32768, model.max_model_len), 8 << 30)
-    assert rc == 2 and out is None
-    assert len(err.strip().splitlines()) == 1, err
+    assert_refused_in_one_line(HERE / name, knobs_of(LOADED[key]), match="tensor_parallel_size")
