@@ -262,7 +262,7 @@ def attention_page_lines(caches: tuple[CacheSpec, ...], block: int) -> list[str]
     if _one_attention_type(tuple(attention)):
         a = attention[0]
         return [f"attention page = {a.tokens_per_block} tokens x {a.row_bytes:,} B = {a.content_bytes:,} B"]
-    kinds = {}
+    kinds: dict[tuple, CacheSpec] = {}
     for c in attention:
         kinds.setdefault((c.kind, c.sliding_window, c.attention_chunk_size, c.row_bytes, c.tokens_per_block), c)
     out = []
