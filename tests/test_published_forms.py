@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 import kvviz
-from kvviz.families.hf import decode_special_floats
+from kvviz.families.loader import decode_special_floats
 
 HERE = Path(__file__).parent / "data" / "vllm-0.33" / "published"
 

@@ -17,7 +17,7 @@ from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import finite_number, short_repr
 from kvviz.base.quiet import quiet_library
 from kvviz.families.decoder_keys import CUSTOM_CODE_TYPES
-from kvviz.families.hf_bounds import _DTYPES, TEXT_FIELDS, bound_layers, check_text_config, check_top_level
+from kvviz.families.hf_bounds import _DTYPES, bound_layers, check_text_config, check_top_level
 from kvviz.families.hf_fast import fast_read
 
 # vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS: a float16 checkpoint of these is served in bf16.
@@ -38,75 +38,6 @@ MAX_LEN_KEYS = (
 _ROPE_NOT_SCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
 # _get_and_verify_max_len: no key found -> 2048.
 DEFAULT_MAX_MODEL_LEN = 2048
-
-
-# transformers 5.24 configuration_utils.py: a non-finite float is saved as {"__float__": tag}
-# (PreTrainedConfig._encode_special_floats) and read back by _decode_special_floats.
-_FLOAT_TAG_KEY = "__float__"
-_FLOAT_TAG_VALUES = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
-
-
-def decode_special_floats(obj: object) -> object:
-    """A config.json's JSON as transformers reads it from a file (PreTrainedConfig._dict_from_json_file calls
-    `_decode_special_floats`): an object `{"__float__": "Infinity" | "-Infinity" | "NaN"}` is that float, so a
-    config transformers re-saved (`time_step_limit: [0.0, {"__float__": "Infinity"}]`) reads as the published one.
-    Iterative, so a deeply nested JSON costs no recursion."""
-    root = [obj]
-    stack = [(root, 0)]
-    while stack:
-        holder, key = stack.pop()
-        item = holder[key]
-        if isinstance(item, dict):
-            if set(item) == {_FLOAT_TAG_KEY} and isinstance(item[_FLOAT_TAG_KEY], str):
-                if item[_FLOAT_TAG_KEY] in _FLOAT_TAG_VALUES:
-                    holder[key] = _FLOAT_TAG_VALUES[item[_FLOAT_TAG_KEY]]
-                continue
-            item = holder[key] = dict(item)
-            stack.extend((item, k) for k in item)
-        elif isinstance(item, list):
-            item = holder[key] = list(item)
-            stack.extend((item, i) for i in range(len(item)))
-    return root[0]
-
-
-def config_notes(raw: dict) -> tuple[str, ...]:
-    """What kvviz (like vLLM 0.33) reads otherwise than the JSON literally says, in words for the output:
-    a `head_dim` of 0, which the model files treat as not given (llama.py LlamaAttention:
-    `head_dim or hidden_size // total_num_heads`; transformers keeps the 0), and a multimodal config with no
-    text model in it (text_config missing or `{}`, no text field at the top level), whose config class builds
-    its default text config, which vLLM then serves (transformers' class defaults, e.g. Gemma3Config's
-    Gemma3TextConfig())."""
-    notes = []
-    for where, part in (("", raw), ("text_config.", raw.get("text_config"))):
-        if isinstance(part, dict) and part.get("head_dim") == 0:
-            notes.append(
-                f"{where}head_dim 0 is read as not given: the head size is derived from the other fields, as "
-                f"vLLM 0.33's model files do (head_dim or hidden_size // num_attention_heads)"
-            )
-    part = raw.get("text_config")
-    if part in (None, {}) and not any(k in raw for k in TEXT_FIELDS) and _has_text_sub_config(raw.get("model_type")):
-        notes.append(
-            f"text_config {'is empty' if part == {} else 'is not given'} and no text field is at the top level: "
-            f"the language model planned is the default text config of transformers' {raw['model_type']} config "
-            f"class, which vLLM 0.33 (reading the config through transformers) would serve"
-        )
-    return tuple(notes)
-
-
-def _has_text_sub_config(model_type: object) -> bool:
-    """Whether transformers' config class of `model_type` holds a text_config sub-config (hf_table.json says,
-    else the class itself)."""
-    from kvviz.families.hf_fast import table
-
-    entry = table().get("models", {}).get(model_type)
-    if entry is not None:
-        return entry.get("text_config") is not None
-    try:
-        from transformers import CONFIG_MAPPING
-    except ImportError:
-        return False
-    cls = CONFIG_MAPPING.get(model_type) if isinstance(model_type, str) else None
-    return cls is not None and "text_config" in (getattr(cls, "sub_configs", None) or {})
 
 
 def check_kinds(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None) -> None:

@@ -192,3 +192,43 @@ def check_top_level(raw: dict, top, text, *, name: str) -> None:
                 f"{name}: {key}={short_repr(raw[key])} at the top level is not read: vLLM reads "
                 f"text_config.{key}={short_repr(used)}; give it there",
             )
+
+
+def config_notes(raw: dict) -> tuple[str, ...]:
+    """What kvviz (like vLLM 0.33) reads otherwise than the JSON literally says, in words for the output:
+    a `head_dim` of 0, which the model files treat as not given (llama.py LlamaAttention:
+    `head_dim or hidden_size // total_num_heads`; transformers keeps the 0), and a multimodal config with no
+    text model in it (text_config missing or `{}`, no text field at the top level), whose config class builds
+    its default text config, which vLLM then serves (transformers' class defaults, e.g. Gemma3Config's
+    Gemma3TextConfig())."""
+    notes = []
+    for where, part in (("", raw), ("text_config.", raw.get("text_config"))):
+        if isinstance(part, dict) and part.get("head_dim") == 0:
+            notes.append(
+                f"{where}head_dim 0 is read as not given: the head size is derived from the other fields, as "
+                f"vLLM 0.33's model files do (head_dim or hidden_size // num_attention_heads)"
+            )
+    part = raw.get("text_config")
+    if part in (None, {}) and not any(k in raw for k in TEXT_FIELDS) and _has_text_sub_config(raw.get("model_type")):
+        notes.append(
+            f"text_config {'is empty' if part == {} else 'is not given'} and no text field is at the top level: "
+            f"the language model planned is the default text config of transformers' {raw['model_type']} config "
+            f"class, which vLLM 0.33 (reading the config through transformers) would serve"
+        )
+    return tuple(notes)
+
+
+def _has_text_sub_config(model_type: object) -> bool:
+    """Whether transformers' config class of `model_type` holds a text_config sub-config (hf_table.json says,
+    else the class itself)."""
+    from kvviz.families.hf_fast import table
+
+    entry = table().get("models", {}).get(model_type)
+    if entry is not None:
+        return entry.get("text_config") is not None
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return False
+    cls = CONFIG_MAPPING.get(model_type) if isinstance(model_type, str) else None
+    return cls is not None and "text_config" in (getattr(cls, "sub_configs", None) or {})
