@@ -36,6 +36,92 @@ SETTINGS = {"tp1": (1, "auto"), "tp2": (2, "auto"), "tp1-fp8": (1, "fp8"), "tp2-
 TIMEOUT_S = 900
 
 
+def _h200_published():
+    """vllm_reference_plans._h200_backends (every answer it sets by hand, and why, is said there), then more
+    answers the published configs ask, none of which changes a KV cache spec:
+
+    * FlashAttention 4 is taken as absent: vLLM's wheel ships it (vllm_flash_attn/cute) and on SM90 FA4 serves
+      head sizes over 256 with kernel pages of its own (fa_utils FA4_HD256_PAGE_SIZE, a 64-token page for an fp8
+      head-512 cache), which neither kvviz nor this reference models: a stated gap (README), as in the registry
+      reference of Gemma 4;
+    * a backend the model's config hook forces is taken, as CudaPlatform.get_attn_backend_cls takes a selected
+      backend: Gemma4Config.verify_and_update_config (model_executor/models/config.py) forces TRITON_ATTN for
+      Gemma 4's heterogeneous head sizes (256 and 512) without FA4; where no hook forces one, a head size FA3
+      does not take (over 256) gets TRITON_ATTN, the first of SM90's list that validates (FLASHINFER takes
+      64 / 128 / 256);
+    * the MXFP4 MoE kernel of gpt-oss (fused_moe/oracle/mxfp4.py select_mxfp4_moe_backend): TRITON, whose
+      availability check needs a GPU; the experts hold weights, not KV cache;
+    * FusedMoEConfig's check that a non-gated MoE activation (Nemotron-H's relu2) runs on CUDA, XPU or ROCm
+      (fused_moe/config.py __post_init__) answers as on CUDA;
+    * GeluAndMulSparse's std multiplier (Gemma 3n) is computed on CPU: Tensor.item() has no meta answer;
+    * FlashMLA's dense kernel, the MLA backend of an fp8 cache on SM90, is there (FlashMLAImpl asserts it).
+    """
+    import torch
+
+    platform = _H200_BACKENDS()
+    plain_pick = type(platform).get_attn_backend_cls
+    import vllm.v1.attention.backends.fa_utils as fa_utils
+    import vllm.v1.attention.backends.flash_attn as flash_attn
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    fa_utils.is_fa_version_supported = flash_attn.is_fa_version_supported = lambda version: version in (2, 3)
+
+    def pick(selected_backend, attn_selector_config, num_heads=None):
+        c = attn_selector_config
+        if (
+            selected_backend is None
+            and not c.use_mla
+            and not flash_attn.FlashAttentionBackend.supports_head_size(c.head_size)
+        ):
+            selected_backend = AttentionBackendEnum.TRITON_ATTN
+        if selected_backend is not None:
+            ref.BACKEND_REQUESTS.append(
+                {
+                    "request": {k: str(v) for k, v in c._asdict().items()},
+                    "picked": selected_backend.name,
+                }
+            )
+            return selected_backend.get_path()
+        return plain_pick(selected_backend, attn_selector_config, num_heads)
+
+    type(platform).get_attn_backend_cls = staticmethod(pick)
+    from vllm.model_executor.layers import activation
+    from vllm.model_executor.layers.fused_moe import config as moe_config
+    from vllm.model_executor.layers.fused_moe.oracle import mxfp4 as mxfp4_oracle
+    from vllm.model_executor.layers.quantization import mxfp4 as mxfp4_quant
+
+    triton = mxfp4_oracle.Mxfp4MoeBackend.TRITON
+    chosen = (triton, mxfp4_oracle.backend_to_kernel_cls(triton)[0])
+    mxfp4_oracle.select_mxfp4_moe_backend = mxfp4_quant.select_mxfp4_moe_backend = lambda *a, **k: chosen
+    post_init = moe_config.FusedMoEConfig.__post_init__
+
+    def post_init_as_on_cuda(self, *args, **kwargs):
+        cls = type(platform)
+        cuda_alike = cls.is_cuda_alike
+        cls.is_cuda_alike = lambda _self: True
+        try:
+            return post_init(self, *args, **kwargs)
+        finally:
+            cls.is_cuda_alike = cuda_alike
+
+    moe_config.FusedMoEConfig.__post_init__ = post_init_as_on_cuda
+    sparse_init = activation.GeluAndMulSparse.__init__
+
+    def sparse_init_on_cpu(self, *args, **kwargs):
+        with torch.device("cpu"):
+            sparse_init(self, *args, **kwargs)
+
+    activation.GeluAndMulSparse.__init__ = sparse_init_on_cpu
+    import vllm.v1.attention.backends.mla.flashmla as flashmla
+
+    flashmla.is_flashmla_dense_supported = lambda: (True, None)
+    return platform
+
+
+_H200_BACKENDS = ref._h200_backends
+ref._h200_backends = _h200_published  # vllm_reference_plans._one calls it in every child
+
+
 def resave(src: Path, out: Path) -> None:
     """transformers' own reading and writing of a config folder (the form every later save has)."""
     from transformers import AutoConfig
@@ -102,7 +188,7 @@ def main(argv=None) -> int:
     import vllm
 
     torch.set_num_threads(1)  # no op runs on real tensors; one thread keeps the forks clean
-    ref._h200_backends()  # the platform answers, set once and inherited by every child
+    ref._h200_backends()  # the platform answers (_h200_published), set again in every child by ref._one
     root = Path(ns.root).resolve()
     for setting in ns.setting:
         tp, kv = SETTINGS[setting]
