@@ -9,8 +9,11 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 import kvviz
-from kvviz.families.loader import decode_special_floats
+from kvviz.base.errors import KvvizError
+from kvviz.families.loader import decode_special_floats, model_from_dict
 
 HERE = Path(__file__).parent / "data" / "vllm-0.33" / "published"
 
@@ -39,3 +42,29 @@ def test_resaved_hybrids_plan_as_published():
         assert [[c.name for c in g.layers] for g in plans[0].groups] == [
             [c.name for c in g.layers] for g in plans[1].groups
         ], name
+
+
+def test_transformers_4_57_save_of_a_flat_config_plans_as_the_flat_one():
+    """transformers 4.57's save_pretrained of a flat Qwen2.5-VL config (resaved-4.57/, the form of many Hub
+    fine-tunes) writes text_config beside the flat keys it came from, with text_config.sliding_window null
+    (Qwen2_5_VLTextConfig: no window without use_sliding_window) and the top level's 32768 kept: vLLM reads the
+    text config and plans full attention, exactly as the published form; kvviz no longer refuses the top-level
+    copy ("sliding_window=32768 at the top level is not read")."""
+    for name in ("Qwen2.5-VL-3B-Instruct", "Qwen2.5-VL-7B-Instruct"):
+        raw = json.loads((HERE / "resaved-4.57" / name / "config.json").read_text())
+        assert raw["sliding_window"] == 32768 and raw["text_config"]["sliding_window"] is None
+        plans = [kvviz.plan(str(HERE / form / name), max_model_len=32768) for form in ("hub", "resaved-4.57")]
+        assert plans[0].block_stride == plans[1].block_stride, name
+        assert [[c.name for c in g.layers] for g in plans[0].groups] == [
+            [c.name for c in g.layers] for g in plans[1].groups
+        ], name
+
+
+def test_a_top_level_field_the_text_config_overrides_is_still_refused():
+    """The rule the BC copies must not weaken: Gemma 3's class leaves a top-level num_hidden_layers where it is and
+    reads text_config's; a top-level value that is neither the text config's given value nor a window the text
+    config turned off is refused, naming both."""
+    raw = json.loads((HERE / "hub" / "gemma-3-27b-it" / "config.json").read_text())
+    raw["num_hidden_layers"] = 10
+    with pytest.raises(KvvizError, match="num_hidden_layers=10 at the top level is not read"):
+        model_from_dict(raw, name="g")

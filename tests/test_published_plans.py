@@ -1,6 +1,7 @@
 """`kvviz plan --hf-config` and the library against vLLM 0.33's own plans of the configs people download
-(issue 39): the published config.json of 30+ architectures (tests/data/vllm-0.33/published/hub/) and the same
-files re-saved by transformers 5.24 (`resaved/`), at TP 1 and 2, bf16 and fp8 KV cache.
+(issue 39): the published config.json of 30+ architectures (tests/data/vllm-0.33/published/hub/), the same
+files re-saved by transformers 5.24 (`resaved/`) and the flat Qwen2.5-VL ones re-saved by transformers 4.57
+(`resaved-4.57/`: text_config beside the flat keys), at TP 1 and 2, bf16 and fp8 KV cache.
 
 tests/data/vllm-0.33/published/plans-*.json were written by scripts/vllm_reference_published.py (see that
 folder's README): vLLM 0.33.0's own model class, the multimodal wrapper with its language model inside, built
@@ -42,9 +43,11 @@ def test_every_config_has_a_source_and_a_reference_at_every_setting():
     re-saved form has vLLM's plan (or vLLM's refusal) at each of the four settings."""
     hub = {p.parent.name for p in (HERE / "hub").glob("*/config.json")}
     resaved = {p.parent.name for p in (HERE / "resaved").glob("*/config.json")}
+    old_saves = {p.parent.name for p in (HERE / "resaved-4.57").glob("*/config.json")}
     assert set(SOURCES["configs"]) == hub
     assert resaved == hub - set(SOURCES["not_resaved"])
-    folders = {f"hub/{n}" for n in hub} | {f"resaved/{n}" for n in resaved}
+    assert old_saves == set(SOURCES["resaved_4_57"]) and old_saves <= hub
+    folders = {f"hub/{n}" for n in hub} | {f"resaved/{n}" for n in resaved} | {f"resaved-4.57/{n}" for n in old_saves}
     for key, ref in LOADED.items():
         assert set(ref["cases"]) | set(ref["failures"]) == folders, key
         assert (ref["tensor_parallel_size"], ref["kv_cache_dtype"]) == SETTINGS[key]

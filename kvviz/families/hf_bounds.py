@@ -159,7 +159,7 @@ def check_text_config(raw: dict, config_class, *, name: str) -> None:
     would otherwise build another architecture's text model and kvviz would plan it under this name. A config
     without one is read as transformers reads it: its class moves the flat keys into its text config
     (Qwen2-VL's and Qwen2.5-VL's `__post_init__`: "Hub configs are saved as flat dicts") or builds its default
-    text config, and kvviz.families.hf.check_top_level refuses a top-level field the class left unread."""
+    text config, and check_top_level refuses a top-level field the class left unread."""
     expected = (getattr(config_class, "sub_configs", None) or {}).get("text_config")
     part = raw.get("text_config")
     if expected is None or part is None:
@@ -179,19 +179,25 @@ def check_text_config(raw: dict, config_class, *, name: str) -> None:
 
 def check_top_level(raw: dict, top, text, *, name: str) -> None:
     """A field given at the top level of a config whose text config is read instead must agree
-    with the text config (vLLM 0.33 reads get_text_config(); the top-level value is ignored). A field
-    the config class took into its text config (a flat Qwen2.5-VL config.json: Qwen2_5_VLConfig.__post_init__
-    pops it from the top-level keys, so the top config does not hold it) was read, whatever the text
-    config then made of it (its sliding_window is None without use_sliding_window)."""
+    with the text config (vLLM 0.33 reads get_text_config(); the top-level value is ignored). Not refused:
+    a field the config class took into its text config (a flat Qwen2.5-VL config.json:
+    Qwen2_5_VLConfig.__post_init__ pops it from the top-level keys, so the top config does not hold it),
+    a copy of what text_config itself gives, and a sliding_window beside a text config whose window is off
+    (use_sliding_window false: transformers 4.57 saved a flat Qwen2.5-VL config as text_config, its window
+    nulled, beside the flat keys it came from, and vLLM plans that exactly as the flat form)."""
     held = vars(top)
+    given = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}
     for key in TEXT_FIELDS:
-        if key in raw and raw[key] is not None and key in held:
-            used = getattr(text, key, None)
-            require(
-                used == raw[key],
-                f"{name}: {key}={short_repr(raw[key])} at the top level is not read: vLLM reads "
-                f"text_config.{key}={short_repr(used)}; give it there",
-            )
+        if key not in raw or raw[key] is None or key not in held or given.get(key) == raw[key]:
+            continue
+        if key == "sliding_window" and getattr(text, "use_sliding_window", True) is False:
+            continue
+        used = getattr(text, key, None)
+        require(
+            used == raw[key],
+            f"{name}: {key}={short_repr(raw[key])} at the top level is not read: vLLM reads "
+            f"text_config.{key}={short_repr(used)}; give it there",
+        )
 
 
 def config_notes(raw: dict) -> tuple[str, ...]:

@@ -31,7 +31,7 @@ class Model:
     max_model_len: int  # what vLLM derives when --max-model-len is not given
     config: object
     max_model_len_source: str = ""
-    # what kvviz read otherwise than the JSON literally says, as vLLM does (kvviz.families.hf.config_notes)
+    # what kvviz read otherwise than the JSON literally says, as vLLM does (kvviz.families.hf_bounds.config_notes)
     notes: tuple[str, ...] = ()
 
     @property
