@@ -57,6 +57,9 @@ def test_gemma4_derivation_states_the_pages_it_plans():
     sliding = [line for line in plan.derivation if line.startswith("sliding-window K|V page")]
     assert sliding and "32 tokens x 4,096 B = 131,072 B" in sliding[0]
     assert "unify_kv_cache_spec_page_size" in sliding[0]
+    # and the map's stride line names the groups whose block is not the configured 16
+    stride_line = next(line for line in str(plan.layout).splitlines() if "block stride" in line)
+    assert "16 tokens (sliding512-0 32, sliding512-1 32" in stride_line and "full" not in stride_line
 
 
 def test_hyv4_learnable_sink_leaves_the_dense_cache_as_it_is():
