@@ -33,6 +33,11 @@ class Model:
     max_model_len_source: str = ""
     # what kvviz read otherwise than the JSON literally says, as vLLM does (kvviz.families.hf_bounds.config_notes)
     notes: tuple[str, ...] = ()
+    # What it was read from, for what the config says beyond the caches (kvviz.deploy sizes the weights from it):
+    # the config.json as parsed, and the folder holding it (a checkpoint's safetensors index there gives the exact
+    # weights). Set by kvviz.families.loader; not part of what the model is (compare=False).
+    raw_config: dict | None = dataclasses.field(default=None, compare=False, repr=False)
+    config_dir: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def reader(self) -> "Family":
