@@ -256,10 +256,12 @@ class Layout:
         if padded:
             legend += f"  {PADDING_GLYPH}=padding"
         tokens = "" if self.tokens_per_block is None else f", {self.tokens_per_block} tokens"
-        raised = {
-            g.name: g.tokens_per_block for g in self.groups if g.tokens_per_block not in (None, self.tokens_per_block)
+        raised = {  # only raised: DeepSeek V4's compressed caches hold fewer entries a block, their own rule
+            g.name: n
+            for g in self.groups
+            if (n := g.tokens_per_block) and self.tokens_per_block and n > self.tokens_per_block
         }
-        if tokens and raised:  # a group whose block unify_kv_cache_spec_page_size raised (Gemma 4's sliding: 32)
+        if raised:  # a group whose block unify_kv_cache_spec_page_size raised (Gemma 4's sliding: 32)
             tokens += " (" + ", ".join(f"{name} {n}" for name, n in raised.items()) + ")"
         lines.append(f"{'':>{name_w}}  block stride {self.block_stride:,} B{tokens} ({self.planner})")
         lines.append(f"{'':>{name_w}}  {legend}  .=unused")
