@@ -395,8 +395,6 @@ class Plan:
         was planned, the stride and the groups; `print(plan)` shows the text byte map."""
         pools = f"{len(self.pools)} separate pools" if len(self.pools) > 1 else "one pool"
         tokens = "" if self.tokens_per_block is None else f", {self.tokens_per_block:,} tokens per block"
-        setting = f" ({self.setting})" if self.setting else ""
-        return (
-            f"<kvviz Plan {self.model}, {self.planner} planner{setting}: block stride {self.block_stride:,} B{tokens}, "
-            f"{plural(len(self.groups), 'group')} in {pools}; print() it for the byte map>"
-        )
+        setting, groups = f" ({self.setting})" if self.setting else "", plural(len(self.groups), "group")
+        head = f"<kvviz Plan {self.model}, {self.planner} planner{setting}: block stride {self.block_stride:,} B"
+        return f"{head}{tokens}, {groups} in {pools}; print() it for the byte map>"
