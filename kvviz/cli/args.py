@@ -307,6 +307,7 @@ def plan_from_args(args) -> Planned:
 
 
 def _is_utf8(text: str) -> bool:
+    """Whether `text` can be written as UTF-8 (argv bytes that are not UTF-8 arrive as lone surrogates)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate, e.g. from argv bytes that are not UTF-8
@@ -316,6 +317,8 @@ def _is_utf8(text: str) -> bool:
 
 # ---- fit ----------------------------------------------------------------------------------
 def _int_list(text: str, option: str) -> tuple[int, ...]:
+    """The comma-separated positive integers of `option` (blank items skipped); anything else is
+    one KvvizError naming the option."""
     try:
         values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:

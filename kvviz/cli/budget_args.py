@@ -102,6 +102,7 @@ def weights_sources(args) -> dict:
 
 
 def _budget_option(args) -> str:
+    """The budget flag as the user gave it (`--budget-gib X` or `--budget-bytes N`), to name it in an error."""
     return f"--budget-gib {args.budget_gib}" if args.budget_gib is not None else f"--budget-bytes {args.budget_bytes}"
 
 

@@ -36,6 +36,8 @@ from kvviz.families import preset_names, preset_summary
 
 
 def _run_plan(args) -> int:
+    """`kvviz plan`: the plan of a model or a --groups file, as text, --markdown or --json
+    (another --engine's plan through kvviz.cli.engines)."""
     if args.engine != "vllm":
         require(not args.markdown, "--markdown: the vllm engine's plan only; give --json for another engine's")
         return _run_plan_engine(args)
@@ -92,6 +94,7 @@ def _run_plan(args) -> int:
 
 # ---- render -------------------------------------------------------------------------------
 def _run_render(args) -> int:
+    """`kvviz render`: the report figure (the plan's byte map; before/after where a planner changes it)."""
     # kvviz.views.report draws with matplotlib: imported here to keep it off plan/compare/models.
     from kvviz.views import report
 
@@ -184,6 +187,7 @@ def _run_fit(args) -> int:
 
 # ---- models -------------------------------------------------------------------------------
 def _run_models(args) -> int:
+    """`kvviz models`: one summary line per shipped preset, or `--architectures` (vLLM's registry)."""
     if getattr(args, "architectures", False):
         return _run_architectures(args)
     if getattr(args, "json", False):

@@ -39,10 +39,12 @@ def readable_json(obj, indent: str = "") -> str:
 
 
 def _print_json(obj) -> None:
+    """Print `obj` as kvviz's readable JSON (kvviz.base.text.readable_json)."""
     print(readable_json(obj))
 
 
 def _capacity_rows(caps, plans=None) -> list[list]:
+    """One table row per capacity (label, planner, stride, blocks, tokens, requests, waste, binding group)."""
     binds = (
         [p.pools[0].binding_label if len(p.pools) == 1 else "none (separate pools)" for p in plans]
         if plans
@@ -111,6 +113,7 @@ def _budget_json(args) -> dict:
 
 
 def _budget_lines(args) -> list[str]:
+    """The budget's derivation lines (the GPU's terms, the auto-fitted max_model_len) for text output."""
     lines = []
     if getattr(args, "kv_budget", None) is not None:
         lines += list(args.kv_budget.lines())
@@ -120,6 +123,7 @@ def _budget_lines(args) -> list[str]:
 
 
 def _group_table(layouts) -> str:
+    """The groups of each layout as a text table: name, layers, bytes a block, unused bytes, binding."""
     rows = [
         [
             g.name,
