@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kvviz import engines
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import printable, short_repr
 from kvviz.cli.args import model_from_args, options_from_args, refuse_knobs
 from kvviz.cli.budget_args import budget_from_args
 from kvviz.cli.output import _budget_json, _budget_lines, _print_json
 from kvviz.core.layout import text_table
+from kvviz.engines import EngineKnobs
+from kvviz.engines.budget import engine_budgets
+from kvviz.engines.figure import compare_figure
+from kvviz.views.staging import write_file
 from kvviz.vllm.plan import planned_setting
 
 
@@ -38,7 +43,6 @@ def _engine_inputs(args):
 
 def _run_plan_engine(args) -> int:
     """One model's pools as SGLang or TensorRT-LLM sizes them (kvviz.engines)."""
-    from kvviz import engines
 
     model, options, budget = _engine_inputs(args)
     own = _engine_own_budgets(args, model, (args.engine,))
@@ -61,7 +65,6 @@ def _engine_own_budgets(args, model, names) -> dict:
     b = getattr(args, "kv_budget", None)
     if b is None or b.exact_pool:
         return {}
-    from kvviz.engines.budget import engine_budgets
 
     return engine_budgets(model, b, names)
 
@@ -78,7 +81,6 @@ def _print_engine_budget_lines(args, own) -> None:
 
 def _run_compare_engines(args) -> int:
     """The same model and budget through each engine, side by side (kvviz.engines)."""
-    from kvviz import engines
 
     figure = figure_path(getattr(args, "figure", None))
     names = tuple(e.strip() for e in args.engines.split(",") if e.strip())
@@ -167,9 +169,7 @@ def _run_compare_engines(args) -> int:
 
 def _write_figure(figure: Path, rows_, model, budget: int, *, announce: bool, options) -> None:
     """The engines figure to --figure: staged, renamed into place, never through a link."""
-    from kvviz.engines.figure import compare_figure
     from kvviz.views.query import save_figure
-    from kvviz.views.staging import write_file
 
     fig = compare_figure(rows_, model=model.name, budget_bytes=budget, setting=planned_setting(model, options))
     write_file(figure, lambda tmp: save_figure(fig, tmp), what="--figure")
@@ -202,7 +202,6 @@ def figure_path(value) -> Path | None:
 def _engine_knobs(args):
     """kvviz.engines.EngineKnobs from --max-attention-window / --enable-unified-memory / --max-batch-size /
     --use-py-mamba."""
-    from kvviz.engines import EngineKnobs
 
     window = getattr(args, "max_attention_window", None)
     if window is not None:

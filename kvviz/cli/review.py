@@ -23,6 +23,7 @@ from kvviz.base.inputs import printable
 from kvviz.cli.args import plan_from_args
 from kvviz.cli.output import _print_json, require_shares_hold_blocks
 from kvviz.core.sidebyside import Side, SideBySide
+from kvviz.views.staging import write_file
 
 SEPARATOR = "--"
 SOURCE_FLAGS = ("--model", "--hf-config", "--config")
@@ -117,7 +118,6 @@ def run_side_by_side(args, parser: argparse.ArgumentParser) -> int:
 def _write_review_figure(figure, review: SideBySide) -> None:
     from kvviz.views.query import save_figure
     from kvviz.views.sidebyside import side_by_side as draw
-    from kvviz.views.staging import write_file
 
     fig = draw(review)
     write_file(figure, lambda tmp: save_figure(fig, tmp), what="--figure")

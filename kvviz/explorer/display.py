@@ -11,6 +11,7 @@ import html
 from kvviz.base.errors import KvvizError
 from kvviz.core import capacity
 from kvviz.core.plan import Plan
+from kvviz.engines import compare_rows
 from kvviz.explorer.sweeps import baseline_planner, budget_bytes, capacities, describe_knobs, plan_knobs
 from kvviz.explorer.tables import PRE_STYLE, group_table_html
 from kvviz.views.blockmap_data import block_map_data
@@ -144,7 +145,6 @@ def result_at(planned: Planned, knobs: dict) -> Result:
 def engines_html(knobs: dict) -> str:
     """One line per other engine at the budget the knobs give (kvviz.engines.compare_rows): its
     token capacity, requests at once and own log line, or why it has no plan."""
-    from kvviz.engines import compare_rows
     from kvviz.explorer.sweeps import model_for, options_for
 
     try:
