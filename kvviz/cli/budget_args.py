@@ -18,11 +18,12 @@ from kvviz.core import capacity
 @dataclasses.dataclass(frozen=True)
 class Budget:
     """The KV budget a command's flags give, handed from module to module as a value (never kept on
-    the argparse namespace): `bytes` (None where no budget was given), the GiB given, a GPU's
+    the argparse namespace): `bytes` (None where no budget was given; one a pipeline stage where a
+    GPU sized each stage's own), the GiB given, a GPU's
     derivation (`derived`: kvviz.deploy.kv_budget's record, None for a budget given in bytes or
     GiB) and --max-model-len -1's fit (`auto_fit`: kvviz.deploy.auto_fit's record)."""
 
-    bytes: int | None
+    bytes: int | tuple[int, ...] | None
     gib: float | None = None
     derived: object = None
     auto_fit: object = None
@@ -93,7 +94,9 @@ def add_budget_arguments(p: argparse.ArgumentParser, *, required: bool = False) 
 
 def budget_from_args(args, model=None) -> Budget:
     """The KV budget: --budget-gib / --budget-bytes, or one rank's share of a GPU (kvviz.deploy.budget)
-    with its terms for the output."""
+    with its terms for the output. From a GPU with --pipeline-parallel-size, one budget a stage (each
+    stage's GPUs hold their own weights); --data-parallel-size and --enable-expert-parallel split the
+    routed experts."""
     if getattr(args, "gpu", None) is not None or getattr(args, "gpu_memory_gib", None) is not None:
         from kvviz import deploy
 
@@ -108,9 +111,13 @@ def budget_from_args(args, model=None) -> Budget:
             tensor_parallel_size=args.tensor_parallel_size or TENSOR_PARALLEL_SIZE,
             activation_bytes=args.activation_bytes,
             kv_cache_memory_bytes=args.budget_bytes,
+            pipeline_parallel_size=getattr(args, "pipeline_parallel_size", None),
+            pp_layer_partition=getattr(args, "pp_layer_partition", None),
+            data_parallel_size=getattr(args, "data_parallel_size", None),
+            enable_expert_parallel=bool(getattr(args, "enable_expert_parallel", False)),
             **weights_sources(args),
         )
-        return Budget(b.available_bytes, derived=b)
+        return Budget(b.budget, derived=b)
     for option, dest in (
         ("--gpu-memory-utilization", "gpu_memory_utilization"),
         ("--weights-bytes", "weights_bytes"),
