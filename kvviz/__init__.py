@@ -20,7 +20,7 @@ import importlib
 import sys
 import types
 
-__version__ = "0.2.0"
+from kvviz.base.version import __version__ as __version__
 
 # name -> module, grouped as a notebook meets them (the order of __all__).
 _PUBLIC = {

@@ -26,6 +26,8 @@ __all__ = ["load", "plan", "make_plan", "compare", "side_by_side", "budget_recor
 
 
 def _model(model) -> Model:
+    """The `Model` a front-door argument names: a Model as it is, a preset name or config path through
+    `kvviz.load`; anything else is one KvvizError naming `model`."""
     if isinstance(model, Model):
         return model
     if isinstance(model, (str, Path)):

@@ -926,7 +926,7 @@ def test_sglang_unified_memory_one_buffer_from_both_ends():
     m = byte_map(p)
     assert m.arrangement == "unified" and len(m.buffers) == 1
     swa_r, full_r = m.buffers[0].regions
-    assert swa_r.offset == 0 and swa_r.size == int(full * 0.8) * swa_bpt  # grows up from byte 0
+    assert swa_r.start == 0 and swa_r.size == int(full * 0.8) * swa_bpt  # grows up from byte 0
     assert full_r.end == m.buffers[0].size and full_r.size == full * full_bpt  # grows down from the top
     with pytest.raises(KvvizError, match="unified_memory"):
         plan_engine("sglang", _model("llama-3.1-8b"), kv_budget_bytes=BUDGET, knobs=EngineKnobs(unified_memory=True))
@@ -948,7 +948,7 @@ def test_byte_maps_have_each_engines_shape():
     pool, block = t.buffers
     # a block holds every layer: [layer][K|V][32 tokens x heads x head_dim]
     assert block.zoom and len(block.regions) == 2 * layers and block.size == 2 * kv * layers * head * 2 * 32
-    assert block.regions[1].offset == kv * head * 2 * 32 and block.regions[1].kind == "v"
+    assert block.regions[1].start == kv * head * 2 * 32 and block.regions[1].kind == "v"
     assert pool.size == trtllm_blocks(BUDGET, 2 * kv * layers * head * 2) * block.size
 
 

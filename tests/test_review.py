@@ -218,11 +218,11 @@ def test_plan_markdown_from_the_cli_is_the_libraries(capsys):
 
 
 def test_the_engines_figure_names_the_model_and_what_was_planned(tmp_path, monkeypatch, capsys):
-    import kvviz.engines.figure as engines_figure
+    import kvviz.cli.engines as cli_engines
 
     drawn = []
-    real = engines_figure.compare_figure
-    monkeypatch.setattr(engines_figure, "compare_figure", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
+    real = cli_engines.compare_figure
+    monkeypatch.setattr(cli_engines, "compare_figure", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
     argv = ["compare", "--model", "llama-3.1-8b", "--engines", "vllm,sglang", "--budget-gib", "40", "-tp", "2"]
     assert run(capsys, *argv, "--kv-dtype", "fp8", "--figure", str(tmp_path / "e.svg"))[0] == 0
     assert "llama-3.1-8b (KV cache fp8 (model bf16), TP 2): one KV budget" in " ".join(figure_texts(drawn[0]))

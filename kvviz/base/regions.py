@@ -1,4 +1,4 @@
-"""Byte ranges inside a page: `Region` (the one byte-range type), `PageAnatomy` (payloads, then
+"""Byte ranges: `Region` (the one byte-range type, in a page or an engine's buffer), `PageAnatomy` (payloads, then
 footers, then padding) and `page_regions` for a row format."""
 
 from __future__ import annotations
@@ -21,11 +21,15 @@ def round_up(n: int, multiple: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Region:
-    """A byte range inside a page: [start, start + size)."""
+    """A byte range [start, start + size) and what it holds: inside a page (`name` "payload",
+    "footer" or "padding", no `kind`) or inside an engine's buffer (kvviz.engines.maps: `kind`
+    'k', 'v', 'kv', 'latent', 'state', 'conv', 'ssm', 'pad', 'free', or 'swa' / 'full' for
+    SGLang's unified entries)."""
 
-    name: str  # "payload", "footer" or "padding"
+    name: str
     start: int
     size: int
+    kind: str = ""
 
     @property
     def end(self) -> int:

@@ -46,16 +46,31 @@ class Terminated(KeyboardInterrupt):
 # signal raised into its own (numpy's import, interrupted, raises ImportError), and the CLI still reports the signal.
 _RECEIVED: list[int] = []
 _DEPTH = [0]
+_IN_HOOK = [False]  # `_again` is running
 
 
 def _raise(signum, frame):
+    if _IN_HOOK[0]:  # sent again while `_again` still runs: raised here it would be lost too; once more, later
+        _send_again(signum)
+        return
     _RECEIVED.append(signum)
     raise Terminated(signum)
 
 
 def _interrupt(signum, frame):
+    if _IN_HOOK[0]:
+        _send_again(signum)
+        return
     _RECEIVED.append(signum)
     raise KeyboardInterrupt
+
+
+def _send_again(signum: int) -> None:
+    """`signum` sent again to the main thread (so that a call blocking there wakes) a moment later, from
+    another thread."""
+    again = threading.Timer(0.001, signal.pthread_kill, (threading.main_thread().ident, signum))
+    again.daemon = True
+    again.start()
 
 
 def _again(unraisable) -> None:
@@ -66,11 +81,11 @@ def _again(unraisable) -> None:
     run inside this hook, ignored again)."""
     error = unraisable.exc_value
     if isinstance(error, KeyboardInterrupt):
-        again = threading.Timer(
-            0.001, signal.pthread_kill, (threading.main_thread().ident, getattr(error, "signum", SIGINT))
-        )
-        again.daemon = True
-        again.start()
+        _IN_HOOK[0] = True  # the signal sent again may arrive before this hook returns (a loaded machine)
+        try:
+            _send_again(getattr(error, "signum", SIGINT))
+        finally:
+            _IN_HOOK[0] = False
         return
     _HOOK[0](unraisable)
 

@@ -19,7 +19,7 @@ from kvviz.base.inputs import (
     read_json,
     short_repr,
 )
-from kvviz.cli.budget_args import budget_from_args
+from kvviz.cli.budget_args import Budget, budget_from_args
 from kvviz.cli.values import _gib, _int_in, _nonempty
 from kvviz.core.plan import Plan
 from kvviz.families import load_path, load_preset, preset_names
@@ -273,6 +273,7 @@ class Planned:
     model: object = None
     options: Options | None = None
     groups_layout: object = None
+    budget: Budget = Budget(None)  # the budget the flags give (kvviz.cli.budget_args), auto-fit included
 
     @property
     def pools(self):
@@ -291,22 +292,29 @@ def plan_from_args(args) -> Planned:
             raise KvvizError(f"{option}: a model knob; it does not apply to --groups (the file gives the page sizes)")
         planner = GROUPS_PLANNERS.get(args.planner, args.planner)
         require(planner in LAYOUT_PLANNERS, f"--planner {planner}: --groups takes vllm, overlay, bucketed")
-        args.budget = budget_from_args(args)
-        return Planned(None, groups_layout=plan(load_groups(args.groups), planner))
+        return Planned(None, groups_layout=plan(load_groups(args.groups), planner), budget=budget_from_args(args))
     model = model_from_args(args)
     refuse_knobs(model, options)
     planner = resolve_planner(model, args.planner)
-    args.budget = budget_from_args(args, model)
-    if getattr(args, "max_model_len", None) == AUTO_MAX_MODEL_LEN:
-        from kvviz import deploy
+    budget, options = auto_fitted(args, model, options, budget_from_args(args, model), planner)
+    return Planned(make_plan(model, planner, options), model, options, budget=budget)
 
-        require(args.budget is not None, "--max-model-len -1: fits the request length to a budget; give one")
-        args.auto_fit = deploy.auto_fit(model, options, args.budget, planner=planner)
-        options = options.with_(max_model_len=args.auto_fit.max_model_len)
-    return Planned(make_plan(model, planner, options), model, options)
+
+def auto_fitted(args, model, options: Options, budget: Budget, planner: str | None = None) -> tuple[Budget, Options]:
+    """With --max-model-len -1, the request length fitted to the budget (vLLM 0.33's
+    _auto_fit_max_model_len, kvviz.deploy.auto_fit), its record kept on the budget for the output;
+    otherwise both as given."""
+    if getattr(args, "max_model_len", None) != AUTO_MAX_MODEL_LEN:
+        return budget, options
+    from kvviz import deploy
+
+    require(budget.bytes is not None, "--max-model-len -1: fits the request length to a budget; give one")
+    fit = deploy.auto_fit(model, options, budget.bytes, planner=planner)
+    return dataclasses.replace(budget, auto_fit=fit), options.with_(max_model_len=fit.max_model_len)
 
 
 def _is_utf8(text: str) -> bool:
+    """Whether `text` can be written as UTF-8 (argv bytes that are not UTF-8 arrive as lone surrogates)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate, e.g. from argv bytes that are not UTF-8
@@ -316,6 +324,8 @@ def _is_utf8(text: str) -> bool:
 
 # ---- fit ----------------------------------------------------------------------------------
 def _int_list(text: str, option: str) -> tuple[int, ...]:
+    """The comma-separated positive integers of `option` (blank items skipped); anything else is
+    one KvvizError naming the option."""
     try:
         values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:

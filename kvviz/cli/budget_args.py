@@ -4,6 +4,7 @@ one budget they give, in vLLM's words where the flags are vLLM's."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from kvviz.base.defaults import GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
@@ -12,6 +13,41 @@ from kvviz.base.inputs import (
 )
 from kvviz.cli.values import _gib, _int_in, _nonempty
 from kvviz.core import capacity
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """The KV budget a command's flags give, handed from module to module as a value (never kept on
+    the argparse namespace): `bytes` (None where no budget was given; one a pipeline stage where a
+    GPU sized each stage's own), the GiB given, a GPU's
+    derivation (`derived`: kvviz.deploy.kv_budget's record, None for a budget given in bytes or
+    GiB) and --max-model-len -1's fit (`auto_fit`: kvviz.deploy.auto_fit's record)."""
+
+    bytes: int | tuple[int, ...] | None
+    gib: float | None = None
+    derived: object = None
+    auto_fit: object = None
+
+    def to_json(self) -> dict:
+        """The budget of a command's --json: how it was had (`kvviz.api.budget_record`: the rule and its
+        inputs), the GPU's terms (`kv_budget`) and --max-model-len -1's fit."""
+        from kvviz.api import budget_record
+
+        out = {}
+        if self.bytes is not None:
+            out["budget"] = budget_record(self.bytes, self.derived, budget_gib=self.gib)
+        if self.derived is not None:
+            out["kv_budget"] = self.derived.to_json()
+        if self.auto_fit is not None:
+            out["auto_fit"] = {"max_model_len": self.auto_fit.max_model_len, "log_line": self.auto_fit.log_line}
+        return out
+
+    def lines(self) -> list[str]:
+        """The budget's derivation lines (the GPU's terms, the auto-fitted max_model_len) for text output."""
+        return [
+            *(self.derived.lines() if self.derived is not None else ()),
+            *([self.auto_fit.log_line] if self.auto_fit is not None else []),
+        ]
 
 
 def add_budget_arguments(p: argparse.ArgumentParser, *, required: bool = False) -> None:
@@ -56,11 +92,11 @@ def add_budget_arguments(p: argparse.ArgumentParser, *, required: bool = False) 
     p.set_defaults(budget_required=required)
 
 
-def budget_from_args(args, model=None) -> int | tuple[int, ...] | None:
-    """The KV budget: --budget-gib / --budget-bytes, or one rank's share of a GPU (kvviz.deploy.budget),
-    whose terms are kept in args.kv_budget for the output. From a GPU with --pipeline-parallel-size, one budget
-    a stage (each stage's GPUs hold their own weights); --data-parallel-size and --enable-expert-parallel split
-    the routed experts."""
+def budget_from_args(args, model=None) -> Budget:
+    """The KV budget: --budget-gib / --budget-bytes, or one rank's share of a GPU (kvviz.deploy.budget)
+    with its terms for the output. From a GPU with --pipeline-parallel-size, one budget a stage (each
+    stage's GPUs hold their own weights); --data-parallel-size and --enable-expert-parallel split the
+    routed experts."""
     if getattr(args, "gpu", None) is not None or getattr(args, "gpu_memory_gib", None) is not None:
         from kvviz import deploy
 
@@ -81,8 +117,7 @@ def budget_from_args(args, model=None) -> int | tuple[int, ...] | None:
             enable_expert_parallel=bool(getattr(args, "enable_expert_parallel", False)),
             **weights_sources(args),
         )
-        args.kv_budget = b
-        return b.budget
+        return Budget(b.budget, derived=b)
     for option, dest in (
         ("--gpu-memory-utilization", "gpu_memory_utilization"),
         ("--weights-bytes", "weights_bytes"),
@@ -96,8 +131,8 @@ def budget_from_args(args, model=None) -> int | tuple[int, ...] | None:
             not getattr(args, "budget_required", False),
             f"{args.command}: needs a budget: --budget-gib, --budget-bytes (--kv-cache-memory-bytes) or --gpu",
         )
-        return None
-    return capacity.budget_bytes(gib=args.budget_gib, num_bytes=args.budget_bytes)
+        return Budget(None)
+    return Budget(capacity.budget_bytes(gib=args.budget_gib, num_bytes=args.budget_bytes), gib=args.budget_gib)
 
 
 def weights_sources(args) -> dict:
@@ -108,6 +143,7 @@ def weights_sources(args) -> dict:
 
 
 def _budget_option(args) -> str:
+    """The budget flag as the user gave it (`--budget-gib X` or `--budget-bytes N`), to name it in an error."""
     return f"--budget-gib {args.budget_gib}" if args.budget_gib is not None else f"--budget-bytes {args.budget_bytes}"
 
 

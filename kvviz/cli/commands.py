@@ -22,8 +22,6 @@ from kvviz.cli.deploy_views import deploy_views
 from kvviz.cli.engines import _run_plan_engine
 from kvviz.cli.output import (
     CAPACITY_HEADER,
-    _budget_json,
-    _budget_lines,
     _capacity_rows,
     _group_table,
     _print_json,
@@ -36,11 +34,13 @@ from kvviz.families import preset_names, preset_summary
 
 
 def _run_plan(args) -> int:
+    """`kvviz plan`: the plan of a model or a --groups file, as text, --markdown or --json
+    (another --engine's plan through kvviz.cli.engines)."""
     if args.engine != "vllm":
         require(not args.markdown, "--markdown: the vllm engine's plan only; give --json for another engine's")
         return _run_plan_engine(args)
     planned = plan_from_args(args)
-    budget = args.budget
+    budget = planned.budget.bytes
     require(not (args.json and args.markdown), "--markdown: give --json or --markdown, not both")
     if planned.plan is None:  # a groups file: a layout, no model to count requests with
         require(not args.markdown, "--markdown: a --groups layout has no model; give --json")
@@ -65,11 +65,11 @@ def _run_plan(args) -> int:
         require_shares_hold_blocks(args, p, budget)
     views = deploy_views(args, planned, budget)  # PP refusal, offload, transfer, fp8 (cli/deploy_views.py)
     if args.json:
-        _print_json(p.to_json(budget_bytes=budget) | _budget_json(args) | views.json)
+        _print_json(p.to_json(budget_bytes=budget) | planned.budget.to_json() | views.json)
         return 0
     if args.markdown:  # the header, the group table and the capacity line; the budget's terms and views below
         print(p.to_markdown(budget))
-        for line in [*_budget_lines(args), *views.lines]:
+        for line in [*planned.budget.lines(), *views.lines]:
             print(f"{line}  ")
         return 0
     print(p.describe)
@@ -82,7 +82,7 @@ def _run_plan(args) -> int:
         cap = p.capacity(budget)
         print()
         print(text_table(_capacity_rows([(p.model, cap)], [p]), CAPACITY_HEADER))
-        for line in _budget_lines(args):
+        for line in planned.budget.lines():
             print(line)
         print(cap.line)
     for line in views.lines:
@@ -92,12 +92,13 @@ def _run_plan(args) -> int:
 
 # ---- render -------------------------------------------------------------------------------
 def _run_render(args) -> int:
+    """`kvviz render`: the report figure (the plan's byte map; before/after where a planner changes it)."""
     # kvviz.views.report draws with matplotlib: imported here to keep it off plan/compare/models.
     from kvviz.views import report
 
     require(args.title is None or _is_utf8(args.title), f"--title {args.title!r}: is not valid Unicode")
     planned = plan_from_args(args)
-    budget = args.budget
+    budget = planned.budget.bytes
     before = after = note = None
     if planned.plan is None:
         source, setting, pools = (
@@ -184,6 +185,7 @@ def _run_fit(args) -> int:
 
 # ---- models -------------------------------------------------------------------------------
 def _run_models(args) -> int:
+    """`kvviz models`: one summary line per shipped preset, or `--architectures` (vLLM's registry)."""
     if getattr(args, "architectures", False):
         return _run_architectures(args)
     if getattr(args, "json", False):
@@ -228,7 +230,7 @@ def _run_verify(args) -> int:
         raise KvvizError("--blocks: give either --blocks or a budget (--budget-gib/--budget-bytes)")
     planned = plan_from_args(args)
     pools = planned.pools
-    budget = args.budget
+    budget = planned.budget.bytes
     shares = None
     require(
         not isinstance(budget, tuple),

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from kvviz.api import make_plan
 from kvviz.base.errors import KvvizError, require
-from kvviz.cli.args import AUTO_MAX_MODEL_LEN, model_from_args, options_from_args, refuse_knobs
+from kvviz.cli.args import auto_fitted, model_from_args, options_from_args, refuse_knobs
 from kvviz.cli.budget_args import budget_from_args
 from kvviz.cli.engines import _run_compare_engines
 from kvviz.cli.output import (
     CAPACITY_HEADER,
-    _budget_json,
-    _budget_lines,
     _capacity_rows,
     _print_json,
     require_shares_hold_blocks,
@@ -28,13 +26,13 @@ from kvviz.core.tables import markdown_table
 from kvviz.vllm.plan import planned_setting
 
 
-def _run_compare(args) -> int:
-    """`kvviz compare` in the mode its flags ask for (module docstring)."""
-    argv = getattr(args, "argv", [])
+def _run_compare(args, argv: list[str], parser) -> int:
+    """`kvviz compare` in the mode its flags ask for (module docstring); `argv` as given and the
+    `parser` that read it (side B of `A -- B` is parsed again)."""
     if SEPARATOR in (argv[argv.index("compare") + 1 :] if "compare" in argv else []):
-        return run_side_by_side(args, args.parser)
+        return run_side_by_side(args, argv, parser)
     if args.vs:  # words that are no flag, without `--`: what argparse says of them
-        args.parser.error(f"unrecognized arguments: {' '.join(args.vs)}")
+        parser.error(f"unrecognized arguments: {' '.join(args.vs)}")
     if args.engines is not None:
         require(not args.markdown, "--markdown: the engines' rows are text or --json")
         return _run_compare_engines(args)
@@ -51,12 +49,8 @@ def _run_planners(args) -> int:
     model = model_from_args(args)
     options = options_from_args(args)
     refuse_knobs(model, options)
-    budget = args.budget = budget_from_args(args, model)
-    if getattr(args, "max_model_len", None) == AUTO_MAX_MODEL_LEN:
-        from kvviz import deploy
-
-        args.auto_fit = deploy.auto_fit(model, options, budget)
-        options = options.with_(max_model_len=args.auto_fit.max_model_len)
+    given, options = auto_fitted(args, model, options, budget_from_args(args, model))
+    budget = given.bytes
     plans = [
         (label, make_plan(model, planner, opts)) for label, planner, opts in model.reader.comparisons(model, options)
     ]
@@ -82,11 +76,11 @@ def _run_planners(args) -> int:
             "same_layouts": [{"planners": labels, "why": why} for labels, why in whys],
         }
         out.update({k: v for k, v in notes.get("json", {}).items() if k not in out})  # what was given stays
-        _print_json(out | _budget_json(args))
+        _print_json(out | given.to_json())
         return 0
-    given = f" ({args.budget_gib} GiB)" if args.budget_gib is not None else ""
+    gib = f" ({args.budget_gib} GiB)" if args.budget_gib is not None else ""
     head = (
-        f"{model.name} ({planned_setting(model, options)}): budget {budget:,} B{given}, requests of "
+        f"{model.name} ({planned_setting(model, options)}): budget {budget:,} B{gib}, requests of "
         f"{plans[0][1].max_model_len:,} tokens"
     )
     rows = _capacity_rows(caps, [p for _, p in kept])
@@ -94,7 +88,7 @@ def _run_planners(args) -> int:
     lines += [f"{' = '.join(labels)}: one layout: {why}" for labels, why in whys]
     if len(kept) > 1:  # the family's words on how its planners differ, where they do
         lines += list(notes.get("lines", ()))
-    lines += _budget_lines(args)
+    lines += given.lines()
     if args.markdown:
         print(f"### {head}\n\n{markdown_table(rows, CAPACITY_HEADER)}\n" + "".join(f"\n{line}  " for line in lines))
         return 0

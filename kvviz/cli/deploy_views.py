@@ -133,7 +133,7 @@ def _parallel_views(args, planned, budget: int | None, lines: list, out: dict) -
     from kvviz.deploy.parallel import attention_layouts
 
     require(budget is not None, "--attention-layouts: compares capacity at a budget; give one")
-    from_gpu = getattr(args, "kv_budget", None) is not None and args.budget_bytes is None
+    from_gpu = planned.budget.derived is not None and args.budget_bytes is None
     if from_gpu:
         for option, dest in (("--weights-bytes", "weights_bytes"), ("--checkpoint", "checkpoint")):
             require(
@@ -144,7 +144,7 @@ def _parallel_views(args, planned, budget: int | None, lines: list, out: dict) -
         terms = {
             "gpu": args.gpu,
             "gpu_memory_gib": args.gpu_memory_gib,
-            "gpu_memory_utilization": args.kv_budget.gpu_memory_utilization,
+            "gpu_memory_utilization": planned.budget.derived.gpu_memory_utilization,
             "activation_bytes": args.activation_bytes,
         }
         a = attention_layouts(planned.model, gpus, None, planned.options, **{k: v for k, v in terms.items() if v})

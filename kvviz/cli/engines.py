@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kvviz import engines
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import printable, short_repr
 from kvviz.cli.args import model_from_args, options_from_args, refuse_knobs
-from kvviz.cli.budget_args import budget_from_args
-from kvviz.cli.output import _budget_json, _budget_lines, _print_json
+from kvviz.cli.budget_args import Budget, budget_from_args
+from kvviz.cli.output import _print_json
 from kvviz.core.layout import text_table
+from kvviz.engines import EngineKnobs
+from kvviz.engines.budget import engine_budgets
+from kvviz.engines.figure import compare_figure
+from kvviz.views.staging import write_file
 from kvviz.vllm.plan import planned_setting
 
 
@@ -28,9 +33,9 @@ def _engine_inputs(args):
         f"--decode-context-parallel-size: vLLM's decode context parallelism; {which} sizes SGLang's / "
         f"TensorRT-LLM's pools without it",
     )
-    budget = args.budget = budget_from_args(args, model)  # args.budget: its record in --json (_budget_json)
+    budget = budget_from_args(args, model)
     require(
-        budget is not None,
+        budget.bytes is not None,
         f"{which}: sizes pools from a KV budget: give --budget-gib, --kv-cache-memory-bytes or --gpu",
     )
     return model, options, budget
@@ -38,55 +43,52 @@ def _engine_inputs(args):
 
 def _run_plan_engine(args) -> int:
     """One model's pools as SGLang or TensorRT-LLM sizes them (kvviz.engines)."""
-    from kvviz import engines
 
-    model, options, budget = _engine_inputs(args)
-    own = _engine_own_budgets(args, model, (args.engine,))
-    if own:
-        budget = own[args.engine].kv_budget_bytes
+    model, options, given = _engine_inputs(args)
+    own = _engine_own_budgets(given, model, (args.engine,))
+    budget = own[args.engine].kv_budget_bytes if own else given.bytes
     p = engines.plan_engine(args.engine, model, options, kv_budget_bytes=budget, knobs=_engine_knobs(args))
     if args.json:
-        _print_json(p.to_json() | _budget_json(args))
+        _print_json(p.to_json() | given.to_json())
     else:
         print(p.describe())
-        for line in _budget_lines(args):
+        for line in given.lines():
             print(line)
-        _print_engine_budget_lines(args, own)
+        _print_engine_budget_lines(given, own)
     return 0
 
 
-def _engine_own_budgets(args, model, names) -> dict:
+def _engine_own_budgets(given: Budget, model, names) -> dict:
     """On the --gpu path (no --kv-cache-memory-bytes), each engine's own budget
     (kvviz.engines.budget); else {} and every engine gets the one budget given."""
-    b = getattr(args, "kv_budget", None)
+    b = given.derived
     if b is None or b.exact_pool:
         return {}
-    from kvviz.engines.budget import engine_budgets
 
     return engine_budgets(model, b, names)
 
 
-def _print_engine_budget_lines(args, own) -> None:
+def _print_engine_budget_lines(given: Budget, own) -> None:
     if own:
         print("each engine's own KV budget on this device (docs/engines.md#one-budget-meaning):")
         for b in own.values():
             for line in b.lines:
                 print(f"  {line}" + ("  [estimate]" if b.estimate else ""))
-    elif getattr(args, "kv_budget", None) is not None:
+    elif given.derived is not None:
         print("engines: --kv-cache-memory-bytes is every engine's KV memory as given; no engine's fraction applies")
 
 
 def _run_compare_engines(args) -> int:
     """The same model and budget through each engine, side by side (kvviz.engines)."""
-    from kvviz import engines
 
     figure = figure_path(getattr(args, "figure", None))
     names = tuple(e.strip() for e in args.engines.split(",") if e.strip())
     for e in names:
         require(e in engines.ENGINES, f"--engines: {short_repr(e)}: unknown; choose from {', '.join(engines.ENGINES)}")
-    model, options, budget = _engine_inputs(args)
+    model, options, given = _engine_inputs(args)
+    budget = given.bytes
     knobs = _engine_knobs(args)
-    own = _engine_own_budgets(args, model, names)
+    own = _engine_own_budgets(given, model, names)
     rows_ = engines.compare_rows(
         model,
         names,
@@ -107,7 +109,7 @@ def _run_compare_engines(args) -> int:
                 "budget_bytes": budget,
                 "engines": [r.plan.to_json() if r.plan else {"engine": r.engine, "refusal": r.refusal} for r in rows_],
             }
-            | _budget_json(args)
+            | given.to_json()
         )
         return 0
     rows = [
@@ -157,9 +159,9 @@ def _run_compare_engines(args) -> int:
         print(f"{r.engine}: {r.plan.log_line if r.plan else r.refusal}")
     for line in engines.token_count_lines(rows_):
         print(line)
-    for line in _budget_lines(args):
+    for line in given.lines():
         print(line)
-    _print_engine_budget_lines(args, own)
+    _print_engine_budget_lines(given, own)
     if figure is not None:
         _write_figure(figure, rows_, model, budget, announce=True, options=options)
     return 0
@@ -167,9 +169,7 @@ def _run_compare_engines(args) -> int:
 
 def _write_figure(figure: Path, rows_, model, budget: int, *, announce: bool, options) -> None:
     """The engines figure to --figure: staged, renamed into place, never through a link."""
-    from kvviz.engines.figure import compare_figure
     from kvviz.views.query import save_figure
-    from kvviz.views.staging import write_file
 
     fig = compare_figure(rows_, model=model.name, budget_bytes=budget, setting=planned_setting(model, options))
     write_file(figure, lambda tmp: save_figure(fig, tmp), what="--figure")
@@ -202,7 +202,6 @@ def figure_path(value) -> Path | None:
 def _engine_knobs(args):
     """kvviz.engines.EngineKnobs from --max-attention-window / --enable-unified-memory / --max-batch-size /
     --use-py-mamba."""
-    from kvviz.engines import EngineKnobs
 
     window = getattr(args, "max_attention_window", None)
     if window is not None:

@@ -228,8 +228,10 @@ def main(argv: list[str] | None = None) -> int:
         with signals.handled():  # SIGTERM/SIGHUP: as Ctrl-C, `kvviz: terminated`, 128 + N
             parser = build_parser()
             args = parser.parse_args(argv)
-            args.argv, args.parser = list(sys.argv[1:] if argv is None else argv), parser  # `compare A -- B` reads both
-            status = args.func(args)
+            if args.func is _run_compare:  # `compare A -- B` reads the words as given and parses side B again
+                status = _run_compare(args, list(sys.argv[1:] if argv is None else argv), parser)
+            else:
+                status = args.func(args)
             sys.stdout.flush()  # a full disk or a closed pipe under the output: reported here, one line
             return EXIT_OS_ERROR if "stdout" in closed and status == 0 else status
     except KeyboardInterrupt as e:  # Ctrl-C, and SIGTERM / SIGHUP (signals.Terminated)

@@ -39,10 +39,12 @@ def readable_json(obj, indent: str = "") -> str:
 
 
 def _print_json(obj) -> None:
+    """Print `obj` as kvviz's readable JSON (kvviz.base.text.readable_json)."""
     print(readable_json(obj))
 
 
 def _capacity_rows(caps, plans=None) -> list[list]:
+    """One table row per capacity (label, planner, stride, blocks, tokens, requests, waste, binding group)."""
     binds = (
         [p.pools[0].binding_label if len(p.pools) == 1 else "none (separate pools)" for p in plans]
         if plans
@@ -105,31 +107,8 @@ def require_shares_hold_blocks(args, planned: Plan, budget) -> None:
 
 
 # ---- plan ---------------------------------------------------------------------------------
-def _budget_json(args) -> dict:
-    """The budget of a command's --json: how it was had (`kvviz.api.budget_record`: the rule and its inputs), the
-    GPU's terms (`kv_budget`) and --max-model-len -1's fit."""
-    from kvviz.api import budget_record
-
-    out = {}
-    if getattr(args, "budget", None) is not None:
-        out["budget"] = budget_record(args.budget, getattr(args, "kv_budget", None), budget_gib=args.budget_gib)
-    if getattr(args, "kv_budget", None) is not None:
-        out["kv_budget"] = args.kv_budget.to_json()
-    if getattr(args, "auto_fit", None) is not None:
-        out["auto_fit"] = {"max_model_len": args.auto_fit.max_model_len, "log_line": args.auto_fit.log_line}
-    return out
-
-
-def _budget_lines(args) -> list[str]:
-    lines = []
-    if getattr(args, "kv_budget", None) is not None:
-        lines += list(args.kv_budget.lines())
-    if getattr(args, "auto_fit", None) is not None:
-        lines.append(args.auto_fit.log_line)
-    return lines
-
-
 def _group_table(layouts) -> str:
+    """The groups of each layout as a text table: name, layers, bytes a block, unused bytes, binding."""
     rows = [
         [
             g.name,

@@ -23,6 +23,7 @@ from kvviz.base.inputs import printable
 from kvviz.cli.args import plan_from_args
 from kvviz.cli.output import _print_json, require_shares_hold_blocks
 from kvviz.core.sidebyside import Side, SideBySide
+from kvviz.views.staging import write_file
 
 SEPARATOR = "--"
 SOURCE_FLAGS = ("--model", "--hf-config", "--config")
@@ -85,19 +86,20 @@ def side_b_argv(parser: argparse.ArgumentParser, a_argv: list[str], b_argv: list
 
 
 def _side(label: str, args) -> Side:
-    plan, budget = plan_from_args(args).plan, args.budget  # compare takes no --groups: always a model's plan
+    planned = plan_from_args(args)
+    plan, budget = planned.plan, planned.budget.bytes  # compare takes no --groups: always a model's plan
     require_shares_hold_blocks(args, plan, budget)
-    record = budget_record(budget, getattr(args, "kv_budget", None), budget_gib=args.budget_gib)
+    record = budget_record(budget, planned.budget.derived, budget_gib=planned.budget.gib)
     return Side(label, plan, plan.capacity(budget), record)
 
 
-def run_side_by_side(args, parser: argparse.ArgumentParser) -> int:
+def run_side_by_side(args, argv: list[str], parser: argparse.ArgumentParser) -> int:
     """`kvviz compare A -- B` (module docstring): the review as text, --markdown, --json, and --figure."""
     from kvviz.cli.engines import figure_path
 
     require(args.engines is None, "--engines: compares engines on one configuration; give it without `--`")
     figure = figure_path(args.figure)
-    a_argv, b_argv = sides(args.argv)
+    a_argv, b_argv = sides(argv)
     require(b_argv, "--: give what side B changes after it, e.g. `-- --kv-cache-dtype fp8`")
     args_b = parser.parse_args(["compare", *side_b_argv(parser, a_argv, b_argv)])
     review = SideBySide(_side("A", args), _side("B", args_b))
@@ -117,7 +119,6 @@ def run_side_by_side(args, parser: argparse.ArgumentParser) -> int:
 def _write_review_figure(figure, review: SideBySide) -> None:
     from kvviz.views.query import save_figure
     from kvviz.views.sidebyside import side_by_side as draw
-    from kvviz.views.staging import write_file
 
     fig = draw(review)
     write_file(figure, lambda tmp: save_figure(fig, tmp), what="--figure")

@@ -14,6 +14,8 @@ from kvviz.base.inputs import (
 
 # ---- option types: each refuses what it cannot use, with the bound in the message ----------
 def _int_in(low: int, high: int):
+    """argparse type: an integer from `low` to `high`; a number too long to parse is refused by its length."""
+
     def parse(text: str) -> int:
         digits = text.strip().lstrip("+-").lstrip("0")
         if digits.isdigit() and len(digits) > len(str(high)):  # before int(): it refuses 4,301 digits
@@ -33,6 +35,7 @@ def _int_in(low: int, high: int):
 
 
 def _gib(text: str) -> float:
+    """argparse type: a finite number of GiB above 0 and at most MAX_BUDGET_BYTES (one line otherwise)."""
     try:
         value = float(text)
     except ValueError:
@@ -44,6 +47,8 @@ def _gib(text: str) -> float:
 
 
 def _nonempty(what: str):
+    """argparse type: a non-empty string; `what` names it in the error and in argparse's messages."""
+
     def parse(text: str) -> str:
         if not text:
             raise argparse.ArgumentTypeError(f"{what} is empty")

@@ -238,6 +238,8 @@ def kv_budget(
 
 
 def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -> Term:
+    """The weights term of one TP rank: given bytes, a checkpoint's safetensors headers, or the estimate
+    from the config (kvviz.deploy.weights), each saying how it was found."""
     label = f"weights on one rank (TP {tp})"
     checkpoint_dir = beside_checkpoint(model) if checkpoint_dir is None and raw_config is None else checkpoint_dir
     if weights_bytes is not None:

@@ -63,6 +63,8 @@ def checkpoint_weight_bytes(checkpoint_dir) -> tuple[int, str] | None:
 
 
 def _raw_config(model, checkpoint_dir, raw_config) -> tuple[dict | None, str]:
+    """The config.json the weights estimate reads and where it came from: the given dict, a checkpoint
+    folder's config.json, or what kvviz.load read the model from."""
     if raw_config is not None:
         require(isinstance(raw_config, dict), "raw_config: must be a parsed config.json (a dict)")
         return raw_config, "the given config"

@@ -17,13 +17,12 @@ from kvviz.engines.common import (
     check_engines,
 )
 from kvviz.options import Options
+from kvviz.vllm.plan import plan_model
 
 
 def plan_vllm(model, options: Options = Options(), *, kv_budget_bytes: int) -> EnginePlan:
     """vLLM 0.33's plan (kvviz.vllm.plan.plan_model, planner 'vllm') in the engines' shape:
     one pool of blocks, `GPU KV cache size` tokens, whole requests of max_model_len."""
-    from kvviz.vllm.plan import plan_model
-
     check_call(model, options)
     check_budget(kv_budget_bytes)
     plan = plan_model(model, "vllm", options)

@@ -41,7 +41,7 @@ def map_figure(m: ByteMap, *, title: str | None = None):
             ax.barh(
                 y,
                 r.size / b.size,
-                left=r.offset / b.size,
+                left=r.start / b.size,
                 color=COLOURS.get(r.kind, "#999999"),
                 edgecolor="white",
                 linewidth=0.3,

@@ -18,22 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from kvviz.base.regions import Region
 from kvviz.engines.common import EnginePlan, EnginePool
-
-
-@dataclasses.dataclass(frozen=True)
-class Region:
-    """One byte range of a buffer: [offset, offset + size), what it holds."""
-
-    name: str
-    offset: int
-    size: int
-    kind: str  # 'k', 'v', 'kv', 'latent', 'state', 'conv', 'ssm', 'pad', 'free', 'swa' / 'full' (unified entries)
-
-    @property
-    def end(self) -> int:
-        """The byte just past the region (offset + size)."""
-        return self.offset + self.size
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,6 +12,7 @@ from kvviz.base.errors import KvvizError
 from kvviz.base.inputs import checked, instance
 from kvviz.core import capacity
 from kvviz.core.plan import Plan
+from kvviz.engines import compare_rows
 from kvviz.explorer.knob_spec import KNOB_SET, PLAN
 from kvviz.explorer.sweeps import baseline_planner, budget_bytes, capacities, describe_knobs, plan_knobs
 from kvviz.explorer.tables import PRE_STYLE, group_table_html
@@ -153,7 +154,6 @@ def result_at(planned: Planned, knobs: dict) -> Result:
 def engines_html(knobs: dict) -> str:
     """One line per other engine at the budget the knobs give (kvviz.engines.compare_rows): its
     token capacity, requests at once and own log line, or why it has no plan."""
-    from kvviz.engines import compare_rows
     from kvviz.explorer.sweeps import model_for, options_for
 
     try:
@@ -244,10 +244,12 @@ def deploy_html(plan: Plan, knobs: dict) -> str:
 
 
 def _caption(text: str) -> str:
+    """`text` as the explorer's small grey caption (HTML-escaped)."""
     return f'<div style="font-size:12px;color:#555;line-height:1.35">{html.escape(text, quote=False)}</div>'
 
 
 def _pct(x: float) -> str:
+    """A signed percentage with two decimals ('+12.50%')."""
     return f"{x:+.2f}%"
 
 

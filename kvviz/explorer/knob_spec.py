@@ -28,6 +28,8 @@ def _always(model) -> bool:
 
 
 def _has(attr: str):
+    """A knob applies where the model's reader has `attr`."""
+
     def applies(model: Model) -> bool:
         return hasattr(model.reader, attr)
 
@@ -35,6 +37,7 @@ def _has(attr: str):
 
 
 def _num_layers(model: Model) -> int:
+    """The model's number of decoder layers (a layer knob's upper end)."""
     return model.config.num_hidden_layers
 
 

@@ -112,6 +112,7 @@ def every_layer(model, attn) -> list:
 
 
 def _uniform(caches, what: str, model) -> AttentionCache:
+    """The one attention geometry SGLang sizes `what` layers from; layers that differ are refused."""
     first = caches[0]
     for c in caches:
         require(
