@@ -14,7 +14,7 @@ from replay_cases import cli_args, compare, load_cases, write_workload
 from kvviz.cli import main
 from kvviz.replay.managers import ChunkedLocalManager
 from kvviz.replay.pool import NULL, BlockPool
-from kvviz.replay.scheduler import Request
+from kvviz.replay.request import Request
 
 DATA = Path(__file__).parent / "data" / "vllm-0.33" / "replay-chunked"
 CASES = load_cases(DATA / "scheduler-cases.json")

@@ -16,7 +16,7 @@ from kvviz.base.errors import KvvizError
 from kvviz.cli import main
 from kvviz.replay import WorkloadRequest, replay
 from kvviz.replay.identity import Identities
-from kvviz.replay.scheduler import Request
+from kvviz.replay.request import Request
 
 DATA = Path(__file__).parent / "data" / "vllm-0.33" / "replay-traces"
 CASES = load_cases(DATA / "trace-cases.json")

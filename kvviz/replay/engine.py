@@ -10,8 +10,9 @@ from pathlib import Path
 from kvviz.base.errors import KvvizError, require
 from kvviz.replay.identity import Identities
 from kvviz.replay.kvcache import KVCacheManager, groups_from_plan
+from kvviz.replay.request import Request
 from kvviz.replay.result import STEP_FIELDS, Replay
-from kvviz.replay.scheduler import Request, Scheduler
+from kvviz.replay.scheduler import Scheduler
 from kvviz.replay.workload import check, read_jsonl
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
@@ -189,6 +190,8 @@ def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_st
                     processed = queue.pop()
             if processed is not None:
                 finished = sched.update_from_output(processed, step)
+            if batch is not None and sched.steady is not None:
+                sched.steady.enter(batch["sampled"], step)
             head = (step, False, None if batch is None else step, None if processed is None else processed["step"])
             sched_part = sched_part[:7] + (finished,) + sched_part[7:]
         rows.append(

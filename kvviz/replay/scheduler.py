@@ -8,78 +8,8 @@ from __future__ import annotations
 from collections import deque
 
 from kvviz.replay.managers import mamba_checkpoint_position, mamba_checkpoint_valid
-
-WAITING, RUNNING, PREEMPTED, FINISHED = "waiting", "running", "preempted", "finished"
-
-
-class Request:
-    """`vllm.v1.request.Request` as the scheduler reads it; tokens are identities, not ids."""
-
-    __slots__ = (
-        "rid",
-        "index",
-        "prompt_len",
-        "max_tokens",
-        "chain",
-        "chunk",
-        "shared",
-        "num_output",
-        "num_computed_tokens",
-        "num_output_placeholders",
-        "num_in_flight_tokens",
-        "num_stale_output_tokens",
-        "status",
-        "num_preemptions",
-        "shared_prefix_boundary",
-        "record",
-        "alloc_limit",
-        "quiet_end",
-        "cache_limit",
-        "trim_limit",
-        "hit_memo",
-        "stop",
-        "finish_at",
-        "admit_memo",
-    )
-
-    def __init__(self, rid, index, prompt_len, max_tokens, record, chain=(), chunk=1, shared=0) -> None:
-        self.rid, self.index, self.prompt_len, self.max_tokens = rid, index, prompt_len, max_tokens
-        # the shared leading tokens (kvviz/replay/identity.py): one trie node per `chunk` tokens, `shared` tokens
-        self.chain, self.chunk, self.shared = chain, chunk, shared
-        self.num_output = self.num_computed_tokens = self.num_output_placeholders = 0
-        self.num_in_flight_tokens = self.num_stale_output_tokens = self.num_preemptions = 0
-        self.status = WAITING
-        self.shared_prefix_boundary = 0
-        self.record = record
-        # A step of at most `KVCacheManager.skip_max_tokens` tokens whose computed + new tokens stay <= alloc_limit
-        # and < cache_limit, and whose processed tokens stay < trim_limit, allocates, hashes and frees nothing
-        # (`KVCacheManager._set_limits` sets them; 0 = unknown).
-        self.alloc_limit = self.cache_limit = self.trim_limit = 0
-        self.quiet_end = 0  # min(alloc_limit + 1, cache_limit): below it, with the window check, nothing to do
-        self.hit_memo: tuple | None = None  # ((num_tokens, pool.hit_version), get_computed_blocks' answer)
-        self.stop = prompt_len + max_tokens  # prompt plus every output token
-        self.admit_memo: tuple | None = None  # (inputs, blocks) of the admission check (KVCacheManager.allocate_slots)
-        self.finish_at = max_tokens  # output tokens at which it finishes (the scheduler caps it at max_model_len)
-
-    @property
-    def num_tokens(self) -> int:
-        """Prompt tokens plus the output tokens sampled so far (vLLM's `Request.num_tokens`)."""
-        return self.prompt_len + self.num_output
-
-    def num_hashed_tokens(self) -> int:
-        """Tokens covered by `request.block_hashes` (every full block is hashed: block size = hash block size)."""
-        return self.num_tokens
-
-    def token_key(self, end: int):
-        """The identity of the tokens [0, end) (kvviz/replay/identity.py): the node of the shared chunk holding
-        token end - 1 while they are all shared, else the request's own."""
-        return (self.chain[(end - 1) // self.chunk], end) if end <= self.shared else (self.rid, end)
-
-    def reachable_boundaries(self):
-        """`replay_boundaries` (no EAGLE: prompt - 1) and the shared-prefix junction (`cache_blocks`)."""
-        if self.shared_prefix_boundary:
-            return (self.prompt_len - 1, self.shared_prefix_boundary)
-        return (self.prompt_len - 1,)
+from kvviz.replay.request import FINISHED, PREEMPTED, RUNNING, Request
+from kvviz.replay.steady import Steady
 
 
 class Scheduler:
@@ -95,6 +25,7 @@ class Scheduler:
         async_scheduling,
         mamba_block: int | None,
         mamba_checkpoints: bool,
+        lazy: bool = True,
     ) -> None:
         self.kv = kv
         self.max_model_len = max_model_len
@@ -107,6 +38,9 @@ class Scheduler:
         self.running: list = []
         self.requests: dict = {}
         self.finished_ids: set = set()
+        # the fast path (kvviz/replay/steady.py): running requests in steady decode sit the per-step loops out
+        self.steady = Steady(async_scheduling, bool(kv.windowed) or not kv.no_mamba) if lazy else None
+        self.last_batch: dict | None = None  # the batch of the last schedule() (a woken request joins its list)
 
     def add_request(self, r: Request) -> None:
         """Queue a new request at the back of the waiting queue (`Scheduler.add_request`)."""
@@ -154,6 +88,19 @@ class Scheduler:
         kv = self.kv
         budget = self.budget
         kv.new_step_starts()
+        running = self.running
+        order = running  # the running requests this loop visits, in running order
+        steady = self.steady
+        last = self.last_batch
+        if steady is not None and steady.count:
+            steady.wake_due(step, last)
+            if steady.count:
+                order = [r for r in running if r.lazy < 0]
+                if steady.count + sum(map(self._wanted, order)) > budget:
+                    steady.wake_all(step, last)  # the budget binds on the running requests: visit them all
+                    order = running
+                else:  # every running request gets what it wants: the steady ones one token each
+                    budget -= steady.count
         preempted: list = []
         admitted: list = []
         items: list = []  # admitted (request, tokens), in scheduling order
@@ -163,7 +110,6 @@ class Scheduler:
         chunks: list = []
         decode = 0
         async_ = self.async_
-        running = self.running
         mml1 = self.max_model_len - 1
         mamba_block = self.mamba_block
         allocate = kv.allocate_slots
@@ -175,9 +121,11 @@ class Scheduler:
         # no window and no Mamba group: trim_limit is max_model_len + 1 whenever alloc_limit is known (they are
         # set together; unknown, both are 0), skip_max_tokens is max_model_len: only quiet_end is asked
         plain = no_mamba and not kv.windowed
-        for r in running:  # preemption pops only behind the current position (the list's tail)
+        for r in order:  # preemption pops only behind the current position (the list's tail)
             if budget <= 0:
                 break
+            if r.status is not RUNNING:  # preempted by a request before it (`order` is not `running`)
+                continue
             computed = r.num_computed_tokens
             placeholders = r.num_output_placeholders
             if placeholders > 0 and computed + 2 - placeholders >= r.stop:
@@ -206,6 +154,9 @@ class Scheduler:
             ):
                 while not allocate(r, n):
                     victim = running.pop()
+                    if victim.lazy >= 0:  # a steady request: counted in the budget already
+                        steady.release(victim, step, last)
+                        budget += 1
                     self._preempt(victim)
                     preempted.append(victim)
                     if victim is r:
@@ -274,16 +225,31 @@ class Scheduler:
                 if async_:
                     r.num_output_placeholders += 1
                 processed.append((r, n))
-        return {
+        lazy = steady.count if steady is not None else 0  # one decode token each
+        batch = self.last_batch = {
             "step": step,
-            "num_scheduled": len(processed) + len(chunks),
+            "num_scheduled": len(processed) + len(chunks) + lazy,
             "tokens_scheduled": self.budget - budget,
             "sampled": processed,
             "chunks": chunks,
             "admitted": admitted,
             "preempted": preempted,
-            "decode_tokens": decode,
+            "decode_tokens": decode + lazy,
         }
+        return batch
+
+    def _wanted(self, r) -> int:
+        """The tokens `schedule` gives running request `r` when the budget does not bind (its loop, uncapped)."""
+        computed = r.num_computed_tokens
+        placeholders = r.num_output_placeholders
+        if placeholders > 0 and computed + 2 - placeholders >= r.stop:
+            return 0
+        n = r.prompt_len + r.num_output + placeholders - computed
+        if n > self.max_model_len - 1 - computed:
+            n = self.max_model_len - 1 - computed
+        if self.mamba_block:
+            n = self._mamba_split(r, n)
+        return n if n > 0 else 0
 
     def _preempt(self, r: Request) -> None:
         """`Scheduler._preempt_request`: blocks freed, computed tokens reset, back to the queue's front."""
