@@ -52,7 +52,7 @@ def test_hit_as_vllm_documents_it():
     length 16 returns four nulls without a lookup."""
     pool = BlockPool(8, True)
     pool.held = [0]  # one group
-    r = Request("r", 0, 16, 1, {})
+    r = Request("r", 0, 16, 1)
     find = ChunkedLocalManager.find_longest_cache_hit_chunked
     assert find(r, 15, [0], pool, 4, 8) == ([[NULL, NULL]], 8)
     (b,) = pool.get_new_blocks(1)

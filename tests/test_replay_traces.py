@@ -45,7 +45,7 @@ def test_cli_matches_vllm(case, tmp_path, capsys):
 
 
 def _request(w: WorkloadRequest, ids: Identities) -> Request:
-    return Request(w.id, 0, w.prompt_len, w.output_len, {}, *ids.of(w))
+    return Request(w.id, 0, w.prompt_len, w.output_len, *ids.of(w))
 
 
 def test_block_identity_of_a_chain():

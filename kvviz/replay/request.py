@@ -25,7 +25,6 @@ class Request:
         "status",
         "num_preemptions",
         "shared_prefix_boundary",
-        "record",
         "alloc_limit",
         "quiet_end",
         "cache_limit",
@@ -37,7 +36,7 @@ class Request:
         "lazy",
     )
 
-    def __init__(self, rid, index, prompt_len, max_tokens, record, chain=(), chunk=1, shared=0) -> None:
+    def __init__(self, rid, index, prompt_len, max_tokens, chain=(), chunk=1, shared=0) -> None:
         self.rid, self.index, self.prompt_len, self.max_tokens = rid, index, prompt_len, max_tokens
         # the shared leading tokens (kvviz/replay/identity.py): one trie node per `chunk` tokens, `shared` tokens
         self.chain, self.chunk, self.shared = chain, chunk, shared
@@ -45,7 +44,6 @@ class Request:
         self.num_in_flight_tokens = self.num_stale_output_tokens = self.num_preemptions = 0
         self.status = WAITING
         self.shared_prefix_boundary = 0
-        self.record = record
         # A step of at most `KVCacheManager.skip_max_tokens` tokens whose computed + new tokens stay <= alloc_limit
         # and < cache_limit, and whose processed tokens stay < trim_limit, allocates, hashes and frees nothing
         # (`KVCacheManager._set_limits` sets them; 0 = unknown).

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from kvviz.replay.log import RequestLog
 from kvviz.replay.managers import mamba_checkpoint_position, mamba_checkpoint_valid
 from kvviz.replay.request import FINISHED, PREEMPTED, RUNNING, Request
 from kvviz.replay.steady import Steady
@@ -41,6 +42,7 @@ class Scheduler:
         # the fast path (kvviz/replay/steady.py): running requests in steady decode sit the per-step loops out
         self.steady = Steady(async_scheduling, bool(kv.windowed) or not kv.no_mamba) if lazy else None
         self.last_batch: dict | None = None  # the batch of the last schedule() (a woken request joins its list)
+        self.log = RequestLog(())  # the per-request records (the engine sets the run's)
 
     def add_request(self, r: Request) -> None:
         """Queue a new request at the back of the waiting queue (`Scheduler.add_request`)."""
@@ -271,6 +273,7 @@ class Scheduler:
         no_mamba = self.kv.no_mamba
         cache_blocks = self.kv.cache_blocks
         batch_step = batch["step"]
+        log = self.log
         for r, n in batch["chunks"]:  # no token sampled: only the in-flight counts (nothing here reads another's)
             if r.status is not FINISHED:  # finished since (a request reported never admitted was never scheduled)
                 r.num_in_flight_tokens -= n
@@ -287,7 +290,7 @@ class Scheduler:
             placeholders = r.num_output_placeholders
             num_output = r.num_output = r.num_output + 1
             if num_output == 1:  # the first token (num_output only grows, here)
-                r.record["first_token_step"] = batch_step
+                log.first_token[r.index] = batch_step
             if not stale and placeholders > 0:
                 r.num_output_placeholders = placeholders - 1
                 if status_before is RUNNING:
@@ -297,10 +300,7 @@ class Scheduler:
             if num_output >= r.finish_at:  # prompt + output >= max_model_len or output >= max_tokens
                 rid = r.rid
                 r.status = FINISHED
-                rec = r.record
-                rec["finish_step"] = batch_step
-                rec["finish_processed_step"] = step
-                rec["num_output_tokens"] = num_output
+                log.finished(r.index, batch_step, step, num_output)
                 self.finished_ids.add(rid)
                 self.kv.free(rid)
                 del self.requests[rid]
