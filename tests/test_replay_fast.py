@@ -130,3 +130,29 @@ def test_a_billion_idle_steps_cost_nothing():
     ta, tb = late.totals_dict(), now.totals_dict()
     assert ta["num_idle_steps"] == 10**9 and ta["num_steps"] == tb["num_steps"] + 10**9
     assert ta["tokens_scheduled"] == tb["tokens_scheduled"] and late.steps.rows[0][1]  # an idle row, repeated
+
+
+def test_an_absurd_pool_costs_the_blocks_it_touches():
+    """`budget_bytes=2**60` (issue 38's hostile case, 5.5e11 blocks of Llama 3.1 8B): the pool grows only by the
+    blocks handed out (kvviz/replay/pool.py), so it replays at once and small; and it behaves as any pool the run
+    never fills: every request field, held block and prefix hit equal to a pool of 20,000 blocks, the free count
+    shifted by the difference."""
+    import tracemalloc
+
+    plan = _plan("llama-3.1-8b")
+    work = chat(40, seed=36)
+    tracemalloc.start()
+    huge = replay(plan, work, budget_bytes=2**60)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 64 * 2**20
+    big = replay(plan, work, budget_bytes=plan.block_stride * 20_000)
+    nh, nb = (r.to_json()["kv_cache_config"]["num_blocks"] for r in (huge, big))
+    assert nh == 2**60 // plan.block_stride and huge.totals_dict()["max_held_blocks"] < 20_000
+    assert huge.request_records() == big.request_records()
+    sh, sb = huge.step_columns(), big.step_columns()
+    for field in sh:
+        if field in ("free_blocks", "free_blocks_after_schedule"):
+            assert all(a is b is None or a - b == nh - nb for a, b in zip(sh[field], sb[field]))
+        else:
+            assert sh[field] == sb[field], field

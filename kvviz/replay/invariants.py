@@ -19,7 +19,7 @@ def check_pool(kv) -> None:
                     raise AssertionError(f"block {b} held by groups {owner[b]} and {g}")
                 refs[b] = refs.get(b, 0) + 1
     free = set(pool.free_ids())
-    if len(free) != pool.num_free or 0 in free:
+    if len(free) != pool.num_free or 0 in free:  # (a test's pool: its untouched ids are listed too)
         raise AssertionError("free queue length or null block in the free queue")
     for b, n in refs.items():
         if pool.ref[b] != n or b in free:

@@ -7,11 +7,18 @@ so eviction follows vLLM's order exactly: `get_new_blocks` pops from the front, 
 blocks without a hash at the front (`prepend_n`) and hashed blocks at the back (`append_n`), and a
 cached free block leaves the cache only when it is handed out again (LRU eviction).
 Block 0 is the null block (`BlockPool.null_block`): popped first, never freed, never counted free.
+
+The blocks never handed out yet are ids `fresh` to num_blocks - 1, in id order, where vLLM's queue holds
+them from the start (after the blocks freed to its front, before those freed to its back): one node of the
+list (`UNTOUCHED`) stands for all of them, and the per-id arrays grow only when one is handed out. A pool
+costs the blocks a run touches, not the blocks it has: a budget of 2**60 bytes replays like a large one.
 """
 
 from __future__ import annotations
 
 NULL = 0
+# The list's sentinels, kept as the last three slots of `nxt` / `prv` (new ids are inserted before them)
+HEAD, UNTOUCHED, TAIL = -3, -2, -1
 
 
 class BlockPool:
@@ -27,9 +34,8 @@ class BlockPool:
         "nxt",
         "prv",
         "num_free",
+        "fresh",
         "cached",
-        "head",
-        "tail",
         "owner",
         "held",
         "cached_free",
@@ -41,45 +47,33 @@ class BlockPool:
     )
 
     def __init__(self, num_blocks: int, enable_caching: bool) -> None:
-        n = num_blocks
-        self.num_blocks = n
+        self.num_blocks = num_blocks
         self.enable_caching = enable_caching
-        self.ref = [0] * n
-        self.hash: list = [None] * n
-        self.hash_tokens = [0] * n
-        # Linked list over ids 0..n-1 with a head sentinel n and a tail sentinel n + 1.
-        self.head, self.tail = n, n + 1
-        self.nxt = list(range(1, n + 1)) + [0, -1]
-        self.prv = [n] + list(range(0, n - 1)) + [-1, n - 1]
-        self.nxt[n - 1] = self.tail
-        self.num_free = n
-        self.owner = [0] * n  # the group a block id was handed to (one owner per id)
-        self.held: list[int] = []  # per group: blocks with a reference (set by the manager)
+        self.ref: list[int] = []
+        self.hash: list = []
+        self.hash_tokens: list[int] = []
+        self.owner: list[int] = []  # the group a block id was handed to (one owner per id)
+        self.req_owner: list = []  # the request a block id was last handed to (the time-lapse)
+        # Linked list: HEAD -> UNTOUCHED -> TAIL, the sentinels' slots last (ids 0.. are inserted before them)
+        self.nxt = [UNTOUCHED, TAIL, TAIL]
+        self.prv = [HEAD, HEAD, UNTOUCHED]
+        self.fresh = 0  # ids below it have been handed out at least once
+        self.num_free = num_blocks
+        self.held: list[int] = [0]  # per group: blocks with a reference (set by the manager)
         self.cached_free = 0  # free blocks still holding a hash (evictable)
         self.cached: dict = {}  # key -> list of block ids, first is the one `get_one_block` returns
         # Cached entries per token identity (a shared chunk or a request id): a lookup of a key whose
         # identity has none misses, so hit searches skip those blocks (`hit_span`).
         self.ident_count: dict = {}
         self.ident_version: dict = {}  # identity -> times its cached entries changed (hit searches memoised)
-        self.req_owner: list = [None] * n  # the request a block id was last handed to (the time-lapse)
         self.dirty: set | None = None  # block ids whose state changed this step, when the time-lapse is recorded
         self.ref_epoch = 0  # counts the calls that freed a block or touched a free one (admission counts memoised)
-        got = self.popleft_n(1)  # BlockPool.__init__: null_block = free_block_queue.popleft()
+        got = self.get_new_blocks(1)  # BlockPool.__init__: null_block = free_block_queue.popleft()
         assert got == [NULL]
+        self.held[0] = 0
+        self.ref[NULL] = 0  # never freed, never counted: its count is not read
 
     # ---- FreeKVCacheBlockQueue ---------------------------------------------------------
-    def popleft_n(self, k: int) -> list[int]:
-        """`FreeKVCacheBlockQueue.popleft_n`: the first `k` free blocks."""
-        nxt, out = self.nxt, []
-        b = nxt[self.head]
-        for _ in range(k):
-            out.append(b)
-            b = nxt[b]
-        nxt[self.head] = b
-        self.prv[b] = self.head
-        self.num_free -= k
-        return out
-
     def _remove(self, b: int) -> None:
         """`FreeKVCacheBlockQueue.remove`: take a block out of the middle (a prefix hit on it)."""
         if self.hash[b] is not None:
@@ -93,8 +87,8 @@ class BlockPool:
         if not blocks:
             return
         nxt, prv = self.nxt, self.prv
-        first = nxt[self.head]
-        p = self.head
+        first = nxt[HEAD]
+        p = HEAD
         for b in blocks:
             prv[b] = p
             nxt[p] = b
@@ -107,21 +101,24 @@ class BlockPool:
         if not blocks:
             return
         nxt, prv = self.nxt, self.prv
-        last = prv[self.tail]
+        last = prv[TAIL]
         for b in blocks:
             prv[b] = last
             nxt[last] = b
             last = b
-        nxt[last] = self.tail
-        prv[self.tail] = last
+        nxt[last] = TAIL
+        prv[TAIL] = last
         self.num_free += len(blocks)
         self.cached_free += len(blocks)  # only hashed blocks are appended
 
     def free_ids(self) -> list[int]:
-        """The free queue front to back (evictable cached blocks included)."""
-        out, b, nxt = [], self.nxt[self.head], self.nxt
-        while b != self.tail:
-            out.append(b)
+        """The free queue front to back, the blocks never handed out included (tests)."""
+        out, b, nxt = [], self.nxt[HEAD], self.nxt
+        while b != TAIL:
+            if b == UNTOUCHED:
+                out.extend(range(self.fresh, self.num_blocks))
+            else:
+                out.append(b)
             b = nxt[b]
         return out
 
@@ -230,23 +227,58 @@ class BlockPool:
         return list(map(self.ref.__getitem__, blocks)).count(0) - blocks.count(NULL)
 
     def get_new_blocks(self, k: int, group: int = 0, rid=None) -> list[int]:
-        """`BlockPool.get_new_blocks`: pop `k` free blocks (`popleft_n`), evicting their cached hashes."""
+        """`BlockPool.get_new_blocks`: pop `k` free blocks (`popleft_n`), evicting their cached hashes
+        (`_maybe_evict_cached_block`, written out)."""
         if k > self.num_free:
             raise ValueError(f"Cannot get {k} free blocks from the pool")
-        nxt, head = self.nxt, self.head
+        nxt = self.nxt
         ref, h, owner, req_owner = self.ref, self.hash, self.owner, self.req_owner
         out = []
-        b = nxt[head]
-        for _ in range(k):
+        b = nxt[HEAD]
+        need = k
+        while need:
+            if b == UNTOUCHED:  # ids never handed out, in id order: the arrays grow by them
+                fresh = self.fresh
+                take = min(need, self.num_blocks - fresh)
+                out.extend(range(fresh, fresh + take))
+                ref.extend([1] * take)
+                h.extend([None] * take)
+                self.hash_tokens.extend([0] * take)
+                owner.extend([group] * take)
+                req_owner.extend([rid] * take)
+                nxt[HEAD:HEAD] = [0] * take
+                self.prv[HEAD:HEAD] = [0] * take
+                self.fresh = fresh = fresh + take
+                need -= take
+                if fresh == self.num_blocks:
+                    b = nxt[UNTOUCHED]  # every id handed out: the node leaves the list
+                continue
             out.append(b)
-            if h[b] is not None:
-                self.evict_hash(b)
+            key = h[b]
+            if key is not None:  # evict its cached hash (a free block with no reference)
+                self.cached_free -= 1
+                ids = self.cached.get(key)
+                if ids is not None and b in ids:
+                    if len(ids) == 1:
+                        del self.cached[key]
+                    else:
+                        ids.remove(b)
+                    ident = key[0][0]
+                    self.ident_version[ident] += 1
+                    left = self.ident_count[ident] - 1
+                    if left:
+                        self.ident_count[ident] = left
+                    else:
+                        del self.ident_count[ident]
+                h[b] = None
+                self.hash_tokens[b] = 0
             ref[b] += 1
             owner[b] = group
             req_owner[b] = rid
             b = nxt[b]
-        nxt[head] = b
-        self.prv[b] = head
+            need -= 1
+        nxt[HEAD] = b
+        self.prv[b] = HEAD
         self.num_free -= k
         if self.dirty is not None:
             self.dirty.update(out)
@@ -292,5 +324,5 @@ class BlockPool:
 
     def num_cached_free_slow(self) -> int:
         """Free blocks that still hold a prefix-cache hash, counted by walking the queue (tests)."""
-        h = self.hash
-        return sum(1 for b in self.free_ids() if h[b] is not None)
+        h, fresh = self.hash, self.fresh
+        return sum(1 for b in self.free_ids() if b < fresh and h[b] is not None)
