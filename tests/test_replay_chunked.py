@@ -51,11 +51,10 @@ def test_hit_as_vllm_documents_it():
     are left of the chunk: nulls), and returns [null, null, block 2] on a hit, [null, null] on a miss; max
     length 16 returns four nulls without a lookup."""
     pool = BlockPool(8, True)
-    pool.held = [0]  # one group
     r = Request("r", 0, 16, 1)
     find = ChunkedLocalManager.find_longest_cache_hit_chunked
     assert find(r, 15, [0], pool, 4, 8) == ([[NULL, NULL]], 8)
     (b,) = pool.get_new_blocks(1)
-    pool.insert_hash((r.token_key(12), 0), b, 12)  # block 2 holds tokens 8..11
+    pool.insert_hash(r.token_key(12) << pool.group_bits, b, 12)  # block 2 holds tokens 8..11 (group 0)
     assert find(r, 15, [0], pool, 4, 8) == ([[NULL, NULL, b]], 12)
     assert find(r, 16, [0], pool, 4, 8) == ([[NULL] * 4], 16)

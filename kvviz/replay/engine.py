@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.replay.identity import END_BITS
 from kvviz.replay.kvcache import KVCacheManager, groups_from_plan
 from kvviz.replay.log import RequestLog
 from kvviz.replay.loop import run
@@ -45,7 +46,8 @@ def replay(
     groups = groups_from_plan(plan)
     max_model_len = plan.max_model_len if max_model_len is None else max_model_len
     require(
-        isinstance(max_model_len, int) and max_model_len > 0, f"max_model_len={max_model_len!r}: a positive integer"
+        isinstance(max_model_len, int) and 0 < max_model_len < 2**END_BITS,
+        f"max_model_len={max_model_len!r}: a positive integer below 2**{END_BITS}",
     )
     require(
         isinstance(max_num_batched_tokens, int) and max_num_batched_tokens > 0,

@@ -70,7 +70,7 @@ class KVCacheManager(RunningSlots):
         self.max_model_len = max_model_len
         self.caching = enable_caching
         self.pool = BlockPool(num_blocks, enable_caching)
-        self.pool.held = [0] * len(groups)
+        self.pool.set_groups(len(groups))
         self.scheduler_block_size = max(g.block_size for g in groups)
         mamba_align = next((g.block_size for g in groups if g.kind == "mamba"), None)
         self.managers: list[Manager] = []

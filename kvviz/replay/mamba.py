@@ -189,7 +189,7 @@ class MambaManager(Manager):
             self.pool.evict_hash(step[1])
             return None
         _, b, position, replace = step  # BlockPool.cache_partial_block at a block boundary
-        key = (request.token_key(position), self.gid)
+        key = request.token_key(position) << self.pool.group_bits | self.gid
         if replace:
             self.pool.evict_hash(b)
         self.pool.insert_hash(key, b, position)

@@ -13,6 +13,7 @@ boundary prompt - 1 and a detected shared-prefix junction; `reachable_block_mask
 from __future__ import annotations
 
 from kvviz.base.regions import cdiv
+from kvviz.replay.identity import END_BITS
 from kvviz.replay.pool import NULL, BlockPool
 
 
@@ -113,15 +114,16 @@ class Manager:
             return
         blocks = self.req_to_blocks[rid]
         mask = None if self.kind == "full" else self.mask(cached, full, request)
-        bs, insert, gid = self.block_size, self.pool.insert_hash, self.gid
-        chain, chunk, shared = request.chain, request.chunk, request.shared
+        bs, insert, gid, gbits = self.block_size, self.pool.insert_hash, self.gid, self.pool.group_bits
+        chain, chunk, shared, own = request.chain, request.chunk, request.shared, request.own
         for i in range(cached, full):
             b = blocks[i]
             if b == NULL or (mask is not None and not mask[i - cached]):
                 continue
             end = (i + 1) * bs
-            key = (chain[(end - 1) // chunk], end) if end <= shared else (rid, end)  # request.token_key(end)
-            insert((key, gid), b, end)
+            # request.token_key(end), the group's cache key
+            key = ((chain[(end - 1) // chunk] if end <= shared else own) << END_BITS | end) << gbits | gid
+            insert(key, b, end)
         self.num_cached_block[rid] = full
 
     def free(self, rid: str) -> None:
@@ -161,12 +163,12 @@ class Manager:
         """`FullAttentionManager.find_longest_cache_hit`: the longest run of cached blocks from the start."""
         out = [[] for _ in gids]
         # pool.get_cached_block(request.token_key(end), gids) written out; no block past hit_span is cached
-        cached, rid, chain, chunk, shared = pool.cached, request.rid, request.chain, request.chunk, request.shared
+        cached, own, chain, chunk, shared = pool.cached, request.own, request.chain, request.chunk, request.shared
         span = pool.hit_span(request, max_length // block_size, block_size)
         if len(gids) == 1:
-            lst, g = out[0], gids[0]
+            lst, g, gbits = out[0], gids[0], pool.group_bits
             for end in range(block_size, (span + 1) * block_size, block_size):
-                ids = cached.get((((chain[(end - 1) // chunk], end) if end <= shared else (rid, end)), g))
+                ids = cached.get(((chain[(end - 1) // chunk] if end <= shared else own) << END_BITS | end) << gbits | g)
                 if not ids:
                     break
                 lst.append(ids[0])
@@ -226,16 +228,16 @@ class SlidingWindowManager(Manager):
         (every run through a missed block fails); with none, the run of hits from block 0 is kept."""
         need = cdiv(window - 1, block_size)
         n = max_length // block_size
-        cached, key_of = pool.cached, request.token_key
+        cached, key_of, gbits = pool.cached, request.token_key, pool.group_bits
         seen: dict = {}
 
         def hit(i):
             got = seen.get(i, False)
             if got is False:
-                key = key_of((i + 1) * block_size)
+                key = key_of((i + 1) * block_size) << gbits
                 got = []
                 for g in gids:
-                    ids = cached.get((key, g))
+                    ids = cached.get(key | g)
                     if not ids:
                         got = None
                         break

@@ -16,6 +16,8 @@ costs the blocks a run touches, not the blocks it has: a budget of 2**60 bytes r
 
 from __future__ import annotations
 
+from kvviz.replay.identity import END_BITS
+
 NULL = 0
 # The list's sentinels, kept as the last three slots of `nxt` / `prv` (new ids are inserted before them)
 HEAD, UNTOUCHED, TAIL = -3, -2, -1
@@ -44,6 +46,8 @@ class BlockPool:
         "dirty",
         "ident_version",
         "ref_epoch",
+        "group_bits",
+        "shift",
     )
 
     def __init__(self, num_blocks: int, enable_caching: bool) -> None:
@@ -68,10 +72,18 @@ class BlockPool:
         self.ident_version: dict = {}  # identity -> times its cached entries changed (hit searches memoised)
         self.dirty: set | None = None  # block ids whose state changed this step, when the time-lapse is recorded
         self.ref_epoch = 0  # counts the calls that freed a block or touched a free one (admission counts memoised)
+        self.set_groups(1)
         got = self.get_new_blocks(1)  # BlockPool.__init__: null_block = free_block_queue.popleft()
         assert got == [NULL]
         self.held[0] = 0
         self.ref[NULL] = 0  # never freed, never counted: its count is not read
+
+    def set_groups(self, n: int) -> None:
+        """The pool serves `n` groups: a cache key is `token_key << group_bits | group` (kvviz/replay/identity.py),
+        its identity `key >> shift`."""
+        self.held = [0] * n
+        self.group_bits = max(n - 1, 1).bit_length()
+        self.shift = END_BITS + self.group_bits
 
     # ---- FreeKVCacheBlockQueue ---------------------------------------------------------
     def _remove(self, b: int) -> None:
@@ -123,12 +135,14 @@ class BlockPool:
         return out
 
     # ---- BlockPool -----------------------------------------------------------------------
-    def get_cached_block(self, key, group_ids) -> list[int] | None:
-        """`BlockPool.get_cached_block`: one cached block per group for this hash, or None."""
+    def get_cached_block(self, key: int, group_ids) -> list[int] | None:
+        """`BlockPool.get_cached_block`: one cached block per group for the tokens `key` (`Request.token_key`),
+        or None."""
         out = []
         cached = self.cached
+        key <<= self.group_bits
         for g in group_ids:
-            ids = cached.get((key, g))
+            ids = cached.get(key | g)
             if not ids:
                 return None
             out.append(ids[0])
@@ -153,7 +167,7 @@ class BlockPool:
             self.cached[key] = [b]
         else:
             ids.append(b)
-        ident = key[0][0]
+        ident = key >> self.shift
         self.ident_count[ident] = self.ident_count.get(ident, 0) + 1
         self.ident_version[ident] = self.ident_version.get(ident, 0) + 1
 
@@ -169,7 +183,7 @@ class BlockPool:
             ids.remove(b)
             if not ids:
                 del self.cached[key]
-            ident = key[0][0]
+            ident = key >> self.shift
             self.ident_version[ident] += 1
             left = self.ident_count[ident] - 1
             if left:
@@ -200,17 +214,17 @@ class BlockPool:
         v = self.ident_version
         chain = request.chain
         if not chain:
-            return (v.get(request.rid, 0), 0)
+            return (v.get(request.own, 0), 0)
         if len(chain) == 1:
-            return (v.get(request.rid, 0), v.get(chain[0], 0))
-        return (v.get(request.rid, 0), sum([v.get(c, 0) for c in chain]))
+            return (v.get(request.own, 0), v.get(chain[0], 0))
+        return (v.get(request.own, 0), sum([v.get(c, 0) for c in chain]))
 
     def hit_span(self, request, n: int, block_size: int) -> int:
         """How many of the first `n` blocks of `request` can be in the cache at all: all when a block of the
         request's own is cached, else none past the last shared chunk with a cached entry (a block's hash
         names the chunk holding its last token), none when no chunk has one."""
         count = self.ident_count
-        if count.get(request.rid):
+        if count.get(request.own):
             return n
         chain = request.chain
         for k in range(len(chain) - 1, -1, -1):
@@ -263,7 +277,7 @@ class BlockPool:
                         del self.cached[key]
                     else:
                         ids.remove(b)
-                    ident = key[0][0]
+                    ident = key >> self.shift
                     self.ident_version[ident] += 1
                     left = self.ident_count[ident] - 1
                     if left:

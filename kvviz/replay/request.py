@@ -3,6 +3,8 @@ counts and identities, never token ids."""
 
 from __future__ import annotations
 
+from kvviz.replay.identity import END_BITS, own_identity
+
 WAITING, RUNNING, PREEMPTED, FINISHED = "waiting", "running", "preempted", "finished"
 
 
@@ -34,12 +36,14 @@ class Request:
         "finish_at",
         "admit_memo",
         "lazy",
+        "own",
     )
 
     def __init__(self, rid, index, prompt_len, max_tokens, chain=(), chunk=1, shared=0) -> None:
         self.rid, self.index, self.prompt_len, self.max_tokens = rid, index, prompt_len, max_tokens
         # the shared leading tokens (kvviz/replay/identity.py): one trie node per `chunk` tokens, `shared` tokens
         self.chain, self.chunk, self.shared = chain, chunk, shared
+        self.own = own_identity(index)
         self.num_output = self.num_computed_tokens = self.num_output_placeholders = 0
         self.num_in_flight_tokens = self.num_stale_output_tokens = self.num_preemptions = 0
         self.status = WAITING
@@ -64,10 +68,10 @@ class Request:
         """Tokens covered by `request.block_hashes` (every full block is hashed: block size = hash block size)."""
         return self.num_tokens
 
-    def token_key(self, end: int):
-        """The identity of the tokens [0, end) (kvviz/replay/identity.py): the node of the shared chunk holding
-        token end - 1 while they are all shared, else the request's own."""
-        return (self.chain[(end - 1) // self.chunk], end) if end <= self.shared else (self.rid, end)
+    def token_key(self, end: int) -> int:
+        """The tokens [0, end) as an int (kvviz/replay/identity.py): the identity of the shared chunk holding
+        token end - 1 while they are all shared, else the request's own, with `end`."""
+        return ((self.chain[(end - 1) // self.chunk] if end <= self.shared else self.own) << END_BITS) | end
 
     def reachable_boundaries(self):
         """`replay_boundaries` (no EAGLE: prompt - 1) and the shared-prefix junction (`cache_blocks`)."""
