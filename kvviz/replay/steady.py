@@ -48,10 +48,15 @@ class Steady:
                 if r.num_output_placeholders != 1 or r.num_in_flight_tokens != 1 or r.num_computed_tokens != base:
                     continue
                 # batch first + k (output o + k at its schedule) is the first that is not quiet when its processed
-                # token finishes the request (o + k + 2 >= finish_at) or its schedule passes quiet_end
-                # (computed + 1 >= quiet_end) or trim_limit (processed = computed - 1 >= trim_limit)
+                # token finishes the request (o + k + 2 >= finish_at), or its schedule needs a block (computed + 1 >
+                # alloc_limit), hashes one (allocate_slots hashes up to min(computed + 1, num_tokens) = computed:
+                # computed >= cache_limit; below it the scheduler's call at computed + 1 = cache_limit is a no-op,
+                # and so is the processed token's: the next schedule hashes first) or frees one (processed =
+                # computed - 1 >= trim_limit)
                 k = r.finish_at - 2 - out
-                s = r.quiet_end - base - 1
+                s = r.alloc_limit - base
+                if r.cache_limit - base < s:
+                    s = r.cache_limit - base
             else:
                 if r.num_output_placeholders or r.num_in_flight_tokens or r.num_computed_tokens != base - 1:
                     continue
