@@ -246,14 +246,26 @@ class KVCacheManager(RunningSlots):
             # which of them are unreferenced: asked again when the hit (a new get_computed_blocks answer) or
             # any block's free / touched state (BlockPool.ref_epoch) changed. A Mamba group's count also reads
             # the states cached in this step (none: the count is theirs of any step with none).
+            # The count is its hit-independent part plus the hit blocks now free: less every free hit block, it is
+            # a floor for any free / touched state, so a head short of it is refused without a recount.
             settled = not any(m.cached_this_step for m in self.mamba)
-            key = (new_computed, total, full, prefill_end, self.pool.ref_epoch, settled)
+            shape = (new_computed, total, full, prefill_end)
+            epoch = self.pool.ref_epoch
             memo = request.admit_memo
-            if settled and memo is not None and memo[0] == key:
-                count = memo[1]
+            if settled and memo is not None and memo[0] == shape:
+                if memo[1] > free:
+                    return False
+                if memo[2] == epoch:
+                    count = memo[3]
+                else:
+                    count = self._to_allocate(request, full, new_computed, total, local, full, True, prefill_end)
+                    request.admit_memo = (shape, memo[1], epoch, count)
             else:
                 count = self._to_allocate(request, full, new_computed, total, local, full, True, prefill_end)
-                request.admit_memo = (key, count)
+                floor = count
+                if new_computed:
+                    floor -= sum(map(self.pool.num_evictable, new_computed))
+                request.admit_memo = (shape, floor, epoch, count) if settled else None
             if count > free:
                 return False
         main = total + num_new_tokens

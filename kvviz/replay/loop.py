@@ -56,7 +56,7 @@ def run(sched, kv, requests, log, async_, max_steps, check=False, blocks=None, f
                 batch = sched.schedule(step)
                 if _never_admitted(sched, batch, queue, log, step):
                     quiet = False
-                elif batch["sampled"] or batch["chunks"] or batch["admitted"] or batch["preempted"]:
+                elif batch["sampled"] or batch["chunks"] or batch["admitted"] or batch["preempted"] or batch["crossed"]:
                     quiet = False
             else:
                 quiet = False  # the queue drains: the next step differs

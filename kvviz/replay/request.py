@@ -37,6 +37,7 @@ class Request:
         "admit_memo",
         "lazy",
         "own",
+        "seq",
     )
 
     def __init__(self, rid, index, prompt_len, max_tokens, chain=(), chunk=1, shared=0) -> None:
@@ -44,6 +45,7 @@ class Request:
         # the shared leading tokens (kvviz/replay/identity.py): one trie node per `chunk` tokens, `shared` tokens
         self.chain, self.chunk, self.shared = chain, chunk, shared
         self.own = own_identity(index)
+        self.seq = -1  # its place in running order (Scheduler.schedule: admissions so far when admitted)
         self.num_output = self.num_computed_tokens = self.num_output_placeholders = 0
         self.num_in_flight_tokens = self.num_stale_output_tokens = self.num_preemptions = 0
         self.status = WAITING
@@ -55,7 +57,7 @@ class Request:
         self.quiet_end = 0  # min(alloc_limit + 1, cache_limit): below it, with the window check, nothing to do
         self.hit_memo: tuple | None = None  # ((num_tokens, pool.hit_version), get_computed_blocks' answer)
         self.stop = prompt_len + max_tokens  # prompt plus every output token
-        self.admit_memo: tuple | None = None  # (inputs, blocks) of the admission check (KVCacheManager.allocate_slots)
+        self.admit_memo: tuple | None = None  # (shape, floor, epoch, blocks) of the admission check (allocate_slots)
         self.finish_at = max_tokens  # output tokens at which it finishes (the scheduler caps it at max_model_len)
         self.lazy = -1  # steady decode (kvviz/replay/steady.py): the first batch it is replayed in lazily; -1: not
 

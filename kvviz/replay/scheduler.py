@@ -13,6 +13,10 @@ from kvviz.replay.request import FINISHED, PREEMPTED, RUNNING, Request
 from kvviz.replay.steady import Steady
 
 
+def _seq(r) -> int:
+    return r.seq
+
+
 class Scheduler:
     """`Scheduler.schedule` / `update_from_output` (and `AsyncScheduler._update_after_schedule`)."""
 
@@ -40,7 +44,8 @@ class Scheduler:
         self.requests: dict = {}
         self.finished_ids: set = set()
         # the fast path (kvviz/replay/steady.py): running requests in steady decode sit the per-step loops out
-        self.steady = Steady(async_scheduling, bool(kv.windowed) or not kv.no_mamba) if lazy else None
+        self.steady = Steady(async_scheduling, bool(kv.windowed) or not kv.no_mamba, kv.no_mamba) if lazy else None
+        self.next_seq = 0  # admissions so far: a running request's `seq`, its place in running order
         self.last_batch: dict | None = None  # the batch of the last schedule() (a woken request joins its list)
         self.log = RequestLog(())  # the per-request records (the engine sets the run's)
 
@@ -94,15 +99,20 @@ class Scheduler:
         order = running  # the running requests this loop visits, in running order
         steady = self.steady
         last = self.last_batch
+        crossing: list = []  # steady requests due for pool work alone (Steady.cross), in admission order
+        crossed = 0
         if steady is not None and steady.count:
-            steady.wake_due(step, last)
+            crossing = steady.wake_due(step, last)
             if steady.count:
                 order = [r for r in running if r.lazy < 0]
                 if steady.count + sum(map(self._wanted, order)) > budget:
-                    steady.wake_all(step, last)  # the budget binds on the running requests: visit them all
+                    steady.wake_all(step, last, crossing)  # the budget binds on the running requests: visit all
                     order = running
+                    crossing = []
                 else:  # every running request gets what it wants: the steady ones one token each
                     budget -= steady.count
+                    if crossing:  # in running order (admission order) with the others
+                        order = sorted(order + crossing, key=_seq) if order else crossing
         preempted: list = []
         admitted: list = []
         items: list = []  # admitted (request, tokens), in scheduling order
@@ -124,10 +134,18 @@ class Scheduler:
         # set together; unknown, both are 0), skip_max_tokens is max_model_len: only quiet_end is asked
         plain = no_mamba and not kv.windowed
         for r in order:  # preemption pops only behind the current position (the list's tail)
-            if budget <= 0:
-                break
             if r.status is not RUNNING:  # preempted by a request before it (`order` is not `running`)
                 continue
+            if r.lazy >= 0:  # steady, due for pool work alone: done in place, or back to this loop to preempt
+                if steady.cross(r, step, allocate):
+                    crossed += 1
+                    continue
+                steady.release(r, step, last)
+                budget += 1  # its token was counted with the steady ones
+            if budget <= 0:
+                if crossing:
+                    continue  # the budget did not bind: only requests that want nothing are left, and crossings
+                break
             computed = r.num_computed_tokens
             placeholders = r.num_output_placeholders
             if placeholders > 0 and computed + 2 - placeholders >= r.stop:
@@ -205,6 +223,8 @@ class Scheduler:
                 kv.record_prefix_cache_stats(r, hits)
                 waiting.popleft()
                 running.append(r)
+                r.seq = self.next_seq  # running order
+                self.next_seq += 1
                 admitted.append((r, hits))
                 items.append((r, n))
                 budget -= n
@@ -237,6 +257,7 @@ class Scheduler:
             "admitted": admitted,
             "preempted": preempted,
             "decode_tokens": decode + lazy,
+            "crossed": crossed,  # steady requests whose pool work was done in place
         }
         return batch
 

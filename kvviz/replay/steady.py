@@ -24,13 +24,42 @@ from kvviz.replay.request import RUNNING
 
 
 class Steady:
-    """The steady requests of one replay: their count and a heap of (wake batch, index, request, first batch)."""
+    """The steady requests of one replay: their count and a heap of (wake batch, admission order, request, first
+    batch, in place)."""
 
-    def __init__(self, async_: bool, windowed: bool) -> None:
+    def __init__(self, async_: bool, windowed: bool, in_place: bool) -> None:
         self.async_ = async_
         self.windowed = windowed  # a window or Mamba group: trim_limit applies (Scheduler.schedule's `plain`)
+        self.in_place = in_place  # a wake for pool work alone is done in place (no Mamba group: `cross`)
         self.heap: list = []
         self.count = 0
+
+    def _wake(self, r, first: int, out: int) -> tuple[int, bool]:
+        """The first batch from `first` on that is not quiet for `r` (output `out` at batch `first`'s schedule),
+        and whether only its schedule's pool work makes it so (allocate_slots: `cross` does it in place)."""
+        base = r.prompt_len + out
+        if self.async_:
+            # batch first + k (output o + k at its schedule) is not quiet when its processed token finishes the
+            # request (o + k + 2 >= finish_at), or its schedule needs a block (computed + 1 > alloc_limit),
+            # hashes one (allocate_slots hashes up to min(computed + 1, num_tokens) = computed: computed >=
+            # cache_limit; below it the scheduler's call at computed + 1 = cache_limit is a no-op, and so is the
+            # processed token's: the next schedule hashes first) or frees one (processed = computed - 1 >=
+            # trim_limit)
+            finish = r.finish_at - 2 - out
+            pool = r.alloc_limit - base
+        else:  # computed = prompt + o + k - 1 at batch first + k's schedule, processed in the same step
+            finish = r.finish_at - 1 - out
+            pool = r.alloc_limit - base + 1
+        k = r.cache_limit - base
+        if k < pool:
+            pool = k
+        if self.windowed:
+            k = r.trim_limit - base + 1
+            if k < pool:
+                pool = k
+        if pool < finish:
+            return first + pool, self.in_place
+        return first + finish, False
 
     def enter(self, batch: list, step: int) -> None:
         """At the end of step `step`: each request of the batch's sampled list that is running in steady decode
@@ -42,74 +71,94 @@ class Steady:
             if n != 1 or r.status is not RUNNING or r.num_stale_output_tokens or r.lazy >= 0:
                 continue
             out = r.num_output
-            base = r.prompt_len + out
             if async_:
                 # batch `step` in flight: one placeholder, one token in flight, computed = prompt + output
-                if r.num_output_placeholders != 1 or r.num_in_flight_tokens != 1 or r.num_computed_tokens != base:
+                if (
+                    r.num_output_placeholders != 1
+                    or r.num_in_flight_tokens != 1
+                    or r.num_computed_tokens != r.prompt_len + out
+                ):
                     continue
-                # batch first + k (output o + k at its schedule) is the first that is not quiet when its processed
-                # token finishes the request (o + k + 2 >= finish_at), or its schedule needs a block (computed + 1 >
-                # alloc_limit), hashes one (allocate_slots hashes up to min(computed + 1, num_tokens) = computed:
-                # computed >= cache_limit; below it the scheduler's call at computed + 1 = cache_limit is a no-op,
-                # and so is the processed token's: the next schedule hashes first) or frees one (processed =
-                # computed - 1 >= trim_limit)
-                k = r.finish_at - 2 - out
-                s = r.alloc_limit - base
-                if r.cache_limit - base < s:
-                    s = r.cache_limit - base
-            else:
-                if r.num_output_placeholders or r.num_in_flight_tokens or r.num_computed_tokens != base - 1:
-                    continue
-                k = r.finish_at - 1 - out  # processed in its own step: o + k + 1 >= finish_at
-                s = r.quiet_end - base  # computed + 1 = prompt + o + k >= quiet_end
-            if s < k:
-                k = s
-            if self.windowed:
-                s = r.trim_limit - base + 1  # processed = prompt + o + k - 1 >= trim_limit
-                if s < k:
-                    k = s
-            if k > 0:
+            elif r.num_output_placeholders or r.num_in_flight_tokens or r.num_computed_tokens != r.prompt_len + out - 1:
+                continue
+            wake, in_place = self._wake(r, first, out)
+            if wake > first:
                 r.lazy = first
-                heapq.heappush(heap, (first + k, r.index, r, first))
+                heapq.heappush(heap, (wake, r.seq, r, first, in_place))
                 self.count += 1
+
+    def _deltas(self, r, step: int) -> tuple[int, int]:
+        """(batches scheduled, batches processed) lazily by the start of step `step`'s schedule."""
+        scheduled = step - r.lazy
+        if scheduled <= 0:
+            return 0, 0
+        return scheduled, scheduled - 1 if self.async_ else scheduled
 
     def _materialize(self, r, step: int, last) -> None:
         """Bring a steady request's counters to the start of step `step` (before its schedule) and put it back in
         the per-step loops; under async scheduling it joins batch `step - 1`'s sampled list (`last`), processed
         later in this step."""
-        first = r.lazy
+        scheduled, processed = self._deltas(r, step)
         r.lazy = -1
         self.count -= 1
-        scheduled = step - first
-        if scheduled <= 0:
-            return
-        if self.async_:
-            processed = scheduled - 1
-            last["sampled"].append((r, 1))
-            r.num_in_flight_tokens += 1
-            r.num_output_placeholders += 1
-        else:
-            processed = scheduled
+        if scheduled:
+            if self.async_:
+                last["sampled"].append((r, 1))
+                r.num_in_flight_tokens += 1
+                r.num_output_placeholders += 1
+            r.num_computed_tokens += scheduled
+            r.num_output += processed
+
+    def cross(self, r, step: int, allocate) -> bool:
+        """Batch `step`'s pool work for steady request `r` done in place (it stays steady): `allocate(r, 1)`, the
+        running request's allocate_slots, on its counters of that schedule, then its next wake. False (nothing
+        kept but what allocate_slots does before it fails) when the blocks are not there: the caller then
+        preempts as the scheduler does."""
+        scheduled, processed = self._deltas(r, step)
+        inflight = scheduled - processed
         r.num_computed_tokens += scheduled
         r.num_output += processed
+        r.num_in_flight_tokens += inflight
+        r.num_output_placeholders += inflight
+        ok = allocate(r, 1)
+        r.num_computed_tokens -= scheduled
+        r.num_output -= processed
+        r.num_in_flight_tokens -= inflight
+        r.num_output_placeholders -= inflight
+        if ok:
+            first = r.lazy
+            wake, in_place = self._wake(r, first, r.num_output)
+            if wake <= step:  # conditions that hold already hold at the next batch
+                wake = step + 1
+            heapq.heappush(self.heap, (wake, r.seq, r, first, in_place))
+        return ok
 
-    def wake_due(self, step: int, last) -> None:
-        """At the start of step `step`'s schedule: the requests whose wake batch has come."""
+    def wake_due(self, step: int, last) -> list:
+        """At the start of step `step`'s schedule: the requests whose wake batch has come are back in the per-step
+        loops, but those due for pool work alone, returned (in admission order) for `cross`."""
         heap = self.heap
+        crossing = []
         while heap and heap[0][0] <= step:
-            _, _, r, first = heapq.heappop(heap)
+            _, _, r, first, in_place = heapq.heappop(heap)
+            if r.lazy == first:
+                if in_place:
+                    crossing.append(r)
+                else:
+                    self._materialize(r, step, last)
+        return crossing
+
+    def wake_all(self, step: int, last, crossing: list) -> None:
+        """Every steady request back to the per-step loops (the token budget binds on the running requests)."""
+        for _, _, r, first, _ in self.heap:
             if r.lazy == first:
                 self._materialize(r, step, last)
-
-    def wake_all(self, step: int, last) -> None:
-        """Every steady request back to the per-step loops (the token budget binds on the running requests)."""
-        for _, _, r, first in self.heap:
-            if r.lazy == first:
+        for r in crossing:
+            if r.lazy >= 0:
                 self._materialize(r, step, last)
         self.heap.clear()
 
     def release(self, r, step: int, last) -> None:
-        """One steady request back to the per-step loops now (a preemption takes it)."""
+        """One steady request back to the per-step loops now (a preemption takes it, or its pool work failed)."""
         if r.lazy >= 0:
             self._materialize(r, step, last)
 
