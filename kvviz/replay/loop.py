@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 
 from kvviz.base.errors import KvvizError
+from kvviz.replay.fastpath import settled_run
 from kvviz.replay.identity import Identities
 from kvviz.replay.invariants import check_pool
 from kvviz.replay.log import NEVER_ADMITTED, StepLog
@@ -40,7 +41,7 @@ def run(sched, kv, requests, log, async_, max_steps, check=False, blocks=None, f
             w = requests[i]
             sched.add_request(Request(w.id, i, w.prompt_len, w.output_len, *shared.of(w)))
             nxt += 1
-        quiet = True  # this step changed nothing but steady requests' counters
+        quiet = True  # settled: this step changed nothing but steady requests and their pool work in place
         batch = None
         if not sched.has_requests() and not queue:
             if nxt >= total:
@@ -56,7 +57,7 @@ def run(sched, kv, requests, log, async_, max_steps, check=False, blocks=None, f
                 batch = sched.schedule(step)
                 if _never_admitted(sched, batch, queue, log, step):
                     quiet = False
-                elif batch["sampled"] or batch["chunks"] or batch["admitted"] or batch["preempted"] or batch["crossed"]:
+                elif batch["sampled"] or batch["chunks"] or batch["admitted"] or batch["preempted"]:
                     quiet = False
             else:
                 quiet = False  # the queue drains: the next step differs
@@ -99,28 +100,14 @@ def run(sched, kv, requests, log, async_, max_steps, check=False, blocks=None, f
         if check:
             check_pool(kv)
         step += 1
-        if quiet and fast:
-            end = _quiet_until(requests[order[nxt]].arrival_step if nxt < total else None, steady, max_steps)
-            if end is not None and end > step:
-                steps.repeat_last(end - step)
-                if blocks is not None:
-                    blocks.extend([()] * (end - step))
-                if batch is not None:  # the batch in flight is the last repeated step's
-                    batch["step"] = end - 1
-                step = end
+        if quiet and fast:  # settled: the steps after it need no per-step call until something else is due
+            until = requests[order[nxt]].arrival_step if nxt < total else None
+            if max_steps is not None:
+                until = max_steps if until is None else min(until, max_steps)
+            step = settled_run(sched, kv, steps, step, until, blocks, check)
         if max_steps is not None and step >= max_steps:
             raise KvvizError(f"max_steps={max_steps}: the replay did not finish within it")
     return steps
-
-
-def _quiet_until(arrival, steady, max_steps) -> int | None:
-    """The step at which repeating a quiet step must stop: the next arrival, the next wake of a steady
-    request, max_steps; None when nothing would ever end the repetition (the step-by-step loop then runs on)."""
-    ends = [x for x in (arrival, steady.next_wake() if steady is not None and steady.count else None) if x is not None]
-    if not ends:
-        return None
-    end = min(ends)
-    return end if max_steps is None else min(end, max_steps)
 
 
 def _scheduled_row(step, batch, kv, log):
