@@ -106,12 +106,16 @@ class Manager:
     def cache_blocks(self, request, num_tokens: int) -> None:
         """`SingleTypeKVCacheManager.cache_blocks` + `BlockPool.cache_full_blocks`: hash the request's
         full blocks up to `num_tokens` (masked-out and null blocks skipped)."""
-        rid = request.rid
-        cached = self.num_cached_block.get(rid, 0)
+        cached = self.num_cached_block.get(request.rid, 0)
         hashed = request.prompt_len + request.num_output  # request.num_hashed_tokens()
         full = (num_tokens if num_tokens < hashed else hashed) // self.block_size
-        if cached >= full:
-            return
+        if cached < full:
+            self.cache_full(request, cached, full)
+
+    def cache_full(self, request, cached: int, full: int) -> None:
+        """`cache_blocks`' hashing: blocks `cached` to `full` - 1 of the request (cached < full <= its hashed
+        blocks), masked-out and null blocks skipped."""
+        rid = request.rid
         blocks = self.req_to_blocks[rid]
         mask = None if self.kind == "full" else self.mask(cached, full, request)
         bs, insert, gid, gbits = self.block_size, self.pool.insert_hash, self.gid, self.pool.group_bits

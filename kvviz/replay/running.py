@@ -70,8 +70,17 @@ class RunningSlots:
     def _allocate_dense(self, request, num_new_tokens: int) -> bool:
         """`_allocate_running` for a model of one full-attention group (`KVCacheManager.dense`): no window
         to trim, the blocks for `need` allocated, the full blocks hashed, and `_set_limits`, written out."""
+        return self.dense_slots(
+            request, request.num_computed_tokens, request.prompt_len + request.num_output, num_new_tokens
+        )
+
+    def dense_slots(self, request, computed: int, num_tokens: int, num_new_tokens: int) -> bool:
+        """`_allocate_dense` for `request` at `computed` tokens computed and `num_tokens` tokens (its counters at
+        that schedule: a steady request's own lag, kvviz/replay/steady.py)."""
         rid = request.rid
-        total, main, need = self._slot_counts(request, num_new_tokens)
+        mml = self.max_model_len
+        main = (computed if computed < mml else mml) + num_new_tokens
+        need = main if main < mml else mml
         m = self.managers[0]
         bs = m.block_size
         tables = m.req_to_blocks
@@ -84,7 +93,6 @@ class RunningSlots:
             blocks = tables[rid] = []
         if k > 0:
             blocks.extend(pool.get_new_blocks(k, m.gid, rid))
-        num_tokens = request.prompt_len + request.num_output
         self._cache_dense(request, main if main < num_tokens else num_tokens, m, blocks, main)
         return True
 
@@ -104,8 +112,8 @@ class RunningSlots:
             rid = request.rid
             got = m.num_cached_block.get(rid, 0)
             if got < num_tokens // bs:  # num_tokens <= num_tokens of the request: nothing past it to hash
-                m.cache_blocks(request, num_tokens)
-                got = m.num_cached_block.get(rid, 0)
+                m.cache_full(request, got, num_tokens // bs)
+                got = num_tokens // bs
             cache = (got + 1) * bs
             if cache > mml + 1:
                 cache = mml + 1

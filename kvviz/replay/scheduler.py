@@ -44,7 +44,10 @@ class Scheduler:
         self.requests: dict = {}
         self.finished_ids: set = set()
         # the fast path (kvviz/replay/steady.py): running requests in steady decode sit the per-step loops out
-        self.steady = Steady(async_scheduling, bool(kv.windowed) or not kv.no_mamba, kv.no_mamba) if lazy else None
+        dense = kv.dense_slots if kv.dense else None
+        self.steady = (
+            Steady(async_scheduling, bool(kv.windowed) or not kv.no_mamba, kv.no_mamba, dense) if lazy else None
+        )
         self.next_seq = 0  # admissions so far: a running request's `seq`, its place in running order
         self.last_batch: dict | None = None  # the batch of the last schedule() (a woken request joins its list)
         self.log = RequestLog(())  # the per-request records (the engine sets the run's)

@@ -27,10 +27,11 @@ class Steady:
     """The steady requests of one replay: their count and a heap of (wake batch, admission order, request, first
     batch, in place)."""
 
-    def __init__(self, async_: bool, windowed: bool, in_place: bool) -> None:
+    def __init__(self, async_: bool, windowed: bool, in_place: bool, dense=None) -> None:
         self.async_ = async_
         self.windowed = windowed  # a window or Mamba group: trim_limit applies (Scheduler.schedule's `plain`)
         self.in_place = in_place  # a wake for pool work alone is done in place (no Mamba group: `cross`)
+        self.dense = dense  # KVCacheManager.dense_slots for a model of one full-attention group, else None
         self.heap: list = []
         self.count = 0
 
@@ -115,16 +116,19 @@ class Steady:
         kept but what allocate_slots does before it fails) when the blocks are not there: the caller then
         preempts as the scheduler does."""
         scheduled, processed = self._deltas(r, step)
-        inflight = scheduled - processed
-        r.num_computed_tokens += scheduled
-        r.num_output += processed
-        r.num_in_flight_tokens += inflight
-        r.num_output_placeholders += inflight
-        ok = allocate(r, 1)
-        r.num_computed_tokens -= scheduled
-        r.num_output -= processed
-        r.num_in_flight_tokens -= inflight
-        r.num_output_placeholders -= inflight
+        if self.dense is not None:  # one full-attention group: its counters are all the call reads
+            ok = self.dense(r, r.num_computed_tokens + scheduled, r.prompt_len + r.num_output + processed, 1)
+        else:
+            inflight = scheduled - processed
+            r.num_computed_tokens += scheduled
+            r.num_output += processed
+            r.num_in_flight_tokens += inflight
+            r.num_output_placeholders += inflight
+            ok = allocate(r, 1)
+            r.num_computed_tokens -= scheduled
+            r.num_output -= processed
+            r.num_in_flight_tokens -= inflight
+            r.num_output_placeholders -= inflight
         if ok:
             first = r.lazy
             wake, in_place = self._wake(r, first, r.num_output)
