@@ -5,8 +5,9 @@ big traces.
   scheduler loop with its recording switched off (scripts/vllm_reference_replay.py --timing RUNS, in the
   throwaway venv of ../shared/tools/README.md, never a kvviz dependency: fresh schedulers stepped through the
   workload, no per-step or per-request records) and kvviz's `replay` on the same case, RUNS times each, by
-  wall time. Per case: the ratio of kvviz's steps per second to vLLM's at each side's fastest run (min time)
-  and at each side's median run; over the cases: their median and the slowest case.
+  each process's own CPU time (on a shared machine wall time mostly measures the neighbours). Per case: the
+  ratio of kvviz's steps per second to vLLM's at each side's fastest run (min time) and at each side's median
+  run; over the cases: their median and the slowest case.
 * A generated chat trace of 100,000 and of 1,000,000 requests (`chat(n, seed=1, mean_gap=0.05)` on
   Llama 3.1 8B at 40 GiB), each replayed in a fresh process: CPU time and peak RSS (the process's maxrss).
 * One request arriving at step 10**9: CPU time.
@@ -33,7 +34,7 @@ FOLDERS |= {"replay-traces": "trace-cases.json", "replay-chunked": "scheduler-ca
 
 
 def vllm_timing(folder: Path, cases_file: str, python: str, runs: int, only: str | None) -> dict[str, list[float]]:
-    """vLLM 0.33's own scheduler loop, recording off, on each case of `folder`: case -> run times (s)."""
+    """vLLM 0.33's own scheduler loop, recording off, on each case of `folder`: case -> CPU time of each run (s)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
         argv = [python, str(ROOT / "scripts" / "vllm_reference_replay.py"), str(folder / cases_file)]
@@ -44,11 +45,11 @@ def vllm_timing(folder: Path, cases_file: str, python: str, runs: int, only: str
         subprocess.run(argv, check=False, capture_output=True)
         if not out.exists():
             return {}
-        return {c["case"]: c["timing"]["runs_s"] for c in json.loads(out.read_text())["cases"]}
+        return {c["case"]: c["timing"]["runs_cpu_s"] for c in json.loads(out.read_text())["cases"]}
 
 
 def kvviz_times(folder: Path, case: dict, runs: int) -> tuple[list[float], int]:
-    """kvviz's replay of one reference case, `runs` times: wall times (s) and steps."""
+    """kvviz's replay of one reference case, `runs` times: CPU times (s) and steps."""
     import kvviz
     from kvviz.replay import replay
     from kvviz.replay.workload import check
@@ -71,9 +72,9 @@ def kvviz_times(folder: Path, case: dict, runs: int) -> tuple[list[float], int]:
     work = check(case["workload"])  # the workload as the CLI reads it (vLLM's tokens are made before its clock)
     times = []
     for _ in range(runs):
-        t = time.perf_counter()
+        t = time.process_time()
         r = replay(plan, work, budget_bytes=inp["kv_budget"], async_scheduling=async_, **limits)
-        times.append(time.perf_counter() - t)
+        times.append(time.process_time() - t)
     return times, r.num_steps
 
 
