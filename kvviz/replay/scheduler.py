@@ -49,6 +49,9 @@ class Scheduler:
             Steady(async_scheduling, bool(kv.windowed) or not kv.no_mamba, kv.no_mamba, dense) if lazy else None
         )
         self.next_seq = 0  # admissions so far: a running request's `seq`, its place in running order
+        self.explicit: dict = {}  # seq -> running request not steady (the per-step loops visit these)
+        if self.steady is not None:
+            self.steady.explicit = self.explicit
         self.last_batch: dict | None = None  # the batch of the last schedule() (a woken request joins its list)
         self.log = RequestLog(())  # the per-request records (the engine sets the run's)
 
@@ -107,7 +110,8 @@ class Scheduler:
         if steady is not None and steady.count:
             crossing = steady.wake_due(step, last)
             if steady.count:
-                order = [r for r in running if r.lazy < 0]
+                explicit = self.explicit
+                order = [explicit[k] for k in sorted(explicit)] if explicit else []
                 if steady.count + sum(map(self._wanted, order)) > budget:
                     steady.wake_all(step, last, crossing)  # the budget binds on the running requests: visit all
                     order = running
@@ -228,6 +232,7 @@ class Scheduler:
                 running.append(r)
                 r.seq = self.next_seq  # running order
                 self.next_seq += 1
+                self.explicit[r.seq] = r
                 admitted.append((r, hits))
                 items.append((r, n))
                 budget -= n
@@ -280,6 +285,7 @@ class Scheduler:
     def _preempt(self, r: Request) -> None:
         """`Scheduler._preempt_request`: blocks freed, computed tokens reset, back to the queue's front."""
         self.kv.free(r.rid)
+        self.explicit.pop(r.seq, None)
         r.alloc_limit = r.cache_limit = r.trim_limit = r.quiet_end = 0
         r.status = PREEMPTED
         r.num_computed_tokens = 0
@@ -327,6 +333,8 @@ class Scheduler:
                 log.finished(r.index, batch_step, step, num_output)
                 self.finished_ids.add(rid)
                 self.kv.free(rid)
+                if status_before is RUNNING:
+                    self.explicit.pop(r.seq, None)
                 del self.requests[rid]
                 finished.append(rid)
                 (stopped_running if status_before is RUNNING else stopped_waiting).append(r)

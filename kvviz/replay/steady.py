@@ -34,6 +34,7 @@ class Steady:
         self.dense = dense  # KVCacheManager.dense_slots for a model of one full-attention group, else None
         self.heap: list = []
         self.count = 0
+        self.explicit: dict = {}  # the scheduler's running requests that are not steady, by seq
 
     def _wake(self, r, first: int, out: int) -> tuple[int, bool]:
         """The first batch from `first` on that is not quiet for `r` (output `out` at batch `first`'s schedule),
@@ -87,6 +88,7 @@ class Steady:
                 r.lazy = first
                 heapq.heappush(heap, (wake, r.seq, r, first, in_place))
                 self.count += 1
+                del self.explicit[r.seq]
 
     def _deltas(self, r, step: int) -> tuple[int, int]:
         """(batches scheduled, batches processed) lazily by the start of step `step`'s schedule."""
@@ -102,6 +104,7 @@ class Steady:
         scheduled, processed = self._deltas(r, step)
         r.lazy = -1
         self.count -= 1
+        self.explicit[r.seq] = r
         if scheduled:
             if self.async_:
                 last["sampled"].append((r, 1))
