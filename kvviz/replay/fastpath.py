@@ -14,20 +14,13 @@ and the waiting queue are as the last settled step left them."""
 
 from __future__ import annotations
 
-import heapq
-
 from kvviz.replay.invariants import check_pool
-
-
-def _seq(entry) -> int:
-    return entry[1]
 
 
 def settled_run(sched, kv, steps, step: int, until: int | None, blocks, check) -> int:
     """Take the steps from `step` (the one after a settled step) while they stay settled, up to `until` (the next
     arrival or max_steps; None: none); the step the per-step loop resumes at."""
     steady, pool, rows = sched.steady, kv.pool, steps.rows
-    heap = steady.heap if steady is not None else []
     allocate = kv.allocate_slots
     # a window frees blocks as it slides: with a request waiting, that step is the scheduler's (it may admit)
     frees = bool(sched.waiting) and bool(kv.windowed)
@@ -44,18 +37,12 @@ def settled_run(sched, kv, steps, step: int, until: int | None, blocks, check) -
                 blocks.extend([()] * (end - step))
             step = end
             continue
-        due = []
-        while heap and heap[0][0] == step:
-            entry = heapq.heappop(heap)
-            if entry[2].lazy == entry[3]:
-                due.append(entry)
-        if frees or not all(entry[4] for entry in due) or pool.num_free < len(due) * per_request:
-            for entry in due:  # the per-step loop takes this step
-                heapq.heappush(heap, entry)
+        due = steady.take_due(step)
+        if frees or not all(entry[3] for entry in due) or pool.num_free < len(due) * per_request:
+            steady.put_back(step, due)  # the per-step loop takes this step
             break
-        due.sort(key=_seq)
-        for entry in due:
-            steady.cross(entry[2], step, allocate)
+        for entry in due:  # in admission order: running order
+            steady.cross(entry[1], step, allocate)
         last = rows[-1]
         held = kv.held_blocks()
         free = pool.num_free

@@ -24,15 +24,16 @@ from kvviz.replay.request import RUNNING
 
 
 class Steady:
-    """The steady requests of one replay: their count and a heap of (wake batch, admission order, request, first
-    batch, in place)."""
+    """The steady requests of one replay: their count and a calendar of their wakes (wake batch -> entries
+    (admission order, request, first batch, in place); a heap of the batches that have one)."""
 
     def __init__(self, async_: bool, windowed: bool, in_place: bool, dense=None) -> None:
         self.async_ = async_
         self.windowed = windowed  # a window or Mamba group: trim_limit applies (Scheduler.schedule's `plain`)
         self.in_place = in_place  # a wake for pool work alone is done in place (no Mamba group: `cross`)
         self.dense = dense  # KVCacheManager.dense_slots for a model of one full-attention group, else None
-        self.heap: list = []
+        self.calendar: dict[int, list] = {}
+        self.days: list[int] = []  # heap of the calendar's batches
         self.count = 0
         self.explicit: dict = {}  # the scheduler's running requests that are not steady, by seq
 
@@ -67,7 +68,6 @@ class Steady:
         """At the end of step `step`: each request of the batch's sampled list that is running in steady decode
         and quiet for at least its next batch sits the next batches out, until its wake."""
         async_ = self.async_
-        heap = self.heap
         first = step + 1
         for r, n in batch:
             if n != 1 or r.status is not RUNNING or r.num_stale_output_tokens or r.lazy >= 0:
@@ -86,7 +86,7 @@ class Steady:
             wake, in_place = self._wake(r, first, out)
             if wake > first:
                 r.lazy = first
-                heapq.heappush(heap, (wake, r.seq, r, first, in_place))
+                self._book(wake, (r.seq, r, first, in_place))
                 self.count += 1
                 del self.explicit[r.seq]
 
@@ -137,32 +137,54 @@ class Steady:
             wake, in_place = self._wake(r, first, r.num_output)
             if wake <= step:  # conditions that hold already hold at the next batch
                 wake = step + 1
-            heapq.heappush(self.heap, (wake, r.seq, r, first, in_place))
+            self._book(wake, (r.seq, r, first, in_place))
         return ok
+
+    def _book(self, wake: int, entry: tuple) -> None:
+        day = self.calendar.get(wake)
+        if day is None:
+            self.calendar[wake] = [entry]
+            heapq.heappush(self.days, wake)
+        else:
+            day.append(entry)
+
+    def take_due(self, step: int) -> list:
+        """The live entries due at batch `step`, in admission order, off the calendar (`put_back` returns them)."""
+        day = self.calendar.pop(step, None)
+        if day is None:
+            return []
+        live = [e for e in day if e[1].lazy == e[2]]
+        if len(live) > 1:
+            live.sort()  # by admission order (seq is unique)
+        return live
+
+    def put_back(self, step: int, entries: list) -> None:
+        """Entries taken by `take_due` at batch `step`, booked again."""
+        for entry in entries:
+            self._book(step, entry)
 
     def wake_due(self, step: int, last) -> list:
         """At the start of step `step`'s schedule: the requests whose wake batch has come are back in the per-step
         loops, but those due for pool work alone, returned (in admission order) for `cross`."""
-        heap = self.heap
         crossing = []
-        while heap and heap[0][0] <= step:
-            _, _, r, first, in_place = heapq.heappop(heap)
-            if r.lazy == first:
-                if in_place:
-                    crossing.append(r)
-                else:
-                    self._materialize(r, step, last)
+        for _, r, _, in_place in self.take_due(step):  # a wake is never passed over: the loop stops at each
+            if in_place:
+                crossing.append(r)
+            else:
+                self._materialize(r, step, last)
         return crossing
 
     def wake_all(self, step: int, last, crossing: list) -> None:
         """Every steady request back to the per-step loops (the token budget binds on the running requests)."""
-        for _, _, r, first, _ in self.heap:
-            if r.lazy == first:
-                self._materialize(r, step, last)
+        for day in self.calendar.values():
+            for _, r, first, _ in day:
+                if r.lazy == first:
+                    self._materialize(r, step, last)
         for r in crossing:
             if r.lazy >= 0:
                 self._materialize(r, step, last)
-        self.heap.clear()
+        self.calendar.clear()
+        self.days.clear()
 
     def release(self, r, step: int, last) -> None:
         """One steady request back to the per-step loops now (a preemption takes it, or its pool work failed)."""
@@ -170,8 +192,9 @@ class Steady:
             self._materialize(r, step, last)
 
     def next_wake(self) -> int | None:
-        """The earliest wake batch of a steady request (stale heap entries skipped), None without one."""
-        heap = self.heap
-        while heap and heap[0][2].lazy != heap[0][3]:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
+        """The earliest batch with a wake booked (its entries may all be stale: taking it then does nothing), None
+        without one."""
+        days, calendar = self.days, self.calendar
+        while days and days[0] not in calendar:
+            heapq.heappop(days)
+        return days[0] if days else None
