@@ -134,7 +134,9 @@ class Steady:
             r.num_output_placeholders -= inflight
         if ok:
             first = r.lazy
-            wake, in_place = self._wake(r, first, r.num_output)
+            # its output at batch `first`'s schedule: under async scheduling the stored count has the token of the
+            # batch before it since (processed, one by one, at step `first`)
+            wake, in_place = self._wake(r, first, r.num_output - 1 if self.async_ else r.num_output)
             if wake <= step:  # conditions that hold already hold at the next batch
                 wake = step + 1
             self._book(wake, (r.seq, r, first, in_place))
