@@ -171,7 +171,26 @@ class Manager:
         span = pool.hit_span(request, max_length // block_size, block_size)
         if len(gids) == 1:
             lst, g, gbits = out[0], gids[0], pool.group_bits
-            for end in range(block_size, (span + 1) * block_size, block_size):
+            start = block_size
+            if len(chain) == 1 and shared >= block_size:  # a prefix group's run, scanned once per cache change
+                whole = shared // block_size  # blocks all of whose tokens are shared
+                version = pool.ident_version.get(chain[0], 0)
+                memo = pool.prefix_runs.get((chain[0], whole, g))
+                if memo is None or memo[0] != version:
+                    run = []
+                    for end in range(block_size, (whole + 1) * block_size, block_size):
+                        ids = cached.get((chain[0] << END_BITS | end) << gbits | g)
+                        if not ids:
+                            break
+                        run.append(ids[0])
+                    memo = pool.prefix_runs[(chain[0], whole, g)] = (version, run)
+                run = memo[1]
+                n = span if span < whole else whole
+                lst.extend(run[:n] if len(run) > n else run)
+                if len(lst) < whole or span <= whole:
+                    return out, len(lst) * block_size
+                start = (whole + 1) * block_size
+            for end in range(start, (span + 1) * block_size, block_size):
                 ids = cached.get(((chain[(end - 1) // chunk] if end <= shared else own) << END_BITS | end) << gbits | g)
                 if not ids:
                     break

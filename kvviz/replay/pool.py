@@ -48,6 +48,7 @@ class BlockPool:
         "ref_epoch",
         "group_bits",
         "shift",
+        "prefix_runs",
     )
 
     def __init__(self, num_blocks: int, enable_caching: bool) -> None:
@@ -70,6 +71,9 @@ class BlockPool:
         # identity has none misses, so hit searches skip those blocks (`hit_span`).
         self.ident_count: dict = {}
         self.ident_version: dict = {}  # identity -> times its cached entries changed (hit searches memoised)
+        # (prefix group's identity, its whole blocks, group) -> (its version, the cached run from block 0): the hit
+        # search of a prefix group's requests, scanned again only when the group's cached entries change
+        self.prefix_runs: dict = {}
         self.dirty: set | None = None  # block ids whose state changed this step, when the time-lapse is recorded
         self.ref_epoch = 0  # counts the calls that freed a block or touched a free one (admission counts memoised)
         self.set_groups(1)
