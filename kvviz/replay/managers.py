@@ -116,18 +116,8 @@ class Manager:
         """`cache_blocks`' hashing: blocks `cached` to `full` - 1 of the request (cached < full <= its hashed
         blocks), masked-out and null blocks skipped."""
         rid = request.rid
-        blocks = self.req_to_blocks[rid]
         mask = None if self.kind == "full" else self.mask(cached, full, request)
-        bs, insert, gid, gbits = self.block_size, self.pool.insert_hash, self.gid, self.pool.group_bits
-        chain, chunk, shared, own = request.chain, request.chunk, request.shared, request.own
-        for i in range(cached, full):
-            b = blocks[i]
-            if b == NULL or (mask is not None and not mask[i - cached]):
-                continue
-            end = (i + 1) * bs
-            # request.token_key(end), the group's cache key
-            key = ((chain[(end - 1) // chunk] if end <= shared else own) << END_BITS | end) << gbits | gid
-            insert(key, b, end)
+        self.pool.insert_run(self.req_to_blocks[rid], cached, full, mask, self.block_size, self.gid, request)
         self.num_cached_block[rid] = full
 
     def free(self, rid: str) -> None:

@@ -175,6 +175,49 @@ class BlockPool:
         self.ident_count[ident] = self.ident_count.get(ident, 0) + 1
         self.ident_version[ident] = self.ident_version.get(ident, 0) + 1
 
+    def insert_run(self, blocks, start: int, stop: int, mask, block_size: int, group: int, request) -> None:
+        """`BlockPool.cache_full_blocks`: `insert_hash` for blocks[start:stop] of `request`'s table in `group`
+        (null and masked-out blocks skipped), each under `request.token_key(its end)`; a run of one identity
+        counted once."""
+        h, cached, ref, tokens, dirty = self.hash, self.cached, self.ref, self.hash_tokens, self.dirty
+        gbits, shift = self.group_bits, self.shift
+        chain, chunk, shared, own = request.chain, request.chunk, request.shared, request.own
+        ident, added = None, 0  # the identity being counted, its new entries
+        for i in range(start, stop):
+            b = blocks[i]
+            if b == NULL or (mask is not None and not mask[i - start]):
+                continue
+            end = (i + 1) * block_size
+            key = ((chain[(end - 1) // chunk] if end <= shared else own) << END_BITS | end) << gbits | group
+            if h[b] is not None:  # already keyed (or re-keyed): the general path
+                self.insert_hash(key, b, end)
+                continue
+            ids = cached.get(key)
+            if ids is None:
+                cached[key] = [b]
+            elif b in ids:
+                continue
+            else:
+                ids.append(b)
+            if ref[b] == 0:
+                self.cached_free += 1
+            h[b] = key
+            tokens[b] = end
+            if dirty is not None:
+                dirty.add(b)
+            if key >> shift != ident:
+                if added:
+                    self._count(ident, added)
+                ident, added = key >> shift, 0
+            added += 1
+        if added:
+            self._count(ident, added)
+
+    def _count(self, ident: int, added: int) -> None:
+        """`added` new cached entries of `ident` (its count, and its version moved)."""
+        self.ident_count[ident] = self.ident_count.get(ident, 0) + added
+        self.ident_version[ident] = self.ident_version.get(ident, 0) + added
+
     def evict_hash(self, b: int) -> bool:
         """`BlockPool._maybe_evict_cached_block`: drop the block's prefix-cache entry."""
         key = self.hash[b]
