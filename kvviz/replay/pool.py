@@ -49,6 +49,7 @@ class BlockPool:
         "group_bits",
         "shift",
         "prefix_runs",
+        "own_changes",
     )
 
     def __init__(self, num_blocks: int, enable_caching: bool) -> None:
@@ -67,10 +68,11 @@ class BlockPool:
         self.held: list[int] = [0]  # per group: blocks with a reference (set by the manager)
         self.cached_free = 0  # free blocks still holding a hash (evictable)
         self.cached: dict = {}  # key -> list of block ids, first is the one `get_one_block` returns
-        # Cached entries per token identity (a shared chunk or a request id): a lookup of a key whose
-        # identity has none misses, so hit searches skip those blocks (`hit_span`).
+        # Cached entries per shared identity (a chunk of a prefix or hash chain): a lookup of a key whose identity
+        # has none misses, so hit searches skip those blocks (`hit_span`).
         self.ident_count: dict = {}
         self.ident_version: dict = {}  # identity -> times its cached entries changed (hit searches memoised)
+        self.own_changes = 0  # times any request's own cached entries changed (kept per shared identity only)
         # (prefix group's identity, its whole blocks, group) -> (its version, the cached run from block 0): the hit
         # search of a prefix group's requests, scanned again only when the group's cached entries change
         self.prefix_runs: dict = {}
@@ -171,9 +173,7 @@ class BlockPool:
             self.cached[key] = [b]
         else:
             ids.append(b)
-        ident = key >> self.shift
-        self.ident_count[ident] = self.ident_count.get(ident, 0) + 1
-        self.ident_version[ident] = self.ident_version.get(ident, 0) + 1
+        self._count(key >> self.shift, 1)
 
     def insert_run(self, blocks, start: int, stop: int, mask, block_size: int, group: int, request) -> None:
         """`BlockPool.cache_full_blocks`: `insert_hash` for blocks[start:stop] of `request`'s table in `group`
@@ -214,9 +214,25 @@ class BlockPool:
             self._count(ident, added)
 
     def _count(self, ident: int, added: int) -> None:
-        """`added` new cached entries of `ident` (its count, and its version moved)."""
-        self.ident_count[ident] = self.ident_count.get(ident, 0) + added
-        self.ident_version[ident] = self.ident_version.get(ident, 0) + added
+        """`added` new cached entries of `ident`: a shared chunk's count and version move; a request's own entries
+        only move `own_changes` (kvviz/replay/identity.py: shared identities are odd, own ones even)."""
+        if ident & 1:
+            self.ident_count[ident] = self.ident_count.get(ident, 0) + added
+            self.ident_version[ident] = self.ident_version.get(ident, 0) + added
+        else:
+            self.own_changes += 1
+
+    def _uncount(self, ident: int) -> None:
+        """One cached entry of `ident` dropped (`_count`'s inverse)."""
+        if ident & 1:
+            self.ident_version[ident] += 1
+            left = self.ident_count[ident] - 1
+            if left:
+                self.ident_count[ident] = left
+            else:
+                del self.ident_count[ident]
+        else:
+            self.own_changes += 1
 
     def evict_hash(self, b: int) -> bool:
         """`BlockPool._maybe_evict_cached_block`: drop the block's prefix-cache entry."""
@@ -230,13 +246,7 @@ class BlockPool:
             ids.remove(b)
             if not ids:
                 del self.cached[key]
-            ident = key >> self.shift
-            self.ident_version[ident] += 1
-            left = self.ident_count[ident] - 1
-            if left:
-                self.ident_count[ident] = left
-            else:
-                del self.ident_count[ident]
+            self._uncount(key >> self.shift)
         self.hash[b] = None
         self.hash_tokens[b] = 0
         if self.dirty is not None:
@@ -255,24 +265,26 @@ class BlockPool:
         return out
 
     def hit_version(self, request) -> tuple:
-        """Changes whenever a cached entry of the request's identities (its shared chunks, its own id) does:
-        a prefix-hit search gives the same answer while this and the request's length stay the same (each
-        identity's count of changes only grows, so their sum moves whenever one does)."""
+        """Changes whenever a cached entry of the request's identities (its shared chunks, its own) does: a
+        prefix-hit search gives the same answer while this and the request's length stay the same (each count of
+        changes only grows, so their sum moves whenever one does; a request's own are counted with every other
+        request's own, and only once it ran: before, none exist)."""
+        own = self.own_changes if request.num_preemptions else 0  # a request never run has no entry of its own
         v = self.ident_version
         chain = request.chain
         if not chain:
-            return (v.get(request.own, 0), 0)
+            return (own, 0)
         if len(chain) == 1:
-            return (v.get(request.own, 0), v.get(chain[0], 0))
-        return (v.get(request.own, 0), sum([v.get(c, 0) for c in chain]))
+            return (own, v.get(chain[0], 0))
+        return (own, sum([v.get(c, 0) for c in chain]))
 
     def hit_span(self, request, n: int, block_size: int) -> int:
-        """How many of the first `n` blocks of `request` can be in the cache at all: all when a block of the
-        request's own is cached, else none past the last shared chunk with a cached entry (a block's hash
-        names the chunk holding its last token), none when no chunk has one."""
-        count = self.ident_count
-        if count.get(request.own):
+        """How many of the first `n` blocks of `request` can be in the cache at all: all once it ran (blocks of its
+        own may be cached), else none past the last shared chunk with a cached entry (a block's hash names the
+        chunk holding its last token), none when no chunk has one."""
+        if request.num_preemptions:  # it ran: entries of its own may be cached
             return n
+        count = self.ident_count
         chain = request.chain
         for k in range(len(chain) - 1, -1, -1):
             if count.get(chain[k]):
@@ -325,12 +337,15 @@ class BlockPool:
                     else:
                         ids.remove(b)
                     ident = key >> self.shift
-                    self.ident_version[ident] += 1
-                    left = self.ident_count[ident] - 1
-                    if left:
-                        self.ident_count[ident] = left
+                    if ident & 1:  # `_uncount`, written out
+                        self.ident_version[ident] += 1
+                        left = self.ident_count[ident] - 1
+                        if left:
+                            self.ident_count[ident] = left
+                        else:
+                            del self.ident_count[ident]
                     else:
-                        del self.ident_count[ident]
+                        self.own_changes += 1
                 h[b] = None
                 self.hash_tokens[b] = 0
             ref[b] += 1
