@@ -38,7 +38,7 @@ def vllm_timing(folder: Path, cases_file: str, python: str, runs: int, only: str
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
         argv = [python, str(ROOT / "scripts" / "vllm_reference_replay.py"), str(folder / cases_file)]
-        argv += ["--configs", str(folder / "configs"), "--out", str(out), "--timing", str(runs)]
+        argv += ["--configs", str(folder / "configs"), "--out", str(out), "--timing", str(runs), "--in-process"]
         if only:
             argv += ["--only", only]
         # a case the script cannot run (the TP 2 case: it builds one rank) is missing from the output
