@@ -306,6 +306,8 @@ class BlockPool:
             raise ValueError(f"Cannot get {k} free blocks from the pool")
         nxt = self.nxt
         ref, h, owner, req_owner = self.ref, self.hash, self.owner, self.req_owner
+        cached, tokens, shift = self.cached, self.hash_tokens, self.shift
+        evicted = 0  # cached blocks handed out (each leaves the cached-free count)
         out = []
         b = nxt[HEAD]
         need = k
@@ -316,7 +318,7 @@ class BlockPool:
                 out.extend(range(fresh, fresh + take))
                 ref.extend([1] * take)
                 h.extend([None] * take)
-                self.hash_tokens.extend([0] * take)
+                tokens.extend([0] * take)
                 owner.extend([group] * take)
                 req_owner.extend([rid] * take)
                 nxt[HEAD:HEAD] = [0] * take
@@ -329,14 +331,14 @@ class BlockPool:
             out.append(b)
             key = h[b]
             if key is not None:  # evict its cached hash (a free block with no reference)
-                self.cached_free -= 1
-                ids = self.cached.get(key)
+                evicted += 1
+                ids = cached.get(key)
                 if ids is not None and b in ids:
                     if len(ids) == 1:
-                        del self.cached[key]
+                        del cached[key]
                     else:
                         ids.remove(b)
-                    ident = key >> self.shift
+                    ident = key >> shift
                     if ident & 1:  # `_uncount`, written out
                         self.ident_version[ident] += 1
                         left = self.ident_count[ident] - 1
@@ -347,12 +349,13 @@ class BlockPool:
                     else:
                         self.own_changes += 1
                 h[b] = None
-                self.hash_tokens[b] = 0
+                tokens[b] = 0
             ref[b] += 1
             owner[b] = group
             req_owner[b] = rid
             b = nxt[b]
             need -= 1
+        self.cached_free -= evicted
         nxt[HEAD] = b
         self.prv[b] = HEAD
         self.num_free -= k
@@ -380,18 +383,19 @@ class BlockPool:
         """`BlockPool.free_blocks`: blocks whose count drops to 0 go to the queue's front when they hold
         no hash (evicted first) and to its back when cached (evicted last, LRU)."""
         first, last = [], []
-        ref, h, caching = self.ref, self.hash, self.enable_caching
+        ref, h, owner, held = self.ref, self.hash, self.owner, self.held
+        caching = self.enable_caching
         self.ref_epoch += 1
         for b in ordered:
-            if b == NULL:
-                continue
-            ref[b] -= 1
-            if ref[b] == 0:
-                self.held[self.owner[b]] -= 1
-                if h[b] is None or not caching:
-                    first.append(b)
-                else:
-                    last.append(b)
+            if b:  # not the null block
+                left = ref[b] - 1
+                ref[b] = left
+                if not left:
+                    held[owner[b]] -= 1
+                    if caching and h[b] is not None:
+                        last.append(b)
+                    else:
+                        first.append(b)
         self._prepend(first)
         self._append(last)
         if self.dirty is not None:
