@@ -37,6 +37,7 @@ class Identities:
 
     def __init__(self) -> None:
         self.nodes: dict = {}
+        self.groups: dict = {}  # prefix group -> its one-chunk chain
         self.chunk: int | None = None  # the workload's hash_block_tokens (one for every line)
 
     def _node(self, key) -> int:
@@ -65,5 +66,8 @@ class Identities:
                 chain.append(node)
             return tuple(chain), chunk, shared
         if w.prefix_group is not None and w.prefix_len > 0:
-            return (self._node(("group", w.prefix_group)),), w.prefix_len, w.prefix_len
+            chain = self.groups.get(w.prefix_group)
+            if chain is None:  # one tuple per group, shared by its requests
+                chain = self.groups[w.prefix_group] = (self._node(("group", w.prefix_group)),)
+            return chain, w.prefix_len, w.prefix_len
         return (), 1, 0

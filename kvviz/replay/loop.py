@@ -24,7 +24,12 @@ _IDLE_PART = (0, 0, 0, 0, [], [], 0, [], None)  # num_scheduled_reqs .. free_blo
 
 def run(sched, kv, requests, log, async_, max_steps, check=False, blocks=None, fast=True) -> StepLog:
     """Step the engine until every request has finished (or was never admitted); the steps recorded."""
-    order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_step)
+    arrivals = [w.arrival_step for w in requests]
+    if all(map(int.__le__, arrivals, arrivals[1:])):  # in arrival order already (generators, traces)
+        order: range | list = range(len(requests))
+    else:  # stable: requests of one step in workload order
+        order = sorted(range(len(requests)), key=arrivals.__getitem__)
+    del arrivals
     total = len(order)
     steps = StepLog()
     rows = steps.rows
@@ -146,6 +151,5 @@ def _never_admitted(sched, batch, queue, log, step) -> bool:
     if head.num_stale_output_tokens:
         return False
     sched.waiting.popleft()
-    del sched.requests[head.rid]
     log.finished(head.index, step, step, 0, NEVER_ADMITTED)
     return True

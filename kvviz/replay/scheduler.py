@@ -41,7 +41,6 @@ class Scheduler:
         self.mamba_checkpoints = mamba_checkpoints  # mamba_has_prefill_checkpoint_blocks
         self.waiting: deque = deque()
         self.running: list = []
-        self.requests: dict = {}
         self.finished_ids: set = set()
         # the fast path (kvviz/replay/steady.py): running requests in steady decode sit the per-step loops out
         dense = kv.dense_slots if kv.dense else None
@@ -58,7 +57,6 @@ class Scheduler:
     def add_request(self, r: Request) -> None:
         """Queue a new request at the back of the waiting queue (`Scheduler.add_request`)."""
         self.waiting.append(r)
-        self.requests[r.rid] = r
         # update_from_output's stop: num_output >= max_tokens or num_tokens >= max_model_len
         r.finish_at = min(r.max_tokens, self.max_model_len - r.prompt_len)
 
@@ -335,7 +333,6 @@ class Scheduler:
                 self.kv.free(rid)
                 if status_before is RUNNING:
                     self.explicit.pop(r.seq, None)
-                del self.requests[rid]
                 finished.append(rid)
                 (stopped_running if status_before is RUNNING else stopped_waiting).append(r)
         if stopped_running:
