@@ -249,13 +249,26 @@ def _scheduler(vc, sched_cfg, block_size: int, hash_block_size: int):
     return sched
 
 
+def _request(w: dict, tokens: list[int], step: int, hasher):
+    """A workload line as vLLM's `Request`, added at `step` (max_tokens = output_len, EOS ignored)."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.request import Request
+
+    return Request(
+        request_id=w["id"],
+        prompt_token_ids=tokens,
+        sampling_params=SamplingParams(max_tokens=w["output_len"], ignore_eos=True),
+        pooling_params=None,
+        arrival_time=float(step),
+        block_hasher=hasher,
+    )
+
+
 def _drive(sched, workload: list, tokens: list, hasher, async_: bool, queue_size: int, max_steps: int) -> int:
     """The loop of `replay_case` with its recording switched off (the timing mode): requests added at their
     arrival step, `schedule()`, the stand-in model's output, `update_from_output()`, as EngineCore.step /
     step_with_batch_queue drive them; nothing recorded. Returns the number of steps."""
-    from vllm.sampling_params import SamplingParams
     from vllm.v1.outputs import ModelRunnerOutput
-    from vllm.v1.request import Request
 
     order = sorted(range(len(workload)), key=lambda i: workload[i]["arrival_step"])
     index = {w["id"]: i for i, w in enumerate(workload)}
@@ -266,16 +279,7 @@ def _drive(sched, workload: list, tokens: list, hasher, async_: bool, queue_size
         while nxt < len(order) and workload[order[nxt]]["arrival_step"] <= step:
             i = order[nxt]
             w = workload[i]
-            sched.add_request(
-                Request(
-                    request_id=w["id"],
-                    prompt_token_ids=tokens[i],
-                    sampling_params=SamplingParams(max_tokens=w["output_len"], ignore_eos=True),
-                    pooling_params=None,
-                    arrival_time=float(step),
-                    block_hasher=hasher,
-                )
-            )
+            sched.add_request(_request(w, tokens[i], step, hasher))
             nxt += 1
         if sched.has_requests() or queue:
             so = None
@@ -345,11 +349,9 @@ def _timing(vc, sched_cfg, block_size, hash_block_size, hasher, workload: list, 
 def replay_case(case: dict, configs: Path, timing_runs: int = 0) -> dict:
     """One case: vLLM's config, plan and scheduler, the workload stepped through it, every field recorded.
     With `timing_runs`, the timing mode instead: {"case", "inputs", "timing"} of `_timing`."""
-    from vllm.sampling_params import SamplingParams
     from vllm.utils.hashing import get_hash_fn_by_name
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
     from vllm.v1.outputs import ModelRunnerOutput
-    from vllm.v1.request import Request
 
     inp = case["inputs"]
     t_setup = time.perf_counter()
@@ -448,16 +450,7 @@ def replay_case(case: dict, configs: Path, timing_runs: int = 0) -> dict:
             while nxt < len(order) and workload[order[nxt]]["arrival_step"] <= step:
                 i = order[nxt]
                 w = workload[i]
-                sched.add_request(
-                    Request(
-                        request_id=w["id"],
-                        prompt_token_ids=_tokens(w, i, prefix_groups),
-                        sampling_params=SamplingParams(max_tokens=w["output_len"], ignore_eos=True),
-                        pooling_params=None,
-                        arrival_time=float(step),
-                        block_hasher=hasher,
-                    )
-                )
+                sched.add_request(_request(w, _tokens(w, i, prefix_groups), step, hasher))
                 nxt += 1
             row = dict.fromkeys(STEP_KEYS)
             row.update(step=step, idle=True, num_scheduled_reqs=0, tokens_scheduled=0, prefill_tokens=0)

@@ -44,10 +44,10 @@ def _budget(plan, factor: float) -> int:
 
 
 def assert_same(plan, work, budget, async_=True, **knobs) -> None:
-    fast = replay(plan, work, budget_bytes=budget, async_scheduling=async_, record_blocks=True, **knobs)
-    slow = replay(
-        plan, work, budget_bytes=budget, async_scheduling=async_, record_blocks=True, fast=False, check_invariants=True
-    )
+    """The fast replay equals the step-by-step one (with the invariant check) in every output."""
+    common = {"budget_bytes": budget, "async_scheduling": async_, "record_blocks": True, **knobs}
+    fast = replay(plan, work, **common)
+    slow = replay(plan, work, fast=False, check_invariants=True, **common)
     assert fast.to_json() == slow.to_json()
     assert fast.block_log == slow.block_log
 
@@ -94,25 +94,7 @@ def traffic(draw):
 )
 def test_fast_equals_step_by_step_random(work, model, async_, factor, batched):
     plan = _plan(model, async_)
-    fast = replay(
-        plan,
-        work,
-        budget_bytes=_budget(plan, factor),
-        async_scheduling=async_,
-        record_blocks=True,
-        max_num_batched_tokens=batched,
-    )
-    slow = replay(
-        plan,
-        work,
-        budget_bytes=_budget(plan, factor),
-        async_scheduling=async_,
-        record_blocks=True,
-        max_num_batched_tokens=batched,
-        fast=False,
-        check_invariants=True,
-    )
-    assert fast.to_json() == slow.to_json() and fast.block_log == slow.block_log
+    assert_same(plan, work, _budget(plan, factor), async_, max_num_batched_tokens=batched)
 
 
 def test_a_billion_idle_steps_cost_nothing():

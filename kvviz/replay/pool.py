@@ -338,16 +338,7 @@ class BlockPool:
                         del cached[key]
                     else:
                         ids.remove(b)
-                    ident = key >> shift
-                    if ident & 1:  # `_uncount`, written out
-                        self.ident_version[ident] += 1
-                        left = self.ident_count[ident] - 1
-                        if left:
-                            self.ident_count[ident] = left
-                        else:
-                            del self.ident_count[ident]
-                    else:
-                        self.own_changes += 1
+                    self._uncount(key >> shift)
                 h[b] = None
                 tokens[b] = 0
             ref[b] += 1
