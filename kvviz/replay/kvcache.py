@@ -300,9 +300,15 @@ class KVCacheManager(RunningSlots):
             # is the block-aligned prompt checkpoint position. One spec's groups answer alike (running.py);
             # each group hashes only its own blocks, so the order across specs does not matter.
             bs = m.block_size
-            if m.num_cached_block.get(rid, 0) < upto // bs:
-                for g in members:
-                    g.cache_blocks(request, num_tokens)
+            cached = m.num_cached_block.get(rid, 0)
+            if cached < upto // bs:
+                if m.kind == "mamba":
+                    for g in members:
+                        g.cache_blocks(request, num_tokens)
+                else:  # Manager.cache_blocks, the mask asked once for the spec
+                    mask = None if m.kind == "full" else m.mask(cached, upto // bs, request)
+                    for g in members:
+                        g.cache_run(request, cached, upto // bs, mask)
             elif m.kind == "mamba" and not m.tail_is_noop(request, num_tokens):
                 # MambaManager.cache_blocks with its full blocks hashed already: the tail alone, asked of the
                 # spec's first group (its groups' tables and hashes move together)
@@ -326,8 +332,9 @@ class KVCacheManager(RunningSlots):
             m.free(rid)
 
     def new_step_starts(self) -> None:
-        """At the start of an engine step: each group manager forgets the blocks it counted as new in the last one."""
-        for m in self.managers:
+        """At the start of an engine step: each group manager forgets the blocks it counted as new in the last one
+        (only a Mamba group counts them)."""
+        for m in self.mamba:
             m.new_step_starts()
 
     def held_blocks(self) -> list[int]:

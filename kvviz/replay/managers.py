@@ -115,9 +115,14 @@ class Manager:
     def cache_full(self, request, cached: int, full: int) -> None:
         """`cache_blocks`' hashing: blocks `cached` to `full` - 1 of the request (cached < full <= its hashed
         blocks), masked-out and null blocks skipped."""
+        self.cache_run(request, cached, full, None if self.kind == "full" else self.mask(cached, full, request))
+
+    def cache_run(self, request, cached: int, full: int, mask) -> None:
+        """`cache_full` with the reachable-block mask given (one spec's groups share it): nothing to insert when
+        the mask keeps no block."""
         rid = request.rid
-        mask = None if self.kind == "full" else self.mask(cached, full, request)
-        self.pool.insert_run(self.req_to_blocks[rid], cached, full, mask, self.block_size, self.gid, request)
+        if mask is None or True in mask:
+            self.pool.insert_run(self.req_to_blocks[rid], cached, full, mask, self.block_size, self.gid, request)
         self.num_cached_block[rid] = full
 
     def free(self, rid: str) -> None:

@@ -49,7 +49,7 @@ class BlockPool:
         "group_bits",
         "shift",
         "prefix_runs",
-        "own_changes",
+        "own_watch",
     )
 
     def __init__(self, num_blocks: int, enable_caching: bool) -> None:
@@ -72,7 +72,9 @@ class BlockPool:
         # has none misses, so hit searches skip those blocks (`hit_span`).
         self.ident_count: dict = {}
         self.ident_version: dict = {}  # identity -> times its cached entries changed (hit searches memoised)
-        self.own_changes = 0  # times any request's own cached entries changed (kept per shared identity only)
+        # own identity of a request that ran and waits again -> times its cached entries changed (`watch`): the
+        # only requests whose hit search can find entries of their own
+        self.own_watch: dict = {}
         # (prefix group's identity, its whole blocks, group) -> (its version, the cached run from block 0): the hit
         # search of a prefix group's requests, scanned again only when the group's cached entries change
         self.prefix_runs: dict = {}
@@ -215,12 +217,13 @@ class BlockPool:
 
     def _count(self, ident: int, added: int) -> None:
         """`added` new cached entries of `ident`: a shared chunk's count and version move; a request's own entries
-        only move `own_changes` (kvviz/replay/identity.py: shared identities are odd, own ones even)."""
+        move its version only when it is watched (kvviz/replay/identity.py: shared identities are odd, own ones
+        even)."""
         if ident & 1:
             self.ident_count[ident] = self.ident_count.get(ident, 0) + added
             self.ident_version[ident] = self.ident_version.get(ident, 0) + added
-        else:
-            self.own_changes += 1
+        elif ident in self.own_watch:
+            self.own_watch[ident] += 1
 
     def _uncount(self, ident: int) -> None:
         """One cached entry of `ident` dropped (`_count`'s inverse)."""
@@ -231,8 +234,8 @@ class BlockPool:
                 self.ident_count[ident] = left
             else:
                 del self.ident_count[ident]
-        else:
-            self.own_changes += 1
+        elif ident in self.own_watch:
+            self.own_watch[ident] += 1
 
     def evict_hash(self, b: int) -> bool:
         """`BlockPool._maybe_evict_cached_block`: drop the block's prefix-cache entry."""
@@ -267,9 +270,9 @@ class BlockPool:
     def hit_version(self, request) -> tuple:
         """Changes whenever a cached entry of the request's identities (its shared chunks, its own) does: a
         prefix-hit search gives the same answer while this and the request's length stay the same (each count of
-        changes only grows, so their sum moves whenever one does; a request's own are counted with every other
-        request's own, and only once it ran: before, none exist)."""
-        own = self.own_changes if request.num_preemptions else 0  # a request never run has no entry of its own
+        changes only grows, so their sum moves whenever one does; a request's own are counted once it was
+        preempted, `watch`: before, none exist)."""
+        own = self.own_watch.get(request.own, 0)  # a request never run has no entry of its own
         v = self.ident_version
         chain = request.chain
         if not chain:
@@ -277,6 +280,14 @@ class BlockPool:
         if len(chain) == 1:
             return (own, v.get(chain[0], 0))
         return (own, sum([v.get(c, 0) for c in chain]))
+
+    def watch(self, own: int) -> None:
+        """Count the changes of a preempted request's own cached entries from now on (`hit_version`)."""
+        self.own_watch.setdefault(own, 0)
+
+    def unwatch(self, own: int) -> None:
+        """A request is done: its own entries are nobody's to search."""
+        self.own_watch.pop(own, None)
 
     def hit_span(self, request, n: int, block_size: int) -> int:
         """How many of the first `n` blocks of `request` can be in the cache at all: all once it ran (blocks of its

@@ -283,6 +283,8 @@ class Scheduler:
     def _preempt(self, r: Request) -> None:
         """`Scheduler._preempt_request`: blocks freed, computed tokens reset, back to the queue's front."""
         self.kv.free(r.rid)
+        self.kv.pool.watch(r.own)  # its hit search may find its own blocks: memos made before are void
+        r.hit_memo = r.admit_memo = None
         self.explicit.pop(r.seq, None)
         r.alloc_limit = r.cache_limit = r.trim_limit = r.quiet_end = 0
         r.status = PREEMPTED
@@ -331,6 +333,8 @@ class Scheduler:
                 log.finished(r.index, batch_step, step, num_output)
                 self.finished_ids.add(rid)
                 self.kv.free(rid)
+                if r.num_preemptions:
+                    self.kv.pool.unwatch(r.own)
                 if status_before is RUNNING:
                     self.explicit.pop(r.seq, None)
                 finished.append(rid)
