@@ -40,11 +40,15 @@ def run(sched, kv, requests, log, async_, max_steps, check=False, blocks=None, f
     stats = kv.stats
     pool = kv.pool
     steady = sched.steady
+
+    def make(i: int) -> Request:
+        w = requests[i]
+        return Request(w.id, i, w.prompt_len, w.output_len, *shared.of(w))
+
+    sched.make = make
     while True:
         while nxt < total and requests[order[nxt]].arrival_step <= step:
-            i = order[nxt]
-            w = requests[i]
-            sched.add_request(Request(w.id, i, w.prompt_len, w.output_len, *shared.of(w)))
+            sched.add_request(order[nxt])
             nxt += 1
         quiet = True  # settled: this step changed nothing but steady requests and their pool work in place
         batch = None
@@ -147,7 +151,7 @@ def _never_admitted(sched, batch, queue, log, step) -> bool:
     report it and take it out (vLLM would retry it every step forever). Whether it did."""
     if batch["num_scheduled"] or sched.running or not sched.waiting or any(b["num_scheduled"] for b in queue):
         return False
-    head = sched.waiting[0]
+    head = sched.head()
     if head.num_stale_output_tokens:
         return False
     sched.waiting.popleft()

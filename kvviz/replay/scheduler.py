@@ -40,6 +40,7 @@ class Scheduler:
         self.mamba_block = mamba_block  # need_mamba_block_aligned_split (align mode)
         self.mamba_checkpoints = mamba_checkpoints  # mamba_has_prefill_checkpoint_blocks
         self.waiting: deque = deque()
+        self.make = None  # workload index -> Request (`add_request` of an index; the engine loop sets it)
         self.running: list = []
         self.finished_ids: set = set()
         # the fast path (kvviz/replay/steady.py): running requests in steady decode sit the per-step loops out
@@ -54,11 +55,25 @@ class Scheduler:
         self.last_batch: dict | None = None  # the batch of the last schedule() (a woken request joins its list)
         self.log = RequestLog(())  # the per-request records (the engine sets the run's)
 
-    def add_request(self, r: Request) -> None:
-        """Queue a new request at the back of the waiting queue (`Scheduler.add_request`)."""
+    def add_request(self, r) -> None:
+        """Queue a new request at the back of the waiting queue (`Scheduler.add_request`): a Request, or the
+        workload index of one that `make` builds when it first reaches the queue's head (a long queue holds
+        ints, not requests)."""
         self.waiting.append(r)
+        if r.__class__ is not int:
+            self._stop(r)
+
+    def _stop(self, r: Request) -> None:
         # update_from_output's stop: num_output >= max_tokens or num_tokens >= max_model_len
         r.finish_at = min(r.max_tokens, self.max_model_len - r.prompt_len)
+
+    def head(self) -> Request:
+        """The waiting queue's head, built if it was queued as a workload index."""
+        r = self.waiting[0]
+        if r.__class__ is int:
+            r = self.waiting[0] = self.make(r)
+            self._stop(r)
+        return r
 
     def has_requests(self) -> bool:
         """Whether any request is running or waiting (`Scheduler.has_requests`)."""
@@ -208,6 +223,8 @@ class Scheduler:
             pool = kv.pool
             while budget > 0 and waiting and len(running) < self.max_num_seqs:
                 r = waiting[0]
+                if r.__class__ is int:
+                    r = self.head()
                 if r.num_stale_output_tokens:  # in-flight output still to be delivered: wait a step
                     skipped.appendleft(waiting.popleft())
                     continue
