@@ -49,39 +49,35 @@ class Replay:
     def build(cls, inputs, config, steps: StepLog, requests: RequestLog, stats, block_log: tuple = ()) -> "Replay":
         """The frozen Replay of one run: its inputs, KV cache config, steps, request slots and totals (summed over
         the rows, each counted as often as it repeats)."""
-        f = {k: i for i, k in enumerate(STEP_FIELDS)}
-        sums = dict.fromkeys(("idle", "preemptions", "tokens_scheduled", "prefill_tokens", "decode_tokens"), 0)
-        max_held, peak, min_free, peak_running = 0, None, None, 0
-        for row, times in steps.weighted():
-            for k in sums:
-                sums[k] += row[f[k]] * times
-            held = row[f["held_blocks"]]
-            max_held = max(max_held, sum(held))
-            peak = list(held) if peak is None else [max(a, b) for a, b in zip(peak, held)]
-            free = [row[f["free_blocks"]]] + [x for x in (row[f["free_blocks_after_schedule"]],) if x is not None]
-            min_free = min(free + ([min_free] if min_free is not None else []))
-            peak_running = max(peak_running, row[f["num_running"]])
+        cols = dict(zip(STEP_FIELDS, zip(*steps.rows))) if steps.rows else {k: () for k in STEP_FIELDS}
+
+        def total(field: str) -> int:  # over every step: a repeated row counts once per repeat
+            col = cols[field]
+            return sum(col) + sum(col[i] * times for i, times in steps.repeats.items())
+
+        held = cols["held_blocks"]  # repeats change no maximum or minimum
+        after = [x for x in cols["free_blocks_after_schedule"] if x is not None]
         reason, outputs, work = requests.reason, requests.outputs, requests.workload
-        finished = [i for i in range(len(requests)) if reason[i] and reason[i] != NEVER_ADMITTED]
+        n = len(requests)
+        finished = [i for i in range(n) if reason[i] and reason[i] != NEVER_ADMITTED]
         totals = {
             "num_steps": steps.num_steps,
-            "num_idle_steps": sums["idle"],
-            "num_requests": len(requests),
+            "num_idle_steps": total("idle"),
+            "num_requests": n,
             "num_finished": len(finished),
-            "never_admitted": [work[i].id for i in range(len(requests)) if reason[i] == NEVER_ADMITTED],
-            "all_outputs_complete": all(outputs[i] == work[i].output_len for i in finished)
-            and len(finished) == len(requests),
-            "total_preemptions": sums["preemptions"],
+            "never_admitted": [work[i].id for i in range(n) if reason[i] == NEVER_ADMITTED],
+            "all_outputs_complete": all(outputs[i] == work[i].output_len for i in finished) and len(finished) == n,
+            "total_preemptions": total("preemptions"),
             "requests_preempted": len(requests.preempted),
             "prefix_cache": dict(stats),
             "prefix_hit_rate": round(stats["hits"] / stats["queries"], 4) if stats["queries"] else 0.0,
-            "tokens_scheduled": sums["tokens_scheduled"],
-            "prefill_tokens": sums["prefill_tokens"],
-            "decode_tokens": sums["decode_tokens"],
-            "max_held_blocks": max_held,
-            "peak_held_blocks_per_group": peak or [],
-            "min_free_blocks": min_free if min_free is not None else 0,
-            "peak_running": peak_running,
+            "tokens_scheduled": total("tokens_scheduled"),
+            "prefill_tokens": total("prefill_tokens"),
+            "decode_tokens": total("decode_tokens"),
+            "max_held_blocks": max(map(sum, held), default=0),
+            "peak_held_blocks_per_group": [max(col) for col in zip(*held)] if held else [],
+            "min_free_blocks": min(after + list(cols["free_blocks"]), default=0),
+            "peak_running": max(cols["num_running"], default=0),
             "last_finish_step": max((requests.finish[i] for i in finished), default=None),
         }
         return cls(_freeze(inputs), _freeze(config), steps, requests, _freeze(totals), block_log)
