@@ -136,9 +136,15 @@ class Manager:
 
     def remove_blocks_in_range(self, rid, first, last) -> None:
         """`_remove_blocks_in_range`: free [first, last) back to front, stop at a null."""
+        freed = self._take_range(rid, first, last)
+        if freed:
+            self.pool.free_blocks(freed)
+
+    def _take_range(self, rid, first, last) -> list[int]:
+        """`remove_blocks_in_range` less the freeing: the blocks it frees, in its order, nulled in the table."""
         blocks = self.req_to_blocks.get(rid)
         if blocks is None or first >= last:
-            return
+            return []
         last = min(last, len(blocks))
         freed = []
         for i in range(last - 1, first - 1, -1):
@@ -146,8 +152,7 @@ class Manager:
                 break
             freed.append(blocks[i])
             blocks[i] = NULL
-        if freed:
-            self.pool.free_blocks(freed)
+        return freed
 
     def remove_skipped_blocks(self, rid, processed: int) -> None:
         """`remove_skipped_blocks`: free blocks that left the attention window."""
@@ -156,6 +161,15 @@ class Manager:
             return
         blocks = self.blocks(rid)
         self.remove_blocks_in_range(rid, 0, min(skipped // self.block_size, len(blocks)))
+
+    def take_skipped(self, rid, processed: int) -> list[int]:
+        """`remove_skipped_blocks` less the freeing, for a window (its base `_remove_blocks_in_range`; the
+        caller frees, `BlockPool.free_runs`)."""
+        skipped = self.skipped_tokens(processed)
+        if skipped <= 0:
+            return []
+        blocks = self.blocks(rid)
+        return self._take_range(rid, 0, min(skipped // self.block_size, len(blocks)))
 
     @staticmethod
     def find_longest_cache_hit(request, max_length, gids, pool, block_size):

@@ -317,7 +317,7 @@ class BlockPool:
             raise ValueError(f"Cannot get {k} free blocks from the pool")
         nxt = self.nxt
         ref, h, owner, req_owner = self.ref, self.hash, self.owner, self.req_owner
-        cached, tokens, shift = self.cached, self.hash_tokens, self.shift
+        cached, tokens, shift, watch = self.cached, self.hash_tokens, self.shift, self.own_watch
         evicted = 0  # cached blocks handed out (each leaves the cached-free count)
         out = []
         b = nxt[HEAD]
@@ -349,7 +349,11 @@ class BlockPool:
                         del cached[key]
                     else:
                         ids.remove(b)
-                    self._uncount(key >> shift)
+                    ident = key >> shift
+                    if ident & 1:
+                        self._uncount(ident)
+                    elif watch and ident in watch:  # a preempted request's own (`_uncount`)
+                        watch[ident] += 1
                 h[b] = None
                 tokens[b] = 0
             ref[b] += 1
@@ -384,20 +388,30 @@ class BlockPool:
     def free_blocks(self, ordered) -> None:
         """`BlockPool.free_blocks`: blocks whose count drops to 0 go to the queue's front when they hold
         no hash (evicted first) and to its back when cached (evicted last, LRU)."""
-        first, last = [], []
+        self.free_runs((ordered,))
+
+    def free_runs(self, runs) -> None:
+        """`free_blocks` of each run in turn, in one call: what runs later puts before the earlier ones at the
+        queue's front, and after them at its back."""
+        fronts, last = [], []
         ref, h, owner, held = self.ref, self.hash, self.owner, self.held
         caching = self.enable_caching
         self.ref_epoch += 1
-        for b in ordered:
-            if b:  # not the null block
-                left = ref[b] - 1
-                ref[b] = left
-                if not left:
-                    held[owner[b]] -= 1
-                    if caching and h[b] is not None:
-                        last.append(b)
-                    else:
-                        first.append(b)
+        for ordered in runs:
+            first = []
+            for b in ordered:
+                if b:  # not the null block
+                    left = ref[b] - 1
+                    ref[b] = left
+                    if not left:
+                        held[owner[b]] -= 1
+                        if caching and h[b] is not None:
+                            last.append(b)
+                        else:
+                            first.append(b)
+            if first:
+                fronts.append(first)
+        first = [b for run in reversed(fronts) for b in run] if len(fronts) > 1 else (fronts[0] if fronts else [])
         self._prepend(first)
         self._append(last)
         if self.dirty is not None:

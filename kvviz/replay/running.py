@@ -38,8 +38,9 @@ class RunningSlots:
             processed = total - request.num_in_flight_tokens
             if processed < 0:
                 processed = 0
-            for m in self.windowed:
-                m.remove_skipped_blocks(rid, processed)
+            freed = [m.take_skipped(rid, processed) for m in self.windowed]
+            if any(freed):  # each group's free_blocks in turn, in one call
+                self.pool.free_runs(freed)
         to_allocate = 0
         for m, members in self.spec_runs:  # Manager.num_blocks_to_allocate with no new computed blocks
             blocks = m.req_to_blocks.get(rid)
