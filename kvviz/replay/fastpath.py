@@ -23,7 +23,7 @@ def settled_run(sched, kv, steps, step: int, until: int | None, blocks, check) -
     steady, pool, rows = sched.steady, kv.pool, steps.rows
     allocate = kv.allocate_slots
     # a window frees blocks as it slides: with a request waiting, that step is the scheduler's (it may admit)
-    frees = bool(sched.waiting) and bool(kv.windowed)
+    frees = bool(sched.waiting) and (bool(kv.windowed) or not kv.no_mamba)  # a Mamba group frees old states
     per_request = len(kv.managers)  # a decode step's pool work takes at most one block per group
     start = step
     while until is None or step < until:
@@ -37,6 +37,7 @@ def settled_run(sched, kv, steps, step: int, until: int | None, blocks, check) -
                 blocks.extend([()] * (end - step))
             step = end
             continue
+        kv.new_step_starts()  # a Mamba group's states cached in the last step are old now
         due = steady.take_due(step)
         if frees or not all(entry[3] for entry in due) or pool.num_free < len(due) * per_request:
             steady.put_back(step, due)  # the per-step loop takes this step

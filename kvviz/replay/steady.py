@@ -30,7 +30,7 @@ class Steady:
     def __init__(self, async_: bool, windowed: bool, in_place: bool, dense=None) -> None:
         self.async_ = async_
         self.windowed = windowed  # a window or Mamba group: trim_limit applies (Scheduler.schedule's `plain`)
-        self.in_place = in_place  # a wake for pool work alone is done in place (no Mamba group: `cross`)
+        self.in_place = in_place  # a wake for pool work alone is done in place (`cross`)
         self.dense = dense  # KVCacheManager.dense_slots for a model of one full-attention group, else None
         self.calendar: dict[int, list] = {}
         self.days: list[int] = []  # heap of the calendar's batches
