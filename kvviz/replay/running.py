@@ -179,9 +179,10 @@ class RunningSlots:
         retired ones, or the last state block) once processed >= (i + 1) * block_size + 1; `cache_blocks`
         caches the prompt checkpoint P when its (hybrid: scheduler-block rounded) token count equals P."""
         bs, rid = m.block_size, request.rid
-        first = m.retired.get(rid, 0)
+        first = max(m.retired.get(rid, 0), m.live_from.get(rid, 0))  # a table's nulls never come back to life
         while first < len(blocks) and blocks[first] == NULL:
             first += 1
+        m.live_from[rid] = first
         if first < len(blocks):
             trim = min(trim, (first + 1) * bs + 1)
         last = m.last_state_block_idx.get(rid)
