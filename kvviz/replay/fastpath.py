@@ -4,9 +4,9 @@ scheduler's per-step calls.
 A settled step is one in which nothing was scheduled, admitted, preempted, processed or finished one by one:
 only steady requests decoded (kvviz/replay/steady.py), some of them doing their pool work in place (a new
 block, a hashed one: `Steady.cross`). The steps after it do the same until something else is due: an arrival,
-a steady request's wake that is not pool work alone, or a window's pool work while a request waits (a window
-frees blocks as it slides; without one the pool only fills, and a waiting head refused stays refused: its
-count only grows as hit blocks are evicted). Steps with no pool work
+a steady request's wake that is not pool work alone, or a window's or Mamba group's pool work while a request
+waits (a window frees blocks as it slides, a Mamba group its old states; without them the pool only fills, and
+a waiting head refused stays refused: its count only grows as hit blocks are evicted). Steps with no pool work
 repeat the last row (`StepLog.repeat_last`: an idle gap, a decode run between block boundaries); steps with
 some do each due request's pool work in admission (running) order and record a row that differs from the last
 only in its step and its free and held blocks. Nothing else is touched: the scheduler, the batch in flight
