@@ -43,7 +43,8 @@ def settled_run(sched, kv, steps, step: int, until: int | None, blocks, check) -
             steady.put_back(step, due)  # the per-step loop takes this step
             break
         for entry in due:  # in admission order: running order
-            steady.cross(entry[1], step, allocate)
+            if not steady.cross(entry[1], step, allocate):  # cannot be: the pool had a block per group for each
+                raise RuntimeError(f"replay fast path: step {step}: pool work found no free block")
         last = rows[-1]
         held = kv.held_blocks()
         free = pool.num_free

@@ -45,7 +45,7 @@ class Scheduler:
         self.finished_ids: set = set()
         # the fast path (kvviz/replay/steady.py): running requests in steady decode sit the per-step loops out
         dense = kv.dense_slots if kv.dense else None
-        self.steady = Steady(async_scheduling, bool(kv.windowed) or not kv.no_mamba, True, dense) if lazy else None
+        self.steady = Steady(async_scheduling, bool(kv.windowed) or not kv.no_mamba, dense) if lazy else None
         self.next_seq = 0  # admissions so far: a running request's `seq`, its place in running order
         self.explicit: dict = {}  # seq -> running request not steady (the per-step loops visit these)
         if self.steady is not None:

@@ -27,10 +27,9 @@ class Steady:
     """The steady requests of one replay: their count and a calendar of their wakes (wake batch -> entries
     (admission order, request, first batch, in place); a heap of the batches that have one)."""
 
-    def __init__(self, async_: bool, windowed: bool, in_place: bool, dense=None) -> None:
+    def __init__(self, async_: bool, windowed: bool, dense=None) -> None:
         self.async_ = async_
         self.windowed = windowed  # a window or Mamba group: trim_limit applies (Scheduler.schedule's `plain`)
-        self.in_place = in_place  # a wake for pool work alone is done in place (`cross`)
         self.dense = dense  # KVCacheManager.dense_slots for a model of one full-attention group, else None
         self.calendar: dict[int, list] = {}
         self.days: list[int] = []  # heap of the calendar's batches
@@ -61,7 +60,7 @@ class Steady:
             if k < pool:
                 pool = k
         if pool < finish:
-            return first + pool, self.in_place
+            return first + pool, True
         return first + finish, False
 
     def enter(self, batch: list, step: int) -> None:
