@@ -42,9 +42,12 @@ def settled_run(sched, kv, steps, step: int, until: int | None, blocks, check) -
         if frees or not all(entry[3] for entry in due) or pool.num_free < len(due) * per_request:
             steady.put_back(step, due)  # the per-step loop takes this step
             break
-        for entry in due:  # in admission order: running order
-            if not steady.cross(entry[1], step, allocate):  # cannot be: the pool had a block per group for each
-                raise RuntimeError(f"replay fast path: step {step}: pool work found no free block")
+        if steady.dense is not None:  # in admission order: running order
+            done = steady.cross_all([entry[1] for entry in due], step, steady.dense[1])
+        else:
+            done = all([steady.cross(entry[1], step, allocate) for entry in due])
+        if not done:  # cannot be: the pool had a block per group for each
+            raise RuntimeError(f"replay fast path: step {step}: pool work found no free block")
         last = rows[-1]
         held = kv.held_blocks()
         free = pool.num_free

@@ -179,18 +179,26 @@ class BlockPool:
 
     def insert_run(self, blocks, start: int, stop: int, mask, block_size: int, group: int, request) -> None:
         """`BlockPool.cache_full_blocks`: `insert_hash` for blocks[start:stop] of `request`'s table in `group`
-        (null and masked-out blocks skipped), each under `request.token_key(its end)`; a run of one identity
-        counted once."""
-        h, cached, ref, tokens, dirty = self.hash, self.cached, self.ref, self.hash_tokens, self.dirty
-        gbits, shift = self.group_bits, self.shift
+        (null and masked-out blocks skipped), each under `request.token_key(its end)` (`insert_many`)."""
+        gbits = self.group_bits
         chain, chunk, shared, own = request.chain, request.chunk, request.shared, request.own
-        ident, added = None, 0  # the identity being counted, its new entries
+        entries = []
         for i in range(start, stop):
             b = blocks[i]
             if b == NULL or (mask is not None and not mask[i - start]):
                 continue
             end = (i + 1) * block_size
             key = ((chain[(end - 1) // chunk] if end <= shared else own) << END_BITS | end) << gbits | group
+            entries.append((key, b, end))
+        self.insert_many(entries)
+
+    def insert_many(self, entries) -> None:
+        """`insert_hash` of each (key, block, end) in turn, the common case (a block not keyed yet) written out,
+        the entries of one identity in a row counted once."""
+        h, cached, ref, tokens, dirty = self.hash, self.cached, self.ref, self.hash_tokens, self.dirty
+        shift = self.shift
+        ident, added = None, 0  # the identity being counted, its new entries
+        for key, b, end in entries:
             if h[b] is not None:  # already keyed (or re-keyed): the general path
                 self.insert_hash(key, b, end)
                 continue

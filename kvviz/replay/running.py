@@ -11,6 +11,7 @@ hashed group by group in vLLM's order."""
 
 from __future__ import annotations
 
+from kvviz.replay.identity import END_BITS
 from kvviz.replay.managers import mamba_checkpoint_position
 from kvviz.replay.pool import NULL
 
@@ -95,6 +96,58 @@ class RunningSlots:
         if k > 0:
             blocks.extend(pool.get_new_blocks(k, m.gid, rid))
         self._cache_dense(request, main if main < num_tokens else num_tokens, m, blocks, main)
+        return True
+
+    def dense_crossings(self, items) -> bool:
+        """`dense_slots(r, computed, num_tokens, 1)` for each (r, computed, num_tokens) of steady requests in
+        running order, at once: the new blocks popped in one call (the same blocks in the same order: a request
+        hashes only blocks it holds, none of them free), then each request's newly full blocks hashed and its
+        limits set. False, having done nothing, when the pool has not the blocks for all of them."""
+        m = self.managers[0]
+        bs, gid, mml = m.block_size, m.gid, self.max_model_len
+        tables, got_of = m.req_to_blocks, m.num_cached_block
+        pool = self.pool
+        plan, wanted = [], 0
+        for r, computed, num_tokens in items:
+            main = (computed if computed < mml else mml) + 1
+            need = main if main < mml else mml
+            blocks = tables[r.rid]
+            k = -(-need // bs) - len(blocks)
+            if k > 0:
+                wanted += k
+            plan.append((r, blocks, k, main, main if main < num_tokens else num_tokens))
+        if wanted > pool.num_free:
+            return False
+        new = pool.get_new_blocks(wanted, gid) if wanted else []
+        owner_of, at = pool.req_owner, 0
+        entries = []
+        caching, cap = self.caching, mml + 1
+        for r, blocks, k, main, upto in plan:
+            rid = r.rid
+            if k > 0:
+                for b in new[at : at + k]:
+                    owner_of[b] = rid
+                blocks.extend(new[at : at + k])
+                at += k
+            cache = cap
+            if caching:
+                got, full = got_of.get(rid, 0), upto // bs
+                if got < full:  # Manager.cache_full: a full group has no mask
+                    own, chain, chunk, shared = r.own, r.chain, r.chunk, r.shared
+                    for i in range(got, full):
+                        b, end = blocks[i], (i + 1) * bs
+                        key = (chain[(end - 1) // chunk] if end <= shared else own) << END_BITS | end
+                        entries.append((key << pool.group_bits | gid, b, end))
+                    got = got_of[rid] = full
+                cache = (got + 1) * bs
+                if cache > cap:
+                    cache = cap
+            alloc = len(blocks) * bs
+            alloc = r.alloc_limit = alloc if alloc < mml else mml
+            r.cache_limit, r.trim_limit = cache, cap
+            r.quiet_end = alloc + 1 if alloc < cache else cache
+        if entries:
+            pool.insert_many(entries)
         return True
 
     def _cache_running_dense(self, request, main: int) -> None:

@@ -44,7 +44,7 @@ class Scheduler:
         self.running: list = []
         self.finished_ids: set = set()
         # the fast path (kvviz/replay/steady.py): running requests in steady decode sit the per-step loops out
-        dense = kv.dense_slots if kv.dense else None
+        dense = (kv.dense_slots, kv.dense_crossings) if kv.dense else None
         self.steady = Steady(async_scheduling, bool(kv.windowed) or not kv.no_mamba, dense) if lazy else None
         self.next_seq = 0  # admissions so far: a running request's `seq`, its place in running order
         self.explicit: dict = {}  # seq -> running request not steady (the per-step loops visit these)
@@ -129,7 +129,9 @@ class Scheduler:
                     crossing = []
                 else:  # every running request gets what it wants: the steady ones one token each
                     budget -= steady.count
-                    if crossing:  # in running order (admission order) with the others
+                    if crossing and not order and steady.dense and steady.cross_all(crossing, step, steady.dense[1]):
+                        crossed, crossing = len(crossing), []  # every one at once: nothing of the step between
+                    elif crossing:  # in running order (admission order) with the others
                         order = sorted(order + crossing, key=_seq) if order else crossing
         preempted: list = []
         admitted: list = []

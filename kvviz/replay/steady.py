@@ -30,7 +30,7 @@ class Steady:
     def __init__(self, async_: bool, windowed: bool, dense=None) -> None:
         self.async_ = async_
         self.windowed = windowed  # a window or Mamba group: trim_limit applies (Scheduler.schedule's `plain`)
-        self.dense = dense  # KVCacheManager.dense_slots for a model of one full-attention group, else None
+        self.dense = dense  # a model of one full-attention group: its (dense_slots, dense_crossings), else None
         self.calendar: dict[int, list] = {}
         self.days: list[int] = []  # heap of the calendar's batches
         self.count = 0
@@ -119,7 +119,7 @@ class Steady:
         preempts as the scheduler does."""
         scheduled, processed = self._deltas(r, step)
         if self.dense is not None:  # one full-attention group: its counters are all the call reads
-            ok = self.dense(r, r.num_computed_tokens + scheduled, r.prompt_len + r.num_output + processed, 1)
+            ok = self.dense[0](r, r.num_computed_tokens + scheduled, r.prompt_len + r.num_output + processed, 1)
         else:
             inflight = scheduled - processed
             r.num_computed_tokens += scheduled
@@ -140,6 +140,23 @@ class Steady:
                 wake = step + 1
             self._book(wake, (r.seq, r, first, in_place))
         return ok
+
+    def cross_all(self, reqs: list, step: int, crossings) -> bool:
+        """`cross` for each of `reqs` (steady, due for pool work alone, in running order, with nothing else of the
+        step between them) at once: `crossings` (a dense model's `RunningSlots.dense_crossings`) on their counters
+        of that schedule, then their next wakes. False, having done nothing, when the blocks are not there."""
+        items = []
+        for r in reqs:
+            scheduled, processed = self._deltas(r, step)
+            items.append((r, r.num_computed_tokens + scheduled, r.prompt_len + r.num_output + processed))
+        if not crossings(items):
+            return False
+        lag = 1 if self.async_ else 0  # see `cross`
+        for r in reqs:
+            first = r.lazy
+            wake, in_place = self._wake(r, first, r.num_output - lag)
+            self._book(wake if wake > step else step + 1, (r.seq, r, first, in_place))
+        return True
 
     def _book(self, wake: int, entry: tuple) -> None:
         day = self.calendar.get(wake)
