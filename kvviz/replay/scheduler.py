@@ -129,9 +129,15 @@ class Scheduler:
                     crossing = []
                 else:  # every running request gets what it wants: the steady ones one token each
                     budget -= steady.count
-                    if crossing and not order and steady.dense and steady.cross_all(crossing, step, steady.dense[1]):
-                        crossed, crossing = len(crossing), []  # every one at once: nothing of the step between
-                    elif crossing:  # in running order (admission order) with the others
+                    if crossing and steady.dense:  # those before every other running request at once
+                        lead = len(crossing)
+                        if order:
+                            lead = 0
+                            while lead < len(crossing) and crossing[lead].seq < order[0].seq:
+                                lead += 1
+                        if lead and steady.cross_all(crossing[:lead], step, steady.dense[1]):
+                            crossed, crossing = lead, crossing[lead:]
+                    if crossing:  # in running order (admission order) with the others
                         order = sorted(order + crossing, key=_seq) if order else crossing
         preempted: list = []
         admitted: list = []
