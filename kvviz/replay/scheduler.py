@@ -17,6 +17,22 @@ def _seq(r) -> int:
     return r.seq
 
 
+def _runs(order: list) -> list:
+    """`order` with each run of two or more steady requests in a row (crossings) as one list item."""
+    out, run = [], []
+    for r in order:
+        if r.lazy >= 0:
+            run.append(r)
+            continue
+        if run:
+            out.append(run if len(run) > 1 else run[0])
+            run = []
+        out.append(r)
+    if run:
+        out.append(run if len(run) > 1 else run[0])
+    return out
+
+
 class Scheduler:
     """`Scheduler.schedule` / `update_from_output` (and `AsyncScheduler._update_after_schedule`)."""
 
@@ -129,16 +145,10 @@ class Scheduler:
                     crossing = []
                 else:  # every running request gets what it wants: the steady ones one token each
                     budget -= steady.count
-                    if crossing and steady.dense:  # those before every other running request at once
-                        lead = len(crossing)
-                        if order:
-                            lead = 0
-                            while lead < len(crossing) and crossing[lead].seq < order[0].seq:
-                                lead += 1
-                        if lead and steady.cross_all(crossing[:lead], step, steady.dense[1]):
-                            crossed, crossing = lead, crossing[lead:]
                     if crossing:  # in running order (admission order) with the others
                         order = sorted(order + crossing, key=_seq) if order else crossing
+                        if steady.dense:  # a dense model's crossings between two other requests: one call
+                            order = _runs(order)
         preempted: list = []
         admitted: list = []
         items: list = []  # admitted (request, tokens), in scheduling order
@@ -159,8 +169,17 @@ class Scheduler:
         # no window and no Mamba group: trim_limit is max_model_len + 1 whenever alloc_limit is known (they are
         # set together; unknown, both are 0), skip_max_tokens is max_model_len: only quiet_end is asked
         plain = no_mamba and not kv.windowed
-        for r in order:  # preemption pops only behind the current position (the list's tail)
-            if r.status is not RUNNING:  # preempted by a request before it (`order` is not `running`)
+        work = order[::-1]  # a stack, in running order (a run of crossings may come back one by one)
+        while work:  # preemption pops only behind the current request: skipped below when reached
+            r = work.pop()
+            if r.__class__ is list:  # a run of a dense model's crossings (`_runs`)
+                run = [x for x in r if x.status is RUNNING and x.lazy >= 0]
+                if run and steady.cross_all(run, step, steady.dense[1]):
+                    crossed += len(run)
+                else:  # the blocks are not there for all: one by one, preempting as the scheduler does
+                    work.extend(reversed(run))
+                continue
+            if r.status is not RUNNING:  # preempted by a request before it
                 continue
             if r.lazy >= 0:  # steady, due for pool work alone: done in place, or back to this loop to preempt
                 if steady.cross(r, step, allocate):
