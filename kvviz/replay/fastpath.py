@@ -4,10 +4,11 @@ scheduler's per-step calls.
 A settled step is one in which nothing was scheduled, admitted, preempted, processed or finished one by one:
 only steady requests decoded (kvviz/replay/steady.py), some of them doing their pool work in place (a new
 block, a hashed one: `Steady.cross`). The steps after it do the same until something else is due: an arrival,
-a steady request's wake that is not pool work alone, or a window's or Mamba group's pool work while a request
-waits (a window frees blocks as it slides, a Mamba group its old states; without them the pool only fills, and
-a waiting head refused stays refused: its count only grows as hit blocks are evicted). Steps with no pool work
-repeat the last row (`StepLog.repeat_last`: an idle gap, a decode run between block boundaries); steps with
+a steady request's wake that is not pool work alone, or blocks freed while a request waits that might then fit
+(a window frees blocks as it slides, a Mamba group its old states; the waiting head is asked as the scheduler
+would, `Scheduler.head_refused`, and if it may fit the scheduler finishes that step; without frees the pool only
+fills, and a waiting head refused stays refused: its count only grows as hit blocks are evicted). Steps with no
+pool work repeat the last row (`StepLog.repeat_last`: an idle gap, a decode run between block boundaries); steps with
 some do each due request's pool work in admission (running) order and record a row that differs from the last
 only in its step and its free and held blocks. Nothing else is touched: the scheduler, the batch in flight
 and the waiting queue are as the last settled step left them."""
@@ -17,15 +18,15 @@ from __future__ import annotations
 from kvviz.replay.invariants import check_pool
 
 
-def settled_run(sched, kv, steps, step: int, until: int | None, blocks, check) -> int:
+def settled_run(sched, kv, steps, step: int, until: int | None, blocks, check) -> tuple[int, bool]:
     """Take the steps from `step` (the one after a settled step) while they stay settled, up to `until` (the next
-    arrival or max_steps; None: none); the step the per-step loop resumes at."""
+    arrival or max_steps; None: none). Returns the step the per-step loop resumes at and whether that step is
+    begun (its pool work done, blocks freed while a request waits that may now fit: `schedule(started=True)`)."""
     steady, pool, rows = sched.steady, kv.pool, steps.rows
     allocate = kv.allocate_slots
-    # a window frees blocks as it slides: with a request waiting, that step is the scheduler's (it may admit)
-    frees = bool(sched.waiting) and (bool(kv.windowed) or not kv.no_mamba)  # a Mamba group frees old states
+    waiting = bool(sched.waiting)
     per_request = len(kv.managers)  # a decode step's pool work takes at most one block per group
-    start = step
+    start, started = step, False
     while until is None or step < until:
         wake = steady.next_wake() if steady is not None and steady.count else None
         if wake is None or wake > step:  # nothing due: the last row repeats up to the next wake
@@ -39,15 +40,19 @@ def settled_run(sched, kv, steps, step: int, until: int | None, blocks, check) -
             continue
         kv.new_step_starts()  # a Mamba group's states cached in the last step are old now
         due = steady.take_due(step)
-        if frees or not all(entry[3] for entry in due) or pool.num_free < len(due) * per_request:
+        if not all(entry[3] for entry in due) or pool.num_free < len(due) * per_request:
             steady.put_back(step, due)  # the per-step loop takes this step
             break
+        epoch = pool.ref_epoch
         if steady.dense is not None:  # in admission order: running order
             done = steady.cross_all([entry[1] for entry in due], step, steady.dense[1])
         else:
             done = all([steady.cross(entry[1], step, allocate) for entry in due])
         if not done:  # cannot be: the pool had a block per group for each
             raise RuntimeError(f"replay fast path: step {step}: pool work found no free block")
+        if waiting and pool.ref_epoch != epoch and not sched.head_refused():
+            started = True  # a window or Mamba group freed blocks, and the waiting head may fit: the scheduler's
+            break
         last = rows[-1]
         held = kv.held_blocks()
         free = pool.num_free
@@ -64,4 +69,4 @@ def settled_run(sched, kv, steps, step: int, until: int | None, blocks, check) -
         step += 1
     if step > start and sched.last_batch is not None:
         sched.last_batch["step"] = step - 1  # the batch in flight is the last step's
-    return step
+    return step, started

@@ -221,6 +221,53 @@ class KVCacheManager(RunningSlots):
                             g.checkpoints[rid] = checkpoint
         return count
 
+    def admits(self, request, num_new_computed: int, new_computed) -> bool:
+        """`allocate_slots`' admission check (`full_sequence_must_fit`, `scheduler_reserve_full_isl`): the blocks
+        of the whole sequence less its hits, windows capped, are free. No side effect but its memo."""
+        local = request.num_computed_tokens + num_new_computed
+        total = min(local, self.max_model_len)
+        prefill_end = max(request.prompt_len, request.num_tokens - 1)
+        free = self.pool.num_free
+        full = min(request.num_tokens, self.max_model_len)
+        # A waiting request holds no blocks, so the count depends only on its lengths, its hit blocks and
+        # which of them are unreferenced: asked again when the hit (a new get_computed_blocks answer) or
+        # any block's free / touched state (BlockPool.ref_epoch) changed. A Mamba group's count also reads
+        # the states cached in this step (none: the count is theirs of any step with none).
+        # The count is its hit-independent part plus the hit blocks now free: less every free hit block, it is
+        # a floor for any free / touched state, so a head short of it is refused without a recount.
+        settled = not any(m.cached_this_step for m in self.mamba)
+        shape = (new_computed, total, full, prefill_end)
+        epoch = self.pool.ref_epoch
+        memo = request.admit_memo
+        # Without a Mamba group the count is a fixed part plus the free blocks among each group's hit blocks
+        # past its window (`tails`, Manager.num_blocks_to_allocate): a new epoch recounts only those.
+        if settled and memo is not None and memo[0] == shape:
+            if memo[1] > free:
+                return False
+            if memo[2] == epoch:
+                count = memo[3]
+            else:
+                tails = memo[4]
+                if tails is None:
+                    count = self._to_allocate(request, full, new_computed, total, local, full, True, prefill_end)
+                else:
+                    count = memo[5] + sum(map(self.pool.num_evictable, tails))
+                request.admit_memo = (shape, memo[1], epoch, count, tails, memo[5])
+        else:
+            count = self._to_allocate(request, full, new_computed, total, local, full, True, prefill_end)
+            floor = count
+            if new_computed:
+                floor -= sum(map(self.pool.num_evictable, new_computed))
+            tails, fixed = None, 0
+            if self.no_mamba:
+                tails = [
+                    hits[max(0, m.skipped_tokens(total) // m.block_size) :] if hits else hits
+                    for m, hits in zip(self.managers, new_computed or [()] * len(self.managers))
+                ]
+                fixed = count - sum(map(self.pool.num_evictable, tails))
+            request.admit_memo = (shape, floor, epoch, count, tails, fixed) if settled else None
+        return count <= free
+
     def allocate_slots(
         self,
         request,
@@ -236,51 +283,11 @@ class KVCacheManager(RunningSlots):
         running = new_computed is None and not full_sequence_must_fit and not num_new_computed
         if running and self.no_mamba:
             return self._allocate_running(request, num_new_tokens)
+        if full_sequence_must_fit and not self.admits(request, num_new_computed, new_computed):
+            return False
         local = request.num_computed_tokens + num_new_computed
         total = min(local, self.max_model_len)
         prefill_end = max(request.prompt_len, request.num_tokens - 1)
-        free = self.pool.num_free
-        if full_sequence_must_fit:
-            full = min(request.num_tokens, self.max_model_len)
-            # A waiting request holds no blocks, so the count depends only on its lengths, its hit blocks and
-            # which of them are unreferenced: asked again when the hit (a new get_computed_blocks answer) or
-            # any block's free / touched state (BlockPool.ref_epoch) changed. A Mamba group's count also reads
-            # the states cached in this step (none: the count is theirs of any step with none).
-            # The count is its hit-independent part plus the hit blocks now free: less every free hit block, it is
-            # a floor for any free / touched state, so a head short of it is refused without a recount.
-            settled = not any(m.cached_this_step for m in self.mamba)
-            shape = (new_computed, total, full, prefill_end)
-            epoch = self.pool.ref_epoch
-            memo = request.admit_memo
-            # Without a Mamba group the count is a fixed part plus the free blocks among each group's hit blocks
-            # past its window (`tails`, Manager.num_blocks_to_allocate): a new epoch recounts only those.
-            if settled and memo is not None and memo[0] == shape:
-                if memo[1] > free:
-                    return False
-                if memo[2] == epoch:
-                    count = memo[3]
-                else:
-                    tails = memo[4]
-                    if tails is None:
-                        count = self._to_allocate(request, full, new_computed, total, local, full, True, prefill_end)
-                    else:
-                        count = memo[5] + sum(map(self.pool.num_evictable, tails))
-                    request.admit_memo = (shape, memo[1], epoch, count, tails, memo[5])
-            else:
-                count = self._to_allocate(request, full, new_computed, total, local, full, True, prefill_end)
-                floor = count
-                if new_computed:
-                    floor -= sum(map(self.pool.num_evictable, new_computed))
-                tails, fixed = None, 0
-                if self.no_mamba:
-                    tails = [
-                        hits[max(0, m.skipped_tokens(total) // m.block_size) :] if hits else hits
-                        for m, hits in zip(self.managers, new_computed or [()] * len(self.managers))
-                    ]
-                    fixed = count - sum(map(self.pool.num_evictable, tails))
-                request.admit_memo = (shape, floor, epoch, count, tails, fixed) if settled else None
-            if count > free:
-                return False
         main = total + num_new_tokens
         need = min(main, self.max_model_len)
         processed = max(0, total - request.num_in_flight_tokens)

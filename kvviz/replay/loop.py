@@ -40,6 +40,7 @@ def run(sched, kv, requests, log, async_, max_steps, check=False, blocks=None, f
     stats = kv.stats
     pool = kv.pool
     steady = sched.steady
+    started = False  # the fast path began this step (kvviz/replay/fastpath.py)
 
     def make(i: int) -> Request:
         w = requests[i]
@@ -63,7 +64,8 @@ def run(sched, kv, requests, log, async_, max_steps, check=False, blocks=None, f
             if sched.has_requests():
                 if sched.finished_ids:  # schedule() forgets them: the next step may find no request
                     quiet = False
-                batch = sched.schedule(step)
+                batch = sched.schedule(step, started)
+                started = False
                 if _never_admitted(sched, batch, queue, log, step):
                     quiet = False
                 elif batch["sampled"] or batch["chunks"] or batch["admitted"] or batch["preempted"]:
@@ -113,7 +115,7 @@ def run(sched, kv, requests, log, async_, max_steps, check=False, blocks=None, f
             until = requests[order[nxt]].arrival_step if nxt < total else None
             if max_steps is not None:
                 until = max_steps if until is None else min(until, max_steps)
-            step = settled_run(sched, kv, steps, step, until, blocks, check)
+            step, started = settled_run(sched, kv, steps, step, until, blocks, check)
         if max_steps is not None and step >= max_steps:
             raise KvvizError(f"max_steps={max_steps}: the replay did not finish within it")
     return steps

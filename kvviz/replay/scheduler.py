@@ -122,12 +122,14 @@ class Scheduler:
         end = min((s for s in stops if start < s < end), default=end)
         return max(end - start, 0)
 
-    def schedule(self, step: int) -> dict:
+    def schedule(self, step: int, started: bool = False) -> dict:
         """One `schedule()`: running requests first (preempting the last admitted when blocks run out),
-        then FCFS admission unless someone was preempted. Returns the batch."""
+        then FCFS admission unless someone was preempted. Returns the batch. `started`: the fast path began
+        this step (kvviz/replay/fastpath.py: the step's start and its due pool work done)."""
         kv = self.kv
         budget = self.budget
-        kv.new_step_starts()
+        if not started:
+            kv.new_step_starts()
         running = self.running
         order = running  # the running requests this loop visits, in running order
         steady = self.steady
@@ -135,7 +137,7 @@ class Scheduler:
         crossing: list = []  # steady requests due for pool work alone (Steady.cross), in admission order
         crossed = 0
         if steady is not None and steady.count:
-            crossing = steady.wake_due(step, last)
+            crossing = [] if started else steady.wake_due(step, last)
             if steady.count:
                 explicit = self.explicit
                 order = [explicit[k] for k in sorted(explicit)] if explicit else []
@@ -245,7 +247,6 @@ class Scheduler:
         if not preempted:
             skipped: deque = deque()
             waiting = self.waiting
-            pool = kv.pool
             while budget > 0 and waiting and len(running) < self.max_num_seqs:
                 r = waiting[0]
                 if r.__class__ is int:
@@ -253,13 +254,7 @@ class Scheduler:
                 if r.num_stale_output_tokens:  # in-flight output still to be delivered: wait a step
                     skipped.appendleft(waiting.popleft())
                     continue
-                # get_computed_blocks, asked again only when the request's length or its cached entries changed
-                # (a queue head that does not fit is asked every step)
-                memo_key = (r.prompt_len + r.num_output, pool.hit_version(r))
-                memo = r.hit_memo
-                if memo is None or memo[0] != memo_key:
-                    memo = r.hit_memo = (memo_key, kv.get_computed_blocks(r))
-                blocks, hits, r.shared_prefix_boundary = memo[1]
+                blocks, hits = self._hit(r)
                 n = min(r.num_tokens - hits, budget)
                 if self.mamba_block:
                     n = self._mamba_split(r, n, hits)
@@ -308,6 +303,33 @@ class Scheduler:
             "crossed": crossed,  # steady requests whose pool work was done in place
         }
         return batch
+
+    def _hit(self, r) -> tuple:
+        """`get_computed_blocks` for waiting request `r` (hit blocks, hit tokens; its shared-prefix junction set),
+        asked again only when its length or its cached entries changed (a queue head that does not fit is asked
+        every step)."""
+        key = (r.prompt_len + r.num_output, self.kv.pool.hit_version(r))
+        memo = r.hit_memo
+        if memo is None or memo[0] != key:
+            memo = r.hit_memo = (key, self.kv.get_computed_blocks(r))
+        blocks, hits, r.shared_prefix_boundary = memo[1]
+        return blocks, hits
+
+    def head_refused(self) -> bool:
+        """Whether `schedule`'s admission, with nothing but steady requests running, would admit nobody: no room
+        to try, or the first request it tries refused (as `schedule` finds it: hit search, chunk, the whole
+        sequence's blocks, `KVCacheManager.admits`). False when unsure (a head with output still in flight)."""
+        budget = self.budget - (self.steady.count if self.steady is not None else 0)
+        if budget <= 0 or not self.waiting or len(self.running) >= self.max_num_seqs:
+            return True
+        r = self.head()
+        if r.num_stale_output_tokens:
+            return False
+        blocks, hits = self._hit(r)
+        n = min(r.num_tokens - hits, budget)
+        if self.mamba_block and self._mamba_split(r, n, hits) == 0:
+            return True
+        return not self.kv.admits(r, hits, blocks)
 
     def _wanted(self, r) -> int:
         """The tokens `schedule` gives running request `r` when the budget does not bind (its loop, uncapped)."""
