@@ -239,32 +239,27 @@ class KVCacheManager(RunningSlots):
         shape = (new_computed, total, full, prefill_end)
         epoch = self.pool.ref_epoch
         memo = request.admit_memo
-        # Without a Mamba group the count is a fixed part plus the free blocks among each group's hit blocks
-        # past its window (`tails`, Manager.num_blocks_to_allocate): a new epoch recounts only those.
+        # The count is a fixed part plus the free blocks among each group's hit blocks past its window (`tails`,
+        # Manager.num_blocks_to_allocate; a Mamba group's all): a new epoch recounts only those.
         if settled and memo is not None and memo[0] == shape:
             if memo[1] > free:
                 return False
             if memo[2] == epoch:
                 count = memo[3]
             else:
-                tails = memo[4]
-                if tails is None:
-                    count = self._to_allocate(request, full, new_computed, total, local, full, True, prefill_end)
-                else:
-                    count = memo[5] + sum(map(self.pool.num_evictable, tails))
-                request.admit_memo = (shape, memo[1], epoch, count, tails, memo[5])
+                count = memo[5] + sum(map(self.pool.num_evictable, memo[4]))
+                request.admit_memo = (shape, memo[1], epoch, count, memo[4], memo[5])
         else:
             count = self._to_allocate(request, full, new_computed, total, local, full, True, prefill_end)
             floor = count
             if new_computed:
                 floor -= sum(map(self.pool.num_evictable, new_computed))
-            tails, fixed = None, 0
-            if self.no_mamba:
-                tails = [
-                    hits[max(0, m.skipped_tokens(total) // m.block_size) :] if hits else hits
-                    for m, hits in zip(self.managers, new_computed or [()] * len(self.managers))
-                ]
-                fixed = count - sum(map(self.pool.num_evictable, tails))
+            # a Mamba group counts every hit block it is given; the others those past their window
+            tails = [
+                hits if m.kind == "mamba" or not hits else hits[max(0, m.skipped_tokens(total) // m.block_size) :]
+                for m, hits in zip(self.managers, new_computed or [()] * len(self.managers))
+            ]
+            fixed = count - sum(map(self.pool.num_evictable, tails))
             request.admit_memo = (shape, floor, epoch, count, tails, fixed) if settled else None
         return count <= free
 
