@@ -52,6 +52,7 @@ def test_hit_as_vllm_documents_it():
     length 16 returns four nulls without a lookup."""
     pool = BlockPool(8, True)
     r = Request("r", 0, 16, 1)
+    r.num_preemptions = 1  # its own blocks can be cached only once it ran (BlockPool.hit_span)
     find = ChunkedLocalManager.find_longest_cache_hit_chunked
     assert find(r, 15, [0], pool, 4, 8) == ([[NULL, NULL]], 8)
     (b,) = pool.get_new_blocks(1)
