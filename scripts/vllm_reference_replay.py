@@ -31,6 +31,11 @@ Set by hand: max_num_seqs defaults to min(1024, max_num_batched_tokens), what En
 H200 (arg_utils.get_batch_defaults, >= 70 GiB, OPENAI_API_SERVER) and cannot see on this GPU-less platform.
 
 usage: VENV/bin/python scripts/vllm_reference_replay.py --configs DIR --out OUT.json SPEC.json [--only SUBSTR]
+           [--timing RUNS]
+
+--timing RUNS: the timing mode (benchmarks/bench_replay.py): for each case, RUNS fresh schedulers stepped
+through the workload by the same loop with its recording switched off (no per-step rows, no per-request
+records, no block counts: `_drive`), each run timed alone; OUT.json then holds only each case's timing.
 """
 
 from __future__ import annotations
@@ -225,14 +230,128 @@ STEP_KEYS = (
 )
 
 
-def replay_case(case: dict, configs: Path) -> dict:
-    """One case: vLLM's config, plan and scheduler, the workload stepped through it, every field recorded."""
+def _scheduler(vc, sched_cfg, block_size: int, hash_block_size: int):
+    """The scheduler EngineCore builds (`SchedulerConfig.get_scheduler_cls()`), fresh: its own KV cache manager
+    and block pool (`EngineCore._initialize_effective_attention_block_size` applied)."""
+    from vllm.v1.engine.core import EngineCore
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    sched = vc.scheduler_config.get_scheduler_cls()(
+        vllm_config=vc,
+        kv_cache_config=sched_cfg,
+        structured_output_manager=StructuredOutputManager(vc),
+        include_finished_set=False,
+        log_stats=True,
+        block_size=block_size,
+        hash_block_size=hash_block_size,
+    )
+    EngineCore._initialize_effective_attention_block_size(type("E", (), {"vllm_config": vc, "scheduler": sched}))
+    return sched
+
+
+def _request(w: dict, tokens: list[int], step: int, hasher):
+    """A workload line as vLLM's `Request`, added at `step` (max_tokens = output_len, EOS ignored)."""
     from vllm.sampling_params import SamplingParams
+    from vllm.v1.request import Request
+
+    return Request(
+        request_id=w["id"],
+        prompt_token_ids=tokens,
+        sampling_params=SamplingParams(max_tokens=w["output_len"], ignore_eos=True),
+        pooling_params=None,
+        arrival_time=float(step),
+        block_hasher=hasher,
+    )
+
+
+def _drive(sched, workload: list, tokens: list, hasher, async_: bool, queue_size: int, max_steps: int) -> int:
+    """The loop of `replay_case` with its recording switched off (the timing mode): requests added at their
+    arrival step, `schedule()`, the stand-in model's output, `update_from_output()`, as EngineCore.step /
+    step_with_batch_queue drive them; nothing recorded. Returns the number of steps."""
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    order = sorted(range(len(workload)), key=lambda i: workload[i]["arrival_step"])
+    index = {w["id"]: i for i, w in enumerate(workload)}
+    queue: deque = deque()
+    nxt, step = 0, 0
+    requests = sched.requests
+    while True:
+        while nxt < len(order) and workload[order[nxt]]["arrival_step"] <= step:
+            i = order[nxt]
+            w = workload[i]
+            sched.add_request(_request(w, tokens[i], step, hasher))
+            nxt += 1
+        if sched.has_requests() or queue:
+            so = None
+            if sched.has_requests():
+                so = sched.schedule()
+                entry = (so, {r for r in so.num_scheduled_tokens if not requests[r].is_prefill_chunk})
+            processed = None
+            if not async_:
+                processed = entry if so is not None else None
+            else:
+                if so is not None:
+                    queue.appendleft(entry)
+                if so is None or not (
+                    len(queue) < queue_size and (so.total_num_scheduled_tokens > 0 or sched.has_requests())
+                ):
+                    processed = queue.pop()
+            if processed is not None:
+                pso, sampled = processed
+                ids = list(pso.num_scheduled_tokens)
+                out = ModelRunnerOutput(
+                    req_ids=ids,
+                    req_id_to_index={r: k for k, r in enumerate(ids)},
+                    sampled_token_ids=[[OUT_BASE + index[r]] if r in sampled else [] for r in ids],
+                )
+                sched.update_from_output(pso, out)
+        elif nxt >= len(order):
+            break
+        step += 1
+        if step >= max_steps:
+            raise RuntimeError(f"max_steps={max_steps}: the replay did not finish")
+    return step
+
+
+def _timing(vc, sched_cfg, block_size, hash_block_size, hasher, workload: list, inp: dict, runs: int) -> dict:
+    """The timing mode: `runs` fresh schedulers driven through the workload by `_drive` (no per-step or
+    per-request records), each timed alone (wall and CPU time); the prompts' token lists are made before the
+    clock starts."""
+    groups: dict = {}
+    tokens = [_tokens(w, i, groups) for i, w in enumerate(workload)]
+    times, cpu, steps = [], [], None
+    for _ in range(runs):
+        sched = _scheduler(vc, sched_cfg, block_size, hash_block_size)
+        t0, c0 = time.perf_counter(), time.process_time()
+        steps = _drive(
+            sched,
+            workload,
+            tokens,
+            hasher,
+            vc.scheduler_config.async_scheduling,
+            vc.max_concurrent_batches,
+            inp.get("max_steps", 200_000),
+        )
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    times.sort()
+    return {
+        "recording": "off",
+        "steps": steps,
+        "runs_s": [round(t, 4) for t in times],
+        "runs_cpu_s": sorted(round(t, 4) for t in cpu),  # the process's own CPU time: steadier on a shared machine
+        "steps_per_s_min": round(steps / times[-1], 1),  # the slowest run
+        "steps_per_s_max": round(steps / times[0], 1),  # the fastest run
+        "steps_per_s_median": round(steps / times[len(times) // 2], 1),
+    }
+
+
+def replay_case(case: dict, configs: Path, timing_runs: int = 0) -> dict:
+    """One case: vLLM's config, plan and scheduler, the workload stepped through it, every field recorded.
+    With `timing_runs`, the timing mode instead: {"case", "inputs", "timing"} of `_timing`."""
     from vllm.utils.hashing import get_hash_fn_by_name
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
     from vllm.v1.outputs import ModelRunnerOutput
-    from vllm.v1.request import Request
-    from vllm.v1.structured_output import StructuredOutputManager
 
     inp = case["inputs"]
     t_setup = time.perf_counter()
@@ -242,24 +361,15 @@ def replay_case(case: dict, configs: Path) -> dict:
         kv_record = _config_record(
             inp["kv_budget"], sched_cfg, rank_cfg, block_size, hash_block_size, layout, vc, m.specs
         )
-        sched = vc.scheduler_config.get_scheduler_cls()(
-            vllm_config=vc,
-            kv_cache_config=sched_cfg,
-            structured_output_manager=StructuredOutputManager(vc),
-            include_finished_set=False,
-            log_stats=True,
-            block_size=block_size,
-            hash_block_size=hash_block_size,
-        )
-        # EngineCore._initialize_effective_attention_block_size
-        from vllm.v1.engine.core import EngineCore
-
-        EngineCore._initialize_effective_attention_block_size(type("E", (), {"vllm_config": vc, "scheduler": sched}))
+        sched = _scheduler(vc, sched_cfg, block_size, hash_block_size)
         hasher = None
         if vc.cache_config.enable_prefix_caching:
             fn = get_hash_fn_by_name(vc.cache_config.prefix_caching_hash_algo)
             init_none_hash(fn)
             hasher = get_request_block_hasher(hash_block_size, fn, vc.num_hash_lookahead_tokens)
+        if timing_runs:
+            timing = _timing(vc, sched_cfg, block_size, hash_block_size, hasher, case["workload"], inp, timing_runs)
+            return {"case": case["case"], "inputs": inp, "timing": timing}
         settings = _settings(m, vc, inp)
         kvm = sched.kv_cache_manager
         settings["kv_cache_size_tokens(update_kv_cache_capacity)"] = vc.cache_config.kv_cache_size_tokens
@@ -340,16 +450,7 @@ def replay_case(case: dict, configs: Path) -> dict:
             while nxt < len(order) and workload[order[nxt]]["arrival_step"] <= step:
                 i = order[nxt]
                 w = workload[i]
-                sched.add_request(
-                    Request(
-                        request_id=w["id"],
-                        prompt_token_ids=_tokens(w, i, prefix_groups),
-                        sampling_params=SamplingParams(max_tokens=w["output_len"], ignore_eos=True),
-                        pooling_params=None,
-                        arrival_time=float(step),
-                        block_hasher=hasher,
-                    )
-                )
+                sched.add_request(_request(w, _tokens(w, i, prefix_groups), step, hasher))
                 nxt += 1
             row = dict.fromkeys(STEP_KEYS)
             row.update(step=step, idle=True, num_scheduled_reqs=0, tokens_scheduled=0, prefill_tokens=0)
@@ -478,10 +579,10 @@ def replay_case(case: dict, configs: Path) -> dict:
         }
 
 
-def _one(spec_case: dict, configs: Path, out: Path) -> None:
+def _one(spec_case: dict, configs: Path, out: Path, timing_runs: int = 0) -> None:
     _h200_backends()
     try:
-        result = {"case": replay_case(spec_case, configs)}
+        result = {"case": replay_case(spec_case, configs, timing_runs)}
     except Exception as e:  # a reference run: record vLLM's own refusal
         result = {
             "failure": {
@@ -492,6 +593,41 @@ def _one(spec_case: dict, configs: Path, out: Path) -> None:
     out.write_text(json.dumps(result))
 
 
+def _timing_in_process(ns, configs: Path) -> int:
+    """The timing mode with every case in this process (its loop only is timed, so the process a case runs in
+    changes nothing measured); a case vLLM cannot build after another one's state (a MoE model's expert
+    parallel group) goes to a fresh process, and one it cannot build at all is left out with its error."""
+    import vllm
+
+    _h200_backends()
+    spec = json.loads(Path(ns.spec).read_text())
+    cases, errors = [], {}
+    for c in spec["cases"]:
+        if ns.only and ns.only not in c["case"]:
+            continue
+        try:
+            r = replay_case(c, configs, ns.timing)
+        except Exception:  # noqa: BLE001 - vLLM's state of an earlier case (its parallel groups): a fresh process
+            with tempfile.TemporaryDirectory() as tmp:
+                cin, cout = Path(tmp) / "case.json", Path(tmp) / "out.json"
+                cin.write_text(json.dumps(c))
+                argv_one = [sys.executable, __file__, ns.spec, "--configs", str(configs), "--out", str(cout)]
+                subprocess.run(argv_one + ["--one", str(cin), "--timing", str(ns.timing)], capture_output=True)
+                try:
+                    result = json.loads(cout.read_text())
+                except (OSError, ValueError):
+                    result = {"failure": {"error": "the fresh process wrote nothing"}}
+            if "case" not in result:
+                errors[c["case"]] = result["failure"]
+                print(f"{c['case']}: FAILED {errors[c['case']]['error']}", file=sys.stderr)
+                continue
+            r = result["case"]
+        cases.append(r)
+        print(f"{c['case']}: {r['timing']}", file=sys.stderr)
+    Path(ns.out).write_text(json.dumps({"vllm_version": vllm.__version__, "errors": errors, "cases": cases}) + "\n")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("spec")
@@ -499,12 +635,26 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", default=None)
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--timing",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="the timing mode: each case's loop RUNS times with its recording switched off; writes only timings",
+    )
+    ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="with --timing: every case in this one process (no fresh process and vLLM import per case)",
+    )
     ns = ap.parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     configs = Path(ns.configs).resolve()
     if ns.one is not None:
-        _one(json.loads(Path(ns.one).read_text()), configs, Path(ns.out))
+        _one(json.loads(Path(ns.one).read_text()), configs, Path(ns.out), ns.timing)
         return 0
+    if ns.timing and ns.in_process:
+        return _timing_in_process(ns, configs)
     import vllm
 
     spec = json.loads(Path(ns.spec).read_text())
@@ -517,8 +667,9 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             cin, cout = Path(tmp) / "case.json", Path(tmp) / "out.json"
             cin.write_text(json.dumps(keep))
+            argv_one = [sys.executable, __file__, ns.spec, "--configs", str(configs), "--out", str(cout)]
             proc = subprocess.run(
-                [sys.executable, __file__, ns.spec, "--configs", str(configs), "--out", str(cout), "--one", str(cin)],
+                argv_one + ["--one", str(cin), "--timing", str(ns.timing)],
                 capture_output=True,
                 text=True,
                 timeout=1800,
@@ -529,7 +680,11 @@ def main(argv=None) -> int:
                 result = {
                     "failure": {"error": f"process exited {proc.returncode}", "tail": proc.stderr.splitlines()[-14:]}
                 }
-        if "case" in result:
+        if "case" in result and ns.timing:
+            r = result["case"]
+            cases.append(r)
+            print(f"{c['case']}: {r['timing']}", file=sys.stderr)
+        elif "case" in result:
             r = result["case"]
             r["vllm_version"] = vllm.__version__
             cases.append(r)

@@ -14,7 +14,7 @@ from replay_cases import cli_args, compare, load_cases, write_workload
 from kvviz.cli import main
 from kvviz.replay.managers import ChunkedLocalManager
 from kvviz.replay.pool import NULL, BlockPool
-from kvviz.replay.scheduler import Request
+from kvviz.replay.request import Request
 
 DATA = Path(__file__).parent / "data" / "vllm-0.33" / "replay-chunked"
 CASES = load_cases(DATA / "scheduler-cases.json")
@@ -51,11 +51,11 @@ def test_hit_as_vllm_documents_it():
     are left of the chunk: nulls), and returns [null, null, block 2] on a hit, [null, null] on a miss; max
     length 16 returns four nulls without a lookup."""
     pool = BlockPool(8, True)
-    pool.held = [0]  # one group
-    r = Request("r", 0, 16, 1, {})
+    r = Request("r", 0, 16, 1)
+    r.num_preemptions = 1  # its own blocks can be cached only once it ran (BlockPool.hit_span)
     find = ChunkedLocalManager.find_longest_cache_hit_chunked
     assert find(r, 15, [0], pool, 4, 8) == ([[NULL, NULL]], 8)
     (b,) = pool.get_new_blocks(1)
-    pool.insert_hash((r.token_key(12), 0), b, 12)  # block 2 holds tokens 8..11
+    pool.insert_hash(r.token_key(12) << pool.group_bits, b, 12)  # block 2 holds tokens 8..11 (group 0)
     assert find(r, 15, [0], pool, 4, 8) == ([[NULL, NULL, b]], 12)
     assert find(r, 16, [0], pool, 4, 8) == ([[NULL] * 4], 16)

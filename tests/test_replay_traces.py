@@ -15,8 +15,8 @@ import kvviz
 from kvviz.base.errors import KvvizError
 from kvviz.cli import main
 from kvviz.replay import WorkloadRequest, replay
-from kvviz.replay.identity import Identities
-from kvviz.replay.scheduler import Request
+from kvviz.replay.identity import END_BITS, Identities, own_identity
+from kvviz.replay.request import Request
 
 DATA = Path(__file__).parent / "data" / "vllm-0.33" / "replay-traces"
 CASES = load_cases(DATA / "trace-cases.json")
@@ -45,7 +45,7 @@ def test_cli_matches_vllm(case, tmp_path, capsys):
 
 
 def _request(w: WorkloadRequest, ids: Identities) -> Request:
-    return Request(w.id, 0, w.prompt_len, w.output_len, {}, *ids.of(w))
+    return Request(w.id, int(w.id, 36), w.prompt_len, w.output_len, *ids.of(w))  # a distinct index per id
 
 
 def test_block_identity_of_a_chain():
@@ -60,7 +60,7 @@ def test_block_identity_of_a_chain():
     assert a.token_key(704) != b.token_key(704)  # tokens 700..703 of a are past its prompt: its own
     assert b.token_key(1024) != c.token_key(1024)  # the same id 2 after different ids: a different prefix
     d = _request(WorkloadRequest("d", 0, 1100, 1, hash_ids=(1,), hash_block_tokens=512), ids)
-    assert d.token_key(512) == a.token_key(512) and d.token_key(528) == ("d", 528)
+    assert d.token_key(512) == a.token_key(512) and d.token_key(528) == (own_identity(int("d", 36)) << END_BITS) | 528
 
 
 def test_one_hash_block_size_per_workload():

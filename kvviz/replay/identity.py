@@ -15,11 +15,21 @@ identity is a node of a trie over what the workload says is shared.
 * A prefix group (`prefix_group`, `prefix_len`): one chunk, the group's node, `prefix_len` tokens long;
   two requests of one group share the shorter prefix.
 
-A node is an int, a request id a str: the two never collide."""
+Identities are ints: a node 2k + 1, a request's own 2 x its index (`own_identity`), so the two never collide;
+the tokens [0, end) of an identity are the int `identity << END_BITS | end` (`Request.token_key`), and a block
+of group g holding them is cached under `token_key << pool.group_bits | g` (kvviz/replay/pool.py): flat ints
+hash and compare at C speed."""
 
 from __future__ import annotations
 
 from kvviz.base.errors import KvvizError
+
+END_BITS = 40  # a token count below 2**40 (replay() refuses a longer max_model_len)
+
+
+def own_identity(index: int) -> int:
+    """The identity of a request's own tokens (the workload index of the request)."""
+    return 2 * index
 
 
 class Identities:
@@ -27,12 +37,13 @@ class Identities:
 
     def __init__(self) -> None:
         self.nodes: dict = {}
+        self.groups: dict = {}  # prefix group -> its one-chunk chain
         self.chunk: int | None = None  # the workload's hash_block_tokens (one for every line)
 
     def _node(self, key) -> int:
         node = self.nodes.get(key)
         if node is None:
-            node = self.nodes[key] = len(self.nodes)
+            node = self.nodes[key] = 2 * len(self.nodes) + 1
         return node
 
     def of(self, w) -> tuple[tuple[int, ...], int, int]:
@@ -55,5 +66,8 @@ class Identities:
                 chain.append(node)
             return tuple(chain), chunk, shared
         if w.prefix_group is not None and w.prefix_len > 0:
-            return (self._node(("group", w.prefix_group)),), w.prefix_len, w.prefix_len
+            chain = self.groups.get(w.prefix_group)
+            if chain is None:  # one tuple per group, shared by its requests
+                chain = self.groups[w.prefix_group] = (self._node(("group", w.prefix_group)),)
+            return chain, w.prefix_len, w.prefix_len
         return (), 1, 0

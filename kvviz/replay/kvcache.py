@@ -70,7 +70,7 @@ class KVCacheManager(RunningSlots):
         self.max_model_len = max_model_len
         self.caching = enable_caching
         self.pool = BlockPool(num_blocks, enable_caching)
-        self.pool.held = [0] * len(groups)
+        self.pool.set_groups(len(groups))
         self.scheduler_block_size = max(g.block_size for g in groups)
         mamba_align = next((g.block_size for g in groups if g.kind == "mamba"), None)
         self.managers: list[Manager] = []
@@ -221,6 +221,48 @@ class KVCacheManager(RunningSlots):
                             g.checkpoints[rid] = checkpoint
         return count
 
+    def admits(self, request, num_new_computed: int, new_computed) -> bool:
+        """`allocate_slots`' admission check (`full_sequence_must_fit`, `scheduler_reserve_full_isl`): the blocks
+        of the whole sequence less its hits, windows capped, are free. No side effect but its memo."""
+        local = request.num_computed_tokens + num_new_computed
+        total = min(local, self.max_model_len)
+        prefill_end = max(request.prompt_len, request.num_tokens - 1)
+        free = self.pool.num_free
+        full = min(request.num_tokens, self.max_model_len)
+        # A waiting request holds no blocks, so the count depends only on its lengths, its hit blocks and
+        # which of them are unreferenced: asked again when the hit (a new get_computed_blocks answer) or
+        # any block's free / touched state (BlockPool.ref_epoch) changed. A Mamba group's count also reads
+        # the states cached in this step (none: the count is theirs of any step with none).
+        # The count is its hit-independent part plus the hit blocks now free: less every free hit block, it is
+        # a floor for any free / touched state, so a head short of it is refused without a recount.
+        settled = not any(m.cached_this_step for m in self.mamba)
+        shape = (new_computed, total, full, prefill_end)
+        epoch = self.pool.ref_epoch
+        memo = request.admit_memo
+        # The count is a fixed part plus the free blocks among each group's hit blocks past its window (`tails`,
+        # Manager.num_blocks_to_allocate; a Mamba group's all): a new epoch recounts only those.
+        if settled and memo is not None and memo[0] == shape:
+            if memo[1] > free:
+                return False
+            if memo[2] == epoch:
+                count = memo[3]
+            else:
+                count = memo[5] + sum(map(self.pool.num_evictable, memo[4]))
+                request.admit_memo = (shape, memo[1], epoch, count, memo[4], memo[5])
+        else:
+            count = self._to_allocate(request, full, new_computed, total, local, full, True, prefill_end)
+            floor = count
+            if new_computed:
+                floor -= sum(map(self.pool.num_evictable, new_computed))
+            # a Mamba group counts every hit block it is given; the others those past their window
+            tails = [
+                hits if m.kind == "mamba" or not hits else hits[max(0, m.skipped_tokens(total) // m.block_size) :]
+                for m, hits in zip(self.managers, new_computed or [()] * len(self.managers))
+            ]
+            fixed = count - sum(map(self.pool.num_evictable, tails))
+            request.admit_memo = (shape, floor, epoch, count, tails, fixed) if settled else None
+        return count <= free
+
     def allocate_slots(
         self,
         request,
@@ -236,26 +278,11 @@ class KVCacheManager(RunningSlots):
         running = new_computed is None and not full_sequence_must_fit and not num_new_computed
         if running and self.no_mamba:
             return self._allocate_running(request, num_new_tokens)
+        if full_sequence_must_fit and not self.admits(request, num_new_computed, new_computed):
+            return False
         local = request.num_computed_tokens + num_new_computed
         total = min(local, self.max_model_len)
         prefill_end = max(request.prompt_len, request.num_tokens - 1)
-        free = self.pool.num_free
-        if full_sequence_must_fit:
-            full = min(request.num_tokens, self.max_model_len)
-            # A waiting request holds no blocks, so the count depends only on its lengths, its hit blocks and
-            # which of them are unreferenced: asked again when the hit (a new get_computed_blocks answer) or
-            # any block's free / touched state (BlockPool.ref_epoch) changed. A Mamba group's count also reads
-            # the states cached in this step (none: the count is theirs of any step with none).
-            settled = not any(m.cached_this_step for m in self.mamba)
-            key = (new_computed, total, full, prefill_end, self.pool.ref_epoch, settled)
-            memo = request.admit_memo
-            if settled and memo is not None and memo[0] == key:
-                count = memo[1]
-            else:
-                count = self._to_allocate(request, full, new_computed, total, local, full, True, prefill_end)
-                request.admit_memo = (key, count)
-            if count > free:
-                return False
         main = total + num_new_tokens
         need = min(main, self.max_model_len)
         processed = max(0, total - request.num_in_flight_tokens)
@@ -288,9 +315,15 @@ class KVCacheManager(RunningSlots):
             # is the block-aligned prompt checkpoint position. One spec's groups answer alike (running.py);
             # each group hashes only its own blocks, so the order across specs does not matter.
             bs = m.block_size
-            if m.num_cached_block.get(rid, 0) < upto // bs:
-                for g in members:
-                    g.cache_blocks(request, num_tokens)
+            cached = m.num_cached_block.get(rid, 0)
+            if cached < upto // bs:
+                if m.kind == "mamba":
+                    for g in members:
+                        g.cache_blocks(request, num_tokens)
+                else:  # Manager.cache_blocks, the mask asked once for the spec
+                    mask = None if m.kind == "full" else m.mask(cached, upto // bs, request)
+                    for g in members:
+                        g.cache_run(request, cached, upto // bs, mask)
             elif m.kind == "mamba" and not m.tail_is_noop(request, num_tokens):
                 # MambaManager.cache_blocks with its full blocks hashed already: the tail alone, asked of the
                 # spec's first group (its groups' tables and hashes move together)
@@ -314,8 +347,9 @@ class KVCacheManager(RunningSlots):
             m.free(rid)
 
     def new_step_starts(self) -> None:
-        """At the start of an engine step: each group manager forgets the blocks it counted as new in the last one."""
-        for m in self.managers:
+        """At the start of an engine step: each group manager forgets the blocks it counted as new in the last one
+        (only a Mamba group counts them)."""
+        for m in self.mamba:
             m.new_step_starts()
 
     def held_blocks(self) -> list[int]:

@@ -23,6 +23,7 @@ class MambaManager(Manager):
         self.cached_this_step: set = set()
         self.last_state_block_idx: dict[str, int] = {}
         self.retired: dict[str, int] = {}
+        self.live_from: dict[str, int] = {}  # where the scan for the first non-null block resumes (_set_limits)
         self.allocated: set[str] = set()
         self.checkpoints: dict[str, tuple[int, int]] = {}
 
@@ -114,6 +115,7 @@ class MambaManager(Manager):
         self.allocated.discard(rid)
         self.last_state_block_idx.pop(rid, None)
         self.retired.pop(rid, None)
+        self.live_from.pop(rid, None)
         self.checkpoints.pop(rid, None)
         super().free(rid)
 
@@ -189,7 +191,7 @@ class MambaManager(Manager):
             self.pool.evict_hash(step[1])
             return None
         _, b, position, replace = step  # BlockPool.cache_partial_block at a block boundary
-        key = (request.token_key(position), self.gid)
+        key = request.token_key(position) << self.pool.group_bits | self.gid
         if replace:
             self.pool.evict_hash(b)
         self.pool.insert_hash(key, b, position)

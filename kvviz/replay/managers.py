@@ -13,6 +13,7 @@ boundary prompt - 1 and a detected shared-prefix junction; `reachable_block_mask
 from __future__ import annotations
 
 from kvviz.base.regions import cdiv
+from kvviz.replay.identity import END_BITS
 from kvviz.replay.pool import NULL, BlockPool
 
 
@@ -105,23 +106,23 @@ class Manager:
     def cache_blocks(self, request, num_tokens: int) -> None:
         """`SingleTypeKVCacheManager.cache_blocks` + `BlockPool.cache_full_blocks`: hash the request's
         full blocks up to `num_tokens` (masked-out and null blocks skipped)."""
-        rid = request.rid
-        cached = self.num_cached_block.get(rid, 0)
+        cached = self.num_cached_block.get(request.rid, 0)
         hashed = request.prompt_len + request.num_output  # request.num_hashed_tokens()
         full = (num_tokens if num_tokens < hashed else hashed) // self.block_size
-        if cached >= full:
-            return
-        blocks = self.req_to_blocks[rid]
-        mask = None if self.kind == "full" else self.mask(cached, full, request)
-        bs, insert, gid = self.block_size, self.pool.insert_hash, self.gid
-        chain, chunk, shared = request.chain, request.chunk, request.shared
-        for i in range(cached, full):
-            b = blocks[i]
-            if b == NULL or (mask is not None and not mask[i - cached]):
-                continue
-            end = (i + 1) * bs
-            key = (chain[(end - 1) // chunk], end) if end <= shared else (rid, end)  # request.token_key(end)
-            insert((key, gid), b, end)
+        if cached < full:
+            self.cache_full(request, cached, full)
+
+    def cache_full(self, request, cached: int, full: int) -> None:
+        """`cache_blocks`' hashing: blocks `cached` to `full` - 1 of the request (cached < full <= its hashed
+        blocks), masked-out and null blocks skipped."""
+        self.cache_run(request, cached, full, None if self.kind == "full" else self.mask(cached, full, request))
+
+    def cache_run(self, request, cached: int, full: int, mask) -> None:
+        """`cache_full` with the reachable-block mask given (one spec's groups share it): nothing to insert when
+        the mask keeps no block."""
+        rid = request.rid
+        if mask is None or True in mask:
+            self.pool.insert_run(self.req_to_blocks[rid], cached, full, mask, self.block_size, self.gid, request)
         self.num_cached_block[rid] = full
 
     def free(self, rid: str) -> None:
@@ -135,9 +136,15 @@ class Manager:
 
     def remove_blocks_in_range(self, rid, first, last) -> None:
         """`_remove_blocks_in_range`: free [first, last) back to front, stop at a null."""
+        freed = self._take_range(rid, first, last)
+        if freed:
+            self.pool.free_blocks(freed)
+
+    def _take_range(self, rid, first, last) -> list[int]:
+        """`remove_blocks_in_range` less the freeing: the blocks it frees, in its order, nulled in the table."""
         blocks = self.req_to_blocks.get(rid)
         if blocks is None or first >= last:
-            return
+            return []
         last = min(last, len(blocks))
         freed = []
         for i in range(last - 1, first - 1, -1):
@@ -145,8 +152,7 @@ class Manager:
                 break
             freed.append(blocks[i])
             blocks[i] = NULL
-        if freed:
-            self.pool.free_blocks(freed)
+        return freed
 
     def remove_skipped_blocks(self, rid, processed: int) -> None:
         """`remove_skipped_blocks`: free blocks that left the attention window."""
@@ -156,17 +162,45 @@ class Manager:
         blocks = self.blocks(rid)
         self.remove_blocks_in_range(rid, 0, min(skipped // self.block_size, len(blocks)))
 
+    def take_skipped(self, rid, processed: int) -> list[int]:
+        """`remove_skipped_blocks` less the freeing, for a window (its base `_remove_blocks_in_range`; the
+        caller frees, `BlockPool.free_runs`)."""
+        skipped = self.skipped_tokens(processed)
+        if skipped <= 0:
+            return []
+        blocks = self.blocks(rid)
+        return self._take_range(rid, 0, min(skipped // self.block_size, len(blocks)))
+
     @staticmethod
     def find_longest_cache_hit(request, max_length, gids, pool, block_size):
         """`FullAttentionManager.find_longest_cache_hit`: the longest run of cached blocks from the start."""
         out = [[] for _ in gids]
         # pool.get_cached_block(request.token_key(end), gids) written out; no block past hit_span is cached
-        cached, rid, chain, chunk, shared = pool.cached, request.rid, request.chain, request.chunk, request.shared
+        cached, own, chain, chunk, shared = pool.cached, request.own, request.chain, request.chunk, request.shared
         span = pool.hit_span(request, max_length // block_size, block_size)
         if len(gids) == 1:
-            lst, g = out[0], gids[0]
-            for end in range(block_size, (span + 1) * block_size, block_size):
-                ids = cached.get((((chain[(end - 1) // chunk], end) if end <= shared else (rid, end)), g))
+            lst, g, gbits = out[0], gids[0], pool.group_bits
+            start = block_size
+            if len(chain) == 1 and shared >= block_size:  # a prefix group's run, scanned once per cache change
+                whole = shared // block_size  # blocks all of whose tokens are shared
+                version = pool.ident_version.get(chain[0], 0)
+                memo = pool.prefix_runs.get((chain[0], whole, g))
+                if memo is None or memo[0] != version:
+                    run = []
+                    for end in range(block_size, (whole + 1) * block_size, block_size):
+                        ids = cached.get((chain[0] << END_BITS | end) << gbits | g)
+                        if not ids:
+                            break
+                        run.append(ids[0])
+                    memo = pool.prefix_runs[(chain[0], whole, g)] = (version, run)
+                run = memo[1]
+                n = span if span < whole else whole
+                lst.extend(run[:n] if len(run) > n else run)
+                if len(lst) < whole or span <= whole:
+                    return out, len(lst) * block_size
+                start = (whole + 1) * block_size
+            for end in range(start, (span + 1) * block_size, block_size):
+                ids = cached.get(((chain[(end - 1) // chunk] if end <= shared else own) << END_BITS | end) << gbits | g)
                 if not ids:
                     break
                 lst.append(ids[0])
@@ -226,16 +260,16 @@ class SlidingWindowManager(Manager):
         (every run through a missed block fails); with none, the run of hits from block 0 is kept."""
         need = cdiv(window - 1, block_size)
         n = max_length // block_size
-        cached, key_of = pool.cached, request.token_key
+        cached, key_of, gbits = pool.cached, request.token_key, pool.group_bits
         seen: dict = {}
 
         def hit(i):
             got = seen.get(i, False)
             if got is False:
-                key = key_of((i + 1) * block_size)
+                key = key_of((i + 1) * block_size) << gbits
                 got = []
                 for g in gids:
-                    ids = cached.get((key, g))
+                    ids = cached.get(key | g)
                     if not ids:
                         got = None
                         break

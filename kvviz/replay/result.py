@@ -6,31 +6,9 @@ from __future__ import annotations
 import dataclasses
 import json
 
-STEP_FIELDS = (
-    "step",
-    "idle",
-    "scheduled_batch",
-    "processed_batch",
-    "num_running",
-    "num_waiting",
-    "num_scheduled_reqs",
-    "tokens_scheduled",
-    "prefill_tokens",
-    "decode_tokens",
-    "admitted",
-    "preempted",
-    "preemptions",
-    "finished",
-    "free_blocks_after_schedule",
-    "free_blocks",
-    "cached_free_blocks",
-    "held_blocks_after_schedule",
-    "held_blocks",
-    "pc_queries",
-    "pc_hits",
-    "pc_preempted_queries",
-    "pc_preempted_hits",
-)
+from kvviz.replay.log import NEVER_ADMITTED, STEP_FIELDS, RequestLog, StepLog
+
+__all__ = ["Replay", "STEP_FIELDS"]
 
 
 def _freeze(value):
@@ -51,68 +29,67 @@ def _thaw(value):
     return value
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Replay:
-    """`steps`: field -> one value per engine step; `requests`: one record per workload request (in
-    workload order); `totals`: counts over the run; `kv_cache_config` / `inputs`: what it ran on."""
+    """A replay's `steps` (kvviz/replay/log.py `StepLog`: a row per step, repeated steps as runs), `requests`
+    (`RequestLog`: one slot per workload request, in workload order), `totals` (counts over the run) and
+    `kv_cache_config` / `inputs` (what it ran on); `step_columns()`, `request_records()` and `to_json()` write
+    them out in the reference's form."""
 
     inputs: tuple
     kv_cache_config: tuple
-    steps: tuple  # ((field, (values...)), ...)
-    requests: tuple  # ((key, value), ...) per request
+    steps: StepLog
+    requests: RequestLog
     totals: tuple
     # Per step, the blocks whose state changed: ((block id, state, group, request id), ...) with state 1
     # held, 2 free but cached (evictable), 0 free; empty unless replayed with record_blocks=True.
     block_log: tuple = ()
 
     @classmethod
-    def build(cls, inputs, config, cols, records, stats, block_log: tuple = ()) -> "Replay":
-        """The frozen Replay of one run: its inputs, KV cache config, step columns, request records and totals."""
-        n = len(cols["step"])
-        finished = [r for r in records if r["finish_reason"] is None and r["finish_step"] is not None]
-        for r in finished:
-            r["finish_reason"] = "length"
-        held = cols["held_blocks"]
+    def build(cls, inputs, config, steps: StepLog, requests: RequestLog, stats, block_log: tuple = ()) -> "Replay":
+        """The frozen Replay of one run: its inputs, KV cache config, steps, request slots and totals (summed over
+        the rows, each counted as often as it repeats)."""
+        cols = dict(zip(STEP_FIELDS, zip(*steps.rows))) if steps.rows else {k: () for k in STEP_FIELDS}
+
+        def total(field: str) -> int:  # over every step: a repeated row counts once per repeat
+            col = cols[field]
+            return sum(col) + sum(col[i] * times for i, times in steps.repeats.items())
+
+        held = cols["held_blocks"]  # repeats change no maximum or minimum
+        after = [x for x in cols["free_blocks_after_schedule"] if x is not None]
+        reason, outputs, work = requests.reason, requests.outputs, requests.workload
+        n = len(requests)
+        finished = [i for i in range(n) if reason[i] and reason[i] != NEVER_ADMITTED]
         totals = {
-            "num_steps": n,
-            "num_idle_steps": sum(cols["idle"]),
-            "num_requests": len(records),
+            "num_steps": steps.num_steps,
+            "num_idle_steps": total("idle"),
+            "num_requests": n,
             "num_finished": len(finished),
-            "never_admitted": [r["id"] for r in records if r["finish_reason"] == "never_admitted"],
-            "all_outputs_complete": all(r["num_output_tokens"] == r["output_len"] for r in finished)
-            and len(finished) == len(records),
-            "total_preemptions": sum(cols["preemptions"]),
-            "requests_preempted": sum(1 for r in records if r["num_preemptions"]),
+            "never_admitted": [work[i].id for i in range(n) if reason[i] == NEVER_ADMITTED],
+            "all_outputs_complete": all(outputs[i] == work[i].output_len for i in finished) and len(finished) == n,
+            "total_preemptions": total("preemptions"),
+            "requests_preempted": len(requests.preempted),
             "prefix_cache": dict(stats),
             "prefix_hit_rate": round(stats["hits"] / stats["queries"], 4) if stats["queries"] else 0.0,
-            "tokens_scheduled": sum(cols["tokens_scheduled"]),
-            "prefill_tokens": sum(cols["prefill_tokens"]),
-            "decode_tokens": sum(cols["decode_tokens"]),
-            "max_held_blocks": max((sum(h) for h in held), default=0),
+            "tokens_scheduled": total("tokens_scheduled"),
+            "prefill_tokens": total("prefill_tokens"),
+            "decode_tokens": total("decode_tokens"),
+            "max_held_blocks": max(map(sum, held), default=0),
             "peak_held_blocks_per_group": [max(col) for col in zip(*held)] if held else [],
-            "min_free_blocks": min(
-                [f for f in cols["free_blocks_after_schedule"] if f is not None] + cols["free_blocks"], default=0
-            ),
+            "min_free_blocks": min(after + list(cols["free_blocks"]), default=0),
             "peak_running": max(cols["num_running"], default=0),
-            "last_finish_step": max((r["finish_step"] for r in finished), default=None),
+            "last_finish_step": max((requests.finish[i] for i in finished), default=None),
         }
-        return cls(
-            _freeze(inputs),
-            _freeze(config),
-            tuple((k, _freeze(cols[k])) for k in STEP_FIELDS),
-            tuple(_freeze(r) for r in records),
-            _freeze(totals),
-            block_log,
-        )
+        return cls(_freeze(inputs), _freeze(config), steps, requests, _freeze(totals), block_log)
 
     # ---- plain views -------------------------------------------------------------------
     def step_columns(self) -> dict:
-        """The steps as field -> list of values."""
-        return {k: _thaw(v) for k, v in self.steps}
+        """The steps as field -> list of values, one per step (repeated steps written out)."""
+        return self.steps.columns()
 
     def request_records(self) -> list[dict]:
-        """The requests as plain dicts."""
-        return [{k: _thaw(v) for k, v in r} for r in self.requests]
+        """The requests as plain dicts, in workload order."""
+        return [self.requests.record(i) for i in range(len(self.requests))]
 
     def totals_dict(self) -> dict:
         """The run's totals as a dict (the `totals` member of `to_json`)."""
@@ -121,7 +98,7 @@ class Replay:
     @property
     def num_steps(self) -> int:
         """How many engine steps the run took (idle steps included)."""
-        return len(dict(self.steps)["step"])
+        return self.steps.num_steps
 
     def to_json(self) -> dict:
         """`kvviz replay --json`: inputs, kv_cache_config, steps (column lists), requests, totals."""

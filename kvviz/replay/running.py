@@ -11,6 +11,7 @@ hashed group by group in vLLM's order."""
 
 from __future__ import annotations
 
+from kvviz.replay.identity import END_BITS
 from kvviz.replay.managers import mamba_checkpoint_position
 from kvviz.replay.pool import NULL
 
@@ -38,8 +39,9 @@ class RunningSlots:
             processed = total - request.num_in_flight_tokens
             if processed < 0:
                 processed = 0
-            for m in self.windowed:
-                m.remove_skipped_blocks(rid, processed)
+            freed = [m.take_skipped(rid, processed) for m in self.windowed]
+            if any(freed):  # each group's free_blocks in turn, in one call
+                self.pool.free_runs(freed)
         to_allocate = 0
         for m, members in self.spec_runs:  # Manager.num_blocks_to_allocate with no new computed blocks
             blocks = m.req_to_blocks.get(rid)
@@ -70,8 +72,17 @@ class RunningSlots:
     def _allocate_dense(self, request, num_new_tokens: int) -> bool:
         """`_allocate_running` for a model of one full-attention group (`KVCacheManager.dense`): no window
         to trim, the blocks for `need` allocated, the full blocks hashed, and `_set_limits`, written out."""
+        return self.dense_slots(
+            request, request.num_computed_tokens, request.prompt_len + request.num_output, num_new_tokens
+        )
+
+    def dense_slots(self, request, computed: int, num_tokens: int, num_new_tokens: int) -> bool:
+        """`_allocate_dense` for `request` at `computed` tokens computed and `num_tokens` tokens (its counters at
+        that schedule: a steady request's own lag, kvviz/replay/steady.py)."""
         rid = request.rid
-        total, main, need = self._slot_counts(request, num_new_tokens)
+        mml = self.max_model_len
+        main = (computed if computed < mml else mml) + num_new_tokens
+        need = main if main < mml else mml
         m = self.managers[0]
         bs = m.block_size
         tables = m.req_to_blocks
@@ -84,8 +95,59 @@ class RunningSlots:
             blocks = tables[rid] = []
         if k > 0:
             blocks.extend(pool.get_new_blocks(k, m.gid, rid))
-        num_tokens = request.prompt_len + request.num_output
         self._cache_dense(request, main if main < num_tokens else num_tokens, m, blocks, main)
+        return True
+
+    def dense_crossings(self, items) -> bool:
+        """`dense_slots(r, computed, num_tokens, 1)` for each (r, computed, num_tokens) of steady requests in
+        running order, at once: the new blocks popped in one call (the same blocks in the same order: a request
+        hashes only blocks it holds, none of them free), then each request's newly full blocks hashed and its
+        limits set. False, having done nothing, when the pool has not the blocks for all of them."""
+        m = self.managers[0]
+        bs, gid, mml = m.block_size, m.gid, self.max_model_len
+        tables, got_of = m.req_to_blocks, m.num_cached_block
+        pool = self.pool
+        plan, wanted = [], 0
+        for r, computed, num_tokens in items:
+            main = (computed if computed < mml else mml) + 1
+            need = main if main < mml else mml
+            blocks = tables[r.rid]
+            k = -(-need // bs) - len(blocks)
+            if k > 0:
+                wanted += k
+            plan.append((r, blocks, k, main, main if main < num_tokens else num_tokens))
+        if wanted > pool.num_free:
+            return False
+        new = pool.get_new_blocks(wanted, gid) if wanted else []
+        owner_of, at = pool.req_owner, 0
+        entries = []
+        caching, cap = self.caching, mml + 1
+        for r, blocks, k, main, upto in plan:
+            rid = r.rid
+            if k > 0:
+                for b in new[at : at + k]:
+                    owner_of[b] = rid
+                blocks.extend(new[at : at + k])
+                at += k
+            cache = cap
+            if caching:
+                got, full = got_of.get(rid, 0), upto // bs
+                if got < full:  # Manager.cache_full: a full group has no mask
+                    own, chain, chunk, shared = r.own, r.chain, r.chunk, r.shared
+                    for i in range(got, full):
+                        b, end = blocks[i], (i + 1) * bs
+                        key = (chain[(end - 1) // chunk] if end <= shared else own) << END_BITS | end
+                        entries.append((key << pool.group_bits | gid, b, end))
+                    got = got_of[rid] = full
+                cache = (got + 1) * bs
+                if cache > cap:
+                    cache = cap
+            alloc = len(blocks) * bs
+            alloc = r.alloc_limit = alloc if alloc < mml else mml
+            r.cache_limit, r.trim_limit = cache, cap
+            r.quiet_end = alloc + 1 if alloc < cache else cache
+        if entries:
+            pool.insert_many(entries)
         return True
 
     def _cache_running_dense(self, request, main: int) -> None:
@@ -104,8 +166,8 @@ class RunningSlots:
             rid = request.rid
             got = m.num_cached_block.get(rid, 0)
             if got < num_tokens // bs:  # num_tokens <= num_tokens of the request: nothing past it to hash
-                m.cache_blocks(request, num_tokens)
-                got = m.num_cached_block.get(rid, 0)
+                m.cache_full(request, got, num_tokens // bs)
+                got = num_tokens // bs
             cache = (got + 1) * bs
             if cache > mml + 1:
                 cache = mml + 1
@@ -170,9 +232,10 @@ class RunningSlots:
         retired ones, or the last state block) once processed >= (i + 1) * block_size + 1; `cache_blocks`
         caches the prompt checkpoint P when its (hybrid: scheduler-block rounded) token count equals P."""
         bs, rid = m.block_size, request.rid
-        first = m.retired.get(rid, 0)
+        first = max(m.retired.get(rid, 0), m.live_from.get(rid, 0))  # a table's nulls never come back to life
         while first < len(blocks) and blocks[first] == NULL:
             first += 1
+        m.live_from[rid] = first
         if first < len(blocks):
             trim = min(trim, (first + 1) * bs + 1)
         last = m.last_state_block_idx.get(rid)

@@ -7,82 +7,34 @@ from __future__ import annotations
 
 from collections import deque
 
+from kvviz.replay.log import RequestLog
 from kvviz.replay.managers import mamba_checkpoint_position, mamba_checkpoint_valid
-
-WAITING, RUNNING, PREEMPTED, FINISHED = "waiting", "running", "preempted", "finished"
-
-
-class Request:
-    """`vllm.v1.request.Request` as the scheduler reads it; tokens are identities, not ids."""
-
-    __slots__ = (
-        "rid",
-        "index",
-        "prompt_len",
-        "max_tokens",
-        "chain",
-        "chunk",
-        "shared",
-        "num_output",
-        "num_computed_tokens",
-        "num_output_placeholders",
-        "num_in_flight_tokens",
-        "num_stale_output_tokens",
-        "status",
-        "num_preemptions",
-        "shared_prefix_boundary",
-        "record",
-        "alloc_limit",
-        "quiet_end",
-        "cache_limit",
-        "trim_limit",
-        "hit_memo",
-        "stop",
-        "finish_at",
-        "admit_memo",
-    )
-
-    def __init__(self, rid, index, prompt_len, max_tokens, record, chain=(), chunk=1, shared=0) -> None:
-        self.rid, self.index, self.prompt_len, self.max_tokens = rid, index, prompt_len, max_tokens
-        # the shared leading tokens (kvviz/replay/identity.py): one trie node per `chunk` tokens, `shared` tokens
-        self.chain, self.chunk, self.shared = chain, chunk, shared
-        self.num_output = self.num_computed_tokens = self.num_output_placeholders = 0
-        self.num_in_flight_tokens = self.num_stale_output_tokens = self.num_preemptions = 0
-        self.status = WAITING
-        self.shared_prefix_boundary = 0
-        self.record = record
-        # A step of at most `KVCacheManager.skip_max_tokens` tokens whose computed + new tokens stay <= alloc_limit
-        # and < cache_limit, and whose processed tokens stay < trim_limit, allocates, hashes and frees nothing
-        # (`KVCacheManager._set_limits` sets them; 0 = unknown).
-        self.alloc_limit = self.cache_limit = self.trim_limit = 0
-        self.quiet_end = 0  # min(alloc_limit + 1, cache_limit): below it, with the window check, nothing to do
-        self.hit_memo: tuple | None = None  # ((num_tokens, pool.hit_version), get_computed_blocks' answer)
-        self.stop = prompt_len + max_tokens  # prompt plus every output token
-        self.admit_memo: tuple | None = None  # (inputs, blocks) of the admission check (KVCacheManager.allocate_slots)
-        self.finish_at = max_tokens  # output tokens at which it finishes (the scheduler caps it at max_model_len)
-
-    @property
-    def num_tokens(self) -> int:
-        """Prompt tokens plus the output tokens sampled so far (vLLM's `Request.num_tokens`)."""
-        return self.prompt_len + self.num_output
-
-    def num_hashed_tokens(self) -> int:
-        """Tokens covered by `request.block_hashes` (every full block is hashed: block size = hash block size)."""
-        return self.num_tokens
-
-    def token_key(self, end: int):
-        """The identity of the tokens [0, end) (kvviz/replay/identity.py): the node of the shared chunk holding
-        token end - 1 while they are all shared, else the request's own."""
-        return (self.chain[(end - 1) // self.chunk], end) if end <= self.shared else (self.rid, end)
-
-    def reachable_boundaries(self):
-        """`replay_boundaries` (no EAGLE: prompt - 1) and the shared-prefix junction (`cache_blocks`)."""
-        if self.shared_prefix_boundary:
-            return (self.prompt_len - 1, self.shared_prefix_boundary)
-        return (self.prompt_len - 1,)
+from kvviz.replay.outputs import OutputUpdate
+from kvviz.replay.request import PREEMPTED, RUNNING, Request
+from kvviz.replay.steady import Steady
 
 
-class Scheduler:
+def _seq(r) -> int:
+    return r.seq
+
+
+def _runs(order: list) -> list:
+    """`order` with each run of two or more steady requests in a row (crossings) as one list item."""
+    out, run = [], []
+    for r in order:
+        if r.lazy >= 0:
+            run.append(r)
+            continue
+        if run:
+            out.append(run if len(run) > 1 else run[0])
+            run = []
+        out.append(r)
+    if run:
+        out.append(run if len(run) > 1 else run[0])
+    return out
+
+
+class Scheduler(OutputUpdate):
     """`Scheduler.schedule` / `update_from_output` (and `AsyncScheduler._update_after_schedule`)."""
 
     def __init__(
@@ -95,6 +47,7 @@ class Scheduler:
         async_scheduling,
         mamba_block: int | None,
         mamba_checkpoints: bool,
+        lazy: bool = True,
     ) -> None:
         self.kv = kv
         self.max_model_len = max_model_len
@@ -104,16 +57,38 @@ class Scheduler:
         self.mamba_block = mamba_block  # need_mamba_block_aligned_split (align mode)
         self.mamba_checkpoints = mamba_checkpoints  # mamba_has_prefill_checkpoint_blocks
         self.waiting: deque = deque()
+        self.make = None  # workload index -> Request (`add_request` of an index; the engine loop sets it)
         self.running: list = []
-        self.requests: dict = {}
         self.finished_ids: set = set()
+        # the fast path (kvviz/replay/steady.py): running requests in steady decode sit the per-step loops out
+        dense = (kv.dense_slots, kv.dense_crossings) if kv.dense else None
+        self.steady = Steady(async_scheduling, bool(kv.windowed) or not kv.no_mamba, dense) if lazy else None
+        self.next_seq = 0  # admissions so far: a running request's `seq`, its place in running order
+        self.explicit: dict = {}  # seq -> running request not steady (the per-step loops visit these)
+        if self.steady is not None:
+            self.steady.explicit = self.explicit
+        self.last_batch: dict | None = None  # the batch of the last schedule() (a woken request joins its list)
+        self.log = RequestLog(())  # the per-request records (the engine sets the run's)
 
-    def add_request(self, r: Request) -> None:
-        """Queue a new request at the back of the waiting queue (`Scheduler.add_request`)."""
+    def add_request(self, r) -> None:
+        """Queue a new request at the back of the waiting queue (`Scheduler.add_request`): a Request, or the
+        workload index of one that `make` builds when it first reaches the queue's head (a long queue holds
+        ints, not requests)."""
         self.waiting.append(r)
-        self.requests[r.rid] = r
+        if r.__class__ is not int:
+            self._stop(r)
+
+    def _stop(self, r: Request) -> None:
         # update_from_output's stop: num_output >= max_tokens or num_tokens >= max_model_len
         r.finish_at = min(r.max_tokens, self.max_model_len - r.prompt_len)
+
+    def head(self) -> Request:
+        """The waiting queue's head, built if it was queued as a workload index."""
+        r = self.waiting[0]
+        if r.__class__ is int:
+            r = self.waiting[0] = self.make(r)
+            self._stop(r)
+        return r
 
     def has_requests(self) -> bool:
         """Whether any request is running or waiting (`Scheduler.has_requests`)."""
@@ -148,12 +123,35 @@ class Scheduler:
         end = min((s for s in stops if start < s < end), default=end)
         return max(end - start, 0)
 
-    def schedule(self, step: int) -> dict:
+    def schedule(self, step: int, started: bool = False) -> dict:
         """One `schedule()`: running requests first (preempting the last admitted when blocks run out),
-        then FCFS admission unless someone was preempted. Returns the batch."""
+        then FCFS admission unless someone was preempted. Returns the batch. `started`: the fast path began
+        this step (kvviz/replay/fastpath.py: the step's start and its due pool work done)."""
         kv = self.kv
         budget = self.budget
-        kv.new_step_starts()
+        if not started:
+            kv.new_step_starts()
+        running = self.running
+        order = running  # the running requests this loop visits, in running order
+        steady = self.steady
+        last = self.last_batch
+        crossing: list = []  # steady requests due for pool work alone (Steady.cross), in admission order
+        crossed = 0
+        if steady is not None and steady.count:
+            crossing = [] if started else steady.wake_due(step, last)
+            if steady.count:
+                explicit = self.explicit
+                order = [explicit[k] for k in sorted(explicit)] if explicit else []
+                if steady.count + sum(map(self._wanted, order)) > budget:
+                    steady.wake_all(step, last, crossing)  # the budget binds on the running requests: visit all
+                    order = running
+                    crossing = []
+                else:  # every running request gets what it wants: the steady ones one token each
+                    budget -= steady.count
+                    if crossing:  # in running order (admission order) with the others
+                        order = sorted(order + crossing, key=_seq) if order else crossing
+                        if steady.dense:  # a dense model's crossings between two other requests: one call
+                            order = _runs(order)
         preempted: list = []
         admitted: list = []
         items: list = []  # admitted (request, tokens), in scheduling order
@@ -163,7 +161,6 @@ class Scheduler:
         chunks: list = []
         decode = 0
         async_ = self.async_
-        running = self.running
         mml1 = self.max_model_len - 1
         mamba_block = self.mamba_block
         allocate = kv.allocate_slots
@@ -175,8 +172,27 @@ class Scheduler:
         # no window and no Mamba group: trim_limit is max_model_len + 1 whenever alloc_limit is known (they are
         # set together; unknown, both are 0), skip_max_tokens is max_model_len: only quiet_end is asked
         plain = no_mamba and not kv.windowed
-        for r in running:  # preemption pops only behind the current position (the list's tail)
+        work = order[::-1]  # a stack, in running order (a run of crossings may come back one by one)
+        while work:  # preemption pops only behind the current request: skipped below when reached
+            r = work.pop()
+            if r.__class__ is list:  # a run of a dense model's crossings (`_runs`)
+                run = [x for x in r if x.status is RUNNING and x.lazy >= 0]
+                if run and steady.cross_all(run, step, steady.dense[1]):
+                    crossed += len(run)
+                else:  # the blocks are not there for all: one by one, preempting as the scheduler does
+                    work.extend(reversed(run))
+                continue
+            if r.status is not RUNNING:  # preempted by a request before it
+                continue
+            if r.lazy >= 0:  # steady, due for pool work alone: done in place, or back to this loop to preempt
+                if steady.cross(r, step, allocate):
+                    crossed += 1
+                    continue
+                steady.release(r, step, last)
+                budget += 1  # its token was counted with the steady ones
             if budget <= 0:
+                if crossing:
+                    continue  # the budget did not bind: only requests that want nothing are left, and crossings
                 break
             computed = r.num_computed_tokens
             placeholders = r.num_output_placeholders
@@ -206,6 +222,9 @@ class Scheduler:
             ):
                 while not allocate(r, n):
                     victim = running.pop()
+                    if victim.lazy >= 0:  # a steady request: counted in the budget already
+                        steady.release(victim, step, last)
+                        budget += 1
                     self._preempt(victim)
                     preempted.append(victim)
                     if victim is r:
@@ -229,19 +248,14 @@ class Scheduler:
         if not preempted:
             skipped: deque = deque()
             waiting = self.waiting
-            pool = kv.pool
             while budget > 0 and waiting and len(running) < self.max_num_seqs:
                 r = waiting[0]
+                if r.__class__ is int:
+                    r = self.head()
                 if r.num_stale_output_tokens:  # in-flight output still to be delivered: wait a step
                     skipped.appendleft(waiting.popleft())
                     continue
-                # get_computed_blocks, asked again only when the request's length or its cached entries changed
-                # (a queue head that does not fit is asked every step)
-                memo_key = (r.prompt_len + r.num_output, pool.hit_version(r))
-                memo = r.hit_memo
-                if memo is None or memo[0] != memo_key:
-                    memo = r.hit_memo = (memo_key, kv.get_computed_blocks(r))
-                blocks, hits, r.shared_prefix_boundary = memo[1]
+                blocks, hits = self._hit(r)
                 n = min(r.num_tokens - hits, budget)
                 if self.mamba_block:
                     n = self._mamba_split(r, n, hits)
@@ -252,6 +266,9 @@ class Scheduler:
                 kv.record_prefix_cache_stats(r, hits)
                 waiting.popleft()
                 running.append(r)
+                r.seq = self.next_seq  # running order
+                self.next_seq += 1
+                self.explicit[r.seq] = r
                 admitted.append((r, hits))
                 items.append((r, n))
                 budget -= n
@@ -274,20 +291,66 @@ class Scheduler:
                 if async_:
                     r.num_output_placeholders += 1
                 processed.append((r, n))
-        return {
+        lazy = steady.count if steady is not None else 0  # one decode token each
+        batch = self.last_batch = {
             "step": step,
-            "num_scheduled": len(processed) + len(chunks),
+            "num_scheduled": len(processed) + len(chunks) + lazy,
             "tokens_scheduled": self.budget - budget,
             "sampled": processed,
             "chunks": chunks,
             "admitted": admitted,
             "preempted": preempted,
-            "decode_tokens": decode,
+            "decode_tokens": decode + lazy,
+            "crossed": crossed,  # steady requests whose pool work was done in place
         }
+        return batch
+
+    def _hit(self, r) -> tuple:
+        """`get_computed_blocks` for waiting request `r` (hit blocks, hit tokens; its shared-prefix junction set),
+        asked again only when its length or its cached entries changed (a queue head that does not fit is asked
+        every step)."""
+        key = (r.prompt_len + r.num_output, self.kv.pool.hit_version(r))
+        memo = r.hit_memo
+        if memo is None or memo[0] != key:
+            memo = r.hit_memo = (key, self.kv.get_computed_blocks(r))
+        blocks, hits, r.shared_prefix_boundary = memo[1]
+        return blocks, hits
+
+    def head_refused(self) -> bool:
+        """Whether `schedule`'s admission, with nothing but steady requests running, would admit nobody: no room
+        to try, or the first request it tries refused (as `schedule` finds it: hit search, chunk, the whole
+        sequence's blocks, `KVCacheManager.admits`). False when unsure (a head with output still in flight)."""
+        budget = self.budget - (self.steady.count if self.steady is not None else 0)
+        if budget <= 0 or not self.waiting or len(self.running) >= self.max_num_seqs:
+            return True
+        r = self.head()
+        if r.num_stale_output_tokens:
+            return False
+        blocks, hits = self._hit(r)
+        n = min(r.num_tokens - hits, budget)
+        if self.mamba_block and self._mamba_split(r, n, hits) == 0:
+            return True
+        return not self.kv.admits(r, hits, blocks)
+
+    def _wanted(self, r) -> int:
+        """The tokens `schedule` gives running request `r` when the budget does not bind (its loop, uncapped)."""
+        computed = r.num_computed_tokens
+        placeholders = r.num_output_placeholders
+        if placeholders > 0 and computed + 2 - placeholders >= r.stop:
+            return 0
+        n = r.prompt_len + r.num_output + placeholders - computed
+        if n > self.max_model_len - 1 - computed:
+            n = self.max_model_len - 1 - computed
+        if self.mamba_block:
+            n = self._mamba_split(r, n)
+        return n if n > 0 else 0
 
     def _preempt(self, r: Request) -> None:
         """`Scheduler._preempt_request`: blocks freed, computed tokens reset, back to the queue's front."""
         self.kv.free(r.rid)
+        self.kv.pool.watch(r.own)  # its hit search may find its own blocks: memos made before are void
+        r.hit_memo = r.admit_memo = None
+        self.explicit.pop(r.seq, None)
         r.alloc_limit = r.cache_limit = r.trim_limit = r.quiet_end = 0
         r.status = PREEMPTED
         r.num_computed_tokens = 0
@@ -297,57 +360,3 @@ class Scheduler:
         self.waiting.appendleft(r)
 
     # ---- update_from_output ------------------------------------------------------------
-    def update_from_output(self, batch: dict, step: int) -> list:
-        """`Scheduler.update_from_output`: one token for each sampled request; a request that reaches
-        max_tokens (or max_model_len) finishes and frees its blocks."""
-        finished = []
-        stopped_running, stopped_waiting = [], []
-        no_mamba = self.kv.no_mamba
-        cache_blocks = self.kv.cache_blocks
-        batch_step = batch["step"]
-        for r, n in batch["chunks"]:  # no token sampled: only the in-flight counts (nothing here reads another's)
-            if r.status is not FINISHED:  # finished since (a request reported never admitted was never scheduled)
-                r.num_in_flight_tokens -= n
-                if r.num_stale_output_tokens > 0:
-                    r.num_stale_output_tokens -= n
-        for r, n in batch["sampled"]:
-            status_before = r.status
-            if status_before is FINISHED:
-                continue
-            r.num_in_flight_tokens -= n
-            stale = r.num_stale_output_tokens > 0
-            if stale:
-                r.num_stale_output_tokens -= n
-            placeholders = r.num_output_placeholders
-            num_output = r.num_output = r.num_output + 1
-            if num_output == 1:  # the first token (num_output only grows, here)
-                r.record["first_token_step"] = batch_step
-            if not stale and placeholders > 0:
-                r.num_output_placeholders = placeholders - 1
-                if status_before is RUNNING:
-                    upto = r.num_computed_tokens - r.num_in_flight_tokens
-                    if upto >= r.cache_limit or not no_mamba:  # below it every full block is hashed already
-                        cache_blocks(r, upto)
-            if num_output >= r.finish_at:  # prompt + output >= max_model_len or output >= max_tokens
-                rid = r.rid
-                r.status = FINISHED
-                rec = r.record
-                rec["finish_step"] = batch_step
-                rec["finish_processed_step"] = step
-                rec["num_output_tokens"] = num_output
-                self.finished_ids.add(rid)
-                self.kv.free(rid)
-                del self.requests[rid]
-                finished.append(rid)
-                (stopped_running if status_before is RUNNING else stopped_waiting).append(r)
-        if stopped_running:
-            running = self.running
-            if len(stopped_running) <= 8:  # a few C-level scans beat rebuilding the list in Python
-                for r in stopped_running:
-                    running.remove(r)  # Request has no __eq__: identity
-            else:
-                gone = set(id(r) for r in stopped_running)
-                running[:] = [r for r in running if id(r) not in gone]
-        for r in stopped_waiting:
-            self.waiting.remove(r)
-        return finished
