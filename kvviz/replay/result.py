@@ -126,7 +126,7 @@ class Replay:
     def to_json(self) -> dict:
         """`kvviz replay --json`: inputs, kv_cache_config, steps (column lists), requests, totals."""
         return {
-            "inputs": {k: _thaw(v) for k, v in self.inputs},
+            "inputs": {k: dict(_thaw_pairs(v)) if k == "trace" and v else _thaw(v) for k, v in self.inputs},
             "kv_cache_config": {
                 k: _thaw(v) if k != "groups" else [dict(_thaw_pairs(g)) for g in v] for k, v in self.kv_cache_config
             },
@@ -146,6 +146,15 @@ class Replay:
         from kvviz.base.errors import KvvizError
 
         raise KvvizError(f"what={what!r}: choose 'steps' or 'requests'")
+
+    def with_notes(self, *, inputs: dict | None = None, kv_cache_config: dict | None = None) -> "Replay":
+        """A copy with more `inputs` / `kv_cache_config` entries (what the front door read, the capacity line's
+        promise); the steps, requests and totals are the same objects."""
+        return dataclasses.replace(
+            self,
+            inputs=self.inputs + tuple((k, _freeze(v)) for k, v in (inputs or {}).items()),
+            kv_cache_config=self.kv_cache_config + tuple((k, _freeze(v)) for k, v in (kv_cache_config or {}).items()),
+        )
 
     def dumps(self) -> str:
         """`to_json()` as JSON text, as `kvviz replay --json` prints it."""

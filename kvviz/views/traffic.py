@@ -1,6 +1,7 @@
 """The pool under traffic, drawn (matplotlib, no pyplot): occupancy per group over time (stacked), the
 scheduler's queues over time, and the time-lapse map of the pool's blocks at one step. Each figure draws
-one plain data object of `kvviz.views.traffic_data`."""
+one plain data object of `kvviz.views.traffic_data`, or takes the `Replay` itself and builds that object
+(`occupancy(r)`, `queues(r)`, `pool_map(r, step=...)`)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,20 @@ from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
+from kvviz.base.errors import require
+from kvviz.base.inputs import short_repr
 from kvviz.views.canvas import new_figure, place_axes
 from kvviz.views.style import format_bytes
-from kvviz.views.traffic_data import CACHED_FREE, HELD, OccupancyData, PoolMapData, QueueData
+from kvviz.views.traffic_data import (
+    CACHED_FREE,
+    HELD,
+    OccupancyData,
+    PoolMapData,
+    QueueData,
+    TimeLapse,
+    occupancy_data,
+    queue_data,
+)
 
 __all__ = ["occupancy", "queues", "pool_map", "group_color", "block_rgb", "FREE_RGB", "NULL_RGB"]
 
@@ -23,6 +35,15 @@ FREE_RGB = (1.0, 1.0, 1.0)
 NULL_RGB = (0.1, 0.1, 0.1)
 _CACHED_COLOR = "#bdbdbd"
 _SHADES = (0.0, 0.18, 0.36, -0.18, 0.27, 0.09)  # lighter (+) or darker (-) per request, cycling
+
+
+def _replay(value, data_class):
+    """`value` if it reads as a kvviz.replay Replay (duck-typed: the views import no replay)."""
+    require(
+        hasattr(value, "step_columns") and hasattr(value, "to_json"),
+        f"data={short_repr(value)}: give a Replay (kvviz.replay(...)) or a {data_class.__name__}",
+    )
+    return value
 
 
 def group_color(i: int) -> str:
@@ -56,9 +77,10 @@ def block_rgb(data: PoolMapData) -> np.ndarray:
     return out
 
 
-def occupancy(data: OccupancyData, *, width: float = 9.0, height: float = 3.6):
+def occupancy(data, *, width: float = 9.0, height: float = 3.6):
     """Blocks held per group, stacked, over the steps; cached free blocks (evictable) above them in grey;
-    the usable blocks as the ceiling."""
+    the usable blocks as the ceiling. `data`: an OccupancyData or a Replay."""
+    data = data if isinstance(data, OccupancyData) else occupancy_data(_replay(data, OccupancyData))
     fig = new_figure(width, height)
     ax = place_axes(fig, left=0.8, right=2.2, top=0.45, bottom=0.55)
     x = np.asarray(data.steps)
@@ -78,8 +100,10 @@ def occupancy(data: OccupancyData, *, width: float = 9.0, height: float = 3.6):
     return fig
 
 
-def queues(data: QueueData, *, width: float = 9.0, height: float = 3.0):
-    """Requests running and waiting after every step; a red tick for each step that preempted (its count)."""
+def queues(data, *, width: float = 9.0, height: float = 3.0):
+    """Requests running and waiting after every step; a red tick for each step that preempted (its count).
+    `data`: a QueueData or a Replay."""
+    data = data if isinstance(data, QueueData) else queue_data(_replay(data, QueueData))
     fig = new_figure(width, height)
     ax = place_axes(fig, left=0.8, right=2.2, top=0.45, bottom=0.55)
     x = np.asarray(data.steps)
@@ -102,10 +126,16 @@ def queues(data: QueueData, *, width: float = 9.0, height: float = 3.0):
     return fig
 
 
-def pool_map(data: PoolMapData, *, columns: int | None = None, width: float = 9.0):
+def pool_map(data, *, step: int | None = None, columns: int | None = None, width: float = 9.0):
     """The pool at one step, one cell per block in block-id order (row by row; block b holds the pool's
     bytes [b x bytes_per_block, (b + 1) x bytes_per_block)): held blocks in their group's hue, one shade per
-    request; cached free blocks pale and hatched; free blocks white; the null block black."""
+    request; cached free blocks pale and hatched; free blocks white; the null block black. `data`: a
+    PoolMapData, or a Replay run with record_blocks=True and the `step` to draw."""
+    if not isinstance(data, PoolMapData):
+        require(step is not None, "step: give the step to draw (pool_map(replay, step=...))")
+        data = TimeLapse(_replay(data, PoolMapData)).at(step)
+    else:
+        require(step is None or step == data.step, f"step={step!r}: the map is of step {data.step}")
     n = data.num_blocks
     if columns is None:
         columns = max(8, min(256, math.ceil(math.sqrt(n * 3))))
