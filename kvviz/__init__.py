@@ -54,6 +54,7 @@ _PUBLIC = {
     "occupancy": "kvviz.views.traffic",
     "queues": "kvviz.views.traffic",
     "pool_map": "kvviz.views.traffic",
+    "sweep": "kvviz.deploy.traffic",
 }
 _ALIASES = {"model_names": "preset_names"}
 _PACKAGES = {"replay"}  # public names that are the (callable) package itself, not a name inside it

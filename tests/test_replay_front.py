@@ -72,9 +72,9 @@ def test_the_budget_as_capacity_takes_it():
     assert gpu.to_json()["kv_cache_config"]["num_blocks"] == plan.capacity(budget).num_blocks
     gib = kvviz.replay(plan, work, budget_gib=1.5)
     assert gib.to_json()["inputs"]["kv_budget"] == 3 * 2**29
-    cfg = gib.to_json()["kv_cache_config"]
-    assert cfg["max_concurrency"] == plan.capacity(3 * 2**29).max_concurrency
-    assert cfg["capacity_line"] == plan.capacity(3 * 2**29).line
+    notes = gib.to_json()["notes"]
+    assert notes["max_concurrency"] == plan.capacity(3 * 2**29).max_concurrency
+    assert notes["capacity_line"] == plan.capacity(3 * 2**29).line
     for kw, words in (
         ({}, "give one budget"),
         ({"budget_gib": 1, "budget_bytes": 2**30}, "give one budget"),
@@ -91,7 +91,7 @@ def test_a_trace_file_or_a_trace_in():
     trace = read_trace(AZURE, rows=(0, 60))
     by_trace = kvviz.replay(plan, trace, budget_gib=1.5)
     assert by_path.to_json() == by_trace.to_json()
-    note = by_path.to_json()["inputs"]["trace"]
+    note = by_path.to_json()["notes"]["trace"]
     assert note["format"] == "azure" and note["rows"] == [0, 60] and note["num_requests"] == 60
     assert note["step_ms"] == 25 and note["left_out_too_long"] == 0
     slower = kvviz.replay(plan, AZURE, budget_gib=1.5, rows=(0, 60), step_ms=250)
@@ -111,7 +111,7 @@ def test_a_trace_leaves_out_what_the_plan_cannot_hold(tmp_path):
         "2023-11-16 18:15:46.7805900,4000,200\n2023-11-16 18:15:46.8805900,300,0\n"
     )
     r = kvviz.replay(_plan(max_model_len=4096), p, budget_gib=1)
-    note = r.to_json()["inputs"]["trace"]
+    note = r.to_json()["notes"]["trace"]
     assert [x["id"] for x in r.request_records()] == ["az-00000"]
     assert (note["left_out_too_long"], note["left_out_zero_length"], note["left_out_ids"]) == (
         1,
@@ -125,7 +125,7 @@ def test_a_workload_file_is_still_a_workload(tmp_path):
     p.write_text("".join(json.dumps(r.to_json()) + "\n" for r in chat(10)))
     plan = _plan(max_model_len=4096)
     assert kvviz.replay(plan, p, budget_gib=1).to_json() == kvviz.replay(plan, chat(10), budget_gib=1).to_json()
-    assert kvviz.replay(plan, p, budget_gib=1).to_json()["inputs"]["trace"] is None
+    assert kvviz.replay(plan, p, budget_gib=1).to_json()["notes"]["trace"] is None
 
 
 def test_dataframes_and_figures_take_the_replay():

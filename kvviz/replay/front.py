@@ -8,8 +8,9 @@
 * the traffic as WorkloadRequests or dicts, a `Trace` (kvviz.replay.traces), or a file: a kvviz workload
   (JSON Lines) or a published trace (Mooncake, Azure), told apart by its first line, with `rows=`, `step_ms=`.
 
-The run is kvviz.replay.engine.replay's; the Replay keeps what the front door read (`inputs['trace']`) and the
-capacity line's promise (`kv_cache_config['max_concurrency']`), which the answers (kvviz.replay.answers) read."""
+The run is kvviz.replay.engine.replay's; the Replay keeps the requests, what the front door read
+(`notes['trace']`) and the capacity line's promise (`notes['max_concurrency']`), which the answers
+(kvviz.replay.answers) read."""
 
 from __future__ import annotations
 
@@ -52,23 +53,25 @@ def scheduler_knobs(plan: Plan, **given) -> dict:
     return out
 
 
-def traffic(workload, *, max_model_len: int, rows=None, step_ms=None, trace_format=None) -> tuple:
+def traffic(workload, *, max_model_len: int, trace_format=None, **reading) -> tuple:
     """(requests, the Trace or None) from what `replay` takes: WorkloadRequests or dicts, a Trace, or a path
-    (a workload file, or a Mooncake / Azure trace read with `rows`, `step_ms`, `trace_format`)."""
-    trace_args = {"rows": rows, "step_ms": step_ms, "trace_format": trace_format}
+    (a workload file, or a Mooncake / Azure trace read with `reading`: read_trace's rows, step_ms, id_prefix,
+    first_row;
+    `trace_format` None: told by the first line, 'workload': kvviz's JSON Lines)."""
+    given = [k for k, v in reading.items() if v is not None]
     if isinstance(workload, (str, Path)):
         fmt = detect_format(workload) if trace_format is None else trace_format
         if fmt != "workload":
-            step = DEFAULT_STEP_MS if step_ms is None else step_ms
-            trace = read_trace(workload, format=fmt, rows=rows, step_ms=step, max_model_len=max_model_len)
+            reading["step_ms"] = DEFAULT_STEP_MS if reading.get("step_ms") is None else reading["step_ms"]
+            trace = read_trace(workload, format=fmt, max_model_len=max_model_len, **reading)
             return trace.requests, trace
-        workload = read_jsonl(workload, max_model_len)
-    elif isinstance(workload, Trace):
-        trace = workload.within(max_model_len)
-        given = [k for k, v in trace_args.items() if v is not None]
+        require(not given, f"{given[0] if given else ''}: applies to a trace (Mooncake or Azure), not a workload")
+        return read_jsonl(workload, max_model_len), None
+    require(trace_format is None, f"trace_format={short_repr(trace_format)}: applies to a file")
+    if isinstance(workload, Trace):
         require(not given, f"{given[0] if given else ''}: the trace was read already; give it to read_trace")
+        trace = workload.within(max_model_len)
         return trace.requests, trace
-    given = [k for k, v in trace_args.items() if v is not None]
     require(not given, f"{given[0] if given else ''}: applies to a trace file (Mooncake or Azure)")
     if workload is None or isinstance(workload, (bytes, dict, int, float)) or not hasattr(workload, "__iter__"):
         raise KvvizError(
@@ -88,6 +91,8 @@ def replay(
     rows=None,
     step_ms=None,
     trace_format: str | None = None,
+    id_prefix: str | None = None,
+    first_row: int | None = None,
     max_model_len: int | None = None,
     max_num_batched_tokens: int | None = None,
     max_num_seqs: int | None = None,
@@ -100,8 +105,9 @@ def replay(
 ) -> Replay:
     """`workload` replayed on `plan`'s pool as vLLM 0.33's scheduler runs it (module docstring): the budget
     given as `Plan.capacity` takes it, the scheduler knobs from the plan unless given, the traffic as
-    requests, a Trace or a file (`rows=`, `step_ms=` for a trace). `max_num_seqs` defaults to
-    min(1024, max_num_batched_tokens); `record_blocks=True` keeps the time-lapse log (docs/replay.md)."""
+    requests, a Trace or a file (`rows=`, `step_ms=`, `id_prefix=`, `first_row=` for a trace: read_trace).
+    `max_num_seqs` defaults to min(1024, max_num_batched_tokens); `record_blocks=True` keeps the time-lapse
+    log (docs/replay.md)."""
     if not isinstance(plan, Plan):
         raise KvvizError(
             f"plan={short_repr(plan)}: give a plan, e.g. kvviz.replay(kvviz.plan('llama-3.1-8b'), "
@@ -116,7 +122,13 @@ def replay(
         enable_prefix_caching=enable_prefix_caching,
     )
     requests, trace = traffic(
-        workload, max_model_len=knobs["max_model_len"], rows=rows, step_ms=step_ms, trace_format=trace_format
+        workload,
+        max_model_len=knobs["max_model_len"],
+        trace_format=trace_format,
+        rows=rows,
+        step_ms=step_ms,
+        id_prefix=id_prefix,
+        first_row=first_row,
     )
     result = engine.replay(
         plan,
@@ -133,6 +145,8 @@ def replay(
     )
     cap = plan.capacity(budget)
     return result.with_notes(
-        inputs={"trace": None if trace is None else trace.to_json()},
-        kv_cache_config={"max_concurrency": cap.max_concurrency, "capacity_line": cap.line},
+        tuple(requests),
+        trace=None if trace is None else trace.to_json(),
+        max_concurrency=cap.max_concurrency,
+        capacity_line=cap.line,
     )

@@ -64,6 +64,11 @@ class Replay:
     # Per step, the blocks whose state changed: ((block id, state, group, request id), ...) with state 1
     # held, 2 free but cached (evictable), 0 free; empty unless replayed with record_blocks=True.
     block_log: tuple = ()
+    # JSON text of what the front door noted (kvviz/replay/front.py): the trace read, the workload's sharing,
+    # the capacity line's promise; "" when the engine ran alone
+    notes: str = ""
+    # the WorkloadRequests replayed (the front door keeps them: the answers read their sharing); not compared
+    workload: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
     @classmethod
     def build(cls, inputs, config, cols, records, stats, block_log: tuple = ()) -> "Replay":
@@ -126,14 +131,14 @@ class Replay:
     def to_json(self) -> dict:
         """`kvviz replay --json`: inputs, kv_cache_config, steps (column lists), requests, totals."""
         return {
-            "inputs": {k: dict(_thaw_pairs(v)) if k == "trace" and v else _thaw(v) for k, v in self.inputs},
+            "inputs": {k: _thaw(v) for k, v in self.inputs},
             "kv_cache_config": {
                 k: _thaw(v) if k != "groups" else [dict(_thaw_pairs(g)) for g in v] for k, v in self.kv_cache_config
             },
             "steps": self.step_columns(),
             "requests": self.request_records(),
             "totals": self.totals_dict(),
-        }
+        } | ({"notes": self.notes_dict()} if self.notes else {})
 
     def to_dataframe(self, what: str = "steps"):
         """A pandas DataFrame: one row per step (`what='steps'`) or per request (`what='requests'`)."""
@@ -147,14 +152,15 @@ class Replay:
 
         raise KvvizError(f"what={what!r}: choose 'steps' or 'requests'")
 
-    def with_notes(self, *, inputs: dict | None = None, kv_cache_config: dict | None = None) -> "Replay":
-        """A copy with more `inputs` / `kv_cache_config` entries (what the front door read, the capacity line's
-        promise); the steps, requests and totals are the same objects."""
-        return dataclasses.replace(
-            self,
-            inputs=self.inputs + tuple((k, _freeze(v)) for k, v in (inputs or {}).items()),
-            kv_cache_config=self.kv_cache_config + tuple((k, _freeze(v)) for k, v in (kv_cache_config or {}).items()),
-        )
+    def with_notes(self, workload: tuple = (), **notes) -> "Replay":
+        """A copy carrying more notes (JSON values: what the front door read, the capacity line's promise) and
+        the `workload` replayed; the steps, requests and totals are the same objects."""
+        notes = json.dumps({**self.notes_dict(), **notes}, sort_keys=True)
+        return dataclasses.replace(self, notes=notes, workload=workload or self.workload)
+
+    def notes_dict(self) -> dict:
+        """The notes as a dict ({} for a replay made by the engine alone)."""
+        return json.loads(self.notes) if self.notes else {}
 
     def dumps(self) -> str:
         """`to_json()` as JSON text, as `kvviz replay --json` prints it."""

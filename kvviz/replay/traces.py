@@ -104,13 +104,19 @@ class Trace:
         }
 
     def describe(self) -> str:
-        """One line: the file, the window, the step time and what was left out."""
-        counts = self.left_out_counts()
-        left = ", ".join(f"{n:,} {why}" for why, n in counts.items()) or "none"
-        return (
-            f"{self.source} ({self.format}) rows {self.rows[0]:,}-{self.rows[1] - 1:,}: {len(self.requests):,} "
-            f"requests at {self.step_ms:g} ms a step; left out: {left}"
-        )
+        """One line: the file, the window, the step time and what was left out (`describe`)."""
+        return describe(self.to_json())
+
+
+def describe(note: dict) -> str:
+    """One line from a trace's `to_json()` (a Replay's notes['trace']): file, window, step time, rows left out."""
+    counts = ((ZERO_LENGTH, note["left_out_zero_length"]), (TOO_LONG, note["left_out_too_long"]))
+    left = ", ".join(f"{n:,} {why}" for why, n in counts if n) or "none"
+    first, end = note["rows"]
+    return (
+        f"{note['source']} ({note['format']}) rows {first:,}-{end - 1:,}: {note['num_requests']:,} requests at "
+        f"{note['step_ms']:g} ms a step; left out: {left}"
+    )
 
 
 def window(rows) -> tuple[int, int | None]:
@@ -176,7 +182,7 @@ def read_trace(
     step_ms: float = DEFAULT_STEP_MS,
     max_model_len: int | None = None,
     id_prefix: str | None = None,
-    first_row: int = 0,
+    first_row: int | None = None,
 ) -> Trace:
     """A window of a Mooncake or Azure trace as a `Trace` (module docstring: the rule), read line by line up
     to the window's end. `format` None: detected from the first line; `max_model_len` None: no request is
@@ -188,6 +194,7 @@ def read_trace(
         raise KvvizError(f"trace {short_repr(name)}: a kvviz workload (id, arrival_step, ...); give it as a workload")
     require(fmt in FORMATS, f"format={short_repr(fmt)}: choose {', '.join(FORMATS)} (None: detected)")
     start, end = window(rows)
+    first_row = 0 if first_row is None else first_row
     require(type(first_row) is int and first_row >= 0, f"first_row={short_repr(first_row)}: a row number, 0 or more")
     start = max(start, first_row)
     step = _step(step_ms)

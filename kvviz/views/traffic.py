@@ -27,7 +27,18 @@ from kvviz.views.traffic_data import (
     queue_data,
 )
 
-__all__ = ["occupancy", "queues", "pool_map", "group_color", "block_rgb", "FREE_RGB", "NULL_RGB"]
+__all__ = [
+    "occupancy",
+    "queues",
+    "pool_map",
+    "draw_occupancy",
+    "draw_queues",
+    "replay_of",
+    "group_color",
+    "block_rgb",
+    "FREE_RGB",
+    "NULL_RGB",
+]
 
 # One hue per group (tab10), the same in all three figures.
 _GROUP_HUES = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974")
@@ -37,8 +48,9 @@ _CACHED_COLOR = "#bdbdbd"
 _SHADES = (0.0, 0.18, 0.36, -0.18, 0.27, 0.09)  # lighter (+) or darker (-) per request, cycling
 
 
-def _replay(value, data_class):
-    """`value` if it reads as a kvviz.replay Replay (duck-typed: the views import no replay)."""
+def replay_of(value, data_class):
+    """`value` if it reads as a kvviz.replay Replay (duck-typed: the views import no replay); else one line
+    naming `data_class`, the other thing the figure takes."""
     require(
         hasattr(value, "step_columns") and hasattr(value, "to_json"),
         f"data={short_repr(value)}: give a Replay (kvviz.replay(...)) or a {data_class.__name__}",
@@ -80,9 +92,14 @@ def block_rgb(data: PoolMapData) -> np.ndarray:
 def occupancy(data, *, width: float = 9.0, height: float = 3.6):
     """Blocks held per group, stacked, over the steps; cached free blocks (evictable) above them in grey;
     the usable blocks as the ceiling. `data`: an OccupancyData or a Replay."""
-    data = data if isinstance(data, OccupancyData) else occupancy_data(_replay(data, OccupancyData))
+    data = data if isinstance(data, OccupancyData) else occupancy_data(replay_of(data, OccupancyData))
     fig = new_figure(width, height)
-    ax = place_axes(fig, left=0.8, right=2.2, top=0.45, bottom=0.55)
+    draw_occupancy(place_axes(fig, left=0.8, right=2.2, top=0.45, bottom=0.55), data)
+    return fig
+
+
+def draw_occupancy(ax, data: OccupancyData) -> None:
+    """`occupancy`'s drawing into a given axes (the answers figure stacks it under the queues)."""
     x = np.asarray(data.steps)
     layers = [np.asarray(h) for h in data.held] + [np.asarray(data.cached_free)]
     colors = [group_color(i) for i in range(len(data.groups))] + [_CACHED_COLOR]
@@ -97,15 +114,19 @@ def occupancy(data, *, width: float = 9.0, height: float = 3.6):
     ax.tick_params(labelsize=7)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     ax.set_title(f"{data.title}: blocks held per group", fontsize=9, loc="left")
-    return fig
 
 
 def queues(data, *, width: float = 9.0, height: float = 3.0):
     """Requests running and waiting after every step; a red tick for each step that preempted (its count).
     `data`: a QueueData or a Replay."""
-    data = data if isinstance(data, QueueData) else queue_data(_replay(data, QueueData))
+    data = data if isinstance(data, QueueData) else queue_data(replay_of(data, QueueData))
     fig = new_figure(width, height)
-    ax = place_axes(fig, left=0.8, right=2.2, top=0.45, bottom=0.55)
+    draw_queues(place_axes(fig, left=0.8, right=2.2, top=0.45, bottom=0.55), data)
+    return fig
+
+
+def draw_queues(ax, data: QueueData) -> None:
+    """`queues`' drawing into a given axes (the answers figure adds the capacity line's promise to it)."""
     x = np.asarray(data.steps)
     ax.step(x, data.running, where="post", color="#4c72b0", lw=1.2, label="running")
     ax.step(x, data.waiting, where="post", color="#dd8452", lw=1.2, label="waiting")
@@ -123,7 +144,6 @@ def queues(data, *, width: float = 9.0, height: float = 3.0):
     ax.tick_params(labelsize=7)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     ax.set_title(f"{data.title}: the scheduler's queues", fontsize=9, loc="left")
-    return fig
 
 
 def pool_map(data, *, step: int | None = None, columns: int | None = None, width: float = 9.0):
@@ -133,7 +153,7 @@ def pool_map(data, *, step: int | None = None, columns: int | None = None, width
     PoolMapData, or a Replay run with record_blocks=True and the `step` to draw."""
     if not isinstance(data, PoolMapData):
         require(step is not None, "step: give the step to draw (pool_map(replay, step=...))")
-        data = TimeLapse(_replay(data, PoolMapData)).at(step)
+        data = TimeLapse(replay_of(data, PoolMapData)).at(step)
     else:
         require(step is None or step == data.step, f"step={step!r}: the map is of step {data.step}")
     n = data.num_blocks
