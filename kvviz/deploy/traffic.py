@@ -6,7 +6,8 @@ KV dtypes and max_num_seqs, as one table and one figure (docs/replay.md#sweeps).
 An argument given as a list is an axis; everything else is the same in every setting. Each setting is planned
 as `kvviz.plan` plans it (kvviz.api.plan) and replayed through the front door (kvviz.replay), the trace read
 once; a setting vLLM 0.33 would refuse to start on (one max_model_len request does not fit the pool,
-kvviz.vllm.pipeline.startup_refusal) is a row saying so, not a replay."""
+kvviz.vllm.pipeline.startup_refusal), or a GPU whose memory the weights fill, is a row saying so, not a
+replay."""
 
 from __future__ import annotations
 
@@ -112,7 +113,16 @@ class Sweep:
         return sweep_figure(self.figure_data())
 
 
-_HEADERS = ("setting", "blocks", "promise", "hit rate", "preemptions", "peak running", "p99 queueing", "finished")
+_HEADERS = (
+    "setting",
+    "blocks",
+    "promise",
+    "hit rate",
+    "preemptions",
+    "peak running",
+    "p99 queueing",
+    "finished or why not",
+)
 
 
 def sweep(model, workload, *, trace: dict | None = None, **given) -> Sweep:
@@ -158,11 +168,17 @@ def sweep(model, workload, *, trace: dict | None = None, **given) -> Sweep:
         budget = {k: setting.pop(k) for k in budget_keys if setting.get(k) is not None}
         knobs = {k: v for k, v in setting.items() if v is not None and not (k == "kv_dtype" and v == "auto")}
         p = plan(m, **knobs)
-        cap = p.capacity(budget.get("budget_bytes"), **{k: v for k, v in budget.items() if k != "budget_bytes"})
         label = " · ".join(_SHORT[k].format(v) for k, v in zip(axes, values))
+        nothing = (0, 0, 0.0, 0, 0, 0, None, None)
+        if "gpu" in budget or "gpu_memory_gib" in budget:
+            try:  # a GPU whose memory the weights fill leaves no KV cache: vLLM does not start on it
+                budget = {"budget_bytes": p.capacity(**budget).budget_bytes}
+            except KvvizError as e:
+                rows.append(SweepRow(label, tuple(zip(axes, values)), 0, 0.0, *nothing, str(e)))
+                continue
+        cap = p.capacity(budget.get("budget_bytes"), **{k: v for k, v in budget.items() if k != "budget_bytes"})
         refusal = startup_refusal(p, cap.budget_bytes)
         if refusal:
-            nothing = (0, 0, 0.0, 0, 0, 0, None, None)
             rows.append(
                 SweepRow(label, tuple(zip(axes, values)), cap.num_blocks, cap.max_concurrency, *nothing, refusal)
             )

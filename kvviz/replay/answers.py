@@ -18,6 +18,7 @@ import math
 
 from kvviz.base.errors import require
 from kvviz.replay.sharing import sharing_note
+from kvviz.replay.workload import check
 
 PERCENTILES = (50, 90, 99)
 
@@ -188,7 +189,7 @@ def answers(replay, *, step_ms: float | None = None) -> Answers:
             counts[r["num_preemptions"]] = counts.get(r["num_preemptions"], 0) + 1
     most = max(recs, key=lambda r: r["num_preemptions"], default=None)
     groups = [(g["name"], g["kind"], g["block_size"]) for g in cfg["groups"]]
-    share = sharing_note(replay.workload, groups) if replay.workload else None
+    share = sharing_note(check(replay.workload), groups) if replay.workload else None  # dicts -> requests
     pc = totals["prefix_cache"]
     return Answers(
         model=inputs["model"],

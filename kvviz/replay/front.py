@@ -23,7 +23,7 @@ from kvviz.core.plan import Plan
 from kvviz.replay import engine
 from kvviz.replay.result import Replay
 from kvviz.replay.traces import DEFAULT_STEP_MS, Trace, detect_format, read_trace
-from kvviz.replay.workload import check, read_jsonl
+from kvviz.replay.workload import read_jsonl
 
 # the replay's knob -> the plan's Options field that gives it
 PLAN_KNOBS = {
@@ -78,7 +78,7 @@ def traffic(workload, *, max_model_len: int, trace_format=None, **reading) -> tu
             f"workload={short_repr(workload)}: give WorkloadRequests (kvviz.replay.chat(...)), dicts of the "
             "workload fields, a Trace (kvviz.replay.read_trace) or a file path"
         )
-    return check(workload, max_model_len), None
+    return tuple(workload), None  # checked once, by the engine (kvviz.replay.workload.check)
 
 
 def replay(

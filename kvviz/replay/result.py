@@ -64,10 +64,11 @@ class Replay:
     # Per step, the blocks whose state changed: ((block id, state, group, request id), ...) with state 1
     # held, 2 free but cached (evictable), 0 free; empty unless replayed with record_blocks=True.
     block_log: tuple = ()
-    # JSON text of what the front door noted (kvviz/replay/front.py): the trace read, the workload's sharing,
-    # the capacity line's promise; "" when the engine ran alone
+    # JSON text of what the front door noted (kvviz/replay/front.py): the trace read and the capacity line's
+    # promise; "" when the engine ran alone
     notes: str = ""
-    # the WorkloadRequests replayed (the front door keeps them: the answers read their sharing); not compared
+    # the requests replayed, as given (WorkloadRequests or dicts; the front door keeps them: the answers read
+    # their sharing); not compared
     workload: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
     @classmethod
