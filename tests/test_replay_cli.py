@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from replay_cases import compare
+from replay_cases import cli_args, compare
 
 import kvviz
 from kvviz.cli.main import main
@@ -43,22 +43,13 @@ def _references() -> tuple[Path, dict]:
 
 
 def _argv(folder: Path, case: dict, *extra) -> list[str]:
-    inp = case["inputs"]
+    """The reference's own `kvviz replay` arguments (replay_cases.cli_args), the trace window instead of its
+    workload, and `extra` instead of --json."""
     name, first = WINDOWS[case["case"]]
-    return [
-        "replay",
-        "--hf-config",
-        str(folder / "configs" / inp["model"] / "config.json"),
-        "--trace",
-        str(TRACES / name),
-        "--first-row",
-        str(first),
-        "--budget-bytes",
-        str(inp["kv_budget"]),
-        "--max-model-len",
-        str(inp["max_model_len"]),
-        *extra,
-    ]
+    argv = [a for a in cli_args(case, folder, Path("-")) if a != "--json"]
+    at = argv.index("--workload")
+    argv[at : at + 2] = ["--trace", str(TRACES / name), "--first-row", str(first)]
+    return argv + list(extra)
 
 
 def _run(argv, capsys) -> tuple[int, str, str]:

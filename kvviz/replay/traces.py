@@ -242,18 +242,24 @@ def _count(value, where: str, field: str) -> int:
     return value
 
 
+def _filled(lines):
+    """The (line number, text) pairs of the lines that are not blank."""
+    return ((number, text) for number, text in lines if text.strip())
+
+
+def _window(lines, start: int, end: int | None):
+    """(row, line number, text) of the rows start .. end - 1 (rows numbered from 0), read no further than end."""
+    for row, (number, text) in enumerate(lines):
+        if end is not None and row >= end:
+            return
+        if row >= start:
+            yield row, number, text
+
+
 def _mooncake_rows(path, what: str, start: int, end: int | None):
     """(row, line number, (t in ms: an int, or a Fraction of a float's exact value, prompt, output, hash ids
     or None)) of the window."""
-    row = -1
-    for number, text in read_lines(path, what=what, give="Mooncake JSON Lines"):
-        if not text.strip():
-            continue
-        row += 1
-        if row < start:
-            continue
-        if end is not None and row >= end:
-            return
+    for row, number, text in _window(_filled(read_lines(path, what=what, give="Mooncake JSON Lines")), start, end):
         where = f"{what} line {number:,}"
         obj = parse_json_text(text, what=where)
         if not isinstance(obj, dict):
@@ -287,22 +293,14 @@ def _cells(text: str) -> list[str]:
 
 def _azure_rows(path, what: str, start: int, end: int | None):
     """(row, line number, (t in ns, prompt, output, None)) of the window."""
-    columns = None
-    row = -1
-    for number, text in read_lines(path, what=what, give="an Azure trace CSV"):
-        if not text.strip():
-            continue
+    lines = _filled(read_lines(path, what=what, give="an Azure trace CSV"))
+    number, header = next(lines, (1, ""))
+    cells = _cells(header)
+    missing = [c for c in AZURE_COLUMNS if c not in cells]
+    require(not missing, f"{what} line {number}: {missing[0] if missing else ''}: missing from the header")
+    columns = [cells.index(c) for c in AZURE_COLUMNS]
+    for row, number, text in _window(lines, start, end):
         cells = _cells(text)
-        if columns is None:
-            missing = [c for c in AZURE_COLUMNS if c not in cells]
-            require(not missing, f"{what} line {number}: {missing[0] if missing else ''}: missing from the header")
-            columns = [cells.index(c) for c in AZURE_COLUMNS]
-            continue
-        row += 1
-        if row < start:
-            continue
-        if end is not None and row >= end:
-            return
         where = f"{what} line {number:,}"
         if len(cells) <= max(columns):
             raise KvvizError(f"{where}: {len(cells)} cells; the header has {max(columns) + 1} or more")
