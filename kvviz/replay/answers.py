@@ -56,6 +56,7 @@ class Answers:
     peak_running: int
     peak_running_step: int | None
     max_num_seqs: int
+    max_model_len: int
     max_concurrency: float | None
     capacity_line: str | None
     first_preemption: tuple[int, tuple[str, ...]] | None  # (step, the requests it preempted)
@@ -104,7 +105,7 @@ class Answers:
             ),
         ]
         promise = (
-            f" against the capacity line's {self.max_concurrency:.2f}x requests of max_model_len"
+            f" against the capacity line's {self.max_concurrency:.2f}x requests of {self.max_model_len:,} tokens"
             if self.max_concurrency is not None
             else ""
         )
@@ -137,8 +138,8 @@ class Answers:
                 f"{self.readmission_tokens:,}",
             )
         )
-        for g in self.groups:
-            rows.append((f"  {g.name} ({g.kind}, {g.block_size:,}-token blocks)", g.reason))
+        for names, g in _alike(self.groups):
+            rows.append((f"  {names} ({g.kind}, {g.block_size:,}-token blocks)", g.reason))
         rows.append(("queueing delay", self._pcts(self.queueing_steps)))
         rows.append(("time to first token", self._pcts(self.ttft_steps)))
         return rows
@@ -204,6 +205,7 @@ def answers(replay, *, step_ms: float | None = None) -> Answers:
         peak_running=peak,
         peak_running_step=running.index(peak) if running else None,
         max_num_seqs=inputs["max_num_seqs"],
+        max_model_len=inputs["max_model_len"],
         max_concurrency=notes.get("max_concurrency"),
         capacity_line=notes.get("capacity_line"),
         first_preemption=first,
@@ -218,13 +220,21 @@ def answers(replay, *, step_ms: float | None = None) -> Answers:
         shared_tokens=share["shared_tokens"] if share else 0,
         longest_shared_span=share["longest_shared_span"] if share else 0,
         reachable_tokens=share["reachable_tokens"] if share else 0,
-        groups=tuple(_group(g, share, cfg) for g in (share["groups"] if share else ())),
+        groups=tuple(_group(g, share) for g in (share["groups"] if share else ())),
         queueing_steps=percentiles(r["first_scheduled_step"] - r["arrival_step"] for r in done),
         ttft_steps=percentiles(r["first_token_step"] + 1 - r["arrival_step"] for r in done),
     )
 
 
-def _group(g: dict, share: dict, cfg: dict) -> GroupAnswer:
+def _alike(groups) -> list[tuple[str, GroupAnswer]]:
+    """Groups with the same answer as one line: ('state-0, state-1, state-2', the first's answer)."""
+    out: dict = {}
+    for g in groups:
+        out.setdefault((g.kind, g.block_size, g.whole_block_tokens, g.reachable_tokens, g.reason), []).append(g)
+    return [(", ".join(x.name for x in same), same[0]) for same in out.values()]
+
+
+def _group(g: dict, share: dict) -> GroupAnswer:
     """A group's answer, with the reason it can hit little or nothing."""
     block, whole, reach = g["block_size"], g["whole_block_tokens"], g["reachable_tokens"]
     prompts = share["prompt_tokens"] or 1
