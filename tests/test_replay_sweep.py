@@ -62,6 +62,7 @@ def test_max_num_seqs_and_a_workload():
         ({"budget_gib": 2, "max_num_seqs": list(range(1, 66))}, "65 settings; at most 64"),
         ({"budget_gib": 2, "kv_dtype": []}, "kv_dtype=[]: give at least one value"),
         ({"budget_gib": 2, "kv_dtype": ["fp4", "fp8"]}, "kv_dtype='fp4'"),
+        ({"gpu": ["H100", "H1000"]}, "gpu='H1000': unknown GPU"),
     ],
 )
 def test_bad_sweeps_are_one_line(kw, words):

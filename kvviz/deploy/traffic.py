@@ -132,6 +132,7 @@ def sweep(model, workload, *, trace: dict | None = None, **given) -> Sweep:
     budget_bytes=, gpu= with vLLM's deployment arguments) and `max_num_seqs`. `trace`: how to read a trace
     file (rows=, step_ms=, trace_format=, id_prefix=: kvviz.replay.read_trace)."""
     from kvviz.api import _model, plan
+    from kvviz.deploy.gpus import gpu_spec
     from kvviz.replay import Trace, read_jsonl, read_trace, replay
     from kvviz.replay.answers import answers
     from kvviz.replay.traces import DEFAULT_STEP_MS, detect_format
@@ -141,6 +142,8 @@ def sweep(model, workload, *, trace: dict | None = None, **given) -> Sweep:
     axes = {k: bounded_items(given.pop(k), field=k) for k in AXES if isinstance(given.get(k), (list, tuple, range))}
     require(axes, f"sweep: give at least one of {', '.join(AXES)} as a list of values")
     require(not ("budget_gib" in axes and "gpu" in axes), "budget_gib, gpu: sweep over budgets or over GPUs, not both")
+    for name in axes.get("gpu", ()):
+        gpu_spec(name)  # an unknown name is an error, not a row (only a GPU too small for the weights is a row)
     settings = list(itertools.product(*axes.values()))
     require(len(settings) <= MAX_SETTINGS, f"sweep: {len(settings):,} settings; at most {MAX_SETTINGS}")
     trace = {k: v for k, v in (trace or {}).items() if v is not None}

@@ -6,7 +6,8 @@
   given here and to the plan must agree, one given only here is used (the plan's blocks do not depend on it);
   max_model_len is always the plan's (its capacity line counts requests of that length);
 * the traffic as WorkloadRequests or dicts, a `Trace` (kvviz.replay.traces), or a file: a kvviz workload
-  (JSON Lines) or a published trace (Mooncake, Azure), told apart by its first line, with `rows=`, `step_ms=`.
+  (JSON Lines) or a published trace (Mooncake, Azure), told apart by its first line, with `rows=`, `step_ms=`,
+  `first_row=`, `id_prefix=` (kvviz.replay.read_trace).
 
 The run is kvviz.replay.engine.replay's; the Replay keeps the requests, what the front door read
 (`notes['trace']`) and the capacity line's promise (`notes['max_concurrency']`), which the answers
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kvviz.base.defaults import MAX_NUM_BATCHED_TOKENS
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
 from kvviz.core.budgets import plan_budget
@@ -56,8 +58,7 @@ def scheduler_knobs(plan: Plan, **given) -> dict:
 def traffic(workload, *, max_model_len: int, trace_format=None, **reading) -> tuple:
     """(requests, the Trace or None) from what `replay` takes: WorkloadRequests or dicts, a Trace, or a path
     (a workload file, or a Mooncake / Azure trace read with `reading`: read_trace's rows, step_ms, id_prefix,
-    first_row;
-    `trace_format` None: told by the first line, 'workload': kvviz's JSON Lines)."""
+    first_row; `trace_format` None: told by the first line, 'workload': kvviz's JSON Lines)."""
     given = [k for k, v in reading.items() if v is not None]
     if isinstance(workload, (str, Path)):
         fmt = detect_format(workload) if trace_format is None else trace_format
@@ -135,7 +136,7 @@ def replay(
         requests,
         budget_bytes=budget,
         max_model_len=knobs["max_model_len"],
-        max_num_batched_tokens=knobs["max_num_batched_tokens"] or engine.DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        max_num_batched_tokens=knobs["max_num_batched_tokens"] or MAX_NUM_BATCHED_TOKENS,
         max_num_seqs=max_num_seqs,
         enable_prefix_caching=knobs["enable_prefix_caching"],
         async_scheduling=knobs["async_scheduling"] is not False,
