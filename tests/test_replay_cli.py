@@ -207,3 +207,16 @@ def test_the_sweep_names_a_setting_vllm_refuses(capsys):
     lines = out.splitlines()
     assert "1.0 GiB" in lines[3] and "1.00x" in lines[3] and "To serve at least one request" in lines[3]
     assert "1.5 GiB" in lines[4] and "10/10" in lines[4]
+
+
+def test_why_the_hybrid_hits_nothing_is_printed(capsys):
+    """Qwen3-Next on Mooncake synthetic rows 1,000-1,119: vLLM hit 0 of 1,407,019 prompt tokens; the answer
+    says so and why: whole 576-token blocks are shared, but no earlier request kept its state at them."""
+    folder, cases = _references()
+    case = cases["qwen3-next-80b-a3b/mooncake-synth-1000"]
+    code, out, err = _run(_argv(folder, case, "--markdown"), capsys)
+    assert code == 0, err
+    pc = case["totals"]["prefix_cache"]
+    assert f"| prefix cache | {pc['hits']} of {pc['queries']:,} prompt tokens hit (0.0%)" in out
+    line = next(x for x in out.splitlines() if x.startswith("| state-0, state-1, state-2 (mamba, 576-token blocks)"))
+    assert "hits nothing" in line and "no earlier request kept its state" in line
