@@ -110,6 +110,20 @@ def test_left_out_rows_are_counted_never_dropped_silently(tmp_path):
     assert t.to_json()["left_out_too_long"] == 1 and "left out: 2 zero length, 1 longer" in t.describe()
 
 
+def test_times_that_are_not_whole_ms_and_a_bom(tmp_path):
+    """A float timestamp is read at its exact value (25.5 - 0.5 = 25: step 1 at 25 ms, not 0.99...); a UTF-8
+    byte-order mark before the header (a spreadsheet's CSV) is no part of it."""
+    p = tmp_path / "t.jsonl"
+    rows = [(0.5, 10, 1), (25.5, 10, 1), (50.4, 10, 1), (50.5, 10, 1)]
+    p.write_text(
+        "".join(json.dumps({"timestamp": t, "input_length": i, "output_length": o}) + "\n" for t, i, o in rows)
+    )
+    assert [r.arrival_step for r in read_trace(p).requests] == [0, 1, 1, 2]
+    csv = tmp_path / "t.csv"
+    csv.write_bytes(b"\xef\xbb\xbfTIMESTAMP,ContextTokens,GeneratedTokens\r\n2023-11-16 18:15:46.68,374,44\r\n")
+    assert detect_format(csv) == "azure" and read_trace(csv).requests[0].prompt_len == 374
+
+
 def test_detect_format(tmp_path):
     assert detect_format(TRACES / "azure-conv-rows-5000-5299.csv") == "azure"
     assert detect_format(TRACES / "mooncake-synthetic-rows-1000-1119.jsonl") == "mooncake"

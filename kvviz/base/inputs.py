@@ -187,7 +187,7 @@ def read_lines(path: str | os.PathLike, *, what: str, give: str, max_line_bytes:
                 raise KvvizError(
                     f"{what} line {number:,}: a NUL byte at column {text.index(chr(0)) + 1:,} (binary data?)"
                 )
-            yield number, text.rstrip("\r\n")
+            yield number, (text.lstrip("\ufeff") if number == 1 else text).rstrip("\r\n")  # a BOM is no content
 
 
 def read_bytes(path: str | os.PathLike, *, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
