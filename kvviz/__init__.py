@@ -51,9 +51,9 @@ _PUBLIC = {
     # the pool under traffic: kvviz.replay(plan, workload_or_trace, ...) is a package you call
     "replay": "kvviz.replay",
     "read_trace": "kvviz.replay",
-    "occupancy": "kvviz.views.traffic",
-    "queues": "kvviz.views.traffic",
-    "pool_map": "kvviz.views.traffic",
+    "occupancy": "kvviz.views.traffic_replay",
+    "queues": "kvviz.views.traffic_replay",
+    "pool_map": "kvviz.views.traffic_replay",
     "sweep": "kvviz.deploy.traffic",
 }
 _ALIASES = {"model_names": "preset_names"}

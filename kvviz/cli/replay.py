@@ -141,10 +141,10 @@ def budget_option(args) -> str:
 
 
 def write_replay_figure(path, result) -> None:
-    """The run's figure (kvviz.views.traffic_answers.answers_figure) to --figure, staged (never through a link)."""
+    """The run's figure (kvviz.views.traffic_replay.answers_figure) to --figure, staged (never through a link)."""
     from kvviz.views.query import save_figure
     from kvviz.views.report import write_file
-    from kvviz.views.traffic_answers import answers_figure
+    from kvviz.views.traffic_replay import answers_figure
 
     fig = answers_figure(result)
     write_file(path, lambda tmp: save_figure(fig, tmp), what="--figure")

@@ -93,8 +93,8 @@ class Sweep:
         }
 
     def figure_data(self):
-        """The sweep as kvviz.views.traffic_answers.SweepData (refused settings drawn empty)."""
-        from kvviz.views.traffic_answers import SweepData
+        """The sweep as kvviz.views.traffic_replay.SweepData (refused settings drawn empty)."""
+        from kvviz.views.traffic_replay import SweepData
 
         rows = self.rows
         return SweepData(
@@ -108,7 +108,7 @@ class Sweep:
 
     def figure(self):
         """One bar per setting for the hit rate, preemptions, peak running and p99 queueing delay."""
-        from kvviz.views.traffic_answers import sweep_figure
+        from kvviz.views.traffic_replay import sweep_figure
 
         return sweep_figure(self.figure_data())
 

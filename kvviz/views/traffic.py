@@ -1,7 +1,6 @@
 """The pool under traffic, drawn (matplotlib, no pyplot): occupancy per group over time (stacked), the
 scheduler's queues over time, and the time-lapse map of the pool's blocks at one step. Each figure draws
-one plain data object of `kvviz.views.traffic_data`, or takes the `Replay` itself and builds that object
-(`occupancy(r)`, `queues(r)`, `pool_map(r, step=...)`)."""
+one plain data object of `kvviz.views.traffic_data`."""
 
 from __future__ import annotations
 
@@ -12,33 +11,11 @@ from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
-from kvviz.base.errors import require
-from kvviz.base.inputs import short_repr
 from kvviz.views.canvas import new_figure, place_axes
 from kvviz.views.style import format_bytes
-from kvviz.views.traffic_data import (
-    CACHED_FREE,
-    HELD,
-    OccupancyData,
-    PoolMapData,
-    QueueData,
-    TimeLapse,
-    occupancy_data,
-    queue_data,
-)
+from kvviz.views.traffic_data import CACHED_FREE, HELD, OccupancyData, PoolMapData, QueueData
 
-__all__ = [
-    "occupancy",
-    "queues",
-    "pool_map",
-    "draw_occupancy",
-    "draw_queues",
-    "replay_of",
-    "group_color",
-    "block_rgb",
-    "FREE_RGB",
-    "NULL_RGB",
-]
+__all__ = ["occupancy", "queues", "pool_map", "group_color", "block_rgb", "FREE_RGB", "NULL_RGB"]
 
 # One hue per group (tab10), the same in all three figures.
 _GROUP_HUES = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974")
@@ -46,16 +23,6 @@ FREE_RGB = (1.0, 1.0, 1.0)
 NULL_RGB = (0.1, 0.1, 0.1)
 _CACHED_COLOR = "#bdbdbd"
 _SHADES = (0.0, 0.18, 0.36, -0.18, 0.27, 0.09)  # lighter (+) or darker (-) per request, cycling
-
-
-def replay_of(value, data_class):
-    """`value` if it reads as a kvviz.replay Replay (duck-typed: the views import no replay); else one line
-    naming `data_class`, the other thing the figure takes."""
-    require(
-        hasattr(value, "step_columns") and hasattr(value, "to_json"),
-        f"data={short_repr(value)}: give a Replay (kvviz.replay(...)) or a {data_class.__name__}",
-    )
-    return value
 
 
 def group_color(i: int) -> str:
@@ -89,17 +56,11 @@ def block_rgb(data: PoolMapData) -> np.ndarray:
     return out
 
 
-def occupancy(data, *, width: float = 9.0, height: float = 3.6):
+def occupancy(data: OccupancyData, *, width: float = 9.0, height: float = 3.6):
     """Blocks held per group, stacked, over the steps; cached free blocks (evictable) above them in grey;
-    the usable blocks as the ceiling. `data`: an OccupancyData or a Replay."""
-    data = data if isinstance(data, OccupancyData) else occupancy_data(replay_of(data, OccupancyData))
+    the usable blocks as the ceiling."""
     fig = new_figure(width, height)
-    draw_occupancy(place_axes(fig, left=0.8, right=2.2, top=0.45, bottom=0.55), data)
-    return fig
-
-
-def draw_occupancy(ax, data: OccupancyData) -> None:
-    """`occupancy`'s drawing into a given axes (the answers figure stacks it under the queues)."""
+    ax = place_axes(fig, left=0.8, right=2.2, top=0.45, bottom=0.55)
     x = np.asarray(data.steps)
     layers = [np.asarray(h) for h in data.held] + [np.asarray(data.cached_free)]
     colors = [group_color(i) for i in range(len(data.groups))] + [_CACHED_COLOR]
@@ -114,19 +75,13 @@ def draw_occupancy(ax, data: OccupancyData) -> None:
     ax.tick_params(labelsize=7)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     ax.set_title(f"{data.title}: blocks held per group", fontsize=9, loc="left")
-
-
-def queues(data, *, width: float = 9.0, height: float = 3.0):
-    """Requests running and waiting after every step; a red tick for each step that preempted (its count).
-    `data`: a QueueData or a Replay."""
-    data = data if isinstance(data, QueueData) else queue_data(replay_of(data, QueueData))
-    fig = new_figure(width, height)
-    draw_queues(place_axes(fig, left=0.8, right=2.2, top=0.45, bottom=0.55), data)
     return fig
 
 
-def draw_queues(ax, data: QueueData) -> None:
-    """`queues`' drawing into a given axes (the answers figure adds the capacity line's promise to it)."""
+def queues(data: QueueData, *, width: float = 9.0, height: float = 3.0):
+    """Requests running and waiting after every step; a red tick for each step that preempted (its count)."""
+    fig = new_figure(width, height)
+    ax = place_axes(fig, left=0.8, right=2.2, top=0.45, bottom=0.55)
     x = np.asarray(data.steps)
     ax.step(x, data.running, where="post", color="#4c72b0", lw=1.2, label="running")
     ax.step(x, data.waiting, where="post", color="#dd8452", lw=1.2, label="waiting")
@@ -144,18 +99,13 @@ def draw_queues(ax, data: QueueData) -> None:
     ax.tick_params(labelsize=7)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     ax.set_title(f"{data.title}: the scheduler's queues", fontsize=9, loc="left")
+    return fig
 
 
-def pool_map(data, *, step: int | None = None, columns: int | None = None, width: float = 9.0):
+def pool_map(data: PoolMapData, *, columns: int | None = None, width: float = 9.0):
     """The pool at one step, one cell per block in block-id order (row by row; block b holds the pool's
     bytes [b x bytes_per_block, (b + 1) x bytes_per_block)): held blocks in their group's hue, one shade per
-    request; cached free blocks pale and hatched; free blocks white; the null block black. `data`: a
-    PoolMapData, or a Replay run with record_blocks=True and the `step` to draw."""
-    if not isinstance(data, PoolMapData):
-        require(step is not None, "step: give the step to draw (pool_map(replay, step=...))")
-        data = TimeLapse(replay_of(data, PoolMapData)).at(step)
-    else:
-        require(step is None or step == data.step, f"step={step!r}: the map is of step {data.step}")
+    request; cached free blocks pale and hatched; free blocks white; the null block black."""
     n = data.num_blocks
     if columns is None:
         columns = max(8, min(256, math.ceil(math.sqrt(n * 3))))
