@@ -87,7 +87,7 @@ class Answers:
     def _pcts(self, values: tuple[int, ...]) -> str:
         if not values:
             return "none finished"
-        return ", ".join(f"p{q} {v:,} steps{self.ms(v)}" for q, v in zip(PERCENTILES, values))
+        return ", ".join(f"p{q} {v:,} step{'' if v == 1 else 's'}{self.ms(v)}" for q, v in zip(PERCENTILES, values))
 
     def rows(self) -> list[tuple[str, str]]:
         """(question, answer) pairs, in the order they are printed."""
