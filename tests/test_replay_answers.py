@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import kvviz
 from kvviz.replay import WorkloadRequest, read_trace
 from kvviz.replay.answers import answers, percentiles
-from kvviz.replay.sharing import reachable, shared_spans, sharing_note, whole_blocks
+from kvviz.replay.sharing import model_reach, reachable, shared_spans, sharing_note, whole_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "tests" / "data" / "traces"
@@ -70,18 +70,23 @@ def _reference(name):
 
 
 @pytest.mark.parametrize(
-    "case, window, first, block, kind",
+    "case, window, first, group",
     [
-        # gpt-oss: its sliding window (16-token blocks) hits exactly what the retention rule leaves reachable
-        ("gpt-oss-20b/mooncake-conv-9000", "mooncake-conversation-rows-9000-9149.jsonl", 9000, 16, "sliding"),
+        # gpt-oss: its 128-token sliding window (16-token blocks) hits exactly what retention leaves reachable
+        ("gpt-oss-20b/mooncake-conv-9000", "mooncake-conversation-rows-9000-9149.jsonl", 9000, ("sliding", 16, 128)),
         # Qwen3-Next: 576-token Mamba blocks; nothing is reachable, and vLLM hits nothing
-        ("qwen3-next-80b-a3b/mooncake-synth-1000", "mooncake-synthetic-rows-1000-1119.jsonl", 1000, 576, "mamba"),
+        (
+            "qwen3-next-80b-a3b/mooncake-synth-1000",
+            "mooncake-synthetic-rows-1000-1119.jsonl",
+            1000,
+            ("mamba", 576, None),
+        ),
     ],
 )
-def test_reachable_is_what_vllm_hits(case, window, first, block, kind):
+def test_reachable_is_what_vllm_hits(case, window, first, group):
     ref = _reference(case)
     reqs = read_trace(TRACES / window, first_row=first).requests
-    note = sharing_note(reqs, [("g", kind, block)])
+    note = sharing_note(reqs, [("g", *group)])
     assert note["reachable_tokens"] == ref["totals"]["prefix_cache"]["hits"]
 
 
@@ -90,7 +95,7 @@ def test_vllm_hits_no_more_than_whole_blocks_allow():
     16-token blocks of the shared spans hold (an 18 GiB pool evicts some)."""
     ref = _reference("llama-3.1-8b/mooncake-conv-3000")
     reqs = read_trace(TRACES / "mooncake-conversation-rows-3000-3149.jsonl", first_row=3000).requests
-    note = sharing_note(reqs, [("g", "full", 16)])
+    note = sharing_note(reqs, [("g", "full", 16, None)])
     assert ref["totals"]["prefix_cache"]["hits"] <= note["reachable_tokens"] == 90_624
 
 
@@ -144,3 +149,46 @@ def test_answers_of_a_run_read_its_own_fields():
     assert a.markdown().count("\n| ") == len(a.rows()) + 1
     with pytest.raises(kvviz.base.errors.KvvizError, match="replay: give a kvviz.replay Replay"):
         answers(None)
+
+
+CONFIGS = ROOT / "tests" / "data" / "vllm-0.33"
+MODELS = {  # one of each kind a group can be: full, sliding (128 and 1,024 tokens), Mamba-2, gated delta net
+    "llama-3.1-8b": CONFIGS / "replay" / "configs" / "llama-3.1-8b",
+    "gpt-oss-20b": CONFIGS / "replay-more" / "configs" / "gpt-oss-20b",
+    "gemma-3-27b-text": CONFIGS / "replay" / "configs" / "gemma-3-27b-text",
+    "nemotron-nano-9b-v2": CONFIGS / "replay-more" / "configs" / "nemotron-nano-9b-v2",
+    "qwen3-next-80b-a3b": CONFIGS / "replay" / "configs" / "qwen3-next-80b-a3b",
+}
+
+
+def _chained(seed: int) -> list[WorkloadRequest]:
+    """12 chained prompts, each a prefix of an earlier one's chain and new ids, ending anywhere in a chunk."""
+    import random
+
+    rng = random.Random(seed)
+    chains, out, next_id = [[0, 1]], [], 2
+    for k in range(12):
+        ids = rng.choice(chains)[: rng.randint(1, 6)] + [next_id + i for i in range(rng.randint(0, 6))]
+        next_id += 10
+        chains.append(ids)
+        prompt = rng.randint(max(2, (len(ids) - 1) * 512 - 300), len(ids) * 512 + rng.choice([0, 0, 200]))
+        out.append(_chain(f"r{k}", k * 3000, prompt, ids, out=3))
+    return out
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("seed", [0, 4, 17])
+def test_reach_is_what_a_pool_that_evicts_nothing_hits(model, seed):
+    """A second method for the reach: the replay itself. With requests far apart (each finished before the next)
+    and a pool that evicts nothing, every first admission hits exactly what the sharing rule says: the
+    shared span in whole blocks, where sliding windows and Mamba states kept the blocks a hit needs."""
+    reqs = _chained(seed)
+    plan = kvviz.plan(kvviz.load(str(MODELS[model] / "config.json")), max_model_len=16384)
+    r = kvviz.replay(plan, reqs, budget_gib=200)
+    groups = [
+        (g["name"], g["kind"], g["block_size"], g["sliding_window"]) for g in r.to_json()["kv_cache_config"]["groups"]
+    ]
+    assert r.totals_dict()["total_preemptions"] == 0
+    hits = tuple(x["prefix_hit_tokens_at_admission"] for x in r.request_records())
+    assert hits == model_reach(reqs, groups)  # request for request
+    assert sum(hits) == sharing_note(reqs, groups)["reachable_tokens"] == answers(r).reachable_tokens

@@ -189,7 +189,7 @@ def answers(replay, *, step_ms: float | None = None) -> Answers:
         if r["num_preemptions"]:
             counts[r["num_preemptions"]] = counts.get(r["num_preemptions"], 0) + 1
     most = max(recs, key=lambda r: r["num_preemptions"], default=None)
-    groups = [(g["name"], g["kind"], g["block_size"]) for g in cfg["groups"]]
+    groups = [(g["name"], g["kind"], g["block_size"], g["sliding_window"]) for g in cfg["groups"]]
     share = sharing_note(check(replay.workload), groups) if replay.workload else None  # dicts -> requests
     pc = totals["prefix_cache"]
     return Answers(
