@@ -211,7 +211,8 @@ def read_trace(
     requests, left = [], []
     t0 = None
     last = start
-    for row, number, (t, prompt, output, ids) in rows_of(path, what, start - first_row, end and end - first_row):
+    stop = None if end is None else end - first_row
+    for row, number, (t, prompt, output, ids) in rows_of(path, what, start - first_row, stop):
         row += first_row
         where = f"{what} line {number:,}"
         t0 = t if t0 is None else t0
@@ -227,8 +228,8 @@ def read_trace(
         requests.append(WorkloadRequest(rid, arrival, prompt, output, None, 0, ids, block))
     if t0 is None:
         raise KvvizError(f"{what}: rows={start}:{'' if end is None else end}: the window holds no row")
-    trace = Trace(name, fmt, (start, last), float(step) if step.denominator != 1 else int(step), tuple(requests))
-    trace = dataclasses.replace(trace, left_out=tuple(left))
+    step_value = float(step) if step.denominator != 1 else int(step)
+    trace = Trace(name, fmt, (start, last), step_value, tuple(requests), tuple(left))
     return trace if max_model_len is None else trace.within(max_model_len)
 
 
