@@ -155,6 +155,25 @@ def test_a_fifo_as_trace_does_not_hang(tmp_path):
     assert (r.returncode, r.stdout) == (2, "") and r.stderr.count("\n") == 1 and "a FIFO" in r.stderr
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=MemoryError,
+    reason="issue 38: needs branch w-rfast's pool that grows only as blocks are handed out (kvviz/replay/pool.py); "
+    "remove this mark when it lands",
+)
+def test_a_budget_of_2_to_the_60_bytes_replays(capsys):
+    """Issue 38's hostile `--budget-bytes 2**60` (the flag's top, 1 EiB) ended in MemoryError: it is a pool of
+    2**39 blocks, and every request runs. Llama 3.1 8B's one group of 32 layers, each a block of 16 tokens x K
+    and V x 8 KV heads x 128 x 2 bytes = 2**16 bytes (vLLM 0.33's AttentionSpec.page_size_bytes), is 2**21
+    bytes a block (get_num_blocks: budget // page size // layers), so 2**60 // 2**21 = 2**39 blocks."""
+    argv = ["replay", "--model", "llama-3.1-8b", "--budget-bytes", str(2**60), "--max-model-len", "8192"]
+    code, out, err = _run(argv + ["--trace", str(AZURE), "--rows", "0:20", "--json"], capsys)
+    assert code == 0, err
+    found = json.loads(out)
+    assert found["kv_cache_config"]["num_blocks"] == 2**39
+    assert (found["answers"]["finished"], found["answers"]["preemptions"]) == (20, 0)
+
+
 def test_figure_of_a_run(tmp_path, capsys):
     path = tmp_path / "run.png"
     code, out, err = _run(

@@ -67,7 +67,8 @@ def add_parser(subparsers) -> None:
 
 def planned_replay(args):
     """(model, plan, budget, the replay's own prefix-caching switch) the flags describe: the plan as `kvviz plan`
-    makes it (kvviz.cli.args.plan_from_args, budget_args: one budget rule); --no-prefix-caching is the
+    makes it (kvviz.cli.args.plan_from_args through kvviz.api.make_plan, the one door; budget_args: one budget
+    rule); --no-prefix-caching is the
     replay's switch for any model, and also the plan's where the family takes it (a Mamba hybrid's mode)."""
     from kvviz.cli.args import model_from_args, plan_from_args
 
@@ -143,7 +144,7 @@ def budget_option(args) -> str:
 def write_replay_figure(path, result) -> None:
     """The run's figure (kvviz.views.traffic_replay.answers_figure) to --figure, staged (never through a link)."""
     from kvviz.views.query import save_figure
-    from kvviz.views.report import write_file
+    from kvviz.views.staging import write_file
     from kvviz.views.traffic_replay import answers_figure
 
     fig = answers_figure(result)

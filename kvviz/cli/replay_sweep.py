@@ -85,7 +85,7 @@ def run_sweep(args, figure) -> int:
     result = sweep(model, path, trace=reading, max_num_seqs=args.max_num_seqs, **knobs, **budget, **axes)
     if figure is not None:
         from kvviz.views.query import save_figure
-        from kvviz.views.report import write_file
+        from kvviz.views.staging import write_file
 
         fig = result.figure()
         write_file(figure, lambda tmp: save_figure(fig, tmp), what="--figure")

@@ -16,7 +16,7 @@ import itertools
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import bounded_items, short_repr
+from kvviz.base.inputs import bounded_items, of_type, short_repr
 from kvviz.core.layout import text_table
 
 MAX_SETTINGS = 64  # replays of one sweep (each a whole trace)
@@ -146,6 +146,7 @@ def sweep(model, workload, *, trace: dict | None = None, **given) -> Sweep:
         gpu_spec(name)  # an unknown name is an error, not a row (only a GPU too small for the weights is a row)
     settings = list(itertools.product(*axes.values()))
     require(len(settings) <= MAX_SETTINGS, f"sweep: {len(settings):,} settings; at most {MAX_SETTINGS}")
+    of_type(trace, (dict, type(None)), field="trace", give="a dict of read_trace's arguments, e.g. {'rows': (0, 150)}")
     trace = {k: v for k, v in (trace or {}).items() if v is not None}
     fmt = trace.pop("trace_format", None)
     if isinstance(workload, (str, Path)):
