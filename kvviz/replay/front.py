@@ -115,6 +115,13 @@ def replay(
             "kvviz.replay.chat(64), budget_gib=8)"
         )
     budget = plan_budget(plan, budget_bytes, budget_gib=budget_gib, gpu=gpu, **deployment)
+    # a GPU with pipeline stages gives each stage's worker its own budget (kvviz.core.budgets); the replay's
+    # engine sizes one pool from one budget, so a budget a stage is refused rather than replayed wrong
+    require(
+        not isinstance(budget, tuple),
+        f"budget: one a pipeline stage ({short_repr(budget)} B); the replay takes one budget for every stage: "
+        "give budget_bytes= or budget_gib= (--budget-bytes, --budget-gib)",
+    )
     knobs = scheduler_knobs(
         plan,
         max_model_len=max_model_len,
