@@ -10,7 +10,8 @@ Rules, each from vLLM 0.33's model file (vllm/model_executor/models/):
 * gpt-oss: `sliding_window if layer_idx % 2 == 0` whatever layer_types says (gpt_oss.py);
 * Llama 4: a layer with `no_rope_layers[i] != 0` uses chunked local attention of
   attention_chunk_size, the NoPE layers full attention (llama4.py Llama4Attention);
-* Cohere2: a sliding layer sees sliding_window + 1 tokens (commandr.py CohereAttention);
+* Cohere2 and Cohere2-MoE: a sliding layer sees sliding_window + 1 tokens (commandr.py CohereAttention,
+  cohere2_moe.py Cohere2MoeAttention);
 * Qwen2, GPT-2, OPT, OLMoE, ... (decoder_keys.HEAD_FROM_HIDDEN): head_size = hidden_size //
   num_attention_heads always (qwen2.py Qwen2Attention, ...); elsewhere head_dim, or that quotient
   when the config has none;
@@ -219,8 +220,10 @@ class DecoderFamily(Family):
             kinds, source = config_layer_kinds(text, model_type, n, name=name)
         if plan is None:
             window = getattr(text, "sliding_window", None) if SLIDING in kinds else None
-        if window is not None and model_type == "cohere2":
-            window += 1  # commandr.py: "cohere swa layer sees [pos - sliding_window, pos]"
+        if window is not None and model_type in ("cohere2", "cohere2_moe"):
+            # commandr.py CohereAttention: "cohere swa layer sees [pos - sliding_window, pos]";
+            # cohere2_moe.py Cohere2MoeAttention.__init__ passes config.sliding_window + 1 the same way
+            window += 1
         shared = ()
         n_shared = 0 if backend else getattr(text, "num_kv_shared_layers", 0) or 0
         bounded_int(n_shared, field=f"{name}: num_kv_shared_layers", low=0, high=n - 1)

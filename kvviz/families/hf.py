@@ -135,7 +135,7 @@ def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = N
                 top = _transformers_config(raw, name=name, known_kinds=known_kinds)
             text = top.get_text_config()
     if text is not top:
-        check_top_level(raw, text, name=name)
+        check_top_level(raw, top, text, name=name)
     if getattr(text, "sliding_window", None) == 0:
         # vLLM 0.33 config/model.py ModelConfig.__post_init__: "Some checkpoints set sliding_window to
         # 0 to indicate that sliding window is disabled": it becomes None, every layer full attention.
