@@ -9,6 +9,7 @@ import:
     plan = kvviz.plan(model)              # what vLLM 0.33 does; planner="overlay", "separate", ...
     print(plan)                           # a text byte map with a legend
     print(plan.capacity(40 * 2**30).line) # vLLM's "GPU KV cache size: ..." line
+    r = kvviz.replay(plan, "trace.jsonl", gpu="H100")  # a workload or a published trace, step by step
 
 `import kvviz` is instant: each name below is imported from its module on first use (PEP 562), so
 torch, matplotlib, pandas and ipywidgets load only when a name that needs them is touched.
@@ -47,8 +48,16 @@ _PUBLIC = {
     "render_report": "kvviz.views.report",
     # the explorer (ipywidgets)
     "Explorer": "kvviz.explorer.app",
+    # the pool under traffic: kvviz.replay(plan, workload_or_trace, ...) is a package you call
+    "replay": "kvviz.replay",
+    "read_trace": "kvviz.replay",
+    "occupancy": "kvviz.views.traffic_replay",
+    "queues": "kvviz.views.traffic_replay",
+    "pool_map": "kvviz.views.traffic_replay",
+    "sweep": "kvviz.deploy.traffic",
 }
 _ALIASES = {"model_names": "preset_names"}
+_PACKAGES = {"replay"}  # public names that are the (callable) package itself, not a name inside it
 
 __all__ = list(_PUBLIC)
 
@@ -57,7 +66,8 @@ def __getattr__(name: str):
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'kvviz' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), _ALIASES.get(name, name))
+    found = importlib.import_module(module)
+    value = found if name in _PACKAGES else getattr(found, _ALIASES.get(name, name))
     globals()[name] = value  # later look-ups skip this function
     return value
 
@@ -71,7 +81,12 @@ class _Package(types.ModuleType):
     kvviz.plan's home kvviz.api) is first imported: the import system would otherwise rebind it."""
 
     def __setattr__(self, name: str, value) -> None:
-        if name in _PUBLIC and isinstance(value, types.ModuleType) and value.__name__ == f"{__name__}.{name}":
+        if (
+            name in _PUBLIC
+            and name not in _PACKAGES
+            and isinstance(value, types.ModuleType)
+            and value.__name__ == f"{__name__}.{name}"
+        ):
             return
         super().__setattr__(name, value)
 

@@ -166,6 +166,13 @@ SPECIFIC = {
     "kvviz.verify.source_values": {"device": torch.device("cpu")},
     "kvviz.deploy.fit_table": {"gpus": ("H100",), "tp_sizes": (1,), "contexts": (4096,), "checkpoint_dir": None},
     "kvviz.vllm.offload.offload_for": {"options": Options(kv_offloading_size=8, max_model_len=4096)},
+    # one small workload over two settings (a list axis is what makes it a sweep)
+    "kvviz.deploy.sweep": {
+        "workload": [{"id": "a", "arrival_step": 0, "prompt_len": 40, "output_len": 2}],
+        "max_num_seqs": [1, 2],
+        "max_model_len": 4096,
+        "budget_bytes": 1 << 30,
+    },
 }
 
 

@@ -53,11 +53,11 @@ def test_library_matches_vllm(case):
 _PLANS = {}
 
 
-def _plan(name):
-    if name not in _PLANS:
+def _plan(name, max_model_len=2048):
+    if (name, max_model_len) not in _PLANS:
         path = DATA / "configs" / name / "config.json"
-        _PLANS[name] = kvviz.plan(kvviz.load(str(path)), max_model_len=2048)
-    return _PLANS[name]
+        _PLANS[name, max_model_len] = kvviz.plan(kvviz.load(str(path)), max_model_len=max_model_len)
+    return _PLANS[name, max_model_len]
 
 
 @st.composite
@@ -126,7 +126,7 @@ def test_never_admitted_is_reported():
 @pytest.mark.parametrize(
     "text, words",
     [
-        ('{"id": "a", "arrival_step": 0, "prompt_len": 5, "output_len": 1}\n{oops\n', ["line 2", "not JSON"]),
+        ('{"id": "a", "arrival_step": 0, "prompt_len": 5, "output_len": 1}\n{oops\n', ["line 2", "malformed JSON"]),
         ('{"id": "a", "arrival_step": 0, "prompt_len": -5, "output_len": 1}\n', ["line 1", "prompt_len"]),
         ('{"id": "a", "arrival_step": -1, "prompt_len": 5, "output_len": 1}\n', ["line 1", "arrival_step"]),
         (
@@ -183,7 +183,7 @@ def test_generators_seeded_and_replayable(gen):
 
     f = getattr(generators, gen)
     assert f(seed=3) == f(seed=3)
-    r = replay(_plan("llama-3.1-8b"), f(seed=3)[:20], budget_bytes=2**30, max_model_len=8192, check_invariants=True)
+    r = replay(_plan("llama-3.1-8b", 8192), f(seed=3)[:20], budget_bytes=2**30, check_invariants=True)
     assert r.totals_dict()["num_finished"] == 20
 
 

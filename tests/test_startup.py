@@ -91,6 +91,9 @@ def test_each_public_name_resolves_to_its_module(name):
     rel = module.split(".", 1)[1].replace(".", "/")  # kvviz.core.plan -> core/plan(.py | /__init__.py)
     assert (PACKAGE / f"{rel}.py").exists() or (PACKAGE / rel / "__init__.py").exists(), f"{name}: no module {module}"
     value = getattr(kvviz, name)
+    if name in kvviz._PACKAGES:  # kvviz.replay: the package itself, which is callable
+        assert value is sys.modules[module] and callable(value)
+        return
     assert value is getattr(sys.modules[module], kvviz._ALIASES.get(name, name))  # model_names = preset_names
     assert getattr(value, "__module__", module).startswith("kvviz")
 
@@ -100,6 +103,13 @@ def test_verify_stays_the_function_when_its_module_is_imported():
     import kvviz.verify  # noqa: F401  (the import system binds the submodule on the package)
 
     assert callable(kvviz.verify) and kvviz.verify.__name__ == "verify"
+
+
+def test_replay_stays_the_callable_package_when_its_modules_are_imported():
+    import kvviz.replay.engine  # noqa: F401  (binds kvviz.replay, the package, on kvviz)
+    from kvviz.replay import chat
+
+    assert kvviz.replay is sys.modules["kvviz.replay"] and kvviz.replay.chat is chat and callable(kvviz.replay)
 
 
 def test_unknown_attribute_is_an_attribute_error():

@@ -4,7 +4,8 @@ Every way a file can be wrong ends in one `KvvizError` naming the option and the
 where the problem arises (never a blanket catch-all further up):
 
 * only regular files are read (a FIFO would block forever, /dev/zero would never end), and at most
-  `MAX_INPUT_BYTES` of them;
+  `MAX_INPUT_BYTES` of them; files of one record a line (workloads, traces) are streamed line by line
+  (`read_lines`), never read whole, each line at most `MAX_LINE_BYTES`;
 * the text must be UTF-8 (a latin-1 or UTF-16 file is refused, not half-decoded);
 * the JSON must parse, hold no key twice in one object, nest at most as deep as Python's parser
   allows, hold no integer longer than
@@ -24,6 +25,7 @@ import itertools
 import json
 import math
 import os
+import re
 import stat
 from collections.abc import Callable
 
@@ -31,7 +33,9 @@ from kvviz.base.errors import KvvizError, require
 
 # ---- bounds (each in the message that enforces it) -----------------------------------------
 MAX_INPUT_BYTES = 32 << 20  # 32 MiB: an HF config.json is a few KiB, a groups file of MAX_LAYERS layers ~8 MiB
+MAX_LINE_BYTES = 1 << 20  # one line of a workload or trace (a Mooncake line of 374 hash ids is ~3 KiB)
 MAX_INT_DIGITS = 100  # JSON integers: far above every bound below, far below Python's 4,300-digit limit
+_LONG_DIGITS = re.compile(rf"\d{{{MAX_INT_DIGITS + 1}}}")
 MAX_LAYERS = 1 << 17  # 131,072 layers of a model (MTP included) or entries of a groups file: above the
 # 100,000 layers kvviz plans, prints and renders to JSON in seconds (benchmarks/bench_scale.py)
 MAX_DIM = 1 << 16  # head_dim, qk_rope_head_dim, index_head_dim
@@ -93,7 +97,10 @@ def printable(path) -> str:
 
 
 def short_repr(value: object) -> str:
-    """repr() cut to one short line (a JSON list in an error message can be huge)."""
+    """repr() cut to one short line (a JSON list in an error message can be huge; an integer of more than
+    4,300 digits, which Python will not print, by its size)."""
+    if type(value) is int and value.bit_length() > 200:
+        return f"<an integer of {value.bit_length():,} bits>"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -142,20 +149,61 @@ def _reject_bad_strings(doc: object) -> None:
             stack.extend(item)
 
 
-def read_bytes(path: str | os.PathLike, *, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; anything else is a KvvizError naming `what`."""
+def open_regular(path: str | os.PathLike, *, what: str, give: str = "a JSON file") -> int:
+    """A read-only file descriptor of the regular file `path`; a FIFO, a device (/dev/zero, /dev/urandom), a
+    socket or a folder is refused in one line naming `what`, before a byte is read (opened with O_NONBLOCK, so a
+    FIFO without a writer is refused at once instead of waiting forever)."""
     require(str(path) != "", f"{what} '': needs a file name")
     p = str(path)
     try:
-        # O_NONBLOCK: opening a FIFO for reading must not wait for a writer; it is refused below.
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        raise KvvizError(f"{what} {p!r}: cannot read ({e.strerror or e})") from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the name
+        raise KvvizError(f"{what} {short_repr(p)}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = {stat.S_IFIFO: " (a FIFO)", stat.S_IFCHR: " (a device)", stat.S_IFSOCK: " (a socket)"}.get(
+            stat.S_IFMT(mode), ""
+        )
+        kind = "a folder" if stat.S_ISDIR(mode) else f"not a regular file{kind}"
+        raise KvvizError(f"{what} {short_repr(p)}: is {kind}; give {give}")
+    return fd
+
+
+def read_lines(path: str | os.PathLike, *, what: str, give: str, max_line_bytes: int = MAX_LINE_BYTES):
+    """The lines of a regular text file as (line number, text without its line end), streamed: at most
+    `max_line_bytes` + 1 bytes are read for one line, so a file of zeros or a line of megabytes is refused at
+    that line, never read whole. Not UTF-8, a NUL byte (binary data, UTF-16) or a line too long: one KvvizError
+    naming `what` and the line number."""
+    with os.fdopen(open_regular(path, what=what, give=give), "rb", buffering=1 << 16) as f:
+        for number in itertools.count(1):
+            try:
+                raw = f.readline(max_line_bytes + 1)
+            except OSError as e:
+                raise KvvizError(f"{what} line {number:,}: cannot read ({e.strerror or e})") from None
+            if not raw:
+                return
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                raise KvvizError(f"{what} line {number:,}: longer than {max_line_bytes:,} bytes (not {give}?)")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise KvvizError(
+                    f"{what} line {number:,}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1:,})"
+                ) from None
+            if "\x00" in text:
+                raise KvvizError(
+                    f"{what} line {number:,}: a NUL byte at column {text.index(chr(0)) + 1:,} (binary data?)"
+                )
+            yield number, (text.lstrip("\ufeff") if number == 1 else text).rstrip("\r\n")  # a BOM is no content
+
+
+def read_bytes(path: str | os.PathLike, *, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; anything else is a KvvizError naming `what`."""
+    p = str(path)
+    fd = open_regular(path, what=what)
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            raise KvvizError(f"{what} {p!r}: is {kind}; give a JSON file")
         if info.st_size > limit:
             raise KvvizError(f"{what} {p!r}: is {info.st_size:,} bytes; at most {limit:,} are read")
         chunks, size = [], 0
@@ -182,16 +230,32 @@ def parse_json(data: bytes, *, what: str) -> object:
         raise KvvizError(f"{what}: is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start:,})") from None
     if "\x00" in text:  # valid UTF-8, but no JSON text holds a NUL: UTF-16 or binary
         raise KvvizError(f"{what}: is not UTF-8 text (a NUL byte at offset {data.index(0):,}; UTF-16?)")
+    return parse_json_text(text, what=what)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_parse_constant, object_pairs_hook=_object_without_duplicates)
+_CHECKED_INTS = json.JSONDecoder(
+    parse_int=_parse_int, parse_constant=_parse_constant, object_pairs_hook=_object_without_duplicates
+)
+
+
+def parse_json_text(text: str, *, what: str) -> object:
+    """JSON from text (one file, or one line of a JSON Lines file), with the rules of the module docstring;
+    every failure a one-line KvvizError naming `what`."""
+    # the hooks in Python cost ~1 us an integer: a text without a run of MAX_INT_DIGITS + 1 digits holds no
+    # integer too long, so C's int parser reads it (one line of a trace holds hundreds of integers)
+    decoder = _CHECKED_INTS if _LONG_DIGITS.search(text) is not None else _DECODER
     try:
-        doc = json.loads(
-            text, parse_int=_parse_int, parse_constant=_parse_constant, object_pairs_hook=_object_without_duplicates
-        )
+        doc = decoder.decode(text)
     except json.JSONDecodeError as e:
-        raise KvvizError(f"{what}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        where = f"line {e.lineno} column {e.colno}" if "\n" in text else f"column {e.colno}"
+        raise KvvizError(f"{what}: malformed JSON at {where}: {e.msg}") from None
     except RecursionError:
         raise KvvizError(f"{what}: JSON nested too deeply") from None
     except KvvizError as e:
         raise KvvizError(f"{what}: {e}") from None
+    if "\\u" not in text:  # a lone surrogate can only come from a \\u escape (an encoded one is not UTF-8)
+        return doc
     try:
         _reject_bad_strings(doc)
     except KvvizError as e:

@@ -1,6 +1,7 @@
 """Deploying on a GPU: its memory (`gpus`), the weights a checkpoint or config.json says it holds
 (`weights`), the KV budget vLLM 0.33 is left with (`budget`), the largest context and batch that fit
-(`autofit`), the fit table across GPUs and TP sizes (`fit`) and data parallel / attention DP (`parallel`)."""
+(`autofit`), the fit table across GPUs and TP sizes (`fit`), data parallel / attention DP (`parallel`) and
+what-if under traffic: one trace replayed at every setting (`traffic`)."""
 
 from kvviz.base.lazy import lazy_exports
 
@@ -34,6 +35,9 @@ _NAMES = {
     "data_parallel": "parallel",
     "AttentionLayouts": "parallel",
     "attention_layouts": "parallel",
+    "Sweep": "traffic",
+    "SweepRow": "traffic",
+    "sweep": "traffic",
 }
 __all__ = list(_NAMES)
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)

@@ -44,6 +44,12 @@ class Replay:
     # Per step, the blocks whose state changed: ((block id, state, group, request id), ...) with state 1
     # held, 2 free but cached (evictable), 0 free; empty unless replayed with record_blocks=True.
     block_log: tuple = ()
+    # JSON text of what the front door noted (kvviz/replay/front.py): the trace read and the capacity line's
+    # promise; "" when the engine ran alone
+    notes: str = ""
+    # the requests replayed, as given (WorkloadRequests or dicts; the front door keeps them: the answers read
+    # their sharing); not compared
+    workload: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
     @classmethod
     def build(cls, inputs, config, steps: StepLog, requests: RequestLog, stats, block_log: tuple = ()) -> "Replay":
@@ -110,7 +116,7 @@ class Replay:
             "steps": self.step_columns(),
             "requests": self.request_records(),
             "totals": self.totals_dict(),
-        }
+        } | ({"notes": self.notes_dict()} if self.notes else {})
 
     def to_dataframe(self, what: str = "steps"):
         """A pandas DataFrame: one row per step (`what='steps'`) or per request (`what='requests'`)."""
@@ -123,6 +129,16 @@ class Replay:
         from kvviz.base.errors import KvvizError
 
         raise KvvizError(f"what={what!r}: choose 'steps' or 'requests'")
+
+    def with_notes(self, workload: tuple = (), **notes) -> "Replay":
+        """A copy carrying more notes (JSON values: what the front door read, the capacity line's promise) and
+        the `workload` replayed; the steps, requests and totals are the same objects."""
+        notes = json.dumps({**self.notes_dict(), **notes}, sort_keys=True)
+        return dataclasses.replace(self, notes=notes, workload=workload or self.workload)
+
+    def notes_dict(self) -> dict:
+        """The notes as a dict ({} for a replay made by the engine alone)."""
+        return json.loads(self.notes) if self.notes else {}
 
     def dumps(self) -> str:
         """`to_json()` as JSON text, as `kvviz replay --json` prints it."""

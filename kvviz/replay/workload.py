@@ -8,7 +8,9 @@ different lengths share the shorter); everything else in a prompt is unique. Wit
 is built block by block, `hash_block_tokens` tokens of block `h`'s own token stream for each id `h`, cut
 at `prompt_len`; the rest past the ids is unique: two requests share exactly their common leading ids'
 tokens (an id stands for its block and every block before it). Bad input raises `KvvizError` in one line
-naming the line number and the field."""
+naming the line number and the field, bounded to a few hundred characters whatever the input holds (a key of
+megabytes, a list as id, an integer of a million digits); a file is streamed line by line
+(kvviz.base.inputs.read_lines: regular files only, each line at most MAX_LINE_BYTES), never read whole."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import json
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError
+from kvviz.base.inputs import parse_json_text, read_lines, short_repr
 
 FIELDS = ("id", "arrival_step", "prompt_len", "output_len", "prefix_group", "prefix_len")
 HASH_FIELDS = ("hash_ids", "hash_block_tokens")  # the hash-chain form's optional pair
@@ -46,9 +49,9 @@ class WorkloadRequest:
 
 def _int(value, where: str, field: str, low: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise KvvizError(f"{where}: {field}={value!r}: must be an integer")
+        raise KvvizError(f"{where}: {field}={short_repr(value)}: must be an integer")
     if value < low:
-        raise KvvizError(f"{where}: {field}={value}: must be at least {low}")
+        raise KvvizError(f"{where}: {field}={short_repr(value)}: must be at least {low}")
     return value
 
 
@@ -59,15 +62,17 @@ def request_from(obj, where: str) -> WorkloadRequest:
     for field in ("id", "arrival_step", "prompt_len", "output_len"):
         if field not in obj:
             raise KvvizError(f"{where}: {field}: missing")
-    unknown = sorted(set(obj) - set(FIELDS) - set(HASH_FIELDS))
+    unknown = [k for k in obj if k not in FIELDS and k not in HASH_FIELDS]
     if unknown:
-        raise KvvizError(f"{where}: {unknown[0]}: unknown field (fields are {', '.join(FIELDS + HASH_FIELDS)})")
+        raise KvvizError(
+            f"{where}: {short_repr(unknown[0])}: unknown field (fields are {', '.join(FIELDS + HASH_FIELDS)})"
+        )
     rid = obj["id"]
     if not isinstance(rid, str) or not rid:
-        raise KvvizError(f"{where}: id={rid!r}: must be a non-empty string")
+        raise KvvizError(f"{where}: id={short_repr(rid)}: must be a non-empty string")
     group = obj.get("prefix_group")
     if group is not None and (not isinstance(group, str) or not group):
-        raise KvvizError(f"{where}: prefix_group={group!r}: must be a non-empty string or null")
+        raise KvvizError(f"{where}: prefix_group={short_repr(group)}: must be a non-empty string or null")
     prompt = _int(obj["prompt_len"], where, "prompt_len", 1)
     plen = _int(obj.get("prefix_len", 0), where, "prefix_len", 0)
     if plen > prompt:
@@ -96,7 +101,7 @@ def _hash_chain(obj: dict, where: str, group) -> tuple[tuple[int, ...] | None, i
         missing = "hash_ids" if ids is None else "hash_block_tokens"
         raise KvvizError(f"{where}: {missing}: missing (hash_ids and hash_block_tokens come together)")
     if group is not None:
-        raise KvvizError(f"{where}: prefix_group={group!r}: must be null on a line with hash_ids")
+        raise KvvizError(f"{where}: prefix_group={short_repr(group)}: must be null on a line with hash_ids")
     if not isinstance(ids, list):
         raise KvvizError(f"{where}: hash_ids: must be a list of integers")
     for k, h in enumerate(ids):
@@ -105,15 +110,30 @@ def _hash_chain(obj: dict, where: str, group) -> tuple[tuple[int, ...] | None, i
 
 
 def check(requests, max_model_len: int | None = None, what: str = "workload") -> tuple[WorkloadRequest, ...]:
-    """Refuse duplicate ids and (with `max_model_len`) requests longer than it; return them as a tuple."""
+    """Refuse duplicate ids and (with `max_model_len`) requests longer than it; return them as a tuple.
+    `requests`: WorkloadRequests or dicts of the JSON Lines fields (named 'workload line N' in errors)."""
+    if isinstance(requests, (str, bytes, dict)) or not hasattr(requests, "__iter__"):
+        raise KvvizError(
+            f"{what}={short_repr(requests)}: give WorkloadRequests, dicts of the workload fields, or a file path"
+        )
+    return _checked(
+        (
+            (i, r if isinstance(r, WorkloadRequest) else request_from(r, f"{what} line {i}"))
+            for i, r in enumerate(requests, 1)
+        ),
+        max_model_len,
+        what,
+    )
+
+
+def _checked(numbered, max_model_len: int | None, what: str) -> tuple[WorkloadRequest, ...]:
+    """(line number, request) pairs, each checked as it comes: no duplicate id, none longer than max_model_len."""
     seen: dict = {}
     out = []
-    for i, r in enumerate(requests, 1):
-        if not isinstance(r, WorkloadRequest):
-            r = request_from(r, f"{what} line {i}")
-        if r.id in seen:
-            raise KvvizError(f"{what} line {i}: id={r.id!r}: duplicate of line {seen[r.id]}")
-        seen[r.id] = i
+    for i, r in numbered:
+        first = seen.setdefault(r.id, i)
+        if first != i:
+            raise KvvizError(f"{what} line {i}: id={short_repr(r.id)}: duplicate of line {first}")
         if max_model_len is not None and r.prompt_len + r.output_len > max_model_len:
             raise KvvizError(
                 f"{what} line {i}: prompt_len + output_len = {r.prompt_len + r.output_len}: longer than "
@@ -123,38 +143,23 @@ def check(requests, max_model_len: int | None = None, what: str = "workload") ->
     return tuple(out)
 
 
+def parsed_lines(lines, what: str):
+    """(line number, request) for each non-blank line of (line number, text) pairs."""
+    for i, line in lines:
+        if line.strip():
+            yield i, request_from(parse_json_text(line, what=f"{what} line {i}"), f"{what} line {i}")
+
+
 def loads(text: str, max_model_len: int | None = None, what: str = "workload") -> tuple[WorkloadRequest, ...]:
     """Requests from JSON Lines text (blank lines skipped)."""
-    out = []
-    for i, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise KvvizError(f"{what} line {i}: not JSON ({e.msg} at column {e.colno})") from None
-        out.append((i, request_from(obj, f"{what} line {i}")))
-    seen: dict = {}
-    for i, r in out:
-        if r.id in seen:
-            raise KvvizError(f"{what} line {i}: id={r.id!r}: duplicate of line {seen[r.id]}")
-        seen[r.id] = i
-        if max_model_len is not None and r.prompt_len + r.output_len > max_model_len:
-            raise KvvizError(
-                f"{what} line {i}: prompt_len + output_len = {r.prompt_len + r.output_len}: longer than "
-                f"max_model_len={max_model_len}"
-            )
-    return tuple(r for _, r in out)
+    return _checked(parsed_lines(enumerate(text.splitlines(), 1), what), max_model_len, what)
 
 
 def read_jsonl(path, max_model_len: int | None = None) -> tuple[WorkloadRequest, ...]:
-    """Requests from a JSON Lines file."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise KvvizError(f"workload {str(path)!r}: cannot read ({e.__class__.__name__})") from None
-    return loads(text, max_model_len, what=f"workload {p.name}")
+    """Requests from a JSON Lines file, streamed line by line (kvviz.base.inputs.read_lines)."""
+    what = f"workload {short_repr(Path(path).name)}" if str(path) else "workload"
+    lines = read_lines(path, what=what, give="a JSON Lines workload")
+    return _checked(parsed_lines(lines, what), max_model_len, what)
 
 
 def dumps(requests) -> str:

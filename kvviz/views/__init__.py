@@ -18,6 +18,8 @@ Drawing (matplotlib, no pyplot; each returns a `KvvizFigure`):
     blockmap  block_map     compare  before_after    planes  pool_planes    sidebyside  side_by_side
     live      live_bytes    anatomy  page_anatomy
     traffic   occupancy, queues, pool_map (the pool under traffic)
+    traffic_replay  the same taking the Replay itself (kvviz.occupancy(r), ...), answers_figure (a replay's
+              answers), sweep_figure (a SweepData: one bar per setting)
     query     find_patches, patch_ranges, figure_texts, legend_labels, save_figure, to_png_bytes
     legend    the key and the sliver note;   canvas  the shared drawing primitives
 
@@ -95,6 +97,9 @@ _NAMES = {
     "occupancy": "traffic",
     "queues": "traffic",
     "pool_map": "traffic",
+    "answers_figure": "traffic_replay",
+    "SweepData": "traffic_replay",
+    "sweep_figure": "traffic_replay",
 }
 __all__ = list(_NAMES)
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
