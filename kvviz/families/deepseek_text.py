@@ -27,7 +27,7 @@ from types import SimpleNamespace
 
 from kvviz.base.errors import require
 from kvviz.core.declare import AttentionCache
-from kvviz.families.hf import field, kv_heads_per_rank
+from kvviz.families.hf import config_class, field, kv_heads_per_rank
 
 # the model_type kvviz gives a text config read as vLLM's DeepseekVLV2TextConfig (its own model_type is
 # deepseek_v2, which transformers' DeepseekV2Config reads, refusing kv_lora_rank None)
@@ -48,9 +48,7 @@ class MHAttention:
 
 @functools.cache
 def _deepseek_v2_defaults() -> dict:
-    from transformers import DeepseekV2Config  # heavy: only when such a config is read
-
-    return DeepseekV2Config().to_dict()
+    return config_class("deepseek_v2")().to_dict()
 
 
 def vl_v2_text(raw: dict) -> SimpleNamespace:

@@ -4,21 +4,30 @@ config for multimodal models, and vLLM's resolutions of the dtype and max_model_
 (vllm/config/model.py). Nothing is downloaded: the JSON is handed to the config class directly
 (`from_dict`, the last step of `AutoConfig.from_pretrained`).
 
-transformers imports torch (seconds), so it is imported inside `_transformers_config`, only when
-a config is parsed; `kvviz models` and everything else stay light.
+The one door to transformers is `transformers_module` (and the names built on it: `config_class`,
+`transformers_knows`, `causal_lm_of`): imported only when a config is parsed for the first time
+(kvviz.families.parsed keeps the result), and with torch kept out of the process. transformers
+imports torch whenever it can (`is_torch_available()`, ~3 s), though its config classes need none;
+in a process that has not imported torch, kvviz hides it while transformers is imported, so
+transformers takes itself for a torch-less install (its configuration and tokenizer parts only, for
+the rest of the process) and torch stays importable by anyone after. A process that imported torch
+(or transformers) before is left as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
+import sys
 import types
+from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import finite_number, short_repr
 from kvviz.base.quiet import quiet_library
 from kvviz.families.decoder_keys import CUSTOM_CODE_TYPES
 from kvviz.families.hf_bounds import _DTYPES, bound_layers, check_text_config, check_top_level
-from kvviz.families.hf_fast import fast_read
 
 # vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS: a float16 checkpoint of these is served in bf16.
 FLOAT16_NOT_SUPPORTED = ("gemma2", "gemma3", "gemma3_text", "glm4")
@@ -54,41 +63,85 @@ def check_kinds(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None) ->
                     )
 
 
-def check_layer_lists(configs, *, name: str) -> None:
-    """What transformers' PreTrainedConfig.validate_layer_type checks, for a config read from the
-    table: layer_types (and mlp_layer_types) lists one entry per layer."""
-    for config in configs:
-        n = getattr(config, "num_hidden_layers", None)
-        for key in ("layer_types", "mlp_layer_types"):
-            layers = getattr(config, key, None)
-            if isinstance(layers, (list, tuple)) and isinstance(n, int):
-                require(
-                    len(layers) == n,
-                    f"{name}: {key} has {len(layers)} entries, num_hidden_layers is {n} (transformers, which "
-                    f"vLLM 0.33 reads, refuses)",
-                )
+@contextlib.contextmanager
+def _torch_kept_out():
+    """Within the block `import torch` finds nothing (a None in sys.modules: importlib.util.find_spec answers
+    None, so transformers' is_torch_available() is False), unless this process imported torch or transformers
+    before; afterwards torch is importable again."""
+    if "torch" in sys.modules or "transformers" in sys.modules:
+        yield
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if "torch" in sys.modules and sys.modules["torch"] is None:
+            del sys.modules["torch"]
 
 
-def _transformers_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = None):
+def transformers_module(name: str = "transformers.models.auto.configuration_auto"):
+    """A module of transformers (by default the one holding CONFIG_MAPPING), imported with torch kept out
+    (the package first: a None in sys.modules for it stands for "not installed"); one line when transformers
+    is not installed."""
+    import importlib
+
+    try:
+        with _torch_kept_out(), quiet_library():
+            importlib.import_module("transformers")
+            return importlib.import_module(name)
+    except ImportError:  # e.g. a GPU box with torch alone: DeepSeek V4 and --groups still work
+        raise KvvizError(
+            "reading this model's config needs transformers, which is not importable here (pip install transformers)"
+        ) from None
+
+
+def transformers_knows(model_type) -> bool:
+    """Whether transformers ships a config class for `model_type` (its CONFIG_MAPPING)."""
+    return isinstance(model_type, str) and model_type in transformers_module().CONFIG_MAPPING
+
+
+def config_class(model_type: str):
+    """transformers' config class of `model_type` (CONFIG_MAPPING[model_type])."""
+    return transformers_module().CONFIG_MAPPING[model_type]
+
+
+def causal_lm_of(model_type) -> str | None:
+    """transformers' causal-LM class name of `model_type` (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), or None."""
+    names = transformers_module("transformers.models.auto.modeling_auto").MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    return names.get(model_type)
+
+
+@functools.cache
+def transformers_version() -> str:
+    """The installed transformers' version, read from its dist-info folder's name on sys.path (what
+    importlib.metadata reads, without importing transformers); "none" when it is not installed."""
+    for entry in sys.path:
+        try:
+            found = sorted(Path(entry or ".").glob("transformers-*.dist-info"))
+        except OSError:
+            continue
+        if found:
+            return found[0].name[len("transformers-") : -len(".dist-info")]
+    return "none"
+
+
+def _transformers_config(raw: dict, *, name: str):
     """The transformers config object for a parsed config.json (no download)."""
     model_type = raw.get("model_type")
     require(isinstance(model_type, str), f"{name}: config is missing field 'model_type'")
-    # Heavy import (transformers pulls in torch); only reached when an HF config is parsed.
     try:
-        from transformers import CONFIG_MAPPING
-    except ImportError:  # e.g. a GPU box with torch alone: DeepSeek V4 and --groups still work
-        raise KvvizError(
-            f"{name}: reading a hybrid model's config needs transformers, which is not "
-            f"importable here (pip install transformers)"
-        ) from None
-
-    if model_type not in CONFIG_MAPPING:
+        known = transformers_knows(model_type)
+    except KvvizError as e:
+        raise KvvizError(f"{name}: {e}") from None
+    if not known:
         raise KvvizError(
             f"{name}: model_type {short_repr(model_type)}: unknown to transformers; kvviz cannot read this architecture"
         )
-    check_text_config(raw, CONFIG_MAPPING[model_type], name=name)
+    cls = config_class(model_type)
+    check_text_config(raw, cls, name=name)
     try:
-        return CONFIG_MAPPING[model_type].from_dict(raw)
+        with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
+            return cls.from_dict(raw)
     except Exception as e:  # noqa: BLE001 - any rejection by transformers becomes one line
         cause = e.__cause__ or e
         lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
@@ -126,14 +179,8 @@ def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = N
         top = text = _namespace(_with_vllm_defaults(raw, model_type))
     else:
         check_kinds(raw, name=name, known_kinds=known_kinds)
-        fast = fast_read(raw)  # the class defaults from kvviz's table: no transformers, no torch
-        if fast is not None:
-            top, text = fast
-            check_layer_lists((top, text), name=name)
-        else:
-            with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
-                top = _transformers_config(raw, name=name, known_kinds=known_kinds)
-            text = top.get_text_config()
+        top = _transformers_config(raw, name=name)
+        text = top.get_text_config()
     if text is not top:
         check_top_level(raw, text, name=name)
     if getattr(text, "sliding_window", None) == 0:

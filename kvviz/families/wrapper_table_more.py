@@ -12,6 +12,7 @@ import types
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
 from kvviz.families import transformers_backend, wrapper_table
+from kvviz.families.hf import config_class, transformers_knows
 from kvviz.families.wrapper_table import Wrapper
 
 
@@ -60,10 +61,8 @@ MINICPMO_LLM = {(2, 6): "Qwen2ForCausalLM", (4, 5): "Qwen3ForCausalLM"}
 
 def _built(model_type: str, fields: dict):
     """transformers' config class of `model_type` built from `fields`, as the vLLM config classes do."""
-    from transformers import CONFIG_MAPPING  # heavy: only when such a wrapper's config is read
-
     try:
-        return CONFIG_MAPPING[model_type](**{k: v for k, v in fields.items() if k != "model_type"})
+        return config_class(model_type)(**{k: v for k, v in fields.items() if k != "model_type"})
     except (TypeError, ValueError) as e:
         raise KvvizError(f"{model_type} config: {str(e).splitlines()[0]}") from None
 
@@ -105,9 +104,7 @@ def _ultravox(raw, text, hf_text, *, name):
     fields = raw.get("text_config") or {}
     model_type = fields.get("model_type", "llama") if isinstance(fields, dict) else None
     require(isinstance(model_type, str), f"{name}: text_config.model_type={short_repr(model_type)}: must be a name")
-    from transformers import CONFIG_MAPPING
-
-    require(model_type in CONFIG_MAPPING, f"{name}: text_config.model_type={model_type!r}: no transformers config")
+    require(transformers_knows(model_type), f"{name}: text_config.model_type={model_type!r}: no transformers config")
     text, cfg = _as_config(model_type, fields, name=name, what="text_config")
     text["architectures"] = fields.get("architectures")
     return text, cfg.get_text_config(), None

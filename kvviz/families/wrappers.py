@@ -33,9 +33,16 @@ import types
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
-from kvviz.families import decoder, deepseek_v4, hf_fast, mla, state
+from kvviz.families import decoder, deepseek_v4, mla, state
 from kvviz.families.deepseek_text import VL_V2_TEXT
-from kvviz.families.hf import derive_max_model_len, read_config, resolve_dtype, vllm_own_defaults
+from kvviz.families.hf import (
+    causal_lm_of,
+    derive_max_model_len,
+    read_config,
+    resolve_dtype,
+    transformers_knows,
+    vllm_own_defaults,
+)
 from kvviz.families.refused import refusal
 from kvviz.families.registry import ARCHITECTURES, FAMILIES, Family, Model, check_call, model_method, register
 from kvviz.families.wrapper_table import Wrapper
@@ -148,27 +155,17 @@ def wrap(model: Model, lm: Model) -> Model:
 
 
 def _plain(value):
-    """kvviz's table reader's namespace (kvviz.families.hf_fast) as the dict transformers' to_dict() gives:
-    nested parts (text_config) as dicts, so the language model's reader sees the same JSON either way."""
+    """A namespace of a config kvviz read as JSON (custom code, vLLM's own class) as the dict transformers'
+    to_dict() gives: nested parts (text_config) as dicts, so the language model's reader sees the same JSON
+    either way."""
     if isinstance(value, types.SimpleNamespace):
         return {k: _plain(v) for k, v in vars(value).items()}
     return value
 
 
-def _transformers_knows(model_type) -> bool:
-    """Whether transformers ships a config class of `model_type`: the table kvviz reads configs with
-    (kvviz.families.hf_fast, made from the installed transformers' CONFIG_MAPPING) says so without
-    importing it; for a model_type the table does not hold, transformers' CONFIG_MAPPING itself."""
-    if isinstance(model_type, str) and model_type in hf_fast.table()["models"]:
-        return True
-    from transformers import CONFIG_MAPPING  # heavy: only for a model_type the table does not hold
-
-    return model_type in CONFIG_MAPPING
-
-
 def _top_and_text(raw: dict, entry: Wrapper, *, name: str):
     """(top config, vLLM's get_text_config(), the config the language model is built from) of the wrapper."""
-    if _transformers_knows(raw.get("model_type")):
+    if transformers_knows(raw.get("model_type")):
         top, hf_text = read_config(raw, name=name)
         sub = top
         for part in entry.source_path:
@@ -219,9 +216,7 @@ class WrapperReader(Family):
             text, hf_text, chosen = entry.rule(raw, text, hf_text, name=name)
         lm_arch = chosen or entry.lm or next(iter(text.get("architectures") or []), None)
         if lm_arch is None:
-            from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
-            lm_arch = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(text.get("model_type"))
+            lm_arch = causal_lm_of(text.get("model_type"))
         require(
             lm_arch is not None,
             f"{name}: {entry.source} names no architectures and its model_type "
