@@ -26,8 +26,9 @@ from pathlib import Path
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import finite_number, short_repr
 from kvviz.base.quiet import quiet_library
-from kvviz.families.decoder_keys import CUSTOM_CODE_TYPES
 from kvviz.families.hf_bounds import _DTYPES, bound_layers, check_text_config, check_top_level
+from kvviz.families.record import JSON, VLLM, Read
+from kvviz.families.registry import read_of
 
 # vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS: a float16 checkpoint of these is served in bf16.
 FLOAT16_NOT_SUPPORTED = ("gemma2", "gemma3", "gemma3_text", "glm4")
@@ -163,23 +164,31 @@ def _non_finite_fields(raw: dict) -> list[str]:
     return out
 
 
-def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = None, custom_code: bool = False):
-    """(top-level config, text config) as vLLM sees them: transformers' config classes where
-    transformers knows the model_type; a plain namespace of the JSON (and its text_config) where
-    it does not (vLLM ships its own config class then, e.g. kimi_k2, which reads the same fields),
-    or where the model is custom code (`custom_code`: the model's own class holds the JSON's keys)."""
+def read_config(raw: dict, *, name: str, read: Read | None = None, known_kinds: tuple[str, ...] | None = None):
+    """(top-level config, text config) as vLLM sees them, read through the config class of the architecture's
+    record (`read`, where it applies to the config's model_type) or of the model_type's record
+    (kvviz.families.registry.read_of): transformers' class (as AutoConfig gives it to vLLM), vLLM's own class
+    (its defaults under the JSON), or a plain namespace of the JSON (and its text_config) where the model is
+    custom code whose own class holds the JSON's keys (with that class's aliases and defaults)."""
     require(isinstance(raw, dict), f"{name}: config must be a JSON object")
     bound_layers(raw, name=name)
     model_type = raw.get("model_type")
     require(isinstance(model_type, str), f"{name}: config is missing field 'model_type'")
-    if custom_code or model_type in _NATIVE_ONLY:
+    how = read_of(model_type, read)
+    if how.how == JSON:
         top = _namespace(raw)
         text = _namespace(raw["text_config"]) if isinstance(raw.get("text_config"), dict) else top
-    elif model_type in VLLM_OWN_DEFAULTS:
-        top = text = _namespace(_with_vllm_defaults(raw, model_type))
+        for key, value in how.defaults.items():  # the custom class's __init__ defaults, then its attribute_map
+            if getattr(text, key, None) is None:
+                setattr(text, key, value)
+        for key, own in how.aliases.items():
+            if getattr(text, own, None) is not None:
+                setattr(text, key, getattr(text, own))
+    elif how.how == VLLM:
+        top = text = _namespace(_with_vllm_defaults(raw, how))
     else:
         check_kinds(raw, name=name, known_kinds=known_kinds)
-        top = _transformers_config(raw, name=name)
+        top = _transformers_config({**raw, "model_type": how.as_type} if how.as_type else raw, name=name)
         text = top.get_text_config()
     if text is not top:
         check_top_level(raw, text, name=name)
@@ -194,95 +203,20 @@ def _namespace(raw: dict):
     return types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str) and k.isidentifier()})
 
 
-# model_types that transformers knows but vLLM 0.33 reads with a config class of its own
-# (transformers_utils/config.py _CONFIG_REGISTRY), whose defaults differ from transformers': the fields
-# kvviz reads with that class's defaults (transformers_utils/configs/beam.py BeamConfig.__init__,
-# dory.py DoryConfig, step3_vl.py Step3TextConfig), and its __post_init__ fill-ins in _with_vllm_defaults.
-VLLM_OWN_DEFAULTS: dict[str, dict] = {
-    "beam": dict(
-        hidden_size=2048,
-        num_hidden_layers=24,
-        num_attention_heads=32,
-        num_key_value_heads=4,
-        head_dim=None,
-        max_position_embeddings=32768,
-        sliding_window=4096,
-        layer_types=None,
-    ),
-    # vllm/models/flint/configs.py FlintConfig.__init__
-    "flint": dict(
-        hidden_size=2048,
-        num_hidden_layers=49,
-        num_attention_heads=32,
-        num_key_value_heads=4,
-        head_dim=128,
-        max_position_embeddings=262144,
-        use_sliding_window=True,
-        sliding_window=513,
-        layer_types=None,
-    ),
-    "dory": dict(
-        hidden_size=2560,
-        num_hidden_layers=72,
-        num_attention_heads=16,
-        num_key_value_heads=4,
-        head_dim=256,
-        max_position_embeddings=8192,
-        sliding_window=1024,
-        layer_types=None,
-        n_input_layers=0,
-        n_recurrent_layers=None,
-        n_output_layers=0,
-        n_recurrent_loops=1,
-        recurrent_kv_cache_mode="per_loop",
-    ),
-    # transformers_utils/configs/step3_vl.py Step3TextConfig.__init__ (the fields kvviz reads)
-    "step3_text": dict(
-        hidden_size=7168,
-        num_attention_heads=64,
-        num_attention_groups=1,
-        num_hidden_layers=61,
-        max_seq_len=65536,
-        max_position_embedding=65536,
-        head_dim=256,
-    ),
-}
-
-
 def vllm_own_defaults(raw: dict) -> dict:
-    """A (text) config.json as vLLM's own config class of its model_type fills it (VLLM_OWN_DEFAULTS), else
-    as it is: e.g. the text_config of a step3_vl config, which Step3VLConfig makes a Step3TextConfig."""
-    model_type = raw.get("model_type")
-    return _with_vllm_defaults(raw, model_type) if model_type in VLLM_OWN_DEFAULTS else raw
+    """A (text) config.json as vLLM's own config class of its model_type fills it (a record's Read of VLLM),
+    else as it is: e.g. the text_config of a step3_vl config, which Step3VLConfig makes a Step3TextConfig."""
+    how = read_of(raw.get("model_type"))
+    return _with_vllm_defaults(raw, how) if how.how == VLLM else raw
 
 
-def _with_vllm_defaults(raw: dict, model_type: str) -> dict:
+def _with_vllm_defaults(raw: dict, how: Read) -> dict:
     """config.json over the vLLM config class's defaults, with its __post_init__ fill-ins."""
-    out = {**VLLM_OWN_DEFAULTS[model_type], **raw}
-    n = out["num_hidden_layers"]
-    if not isinstance(n, int) or isinstance(n, bool):
-        return out  # the family names the field
-    if model_type == "beam" and out["layer_types"] is None:  # BeamConfig: every layer sliding
-        out["layer_types"] = ["sliding_attention"] * n
-    if model_type == "flint":  # FlintConfig.__init__: no window unless use_sliding_window; every layer full
-        out["sliding_window"] = out["sliding_window"] if out["use_sliding_window"] else None
-        out["layer_types"] = out["layer_types"] or ["full_attention"] * n
-    if model_type == "dory" and out["layer_types"] is None:  # DoryConfig.__post_init__
-        out["layer_types"] = [
-            "mlp" if i % 2 else "full_attention" if i % 8 == 6 else "sliding_attention" for i in range(n)
-        ]
-    if model_type == "dory" and out["n_recurrent_layers"] is None:
-        first, last = out["n_input_layers"], out["n_output_layers"]
-        if all(isinstance(x, int) for x in (first, last)):
-            out["n_recurrent_layers"] = n - first - last
-    return out
-
-
-# model_types vLLM reads with a config class of its own (vllm/transformers_utils/configs/): read
-# from the JSON as it is.
-# pangu_ultra_moe, mimo_v2: custom code (openpangu.py; mimo_v2.py MiMoV2ForCausalLM, MiMo-V2-Omni);
-# decoder_keys.CUSTOM_CODE_TYPES: the attention decoders' custom code
-_NATIVE_ONLY = ("kimi_k2", "kimi_linear", "pangu_ultra_moe", "mimo_v2") + CUSTOM_CODE_TYPES
+    out = {**how.defaults, **raw}
+    n = out.get("num_hidden_layers")
+    if how.fill is None or not isinstance(n, int) or isinstance(n, bool):
+        return out  # the family names a bad field
+    return how.fill(out)
 
 
 def field(text, name: str, *, model: str, required: bool = True, default=None):
