@@ -72,6 +72,6 @@ class Record:
         return (self.name, *self.aliases)
 
     @property
-    def source(self) -> str:
+    def mirrors(self) -> str:
         """The vLLM source it mirrors, with the version (e.g. "vLLM 0.33 qwen2.py Qwen2Attention.__init__")."""
         return f"vLLM {VLLM_VERSION} {self.vllm}"

@@ -4,41 +4,14 @@
 the config it hands it (`source`), the class it asks for (`lm`, None: the text config's own architectures,
 VllmConfig.with_hf_config), the prefix its layers get (`head`: maybe_prefix(prefix, "language_model") gives
 `language_model.`; `strip`: the part of the class's own names the wrapper does not build, e.g. `model.` where
-it builds the bare LlamaModel), and where it rewrites the config or picks the class (`rule`,
-kvviz.families.wrapper_rules).
+it builds the bare LlamaModel), and where it rewrites the config or picks the class (`rule`; the record type
+and the rules: kvviz.families.wrapper_rules).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Callable, ClassVar
-
 from kvviz.families import wrapper_rules as rules
-from kvviz.families.record import Record
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
-class WrapperRecord(Record):
-    """How one wrapper's model file builds its language model (see the module docstring); `rename`: a part of
-    every layer name the wrapper's own modules name otherwise."""
-
-    family: ClassVar[str] = "multimodal"
-
-    source: str = "text_config"  # "text_config", "get_text_config()", "llm_config", "thinker_config.text_config", ...
-    lm: str | None = None
-    head: str = "language_model."
-    strip: str = ""
-    rule: Callable | None = None  # rule(raw, text, hf_text, name=...) -> (text, hf_text, lm or None)
-    rename: tuple[str, str] = ("", "")
-
-    @property
-    def source_path(self) -> tuple[str, ...]:
-        """The attributes walked from the top config to the text config (none for the top config and
-        get_text_config())."""
-        if self.source in ("get_text_config()", "top config"):
-            return ()
-        return tuple(self.source.split("."))
-
+from kvviz.families.wrapper_rules import WrapperRecord
 
 _I = ".__init__ (init_vllm_registered_model)"
 TOP, TEXT, THINKER = "top config", "get_text_config()", "thinker_config.text_config"
@@ -56,10 +29,12 @@ def _w(name: str, file: str, *aliases: str, **fields) -> WrapperRecord:
 
 
 RECORDS: tuple[WrapperRecord, ...] = (
+    # hf_config=config.text_config, prefix=maybe_prefix(prefix, "language_model"), the text config's class
     _w("LlavaForConditionalGeneration", "llava.py LlavaForConditionalGeneration"),
     _w("LlavaNextForConditionalGeneration", "llava_next.py LlavaNextForConditionalGeneration"),
     _w("LlavaNextVideoForConditionalGeneration", "llava_next_video.py LlavaNextVideoForConditionalGeneration"),
     _w("LlavaOnevisionForConditionalGeneration", "llava_onevision.py LlavaOnevisionForConditionalGeneration"),
+    # bee.py / rvl.py: subclasses of LlavaOnevisionForConditionalGeneration calling its __init__
     _w("BeeForConditionalGeneration", "bee.py BeeForConditionalGeneration -> llava_onevision.py"),
     _w("RForConditionalGeneration", "rvl.py RForConditionalGeneration -> llava_onevision.py"),
     _w("Mistral3ForConditionalGeneration", "mistral3.py Mistral3ForConditionalGeneration"),
@@ -67,6 +42,7 @@ RECORDS: tuple[WrapperRecord, ...] = (
     _w("PixtralForConditionalGeneration", "pixtral.py PixtralForConditionalGeneration"),
     _w("PaliGemmaForConditionalGeneration", "paligemma.py PaliGemmaForConditionalGeneration"),
     _w("InternVLChatModel", "internvl.py InternVLChatModel"),
+    # h2ovl.py, nvlm_d.py, qianfan_ocr.py: subclasses of InternVLChatModel calling its __init__
     _w("H2OVLChatModel", "h2ovl.py H2OVLChatModel -> internvl.py InternVLChatModel"),
     _w("NVLM_D", "nvlm_d.py NVLM_D_Model -> internvl.py InternVLChatModel"),
     _w("QianfanOCRForConditionalGeneration", "qianfan_ocr.py -> internvl.py InternVLChatModel"),
@@ -87,6 +63,7 @@ RECORDS: tuple[WrapperRecord, ...] = (
     _w("Blip2ForConditionalGeneration", "blip2.py Blip2ForConditionalGeneration"),
     _w("Cohere2VisionForConditionalGeneration", "cohere2_vision.py Cohere2VisionForConditionalGeneration"),
     _w("Llama_Nemotron_Nano_VL", "nemotron_vl.py LlamaNemotronVLChatModel", source=TEXT),
+    # the class named by the model file (architectures=[...])
     _w("AudioFlamingo3ForConditionalGeneration", "audioflamingo3.py AudioFlamingo3ForConditionalGeneration", lm=QWEN2),
     _w("Qwen2AudioForConditionalGeneration", "qwen2_audio.py Qwen2AudioForConditionalGeneration", lm=QWEN2),
     _w("OpenCUAForConditionalGeneration", "opencua.py OpenCUAForConditionalGeneration", lm=QWEN2),
@@ -108,6 +85,7 @@ RECORDS: tuple[WrapperRecord, ...] = (
         source=TEXT,
         lm="Exaone4ForCausalLM",
     ),
+    # glm4_1v.py Glm4vForConditionalGeneration.__init__: model_type glm4v / glm_ocr -> Glm4ForCausalLM
     _w("Glm4vForConditionalGeneration", "glm4_1v.py Glm4vForConditionalGeneration", lm="Glm4ForCausalLM"),
     _w(
         "GlmOcrForConditionalGeneration", "glm_ocr.py -> glm4_1v.py Glm4vForConditionalGeneration", lm="Glm4ForCausalLM"
@@ -132,8 +110,10 @@ RECORDS: tuple[WrapperRecord, ...] = (
         "NemotronH_Super_Omni_Reasoning_V3",
         "NemotronH_Omni_Reasoning_V3",
     ),
+    # no hf_config: the top config, which Qwen2ForCausalLM reads through get_text_config() (qwen2.py)
     _w("Qwen2VLForConditionalGeneration", "qwen2_vl.py Qwen2VLForConditionalGeneration", source=TEXT, lm=QWEN2),
     _w("Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl.py Qwen2_5_VLForConditionalGeneration", source=TEXT, lm=QWEN2),
+    # the class constructed directly, Cls(vllm_config.with_hf_config(...)) under "language_model"
     _w(
         "Qwen3VLForConditionalGeneration",
         "qwen3_vl.py Qwen3VLForConditionalGeneration.__init__ (Qwen3LLMForCausalLM)",
@@ -173,7 +153,9 @@ RECORDS: tuple[WrapperRecord, ...] = (
         "granite4_vision.py Granite4VisionForConditionalGeneration.__init__ (Granite4VisionLLMForCausalLM)",
         lm="GraniteForCausalLM",
     ),
+    # AriaTextModel(LlamaModel) under maybe_prefix(prefix, "language_model.model"): Llama's own names
     _w("AriaForConditionalGeneration", "aria.py AriaForConditionalGeneration.__init__ (AriaTextModel)", lm=LLAMA),
+    # Idefics3Model under "model", its LlamaModel under "text_model"
     _w(
         "Idefics3ForConditionalGeneration",
         "idefics3.py Idefics3Model.__init__ (LlamaModel)",
@@ -188,21 +170,29 @@ RECORDS: tuple[WrapperRecord, ...] = (
         head="model.text_model.",
         strip="model.",
     ),
+    # the language model built from the top config itself
     _w("Phi4ForCausalLMV", "phi4siglip.py Phi4ForCausalLMV", source=TOP, lm="Phi3ForCausalLM"),
     _w("DotsOCRForCausalLM", "dots_ocr.py DotsOCRForCausalLM", source=TOP, lm=QWEN2),
+    # prefix="" "because default prefix of LlamaForCausalLM is 'model'"
     _w("Phi3VForCausalLM", "phi3v.py Phi3VForCausalLM", source=TOP, lm=LLAMA, head=""),
+    # phi4mm.py Phi4MMForCausalLM.__init__: LlamaModel(vllm_config, prefix=maybe_prefix(prefix, "model"))
     _w("Phi4MMForCausalLM", "phi4mm.py Phi4MMForCausalLM.__init__ (LlamaModel)", source=TOP, lm=LLAMA, head=""),
+    # keye.py BaseKeyeModule.__init__: architectures=["Qwen3ForCausalLM"], no hf_config: the top config
     _w("KeyeForConditionalGeneration", "keye.py BaseKeyeModule", source=TOP, lm=QWEN3),
     _w("KeyeVL1_5ForConditionalGeneration", "keye_vl1_5.py -> keye.py BaseKeyeModule", source=TOP, lm=QWEN3),
+    # kimi_audio.py KimiAudioForConditionalGeneration.__init__: with_hf_config(self.config, ["Qwen2ForCausalLM"])
     _w("MoonshotKimiaForCausalLM", "kimi_audio.py KimiAudioForConditionalGeneration", source=TOP, lm=QWEN2),
     _w("BagelForConditionalGeneration", "bagel.py BagelForConditionalGeneration", source="llm_config", lm=QWEN2),
+    # ovis2_5.py Ovis2_5.__init__: with_hf_config(config.text_config), prefix=maybe_prefix(prefix, "llm")
     _w("Ovis2_5", "ovis2_5.py Ovis2_5", "Ovis2_6ForCausalLM", "Ovis2_6_MoeForCausalLM", head="llm."),
+    # registered once the language model's own architecture is (wrappers.planned_wrappers)
     _w("Gemma4ForConditionalGeneration", "gemma4_mm.py Gemma4ForConditionalGeneration", lm="Gemma4ForCausalLM"),
     _w(
         "Glm4vMoeForConditionalGeneration",
         "glm4_1v.py Glm4vForConditionalGeneration.__init__ (init_vllm_registered_model): model_type glm4v_moe",
         lm="Glm4MoeForCausalLM",
     ),
+    # no hf_config (the top config), prefix=maybe_prefix(prefix, "openpangu.language_model")
     _w(
         "OpenPanguVLForConditionalGeneration",
         "openpangu_vl.py OpenPanguVLForConditionalGeneration",
@@ -210,33 +200,40 @@ RECORDS: tuple[WrapperRecord, ...] = (
         lm="PanguEmbeddedForCausalLM",
         head="openpangu.language_model.",
     ),
+    # text_config's own architectures; Step3TextForCausalLM's layers at f"{prefix}.layers" (WrappedConfig.layer_name)
     _w("Step3VLForConditionalGeneration", "step3_vl.py Step3VLForConditionalGeneration"),
     _w("StepVLForConditionalGeneration", "step_vl.py StepVLForConditionalGeneration"),
     _w("Step3p7ForConditionalGeneration", "step3p7.py Step3p7ForConditionalGeneration"),
+    # MiMoV2FlashForCausalLM under "language_model", which reads hf_config.get_text_config() (mimo_v2.py)
     _w(
         "MiMoV2OmniForCausalLM",
         "mimo_v2_omni.py MiMoV2OmniForCausalLM.__init__ (MiMoV2FlashForCausalLM)",
         source=TEXT,
         lm="MiMoV2FlashForCausalLM",
     ),
+    # gemma4_unified.py: hf_config=config.text_config, architectures=["Gemma4ForCausalLM"]
     _w(
         "Gemma4UnifiedForConditionalGeneration",
         "gemma4_unified.py Gemma4UnifiedForConditionalGeneration",
         lm="Gemma4ForCausalLM",
     ),
+    # deepseek_vl2.py DeepseekVLV2Config: language_config as DeepseekVLV2TextConfig (kv_lora_rank may be None)
     _w("DeepseekOCRForCausalLM", "deepseek_ocr.py DeepseekOCRForCausalLM", source="language_config"),
     _w("DeepseekOCR2ForCausalLM", "deepseek_ocr2.py DeepseekOCR2ForCausalLM", source="language_config"),
+    # its rswa_window makes DeepseekAttention an RSWAAttention: an RSWASpec, a FullAttentionSpec to the planner
     _w(
         "UnlimitedOCRForCausalLM",
         "unlimited_ocr.py UnlimitedOCRForCausalLM -> deepseek_ocr.py DeepseekOCRForCausalLM",
         source="language_config",
     ),
+    # CUDA / ROCm (the CPU and XPU builds' vl_stub.py refuses): the whole config to DeepseekV4ForCausalLM
     _w(
         "DeepseekV4ForConditionalGeneration",
         "deepseek_v4/common/vl_model.py DeepseekV4ForConditionalGeneration",
         source=TOP,
         lm="DeepseekV4ForCausalLM",
     ),
+    # the class by version (MiniCPMV.__new__ / MiniCPMO.__new__), init_llm of the top config under "llm"
     _w(
         "MiniCPMV",
         "minicpmv.py MiniCPMV.__new__ -> MiniCPMVBaseModel.__init__ (init_llm)",
@@ -251,6 +248,7 @@ RECORDS: tuple[WrapperRecord, ...] = (
         head="llm.",
         rule=rules.minicpmo_llm,
     ),
+    # architectures=["Qwen3ForCausalLM"], no hf_config: Qwen3's layers read get_text_config()
     _w(
         "IsaacForConditionalGeneration",
         "isaac.py IsaacForConditionalGeneration",
@@ -263,6 +261,7 @@ RECORDS: tuple[WrapperRecord, ...] = (
         "ultravox.py UltravoxModel.__init__ (init_vllm_registered_model) (hf_config=config.wrapped_model_config)",
         rule=rules.ultravox_text,
     ),
+    # Qwen3_5ForCausalLM(vllm_config, prefix=maybe_prefix(prefix, "language_model")): it reads hf_text_config
     _w(
         "MiniCPMV4_6ForConditionalGeneration",
         "minicpmv4_6.py MiniCPMV4_6ForConditionalGeneration.__init__ (Qwen3_5ForCausalLM)",
@@ -302,6 +301,7 @@ RECORDS: tuple[WrapperRecord, ...] = (
         lm="Ernie4_5ForCausalLM",
         rule=rules.paddleocr_vl_text,
     ),
+    # the decoder under the wrapper's own module "model.decoder", from the top config
     _w(
         "FireRedASR2ForConditionalGeneration",
         "fireredasr2.py FireRedASR2Model.__init__ (Qwen2ForCausalLM)",
@@ -317,6 +317,7 @@ RECORDS: tuple[WrapperRecord, ...] = (
         head="model.decoder.",
         strip="model.",
     ),
+    # registry.py maps it to MuseGlimmerForCausalLM itself (text_config, else the config)
     _w(
         "MuseGlimmerForConditionalGeneration",
         "muse_glimmer.py MuseGlimmerForCausalLM.__init__ (MuseGlimmerModel)",
@@ -334,6 +335,7 @@ RECORDS: tuple[WrapperRecord, ...] = (
         "interns1_pro.py InternS1ProForConditionalGeneration.__init__ (InternS1ProMoeLLMForCausalLM)",
         lm="InternS1ProMoeLLMForCausalLM",
     ),
+    # molmo.py MolmoForCausalLM.__init__: MolmoModel(prefix=maybe_prefix(prefix, "model")) from the top config
     _w(
         "MolmoForCausalLM",
         "molmo.py MolmoForCausalLM.__init__ (MolmoModel)",
@@ -342,6 +344,7 @@ RECORDS: tuple[WrapperRecord, ...] = (
         head="model.",
         strip="model.",
     ),
+    # Molmo2TextModel under "model" reads config.text_config (else llm_config)
     _w(
         "Molmo2ForConditionalGeneration",
         "molmo2.py Molmo2ForConditionalGeneration.__init__ (Molmo2TextModel)",
@@ -350,6 +353,7 @@ RECORDS: tuple[WrapperRecord, ...] = (
         strip="model.",
         rule=rules.molmo2_text,
     ),
+    # Ernie4_5_VLMoeForCausalLM reads the top config's own fields (model_config.hf_config)
     _w(
         "Ernie4_5_VLMoeForConditionalGeneration",
         "ernie45_vl.py Ernie4_5_VLMoeForConditionalGeneration.__init__ (Ernie4_5_VLMoeForCausalLM)",
@@ -357,11 +361,13 @@ RECORDS: tuple[WrapperRecord, ...] = (
         lm="Ernie4_5_VLMoeForCausalLM",
         rule=rules.top_fields,
     ),
+    # Cosmos3EdgeForCausalLM of config.text_config: a Nemotron-H of attention + MLP layers
     _w(
         "Cosmos3EdgeForConditionalGeneration",
         "cosmos3_edge.py Cosmos3EdgeForConditionalGeneration.__init__ (Cosmos3EdgeForCausalLM)",
         lm="Cosmos3EdgeForCausalLM",
     ),
+    # Moondream3TextModel under "text": blocks (make_layers), Moondream3Attention at .attn
     _w(
         "Moondream3ForCausalLM",
         "moondream3.py Moondream3ForCausalLM.__init__ (Moondream3TextModel)",
@@ -373,6 +379,7 @@ RECORDS: tuple[WrapperRecord, ...] = (
         rule=rules.moondream3_text,
         rename=(".self_attn.attn", ".attn.attn"),
     ),
+    # TransformersMultiModalForCausalLM: each layer's cache named after its HF attention module under `model`
     _w(
         "Emu3ForConditionalGeneration",
         "transformers/multimodal.py TransformersMultiModalForCausalLM (base.py Base._create_attention_instances)",

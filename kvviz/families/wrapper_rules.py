@@ -1,4 +1,5 @@
-"""What multimodal wrappers' vLLM 0.33 model files do to the config before they build the language model:
+"""The multimodal wrappers' record (`WrapperRecord`) and what their vLLM 0.33 model files do to the config
+before they build the language model:
 pick its class by the config's version (MiniCPM-V, MiniCPM-o), read the text config with a class of their
 own, merge it into the top config, or refuse what the file cannot build. Each rule is named by the wrapper
 records that use it (kvviz.families.wrapper_records, `WrapperRecord.rule`) and cites the file
@@ -9,11 +10,37 @@ records that use it (kvviz.families.wrapper_records, `WrapperRecord.rule`) and c
 
 from __future__ import annotations
 
+import dataclasses
 import types
+from typing import Callable, ClassVar
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
 from kvviz.families.hf import config_class, transformers_knows
+from kvviz.families.record import Record
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class WrapperRecord(Record):
+    """How one wrapper's model file builds its language model (see the module docstring); `rename`: a part of
+    every layer name the wrapper's own modules name otherwise."""
+
+    family: ClassVar[str] = "multimodal"
+
+    source: str = "text_config"  # "text_config", "get_text_config()", "llm_config", "thinker_config.text_config", ...
+    lm: str | None = None
+    head: str = "language_model."
+    strip: str = ""
+    rule: Callable | None = None  # rule(raw, text, hf_text, name=...) -> (text, hf_text, lm or None)
+    rename: tuple[str, str] = ("", "")
+
+    @property
+    def source_path(self) -> tuple[str, ...]:
+        """The attributes walked from the top config to the text config (none for the top config and
+        get_text_config())."""
+        if self.source in ("get_text_config()", "top config"):
+            return ()
+        return tuple(self.source.split("."))
 
 
 def _version(raw: dict, *, name: str, default, field_file: str) -> tuple[int, ...]:
