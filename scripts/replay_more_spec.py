@@ -1,8 +1,10 @@
-"""The spec of tests/data/vllm-0.33/replay-more: each case's inputs and its workload from kvviz's own
-generators (kvviz/replay/generators.py), for scripts/vllm_reference_replay.py to run through vLLM 0.33's
-scheduler. Runs with kvviz's venv (it imports kvviz; the vLLM script does not).
+"""The spec of tests/data/vllm-0.33/replay-more (and, with --set chunked, of replay-chunked): each case's
+inputs and its workload from kvviz's own generators (kvviz/replay/generators.py; `chained_sessions` here),
+for scripts/vllm_reference_replay.py to run through vLLM 0.33's scheduler. Runs with kvviz's venv (it
+imports kvviz; the vLLM script does not).
 
 usage: PYTHONPATH=$PWD .venv/bin/python scripts/replay_more_spec.py --out SPEC.json [--kvviz] [--refused]
+           [--set more|chunked]
        (--kvviz: also replay each case with kvviz and print its totals, to size a case before vLLM runs it;
         --refused: the cases vLLM refuses to start on, whose errors the reference keeps)
 """
@@ -13,10 +15,37 @@ import argparse
 import json
 from pathlib import Path
 
-from kvviz.replay import generators
+from kvviz.replay import WorkloadRequest, generators
 
 MIB = 1 << 20
 GIB = 1 << 30
+
+
+def chained_sessions(sessions=5, turns=3, *, seed=0, first=(3000, 9000), turn=(1000, 4000), output=(300, 1500), gap=3):
+    """Multi-turn sessions in the hash-chain form (Mooncake's): each turn's prompt is the previous turn's
+    512-token chunks (its ids), then new ids for the answer and the next user turn; a session's first ids
+    are new too, except a shared 2-chunk system prompt (ids 0, 1) that every session starts with. A turn's
+    prompt ends inside its last chunk (a partial chunk), so its successor shares that chunk only in part."""
+    import random
+
+    rng = random.Random(seed)
+    next_id = 2
+    out = []
+    for s in range(sessions):
+        step, prompt, ids = s * gap, rng.randint(*first), [0, 1]
+        for t in range(turns):
+            while len(ids) * 512 < prompt:
+                ids.append(next_id)
+                next_id += 1
+            gen = rng.randint(*output)
+            out.append(WorkloadRequest(f"c{s:02d}-t{t}", step, prompt, gen, hash_ids=tuple(ids), hash_block_tokens=512))
+            step += gen + 30
+            # the next prompt: this one's whole chunks, then the rest (its tail, the answer, the user turn) new
+            ids = ids[: prompt // 512]
+            prompt += gen + rng.randint(*turn)
+    out.sort(key=lambda r: r.arrival_step)
+    return out
+
 
 # name -> (model, generator, generator kwargs, inputs beyond the defaults)
 CASES = {
@@ -83,6 +112,36 @@ CASES = {
         {"kv_budget": 1536 * MIB, "max_num_batched_tokens": 1024},
     ),
 }
+# tests/data/vllm-0.33/replay-chunked: Llama 4 Scout's chunked local attention (8,192-token chunks) beside
+# its full-attention layers, on prompts that cross chunk boundaries, share prefixes and preempt
+CHUNKED = {
+    "llama-4-scout/documents": (
+        "llama-4-scout",
+        "documents",
+        {
+            "n": 24,
+            "seed": 13,
+            "num_documents": 3,
+            "document": (7000, 15000),
+            "question": (100, 4000),
+            "output": (50, 1200),
+            "mean_gap": 3.0,
+        },
+        {"kv_budget": 5 * GIB, "max_model_len": 24576},
+    ),
+    "llama-4-scout/chained-sessions/async=off/mnbt=2048": (
+        "llama-4-scout",
+        "chained_sessions",
+        {"sessions": 5, "turns": 3, "seed": 14},
+        {"kv_budget": 5000 * MIB, "max_model_len": 24576, "async_scheduling": "off", "max_num_batched_tokens": 2048},
+    ),
+    "llama-4-scout/chained-sessions": (
+        "llama-4-scout",
+        "chained_sessions",
+        {"sessions": 5, "turns": 3, "seed": 14},
+        {"kv_budget": 6500 * MIB, "max_model_len": 24576},
+    ),
+}
 # vLLM refuses to start on these (one max_model_len request does not fit): its error is the reference
 REFUSED = {
     "gpt-oss-20b/refused": ("gpt-oss-20b", "chat", {"n": 1, "seed": 1}, {"kv_budget": 96 * MIB}),
@@ -100,27 +159,23 @@ DEFAULT_INPUTS = {  # max_model_len: vLLM refuses a budget below one max_model_l
 }
 
 
-def spec(refused: bool = False) -> dict:
+SETS = {"more": CASES, "chunked": CHUNKED}
+
+
+def spec(refused: bool = False, which: str = "more") -> dict:
     cases = []
-    for name, (model, gen, kwargs, extra) in (REFUSED if refused else CASES).items():
-        work = getattr(generators, gen)(**kwargs)
+    for name, (model, gen, kwargs, extra) in (REFUSED if refused else SETS[which]).items():
+        if gen == "chained_sessions":
+            work, where = chained_sessions(**kwargs), "scripts/replay_more_spec.py chained_sessions"
+        else:
+            work, where = getattr(generators, gen)(**kwargs), f"kvviz.replay.generators.{gen}"
         inputs = dict(DEFAULT_INPUTS, model=model, **extra)
         cases.append(
             {
                 "case": name,
-                "demo_workload": f"kvviz.replay.generators.{gen}(**{json.dumps(kwargs)})",
+                "demo_workload": f"{where}(**{json.dumps(kwargs)})",
                 "inputs": inputs,
-                "workload": [
-                    {
-                        "id": r.id,
-                        "arrival_step": r.arrival_step,
-                        "prompt_len": r.prompt_len,
-                        "output_len": r.output_len,
-                        "prefix_group": r.prefix_group,
-                        "prefix_len": r.prefix_len,
-                    }
-                    for r in work
-                ],
+                "workload": [r.to_json() for r in work],
             }
         )
     return {"cases": cases}
@@ -131,14 +186,15 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--kvviz", action="store_true")
     ap.add_argument("--refused", action="store_true", help="the cases vLLM refuses to start on")
+    ap.add_argument("--set", default="more", choices=sorted(SETS), help="replay-more or replay-chunked")
     ns = ap.parse_args(argv)
-    s = spec(ns.refused)
+    s = spec(ns.refused, ns.set)
     Path(ns.out).write_text(json.dumps(s, indent=1) + "\n")
     if ns.kvviz:
         import kvviz
         from kvviz.replay import replay
 
-        root = Path(__file__).resolve().parent.parent / "tests" / "data" / "vllm-0.33" / "replay-more" / "configs"
+        root = Path(__file__).resolve().parent.parent / "tests" / "data" / "vllm-0.33" / f"replay-{ns.set}" / "configs"
         for c in s["cases"]:
             i = c["inputs"]
             knobs = {"max_model_len": i["max_model_len"], "max_num_batched_tokens": i["max_num_batched_tokens"]}

@@ -22,8 +22,11 @@ fresh process each:
    request whose prompt is complete (`not request.is_prefill_chunk` after `schedule()`, the runner's rule),
    none to a partial prefill.
 
-Tokens: the requests of one prefix group share their first prefix_len prompt tokens; every other prompt
-token and every output token is unique to its request (only token equality reaches vLLM's hashes).
+Tokens: the requests of one prefix group share their first prefix_len prompt tokens; a request with hash
+chains (`hash_ids`, `hash_block_tokens`) has, chunk by chunk, `hash_block_tokens` tokens of each id (one
+token value per id), cut at prompt_len; every other prompt token and every output token is unique to its
+request (only token equality reaches vLLM's hashes, and they chain: a chunk's tokens after different ids
+hash differently).
 Set by hand: max_num_seqs defaults to min(1024, max_num_batched_tokens), what EngineArgs picks on an
 H200 (arg_utils.get_batch_defaults, >= 70 GiB, OPENAI_API_SERVER) and cannot see on this GPU-less platform.
 
@@ -47,11 +50,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vllm_reference_plans import _h200_backends, _kind, vllm_model  # noqa: E402
 
 DEFAULT_MNBT = 8192
-# token ids: a prefix group's shared prompt, a request's own prompt tail and its outputs never collide
-GROUP_BASE, OWN_BASE, OUT_BASE = 10_000, 100_000, 200_000
+# token ids: a prefix group's shared prompt, a request's own prompt tail, its outputs and a hash chain's
+# chunks never collide
+GROUP_BASE, OWN_BASE, OUT_BASE, HASH_BASE = 10_000, 100_000, 200_000, 1_000_000
 
 
 def _tokens(w: dict, index: int, groups: dict) -> list[int]:
+    if w.get("hash_ids") is not None:  # chunk by chunk each id's own tokens, cut at prompt_len, then the request's
+        chain = [HASH_BASE + h for h in w["hash_ids"] for _ in range(w["hash_block_tokens"])][: w["prompt_len"]]
+        return chain + [OWN_BASE + index] * (w["prompt_len"] - len(chain))
     shared = w["prefix_len"] if w.get("prefix_group") is not None else 0
     if not shared:
         return [OWN_BASE + index] * w["prompt_len"]

@@ -83,15 +83,18 @@ def write_workload(case: dict, path: Path) -> Path:
     return path
 
 
-def compare(out: dict, case: dict) -> None:
+def compare(out: dict, case: dict, unordered: tuple[str, ...] = ()) -> None:
     """Assert kvviz's replay equals vLLM's: num_blocks, every recorded step field step by step, every
-    request field, the totals."""
+    request field, the totals. A list field named in `unordered` is compared as a set of ids (a reference
+    whose recorder listed it from a set)."""
     name = case["case"]
     assert out["kv_cache_config"]["num_blocks"] == case["kv_cache_config"]["num_blocks"], name
     ref, got = case["steps"], out["steps"]
     assert len(got["step"]) == len(ref["step"]), f"{name}: {len(got['step'])} steps, vLLM {len(ref['step'])}"
     for field, values in ref.items():  # every recorded step field, step by step
         for i, (a, b) in enumerate(zip(got[field], values)):
+            if field in unordered:
+                a, b = sorted(a), sorted(b)
             assert a == b, f"{name}: step {i} {field}: kvviz {a!r}, vLLM {b!r}"
     assert [r["id"] for r in out["requests"]] == [r["id"] for r in case["requests"]]
     for a, b in zip(out["requests"], case["requests"]):

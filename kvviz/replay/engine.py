@@ -8,6 +8,7 @@ from collections import deque
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.replay.identity import Identities
 from kvviz.replay.kvcache import KVCacheManager, groups_from_plan
 from kvviz.replay.result import STEP_FIELDS, Replay
 from kvviz.replay.scheduler import Request, Scheduler
@@ -88,9 +89,6 @@ def replay(
         requests = read_jsonl(workload, max_model_len)
     else:
         requests = check(workload, max_model_len)
-    chained = next((r for r in requests if r.hash_ids is not None), None)
-    if chained is not None:  # read and checked (kvviz/replay/workload.py); the engine's hashing of them comes next
-        raise KvvizError(f"{chained.id}: hash_ids: hash-chain workloads are not replayed yet")
     cap = plan.capacity(budget_bytes)
     num_blocks = cap.num_blocks
     require(
@@ -137,6 +135,7 @@ def replay(
                 "kind": g.kind,
                 "block_size": g.block_size,
                 "sliding_window": g.sliding_window,
+                "attention_chunk_size": g.attention_chunk_size,
             }
             for i, g in enumerate(groups)
         ],
@@ -157,6 +156,7 @@ def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_st
     order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_step)
     rows: list = []  # one tuple per step, in STEP_FIELDS order; columns at the end
     queue: deque = deque()
+    shared = Identities()
     nxt = 0
     step = 0
     stats = kv.stats
@@ -165,7 +165,7 @@ def _run(sched: Scheduler, kv: KVCacheManager, requests, records, async_, max_st
         while nxt < len(order) and requests[order[nxt]].arrival_step <= step:
             i = order[nxt]
             w = requests[i]
-            sched.add_request(Request(w.id, i, w.prompt_len, w.output_len, w.prefix_group, w.prefix_len, records[i]))
+            sched.add_request(Request(w.id, i, w.prompt_len, w.output_len, records[i], *shared.of(w)))
             nxt += 1
         if not sched.has_requests() and not queue:
             if nxt >= len(order):

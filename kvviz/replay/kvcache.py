@@ -1,7 +1,7 @@
 """vLLM 0.33's `KVCacheManager` and its coordinator over kvviz's own plan
 (vllm/v1/core/kv_cache_manager.py, vllm/v1/core/kv_cache_coordinator.py).
 
-The groups, their block sizes, sliding windows and Mamba specs, and the number of blocks all come
+The groups, their block sizes, sliding windows, attention chunks and Mamba specs, and the number of blocks all come
 from a `kvviz.core.plan.Plan` and `Plan.capacity(budget_bytes)`; nothing is typed in."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import dataclasses
 
 from kvviz.base.errors import KvvizError
 from kvviz.base.regions import cdiv
+from kvviz.core.spec import Scheduling
 from kvviz.replay.mamba import MambaManager
-from kvviz.replay.managers import Manager, SlidingWindowManager
+from kvviz.replay.managers import ChunkedLocalManager, Manager, SlidingWindowManager
 from kvviz.replay.pool import NULL, BlockPool
 from kvviz.replay.running import RunningSlots
 
@@ -22,11 +23,12 @@ class GroupSpec:
     their layers' spec does (vLLM's `kv_cache_spec ==`): the name is not compared."""
 
     name: str = dataclasses.field(compare=False)
-    kind: str  # 'full', 'sliding' or 'mamba'
+    kind: str  # 'full', 'sliding', 'chunked' or 'mamba'
     block_size: int
     sliding_window: int | None = None
     checkpoint_blocks: int = 0
     layer_spec: object = None  # the group's layer spec less its layer name and index
+    attention_chunk_size: int | None = None  # chunked local attention (Llama 4)
 
 
 def groups_from_plan(plan) -> tuple[GroupSpec, ...]:
@@ -43,7 +45,7 @@ def groups_from_plan(plan) -> tuple[GroupSpec, ...]:
         if c.is_state:
             out.append(GroupSpec(g.name, "mamba", c.tokens_per_block, None, c.checkpoint_blocks, same))
         elif c.attention_chunk_size is not None:
-            raise KvvizError(f"replay: group {g.name!r} is chunked local attention, which the replay does not model")
+            out.append(GroupSpec(g.name, "chunked", c.tokens_per_block, None, 0, same, c.attention_chunk_size))
         elif c.sliding_window is not None:
             out.append(GroupSpec(g.name, "sliding", c.tokens_per_block, c.sliding_window, 0, same))
         else:
@@ -72,17 +74,27 @@ class KVCacheManager(RunningSlots):
         self.scheduler_block_size = max(g.block_size for g in groups)
         mamba_align = next((g.block_size for g in groups if g.kind == "mamba"), None)
         self.managers: list[Manager] = []
+        # `max_admission_blocks_per_request` of a recycling spec (sliding window, chunked local): the planner's
+        # own blocks per request (CacheSpec.blocks_per_request) at the replay's length and tokens in flight
+        scheduling = Scheduling(max_model_len=max_model_len, max_in_flight_tokens=max_in_flight_tokens)
         for i, g in enumerate(groups):
             if g.kind == "sliding":
-                # SlidingWindowSpec.max_admission_blocks_per_request
-                kept = min(g.sliding_window - 1 + max_in_flight_tokens, max_model_len)
                 m = SlidingWindowManager(
                     self.pool,
                     i,
                     g.block_size,
                     enable_caching,
-                    admission_cap=cdiv(kept, g.block_size) + 1,
+                    admission_cap=g.layer_spec.blocks_per_request(scheduling),
                     window=g.sliding_window,
+                )
+            elif g.kind == "chunked":
+                m = ChunkedLocalManager(
+                    self.pool,
+                    i,
+                    g.block_size,
+                    enable_caching,
+                    admission_cap=g.layer_spec.blocks_per_request(scheduling),
+                    chunk=g.attention_chunk_size,
                 )
             elif g.kind == "mamba":
                 if mamba_mode != "align" and enable_caching:
@@ -121,7 +133,7 @@ class KVCacheManager(RunningSlots):
         # A skipped step schedules at most this many tokens: fewer than a Mamba block cannot need a prefill
         # checkpoint (`mamba_checkpoint_valid`: start + block <= position < end).
         self.skip_max_tokens = min((m.block_size for m in self.managers if m.kind == "mamba"), default=max_model_len)
-        self.sliding = [m for m in self.managers if m.kind == "sliding"]
+        self.windowed = [m for m in self.managers if m.windowed]  # their blocks leave a window (running.py)
         self.mamba = [m for m in self.managers if m.kind == "mamba"]
         self.stats = {"queries": 0, "hits": 0, "preempted_queries": 0, "preempted_hits": 0}
 
@@ -134,6 +146,10 @@ class KVCacheManager(RunningSlots):
             )
         if spec.kind == "mamba":
             return MambaManager.find_longest_cache_hit_state(request, max_length, gids, pool, bs)
+        if spec.kind == "chunked":
+            return ChunkedLocalManager.find_longest_cache_hit_chunked(
+                request, max_length, gids, pool, bs, spec.attention_chunk_size
+            )
         return Manager.find_longest_cache_hit(request, max_length, gids, pool, bs)
 
     def get_computed_blocks(self, request):

@@ -2,9 +2,10 @@
 (vllm/v1/core/single_type_kv_cache_manager.py): `FullAttentionManager`, `SlidingWindowManager`
 and `MambaManager` in 'align' mode, with prefix caching at `hash_block_size` equal to the block size.
 
-A request's block hash at block i is the identity of the tokens it covers: its prefix group's when
-the block ends inside the group's shared prefix, else the request's own (chained hashes: a block
-past the shared prefix is unique to the request). `prefix_cache_retention_interval` is vLLM 0.33's
+A request's block hash at block i is the identity of the tokens it covers (`Request.token_key`,
+kvviz/replay/identity.py): the shared chunk's when the block ends inside the shared prompt tokens (a
+prefix group's prefix, a hash chain), else the request's own (chained hashes: a block past the shared
+tokens is unique to the request). `prefix_cache_retention_interval` is vLLM 0.33's
 default 0: sliding-window and Mamba groups cache only the blocks a later hit can reach (the replay
 boundary prompt - 1 and a detected shared-prefix junction; `reachable_block_mask`).
 """
@@ -40,6 +41,7 @@ class Manager:
 
     kind = "full"
     window = None
+    windowed = False  # frees the blocks that leave an attention window (sliding, chunked local): `trim_limit`
 
     def __init__(
         self, pool: BlockPool, group_id: int, block_size: int, caching: bool, admission_cap: int | None = None
@@ -48,7 +50,7 @@ class Manager:
         self.gid = group_id
         self.block_size = block_size
         self.caching = caching
-        self.cap = admission_cap  # max_admission_blocks_per_request (sliding windows)
+        self.cap = admission_cap  # max_admission_blocks_per_request (sliding windows, chunked local attention)
         self.req_to_blocks: dict[str, list[int]] = {}
         self.num_cached_block: dict[str, int] = {}
 
@@ -112,13 +114,14 @@ class Manager:
         blocks = self.req_to_blocks[rid]
         mask = None if self.kind == "full" else self.mask(cached, full, request)
         bs, insert, gid = self.block_size, self.pool.insert_hash, self.gid
-        group, prefix_len = request.group, request.prefix_len
+        chain, chunk, shared = request.chain, request.chunk, request.shared
         for i in range(cached, full):
             b = blocks[i]
             if b == NULL or (mask is not None and not mask[i - cached]):
                 continue
             end = (i + 1) * bs
-            insert((((group, end) if end <= prefix_len else (rid, end)), gid), b, end)  # request.token_key(end)
+            key = (chain[(end - 1) // chunk], end) if end <= shared else (rid, end)  # request.token_key(end)
+            insert((key, gid), b, end)
         self.num_cached_block[rid] = full
 
     def free(self, rid: str) -> None:
@@ -158,18 +161,18 @@ class Manager:
         """`FullAttentionManager.find_longest_cache_hit`: the longest run of cached blocks from the start."""
         out = [[] for _ in gids]
         # pool.get_cached_block(request.token_key(end), gids) written out; no block past hit_span is cached
-        cached, rid, group, prefix_len = pool.cached, request.rid, request.group, request.prefix_len
+        cached, rid, chain, chunk, shared = pool.cached, request.rid, request.chain, request.chunk, request.shared
         span = pool.hit_span(request, max_length // block_size, block_size)
         if len(gids) == 1:
             lst, g = out[0], gids[0]
             for end in range(block_size, (span + 1) * block_size, block_size):
-                ids = cached.get((((group, end) if end <= prefix_len else (rid, end)), g))
+                ids = cached.get((((chain[(end - 1) // chunk], end) if end <= shared else (rid, end)), g))
                 if not ids:
                     break
                 lst.append(ids[0])
             return out, len(lst) * block_size
         for end in range(block_size, (span + 1) * block_size, block_size):
-            got = pool.get_cached_block((group, end) if end <= prefix_len else (rid, end), gids)
+            got = pool.get_cached_block(request.token_key(end), gids)
             if not got:
                 break
             for lst, b in zip(out, got):
@@ -186,13 +189,19 @@ class SlidingWindowManager(Manager):
     cdiv(window - 1, block) blocks before its end."""
 
     kind = "sliding"
+    windowed = True
 
     def __init__(self, *args, window: int, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.window = window
 
     def skipped_tokens(self, num_computed: int) -> int:
+        """`SlidingWindowManager.get_num_skipped_tokens`: the tokens before the window of the next token."""
         return max(0, num_computed - self.window + 1)
+
+    def trim_limit(self, first: int) -> int:
+        """The processed tokens at which block `first` leaves the window (`skipped_tokens` reaches its end)."""
+        return (first + 1) * self.block_size + self.window - 1
 
     def need(self) -> int:
         """The blocks this sliding window needs at most per request (the admission cap)."""
@@ -217,14 +226,13 @@ class SlidingWindowManager(Manager):
         (every run through a missed block fails); with none, the run of hits from block 0 is kept."""
         need = cdiv(window - 1, block_size)
         n = max_length // block_size
-        cached, rid, group, prefix_len = pool.cached, request.rid, request.group, request.prefix_len
+        cached, key_of = pool.cached, request.token_key
         seen: dict = {}
 
         def hit(i):
             got = seen.get(i, False)
             if got is False:
-                end = (i + 1) * block_size
-                key = (group, end) if end <= prefix_len else (rid, end)
+                key = key_of((i + 1) * block_size)
                 got = []
                 for g in gids:
                     ids = cached.get((key, g))
@@ -256,4 +264,42 @@ class SlidingWindowManager(Manager):
             run += 1
         for lst in out:
             del lst[run:]
+        return out, len(out[0]) * block_size
+
+
+class ChunkedLocalManager(Manager):
+    """`ChunkedLocalAttentionManager` (Llama 4): a token attends only to the tokens of its own
+    `attention_chunk_size`-token chunk, so the blocks left of the current chunk are freed, and a hit
+    takes them as nulls and looks up the blocks of the last chunk left to right. Every full block is
+    cached (no reachable-block mask: the base `reachable_block_mask`)."""
+
+    kind = "chunked"
+    windowed = True
+
+    def __init__(self, *args, chunk: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.chunk = chunk
+
+    def skipped_tokens(self, num_computed: int) -> int:
+        """`ChunkedLocalAttentionManager.get_num_skipped_tokens`: the tokens left of the current chunk."""
+        return num_computed // self.chunk * self.chunk
+
+    def trim_limit(self, first: int) -> int:
+        """The processed tokens at which block `first` leaves the window (`skipped_tokens` reaches its end)."""
+        return cdiv((first + 1) * self.block_size, self.chunk) * self.chunk
+
+    @staticmethod
+    def find_longest_cache_hit_chunked(request, max_length, gids, pool, block_size, chunk):
+        """`ChunkedLocalAttentionManager.find_longest_cache_hit`: the blocks left of the chunk holding token
+        `max_length` are nulls (outside every later token's window: computed), then the run of cached blocks
+        from the chunk's start, at most max_length // block_size blocks in all."""
+        max_blocks = max_length // block_size
+        start = (max_length // chunk * chunk) // block_size if max_length > 0 else 0
+        out = [[NULL] * start for _ in gids]
+        for i in range(start, min(max_blocks, pool.hit_span(request, max_blocks, block_size))):
+            got = pool.get_cached_block(request.token_key((i + 1) * block_size), gids)
+            if not got:
+                break
+            for lst, b in zip(out, got):
+                lst.append(b)
         return out, len(out[0]) * block_size

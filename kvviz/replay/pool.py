@@ -57,7 +57,7 @@ class BlockPool:
         self.held: list[int] = []  # per group: blocks with a reference (set by the manager)
         self.cached_free = 0  # free blocks still holding a hash (evictable)
         self.cached: dict = {}  # key -> list of block ids, first is the one `get_one_block` returns
-        # Cached entries per token identity (a prefix group or a request id): a lookup of a key whose
+        # Cached entries per token identity (a shared chunk or a request id): a lookup of a key whose
         # identity has none misses, so hit searches skip those blocks (`hit_span`).
         self.ident_count: dict = {}
         self.ident_version: dict = {}  # identity -> times its cached entries changed (hit searches memoised)
@@ -197,18 +197,31 @@ class BlockPool:
         return out
 
     def hit_version(self, request) -> tuple:
-        """Changes whenever a cached entry of the request's identities (its prefix group, its own id) does:
-        a prefix-hit search gives the same answer while this and the request's length stay the same."""
+        """Changes whenever a cached entry of the request's identities (its shared chunks, its own id) does:
+        a prefix-hit search gives the same answer while this and the request's length stay the same (each
+        identity's count of changes only grows, so their sum moves whenever one does)."""
         v = self.ident_version
-        return (v.get(request.rid, 0), v.get(request.group, 0) if request.group is not None else 0)
+        chain = request.chain
+        if not chain:
+            return (v.get(request.rid, 0), 0)
+        if len(chain) == 1:
+            return (v.get(request.rid, 0), v.get(chain[0], 0))
+        return (v.get(request.rid, 0), sum([v.get(c, 0) for c in chain]))
 
     def hit_span(self, request, n: int, block_size: int) -> int:
-        """How many of the first `n` blocks of `request` can be in the cache at all: none past the shared
-        prefix when no block of the request's own is cached, none when its prefix group has none either."""
-        if self.ident_count.get(request.rid):
+        """How many of the first `n` blocks of `request` can be in the cache at all: all when a block of the
+        request's own is cached, else none past the last shared chunk with a cached entry (a block's hash
+        names the chunk holding its last token), none when no chunk has one."""
+        count = self.ident_count
+        if count.get(request.rid):
             return n
-        if request.group is not None and self.ident_count.get(request.group):
-            return min(n, request.prefix_len // block_size)
+        chain = request.chain
+        for k in range(len(chain) - 1, -1, -1):
+            if count.get(chain[k]):
+                end = (k + 1) * request.chunk
+                if end > request.shared:
+                    end = request.shared
+                return min(n, end // block_size)
         return 0
 
     def num_evictable(self, blocks) -> int:

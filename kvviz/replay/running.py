@@ -30,22 +30,22 @@ class RunningSlots:
 
     def _allocate_running(self, request, num_new_tokens: int) -> bool:
         """`allocate_slots` for a scheduled running request with no hit and no admission check, full and
-        sliding-window groups only: the same steps as the general path (windows trimmed, blocks counted,
-        allocated group by group, full blocks hashed), with the per-group formulas written out."""
+        windowed groups only (sliding, chunked local): the same steps as the general path (windows trimmed,
+        blocks counted, allocated group by group, full blocks hashed), with the per-group formulas written out."""
         rid = request.rid
         total, main, need = self._slot_counts(request, num_new_tokens)
-        if self.sliding:
+        if self.windowed:
             processed = total - request.num_in_flight_tokens
             if processed < 0:
                 processed = 0
-            for m in self.sliding:
+            for m in self.windowed:
                 m.remove_skipped_blocks(rid, processed)
         to_allocate = 0
         for m, members in self.spec_runs:  # Manager.num_blocks_to_allocate with no new computed blocks
             blocks = m.req_to_blocks.get(rid)
             have = len(blocks) if blocks is not None else 0
             k = -(-need // m.block_size)
-            if m.window is None or rid in m.num_cached_block:
+            if not m.windowed or rid in m.num_cached_block:
                 k -= have
             else:
                 skipped = m.skipped_tokens(request.num_computed_tokens) // m.block_size
@@ -145,7 +145,7 @@ class RunningSlots:
                 k = (m.num_cached_block.get(rid, 0) + 1) * bs
                 if k < cache:
                     cache = k
-            if m.window is not None:
+            if m.windowed:
                 # a window's nulls are a prefix of its table (hits start after nulls, blocks leaving the window
                 # are nulled from the front): the first non-null block by bisection
                 lo, hi = 0, len(blocks)
@@ -155,7 +155,7 @@ class RunningSlots:
                         lo = mid + 1
                     else:
                         hi = mid
-                k = (lo + 1) * bs + m.window - 1
+                k = m.trim_limit(lo)
                 if k < trim:
                     trim = k
             elif m.kind == "mamba":

@@ -20,8 +20,9 @@ class Request:
         "index",
         "prompt_len",
         "max_tokens",
-        "group",
-        "prefix_len",
+        "chain",
+        "chunk",
+        "shared",
         "num_output",
         "num_computed_tokens",
         "num_output_placeholders",
@@ -41,9 +42,10 @@ class Request:
         "admit_memo",
     )
 
-    def __init__(self, rid, index, prompt_len, max_tokens, group, prefix_len, record) -> None:
+    def __init__(self, rid, index, prompt_len, max_tokens, record, chain=(), chunk=1, shared=0) -> None:
         self.rid, self.index, self.prompt_len, self.max_tokens = rid, index, prompt_len, max_tokens
-        self.group, self.prefix_len = group, prefix_len if group is not None else 0
+        # the shared leading tokens (kvviz/replay/identity.py): one trie node per `chunk` tokens, `shared` tokens
+        self.chain, self.chunk, self.shared = chain, chunk, shared
         self.num_output = self.num_computed_tokens = self.num_output_placeholders = 0
         self.num_in_flight_tokens = self.num_stale_output_tokens = self.num_preemptions = 0
         self.status = WAITING
@@ -69,8 +71,9 @@ class Request:
         return self.num_tokens
 
     def token_key(self, end: int):
-        """The identity of the tokens [0, end): the prefix group's when they lie inside its shared prefix."""
-        return (self.group, end) if end <= self.prefix_len else (self.rid, end)
+        """The identity of the tokens [0, end) (kvviz/replay/identity.py): the node of the shared chunk holding
+        token end - 1 while they are all shared, else the request's own."""
+        return (self.chain[(end - 1) // self.chunk], end) if end <= self.shared else (self.rid, end)
 
     def reachable_boundaries(self):
         """`replay_boundaries` (no EAGLE: prompt - 1) and the shared-prefix junction (`cache_blocks`)."""
@@ -171,7 +174,7 @@ class Scheduler:
         cache_running = kv.cache_running
         # no window and no Mamba group: trim_limit is max_model_len + 1 whenever alloc_limit is known (they are
         # set together; unknown, both are 0), skip_max_tokens is max_model_len: only quiet_end is asked
-        plain = no_mamba and not kv.sliding
+        plain = no_mamba and not kv.windowed
         for r in running:  # preemption pops only behind the current position (the list's tail)
             if budget <= 0:
                 break
