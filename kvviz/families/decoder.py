@@ -38,7 +38,8 @@ from kvviz.families.decoder_mix import (  # noqa: F401
 )
 from kvviz.families.decoder_records import FROM_HIDDEN, DecoderRecord
 from kvviz.families.decoder_records import RECORDS as DECODER_RECORDS
-from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
+from kvviz.families.hf import check_tp_heads, derive_max_model_len, kv_heads_per_rank, read_config, resolve_dtype
+from kvviz.families.hf_bounds import field
 from kvviz.families.registry import RECORDS, Family, Model, model_method, register
 from kvviz.families.transformers_backend import RECORDS as BACKEND_RECORDS
 from kvviz.families.transformers_backend import backend_head_size, backend_kv_heads

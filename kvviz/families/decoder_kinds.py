@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, bounded_int
-from kvviz.families.hf import field
+from kvviz.families.hf_bounds import field
 
 FULL, SLIDING = "full_attention", "sliding_attention"
 

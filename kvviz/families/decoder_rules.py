@@ -17,7 +17,7 @@ from typing import Callable, ClassVar
 from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, MAX_LAYERS, bounded_int
 from kvviz.families.decoder_mix import config_layer_kinds
-from kvviz.families.hf import field
+from kvviz.families.hf_bounds import field
 from kvviz.families.record import JSON, VLLM, Read, Record
 
 HEAD_DIM = "head_dim"  # config.head_dim (when > 0), else hidden_size // num_attention_heads

@@ -27,7 +27,8 @@ from types import SimpleNamespace
 
 from kvviz.base.errors import require
 from kvviz.core.declare import AttentionCache
-from kvviz.families.hf import config_class, field, kv_heads_per_rank
+from kvviz.families.hf import config_class, kv_heads_per_rank
+from kvviz.families.hf_bounds import field
 
 # the model_type kvviz gives a text config read as vLLM's DeepseekVLV2TextConfig (its own model_type is
 # deepseek_v2, which transformers' DeepseekV2Config reads, refusing kv_lora_rank None)

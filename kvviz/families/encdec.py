@@ -27,7 +27,8 @@ from typing import Callable, ClassVar
 from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, bounded_int
 from kvviz.core.declare import AttentionCache
-from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
+from kvviz.families.hf import check_tp_heads, derive_max_model_len, kv_heads_per_rank, read_config, resolve_dtype
+from kvviz.families.hf_bounds import field
 from kvviz.families.record import JSON, TRANSFORMERS, Read, Record
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.options import Options

@@ -219,19 +219,6 @@ def _with_vllm_defaults(raw: dict, how: Read) -> dict:
     return how.fill(out)
 
 
-def field(text, name: str, *, model: str, required: bool = True, default=None):
-    """An integer field of the (text) config; a missing required one is a one-line error."""
-    value = getattr(text, name, None)
-    if value is None:
-        require(not required, f"{model}: config is missing field {name!r}")
-        return default
-    require(
-        isinstance(value, int) and not isinstance(value, bool),
-        f"{model}: {name}={short_repr(value)}: must be an integer",
-    )
-    return value
-
-
 def resolve_dtype(top, text, raw: dict, *, name: str) -> str:
     """vLLM's dtype 'auto' (config/model.py _resolve_auto_dtype on CUDA sm>=80): the checkpoint's
     dtype (the root config's first, then the text config's); float32 is served as bf16, float16

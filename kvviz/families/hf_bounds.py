@@ -1,6 +1,7 @@
 """Bounds on what a config.json may say before a family reads it: the dtype names vLLM knows, layer
 and head counts, dimensions and periods each within kvviz.base.inputs' limits, checked on the top
-level and the text config, one line naming the field."""
+level and the text config, one line naming the field; and the readers of one integer field (`field`,
+`mla_dims`) every family uses."""
 
 from __future__ import annotations
 
@@ -162,3 +163,37 @@ def check_top_level(raw: dict, text, *, name: str) -> None:
                 f"{name}: {key}={short_repr(raw[key])} at the top level is not read: vLLM reads "
                 f"text_config.{key}={short_repr(used)}; give it there",
             )
+
+
+def field(text, name: str, *, model: str, required: bool = True, default=None):
+    """An integer field of the (text) config; a missing required one is a one-line error."""
+    value = getattr(text, name, None)
+    if value is None:
+        require(not required, f"{model}: config is missing field {name!r}")
+        return default
+    require(
+        isinstance(value, int) and not isinstance(value, bool),
+        f"{model}: {name}={short_repr(value)}: must be an integer",
+    )
+    return value
+
+
+def _raw_int(raw: dict, text, key: str, *, name: str) -> int:
+    """A field as config.json has it (vLLM's get_head_size re-reads the raw file), else the
+    config object's."""
+    value = raw.get(key)
+    if value is None and isinstance(raw.get("text_config"), dict):
+        value = raw["text_config"].get(key)
+    if value is None:
+        value = getattr(text, key, None)
+    require(value is not None, f"{name}: config is missing field {key!r}")
+    require(
+        isinstance(value, int) and not isinstance(value, bool) and value > 0,
+        f"{name}: {key}={short_repr(value)}: must be a positive integer",
+    )
+    return value
+
+
+def mla_dims(raw: dict, text, *, name: str) -> tuple[int, int]:
+    """(kv_lora_rank, qk_rope_head_dim) of an MLA config; shared with the state family (Kimi-Linear)."""
+    return _raw_int(raw, text, "kv_lora_rank", name=name), _raw_int(raw, text, "qk_rope_head_dim", name=name)

@@ -43,7 +43,8 @@ from kvviz.core.declare import MLACache
 from kvviz.core.kinds import CacheKind
 from kvviz.core.spec import CacheSpec
 from kvviz.families.deepseek_text import VL_V2_TEXT, MHAttention, plain_attention, plain_caches, vl_v2_text
-from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, read_config, resolve_dtype
+from kvviz.families.hf import check_tp_heads, derive_max_model_len, read_config, resolve_dtype
+from kvviz.families.hf_bounds import field, mla_dims
 from kvviz.families.mla_records import RECORDS, MLARecord
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.options import Options
@@ -69,27 +70,6 @@ class MLAConfig:
         """Elements of one token's MLA latent: kv_lora_rank + qk_rope_head_dim (vLLM 0.33 MLAAttentionSpec
         head_size)."""
         return self.kv_lora_rank + self.qk_rope_head_dim
-
-
-def _raw_int(raw: dict, text, key: str, *, name: str) -> int:
-    """A field as config.json has it (vLLM's get_head_size re-reads the raw file), else the
-    config object's."""
-    value = raw.get(key)
-    if value is None and isinstance(raw.get("text_config"), dict):
-        value = raw["text_config"].get(key)
-    if value is None:
-        value = getattr(text, key, None)
-    require(value is not None, f"{name}: config is missing field {key!r}")
-    require(
-        isinstance(value, int) and not isinstance(value, bool) and value > 0,
-        f"{name}: {key}={short_repr(value)}: must be a positive integer",
-    )
-    return value
-
-
-def mla_dims(raw: dict, text, *, name: str) -> tuple[int, int]:
-    """(kv_lora_rank, qk_rope_head_dim) of an MLA config; shared with the state family (Kimi-Linear)."""
-    return _raw_int(raw, text, "kv_lora_rank", name=name), _raw_int(raw, text, "qk_rope_head_dim", name=name)
 
 
 # vLLM 0.33's is_deepseek_mla (transformers_utils/model_arch_config_convertor.py): the model types whose

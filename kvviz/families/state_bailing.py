@@ -9,9 +9,8 @@ import types
 
 from kvviz.base.errors import require
 from kvviz.base.inputs import short_repr
-from kvviz.families.mla import mla_dims
-from kvviz.families.state_config import MLA, STATE, Slot, StateConfig, _head_dim_or_split, _int
-from kvviz.families.state_delta import custom_code_config
+from kvviz.families.hf_bounds import mla_dims
+from kvviz.families.state_config import MLA, STATE, Slot, StateConfig, _head_dim_or_split, _int, custom_code_config
 
 # model_arch_config_convertor.py is_deepseek_mla: the Bailing hybrids' model types whose MLA layers vLLM
 # serves with use_mla. Under another model_type use_mla is off, Platform._align_hybrid_block_size sizes

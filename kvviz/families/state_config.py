@@ -4,10 +4,11 @@ cache a layer registers) and the field readers every architecture's reader share
 from __future__ import annotations
 
 import dataclasses
+import types
 
 from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, bounded_int, short_repr
-from kvviz.families.hf import field
+from kvviz.families.hf_bounds import field
 
 ATTN, MLA, STATE = "attention", "mla", "state"
 
@@ -160,3 +161,15 @@ TITLES = {
     "kda": "Kimi delta attention",
     "linear": "linear attention",
 }
+
+
+def custom_code_config(raw: dict, *, name: str):
+    """(top, text) of a custom-code config (no transformers class in vLLM 0.33's pin, config.json's
+    auto_map): the JSON's keys as the repository's own class holds them, read by vLLM with
+    trust_remote_code (transformers' later BailingHybridConfig maps other fields and is not what vLLM reads);
+    None for a VL architecture (its config class is read as the record's config says)."""
+    archs = raw.get("architectures") or []
+    if archs and "VL" in str(archs[0]):
+        return None
+    top = types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str) and k.isidentifier()})
+    return top, top

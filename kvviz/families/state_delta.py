@@ -11,7 +11,7 @@ import types
 from kvviz.base.errors import require
 from kvviz.base.inputs import short_repr
 from kvviz.families.hf import read_config
-from kvviz.families.mla import mla_dims
+from kvviz.families.hf_bounds import mla_dims
 from kvviz.families.state_config import (
     ATTN,
     MLA,
@@ -229,15 +229,3 @@ def interns2_config(raw: dict, *, name: str):
     if raw.get("model_type") in ("qwen3_5_moe", "qwen3_5"):
         return None
     return read_config({**raw, "model_type": "qwen3_5_moe"}, name=name)
-
-
-def custom_code_config(raw: dict, *, name: str):
-    """(top, text) of a custom-code config (no transformers class in vLLM 0.33's pin, config.json's
-    auto_map): the JSON's keys as the repository's own class holds them, read by vLLM with
-    trust_remote_code (transformers' later BailingHybridConfig maps other fields and is not what vLLM reads);
-    None for a VL architecture (its config class is read as the record's config says)."""
-    archs = raw.get("architectures") or []
-    if archs and "VL" in str(archs[0]):
-        return None
-    top = types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str) and k.isidentifier()})
-    return top, top

@@ -13,7 +13,7 @@ from kvviz.families import state_bailing as bailing
 from kvviz.families import state_delta as delta
 from kvviz.families import state_mamba as mamba
 from kvviz.families.record import JSON, Read, Record
-from kvviz.families.state_config import KIMI_LINEAR_MAX_POSITION_EMBEDDINGS
+from kvviz.families.state_config import KIMI_LINEAR_MAX_POSITION_EMBEDDINGS, custom_code_config
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
@@ -128,13 +128,13 @@ RECORDS: tuple[StateRecord, ...] = (
         name="AliceAIForCausalLM",
         vllm="alice_ai.py AliceAIDecoderBlock",
         reader=delta.alice_ai,
-        own=delta.custom_code_config,
+        own=custom_code_config,
     ),
     S(
         name="BailingMoeV2_5ForCausalLM",
         vllm="bailing_moe_linear.py BailingMoeV25Model",
         reader=bailing.bailing_v2_5,
-        own=delta.custom_code_config,
+        own=custom_code_config,
     ),
     S(
         name="BailingMoeV3ForCausalLM",

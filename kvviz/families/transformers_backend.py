@@ -34,7 +34,7 @@ Attention per layer of text_config.num_hidden_layers, named after the HF attenti
 from __future__ import annotations
 
 from kvviz.base.errors import require
-from kvviz.families.decoder_records import DecoderRecord
+from kvviz.families.decoder_rules import DecoderRecord
 
 # config.py CONFIG_FIELD_ALIASES["total_num_kv_heads"], in its order (getattr_iter takes the first present)
 KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
