@@ -125,24 +125,21 @@ def test_first_sight_reads_through_transformers_without_torch(model, tmp_path):
     assert _imports_after(["plan", "--hf-config", str(folder), "--json"], env) == "HEAVY ['transformers']"  # the miss
 
 
-def test_a_process_that_imported_torch_reads_configs_with_it(tmp_path):
-    # kvviz keeps torch out only of a process that has not imported it: one that has keeps it working
-    code = (
-        "import torch, sys\nfrom kvviz.families import load_path\n"
-        f"m = load_path({str(_copy(tmp_path))!r})\n"
-        "print(m.dtype, torch.zeros(2).sum().item(), sys.modules['torch'] is torch)"
-    )
+def _run_with_a_read(tmp_path, before: str, after: str) -> str:
+    """stdout of a fresh interpreter that runs `before`, reads Jamba's config.json (a first sight), then `after`."""
+    code = f"{before}\nfrom kvviz.families import load_path\nm = load_path({str(_copy(tmp_path))!r})\n{after}"
     env = dict(os.environ, KVVIZ_CACHE_DIR=str(tmp_path / "cache"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
-    assert out.returncode == 0 and out.stdout.split() == ["bf16", "0.0", "True"], out.stderr
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_a_process_that_imported_torch_reads_configs_with_it(tmp_path):
+    # kvviz keeps torch out only of a process that has not imported it: one that has keeps it working
+    after = "print(m.dtype, torch.zeros(2).sum().item(), sys.modules['torch'] is torch)"
+    assert _run_with_a_read(tmp_path, "import torch, sys", after).split() == ["bf16", "0.0", "True"]
 
 
 def test_torch_is_importable_after_a_config_was_read_without_it(tmp_path):
-    code = (
-        "import sys\nfrom kvviz.families import load_path\n"
-        f"load_path({str(_copy(tmp_path))!r})\n"
-        "assert 'torch' not in sys.modules\nimport torch\nprint(torch.ones(3).sum().item())"
-    )
-    env = dict(os.environ, KVVIZ_CACHE_DIR=str(tmp_path / "cache"))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
-    assert out.returncode == 0 and out.stdout.strip() == "3.0", out.stderr
+    after = "assert 'torch' not in sys.modules\nimport torch\nprint(torch.ones(3).sum().item())"
+    assert _run_with_a_read(tmp_path, "import sys", after) == "3.0"

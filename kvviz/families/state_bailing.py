@@ -10,7 +10,16 @@ import types
 from kvviz.base.errors import require
 from kvviz.base.inputs import short_repr
 from kvviz.families.hf_bounds import mla_dims
-from kvviz.families.state_config import MLA, STATE, Slot, StateConfig, _head_dim_or_split, _int, custom_code_config
+from kvviz.families.state_config import (
+    MLA,
+    STATE,
+    Slot,
+    StateConfig,
+    _head_dim_or_split,
+    _int,
+    _kda_beside_mla,
+    custom_code_config,
+)
 
 # model_arch_config_convertor.py is_deepseek_mla: the Bailing hybrids' model types whose MLA layers vLLM
 # serves with use_mla. Under another model_type use_mla is off, Platform._align_hybrid_block_size sizes
@@ -63,17 +72,7 @@ def bailing_v3(raw, top, text, *, name):
         ("head_dim", _int(text, "head_dim", name=name)),
         ("conv_kernel", _int(text, "short_conv_kernel_size", name=name)),
     )
-    return StateConfig(
-        mamba_type="kda",
-        slots=slots,
-        num_hidden_layers=n,
-        state_args=args,
-        num_attention_heads=_int(text, "num_attention_heads", name=name),
-        kv_lora_rank=rank,
-        qk_rope_head_dim=rope,
-        ssm_dtype="fp32",
-        ssm_dtype_source="KDA recurrent state is float32 (kda_state_dtype)",
-    )
+    return _kda_beside_mla(text, slots, n, args, rank, rope, name=name)
 
 
 def bailing_v2_5(raw, top, text, *, name):

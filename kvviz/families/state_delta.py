@@ -13,7 +13,6 @@ from kvviz.base.inputs import short_repr
 from kvviz.families.hf import read_config
 from kvviz.families.hf_bounds import mla_dims
 from kvviz.families.state_config import (
-    ATTN,
     MLA,
     STATE,
     Slot,
@@ -21,7 +20,8 @@ from kvviz.families.state_config import (
     _attn_fields,
     _head_dim_or_split,
     _int,
-    _list,
+    _kda_beside_mla,
+    _one_cache_a_layer,
     _ssm_element,
     with_prefix,
 )
@@ -29,19 +29,16 @@ from kvviz.families.state_config import (
 
 def _gated_delta_net(raw, top, text, *, name, prefix: str, ssm_field: str | None, head_from_hidden: bool = False):
     n = _int(text, "num_hidden_layers", name=name)
-    kinds = _list(text, "layer_types", n, name=name)
-    slots = []
-    for i, k in enumerate(kinds):
-        require(
-            k in ("linear_attention", "full_attention"),
-            f"{name}: layer_types[{i}]={short_repr(k)}: a gated delta net hybrid's layers are linear_attention "
-            f"or full_attention",
-        )
-        slots.append(
-            Slot(STATE, f"{prefix}model.layers.{i}.linear_attn", i)
-            if k == "linear_attention"
-            else Slot(ATTN, f"{prefix}model.layers.{i}.self_attn.attn", i)
-        )
+    slots = _one_cache_a_layer(
+        text,
+        "layer_types",
+        n,
+        name=name,
+        model="a gated delta net hybrid's",
+        state=("linear_attention", "linear_attn"),
+        attention=("full_attention", "self_attn.attn"),
+        prefix=prefix,
+    )
     args = (
         ("num_k_heads", _int(text, "linear_num_key_heads", name=name)),
         ("num_v_heads", _int(text, "linear_num_value_heads", name=name)),
@@ -121,17 +118,7 @@ def kimi_linear(raw, top, text, *, name):
         )
         args.append((as_, v))
     rank, rope = mla_dims(raw, text, name=name)
-    return StateConfig(
-        mamba_type="kda",
-        slots=slots,
-        num_hidden_layers=n,
-        state_args=tuple(args),
-        num_attention_heads=_int(text, "num_attention_heads", name=name),
-        kv_lora_rank=rank,
-        qk_rope_head_dim=rope,
-        ssm_dtype="fp32",
-        ssm_dtype_source="KDA recurrent state is float32 (kda_state_dtype)",
-    )
+    return _kda_beside_mla(text, slots, n, args, rank, rope, name=name)
 
 
 def kimi_k3(raw, top, text, *, name):
@@ -173,17 +160,15 @@ def alice_ai(raw, top, text, *, name):
         f"{name}: linear_num_key_heads/value_heads {heads_k}/{heads_v}, linear_key/value_head_dim {dim_k}/{dim_v}: "
         f"AliceAI KDA requires matching key/value head counts and dimensions",
     )
-    slots = []
-    for i, k in enumerate(_list(text, "layer_types", n, name=name)):
-        require(
-            k in ("linear_attention", "full_attention"),
-            f"{name}: layer_types[{i}]={short_repr(k)}: AliceAI layers are linear_attention or full_attention",
-        )
-        slots.append(
-            Slot(STATE, f"model.layers.{i}.linear_attn", i)
-            if k == "linear_attention"
-            else Slot(ATTN, f"model.layers.{i}.self_attn.attn", i)
-        )
+    slots = _one_cache_a_layer(
+        text,
+        "layer_types",
+        n,
+        name=name,
+        model="AliceAI",
+        state=("linear_attention", "linear_attn"),
+        attention=("full_attention", "self_attn.attn"),
+    )
     args = (
         ("num_heads", heads_k),
         ("head_dim", dim_k),

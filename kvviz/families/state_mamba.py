@@ -116,18 +116,15 @@ def falcon_h1(raw, top, text, *, name):
 def granite_h(raw, top, text, *, name):
     """granitemoehybrid.py: layer_types 'linear_attention' is Mamba-2 `.mixer`, 'full_attention' `.self_attn.attn`."""
     n = _int(text, "num_hidden_layers", name=name)
-    kinds = _list(text, "layer_types", n, name=name)
-    slots = []
-    for i, k in enumerate(kinds):  # transformers remaps the legacy 'mamba' / 'attention'
-        require(
-            k in ("linear_attention", "full_attention"),
-            f"{name}: layer_types[{i}]={short_repr(k)}: Granite-4.0-H layers are mamba or attention",
-        )
-        slots.append(
-            Slot(STATE, f"model.layers.{i}.mixer", i)
-            if k == "linear_attention"
-            else Slot(ATTN, f"model.layers.{i}.self_attn.attn", i)
-        )
+    slots = _one_cache_a_layer(  # transformers remaps the legacy 'mamba' / 'attention'
+        text,
+        "layer_types",
+        n,
+        name=name,
+        model="Granite-4.0-H",
+        state=("linear_attention", "mixer"),
+        attention=("full_attention", "self_attn.attn"),
+    )
     hidden = _int(text, "hidden_size", name=name)
     args = (
         ("intermediate_size", _int(text, "mamba_expand", name=name) * hidden),
