@@ -127,7 +127,9 @@ def test_no_per_property_table_is_written_by_hand():
 
 def test_the_table_check_finds_a_table(tmp_path):
     src = tmp_path / "probe.py"
-    src.write_text('HEAD = {"qwen2", "gpt2"}\nNAMES = {"LlamaForCausalLM": 1, "GPT2LMHeadModel": 2}\nRECORDS = ("x", "y")\n')
+    src.write_text(
+        'HEAD = {"qwen2", "gpt2"}\nNAMES = {"LlamaForCausalLM": 1, "GPT2LMHeadModel": 2}\nRECORDS = ("x", "y")\n'
+    )
     found = {name: _strings(lit) for name, lit in _module_tables(src)}
     assert found == {"HEAD": ["qwen2", "gpt2"], "NAMES": ["LlamaForCausalLM", "GPT2LMHeadModel"]}
 
