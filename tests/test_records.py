@@ -168,3 +168,16 @@ def test_adding_an_architecture_is_one_record(monkeypatch, tmp_path):
     assert [c.name for c in caches[:2]] == ["model.blocks.0.attn.attn", "model.blocks.1.attn.attn"]
     assert {c.head_size for c in caches} == {raw["hidden_size"] // raw["num_attention_heads"]} == {128}
     assert kvviz.plan(model).capacity(8 << 30).num_blocks > 0
+
+
+def test_a_record_answers_what_kvviz_believes_about_its_architecture():
+    # internlm2.py InternLM2Attention: head size hidden_size // num_attention_heads, layers at
+    # model.layers.{i}.attention.attn; its config is custom code (trust_remote_code)
+    text = str(RECORDS["InternLM2ForCausalLM"])
+    assert text.startswith("InternLM2ForCausalLM (decoder), vLLM 0.33 internlm2.py")
+    beliefs = RECORDS["InternLM2ForCausalLM"].beliefs()
+    assert beliefs["head_size"] == "hidden_size // num_attention_heads"
+    assert beliefs["layer_names"] == "('model.layers', 'attention.attn')"
+    assert beliefs["config"].startswith("the JSON (custom code)")
+    assert RECORDS["ChatGLMModel"].beliefs()["heads"] == "chatglm_kv"
+    assert "prefix" not in RECORDS["LlamaForCausalLM"].beliefs()  # a default is no belief of its own

@@ -29,7 +29,7 @@ def _r(name: str, file: str, *model_types: str, **fields) -> DecoderRecord:
 
 def _custom(*only: str) -> Read:
     """Custom code (trust_remote_code): the checkpoint's own config class, the JSON's keys as they are."""
-    return Read(how=JSON, cls="the checkpoint's own config class (custom code)", only=only)
+    return Read(how=JSON, cls="the checkpoint's own config class", only=only)
 
 
 RECORDS: tuple[DecoderRecord, ...] = (

@@ -44,6 +44,13 @@ class Read:
         """Whether this read is the one for a config of `model_type`."""
         return not self.only or model_type in self.only
 
+    def __str__(self) -> str:
+        how = {TRANSFORMERS: "transformers' class", JSON: "the JSON (custom code)", VLLM: "vLLM's own class"}[self.how]
+        parts = [how + (f" of {self.as_type}" if self.as_type else "")]
+        parts += [self.cls] if self.cls else []
+        parts += [f"for model types {', '.join(self.only)}"] if self.only else []
+        return ", ".join(parts)
+
 
 TRANSFORMERS_CLASS = Read()
 
@@ -70,6 +77,22 @@ class Record:
     def names(self) -> tuple[str, ...]:
         """Every architecture name this record answers for: its registry name, then its aliases."""
         return (self.name, *self.aliases)
+
+    def beliefs(self) -> dict[str, str]:
+        """What this record says beyond its type's defaults, field by field, in words (a rule by its function's
+        name): the answer to "what does kvviz believe about this architecture?"."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            if f.name == "name" or (default is not dataclasses.MISSING and value == default):
+                continue
+            out[f.name] = getattr(value, "__qualname__", None) if callable(value) else str(value)
+        return out
+
+    def __str__(self) -> str:
+        facts = "; ".join(f"{k}: {v}" for k, v in self.beliefs().items() if k != "vllm")
+        return f"{self.name} ({self.family}), {self.mirrors}" + (f"; {facts}" if facts else "")
 
     @property
     def mirrors(self) -> str:
