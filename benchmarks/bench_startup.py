@@ -8,7 +8,9 @@ config classes compute fields -- Nemotron-H, Jamba, DeepSeek-V2-Lite -- and Gemm
 is read by transformers' own config classes with torch kept out (kvviz/families/hf.py): at most 1 s
 median. `render` is shown against the same `python -c pass`. Each command runs REPEATS times as its own
 process; wall time is measured around the process ("x pass": its median over the median of
-`python -c pass`), peak memory is the child's ru_maxrss from wait4().
+`python -c pass`), CPU time (user + system) and peak memory are the child's rusage from wait4(). On a
+shared machine the wall time is the CPU time plus the wait for a core: each goal is judged on both, and
+the CPU time is what an idle machine's wall time comes to (these commands run on one thread).
 Bytecode is compiled once (the warm-up run) into this run's own folder, as an installed package has it.
 `import torch, matplotlib` is shown as what the light path avoids.
 
@@ -104,8 +106,8 @@ MISS = "cache miss"
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"PYTHONPYCACHEPREFIX": CACHE + "/pyc"}
 
 
-def run_once(argv: list[str], fresh_cache: bool = False) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one process."""
+def run_once(argv: list[str], fresh_cache: bool = False) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds (user + system), peak RSS MiB) of one process."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv,
@@ -121,32 +123,35 @@ def run_once(argv: list[str], fresh_cache: bool = False) -> tuple[float, float]:
     proc.stderr.close()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {err.strip()}")
-    return wall, usage.ru_maxrss / 1024  # Linux reports KiB
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # Linux reports KiB
 
 
 def main() -> int:
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 7
     print(
-        f"{repeats} runs each, python {sys.version.split()[0]}; wall = whole process (min / median), "
+        f"{repeats} runs each, python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} CPUs; wall = whole process (min / median), CPU = user + system (median), "
         f"RSS = peak of the process"
     )
     base = None
-    missed = []
-    print(f"{'command':<88} {'min s':>6} {'median s':>8} {'x pass':>7} {'RSS MiB':>8}")
+    missed: dict[str, list[str]] = {"wall": [], "CPU": []}
+    print(f"{'command':<88} {'min s':>6} {'median s':>8} {'x pass':>7} {'CPU s':>6} {'RSS MiB':>8}")
     for label, argv, goal in COMMANDS:
         fresh = MISS in label  # every run of a cache miss starts from an empty parsed-config cache
         run_once(argv, fresh)  # warm the file cache (and, for a hit, the parsed-config cache)
-        walls, rss = zip(*(run_once(argv, fresh) for _ in range(repeats)))
-        lo, med, peak = min(walls), statistics.median(walls), max(rss)
+        walls, cpus, rss = zip(*(run_once(argv, fresh) for _ in range(repeats)))
+        lo, med, cpu, peak = min(walls), statistics.median(walls), statistics.median(cpus), max(rss)
         base = base or med  # the median of `python -c pass`
-        print(f"{label:<88} {lo:>6.3f} {med:>8.3f} {med / base:>7.1f} {peak:>8.1f}")
-        if goal is not None and (med > goal[0] or (goal[1] is not None and peak >= goal[1])):
-            missed.append(label)
-    print(
-        f"goals: each light command and cached start at most {GOAL_S} s (median) and under {GOAL_MIB} MiB, "
-        f"each first sight at most {FIRST_SIGHT_S} s (median): "
-        + ("met" if not missed else "MISSED by " + "; ".join(missed))
-    )
+        print(f"{label:<88} {lo:>6.3f} {med:>8.3f} {med / base:>7.1f} {cpu:>6.3f} {peak:>8.1f}")
+        for kind, seconds in (("wall", med), ("CPU", cpu)):
+            if goal is not None and (seconds > goal[0] or (goal[1] is not None and peak >= goal[1])):
+                missed[kind].append(label)
+    for kind, labels in missed.items():
+        print(
+            f"goals by {kind} time: each light command and cached start at most {GOAL_S} s (median) and under "
+            f"{GOAL_MIB} MiB, each first sight at most {FIRST_SIGHT_S} s (median): "
+            + ("met" if not labels else "MISSED by " + "; ".join(labels))
+        )
     return 0
 
 
