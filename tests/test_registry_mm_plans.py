@@ -1,4 +1,4 @@
-"""Multimodal wrappers of kvviz.families.wrapper_table_more (issue 27) against vLLM 0.33's own plans.
+"""Multimodal wrappers of kvviz.families.wrapper_records (issue 27) against vLLM 0.33's own plans.
 
 tests/data/vllm-0.33/registry-mm/plans.json holds what vLLM 0.33.0 itself planned, with its real model
 construction on the meta device (scripts/vllm_reference_plans.py), for the configs beside it (see that

@@ -64,7 +64,7 @@ class DecoderConfig:
     shared_targets: tuple[tuple[int, int], ...] = ()  # (layer, the layer whose KV it reuses)
     # per layer (KV heads, head size[, V head size]) where they differ (Gemma 4, decoder_kinds)
     layer_heads: tuple[tuple[int, ...], ...] = ()
-    layer_names: tuple[str, ...] = ()  # per cache, where not `{layer_prefix}.{i}.{attn_suffix}` (LOOPED)
+    layer_names: tuple[str, ...] = ()  # per cache, where not `{layer_prefix}.{i}.{attn_suffix}` (a looped rule)
     layer_windows: tuple[int | None, ...] = ()  # per cache, where the model file sets each (decoder_layers)
     head_size_v: int | None = None  # V's head size where it is not K's (decoder_layers: Pangu's sink attention)
     sink_len: int = 0  # static sink tokens (decoder_layers: StaticSinkAttention)
