@@ -125,6 +125,16 @@ def test_first_sight_reads_through_transformers_without_torch(model, tmp_path):
     assert _imports_after(["plan", "--hf-config", str(folder), "--json"], env) == "HEAVY ['transformers']"  # the miss
 
 
+def test_a_wrapper_naming_no_class_is_read_without_torch(tmp_path):
+    # a Llava text_config without architectures: the language model's class is transformers' causal LM of its
+    # model_type (VllmConfig.with_hf_config), from transformers' modeling_auto table, imported without torch
+    env = dict(os.environ, KVVIZ_CACHE_DIR=str(tmp_path / "cache"))
+    text = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8}
+    raw = {"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava", "text_config": text}
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    assert _imports_after(["plan", "--hf-config", str(tmp_path), "--json"], env) == "HEAVY ['transformers']"
+
+
 def _run_with_a_read(tmp_path, before: str, after: str) -> str:
     """stdout of a fresh interpreter that runs `before`, reads Jamba's config.json (a first sight), then `after`."""
     code = f"{before}\nfrom kvviz.families import load_path\nm = load_path({str(_copy(tmp_path))!r})\n{after}"
