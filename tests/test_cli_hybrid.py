@@ -142,7 +142,9 @@ def test_render_gemma_writes_block_map_and_pool_planes(capsys, tmp_path):
     rc, out, _ = run(capsys, "render", "--model", "gemma-3-27b", "--out", str(tmp_path), "--no-svg")
     assert rc == 0
     written = {p.split("/")[-1] for p in out.split()}
-    assert {"block-map.png", "pool-planes.png", "before-after.png", "report.html"} <= written
+    assert {"block-map.png", "pool-planes.png", "report.html"} <= written
+    # issue 37: Gemma 3's pages are one size, so packed is vLLM's layout: no before/after of two equal panels
+    assert "before-after.png" not in written and out.startswith("no before/after: packed gives vllm's layout here")
     for name in ("block-map.png", "pool-planes.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert 'id="pool-planes"' in (tmp_path / "report.html").read_text()

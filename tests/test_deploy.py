@@ -18,6 +18,7 @@ from kvviz.deploy.budget import DEFAULT_ACTIVATION_BYTES, kv_budget
 from kvviz.deploy.gpus import GPUS, gpu_spec
 from kvviz.deploy.weights import estimate_parameters
 from kvviz.families import load
+from kvviz.families.loader import model_from_dict
 from kvviz.options import Options
 from kvviz.vllm.plan import plan_model
 
@@ -333,5 +334,8 @@ def test_weights_estimate_from_a_checkpoint_config(tmp_path):
     b = kv_budget(model, gpu="H100", checkpoint_dir=tmp_path)
     assert b.weights_bytes == 2 * LLAMA_PARAMS and b.term("weights").estimate
     assert "checkpoint config.json" in b.term("weights").source
+    # issue 37: the model carries the file it was read from, so no checkpoint_dir is needed for the same estimate
+    assert kv_budget(model, gpu="H100").weights_bytes == b.weights_bytes
+    bare = model_from_dict(raw, name="by-hand")  # a Model built from a dict, read from no file: nothing to estimate
     with pytest.raises(KvvizError, match="^weights_bytes: no config.json"):
-        kv_budget(model, gpu="H100")  # a folder model with no checkpoint named: nothing to estimate from
+        kv_budget(bare, gpu="H100")

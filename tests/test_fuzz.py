@@ -835,7 +835,7 @@ _SLOW = textwrap.dedent("""
         wait()
 
     if sys.argv[2] == "plan":
-        kvviz.cli.args.plan_model = wait
+        kvviz.cli.args.make_plan = wait
     elif sys.argv[2] == "verify":
         # the real verify of a large pool; the first progress report says it is inside its work
         import kvviz.verify

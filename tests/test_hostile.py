@@ -58,7 +58,7 @@ def test_engines_figure_path_problems_are_one_line(tmp_path, capsys, name, needl
 
 def test_figure_without_engines_is_refused(tmp_path, capsys):
     assert main(["compare", "--model", "llama-3.1-8b", "--budget-gib", "10", "--figure", str(tmp_path / "f.png")]) == 2
-    assert "--figure: applies only with --engines" in capsys.readouterr().err
+    assert "--figure: applies with --engines" in capsys.readouterr().err
 
 
 def test_output_to_a_full_device_is_one_line():

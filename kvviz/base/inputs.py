@@ -48,6 +48,24 @@ def bounded_int(value: object, *, field: str, low: int, high: int) -> int:
     return value
 
 
+def of_type(value: object, kind: type | tuple[type, ...], *, field: str, give: str):
+    """`value` when it is an instance of `kind` (a class or a tuple of them; a bool counts as a number only where
+    `kind` names bool); else one KvvizError line naming the argument: '<field>=<short repr>: give <give>'.
+    Every public function asks this of an argument it would otherwise fail on deep inside (issue 37)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool)):
+        return value
+    raise KvvizError(f"{field}={short_repr(value)}: give {give}")
+
+
+def having(value: object, attrs: tuple[str, ...], *, field: str, give: str):
+    """`value` when it has every attribute of `attrs` (for a room that may not import the class it takes: the
+    engines take a kvviz.load Model); else one KvvizError line as `of_type` words it."""
+    if all(hasattr(value, a) for a in attrs):
+        return value
+    raise KvvizError(f"{field}={short_repr(value)}: give {give}")
+
+
 def bounded_items(values: object, *, field: str, high: int = MAX_VARIANTS) -> tuple:
     """`values` (a list, tuple or range; a generator is read at most `high` + 1 items far) as a
     tuple of 1 to `high` items; a KvvizError naming `field` otherwise. Counted before anything is
@@ -80,8 +98,13 @@ def finite_number(value: object, *, field: str) -> float | int:
 
 def printable(path) -> str:
     """A path (or any text) as a terminal, a log or a UTF-8 file can take it: bytes that were not
-    UTF-8 (the surrogate escapes os.fsdecode makes of them) shown as \\x escapes."""
-    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    UTF-8 (the surrogate escapes os.fsdecode makes of them) shown as \\x escapes, any other lone surrogate
+    as its \\u escape."""
+    text = str(path)
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate os.fsdecode never makes ('\ud800'): its code point written out
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def short_repr(value: object) -> str:

@@ -44,4 +44,7 @@ def bytes_label(n: int) -> str:
 
 def format_gib(num_bytes: int) -> str:
     """vLLM's utils/mem_utils.py format_gib, as its log and start-up errors print GiB: f"{round(b / 2**30, 2)}"."""
+    from kvviz.base.inputs import of_type
+
+    of_type(num_bytes, (int, float), field="num_bytes", give="a number of bytes")
     return f"{round(num_bytes / (1 << 30), 2)}"

@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+from kvviz.api import make_plan
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.formats import INDEXER_FORMATS, MAIN_FORMATS
 from kvviz.base.inputs import (
@@ -25,7 +26,7 @@ from kvviz.families import load_path, load_preset, preset_names
 from kvviz.families.deepseek_v4 import BACKENDS
 from kvviz.options import KNOB_OPTIONS, KV_DTYPES, SSM_DTYPES, Options
 from kvviz.vllm.grouping import load_groups
-from kvviz.vllm.plan import PLANNERS, check_knobs, plan_model, resolve_planner
+from kvviz.vllm.plan import PLANNERS, check_knobs, resolve_planner
 from kvviz.vllm.planners import LAYOUT_PLANNERS, plan
 
 
@@ -33,7 +34,14 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line (exit 2) instead of usage + error."""
 
     def error(self, message: str):  # noqa: D401
+        head, sep, words = message.partition("unrecognized arguments: ")
+        if sep and len(words.split()) > STRAY_SHOWN:  # 10,000 stray words: the first few and how many
+            shown = " ".join(words.split()[:STRAY_SHOWN])
+            message = f"{head}{sep}{shown} ... ({len(words.split()):,} in all)"
         raise KvvizError(message)
+
+
+STRAY_SHOWN = 8  # stray arguments an error line shows
 
 
 # ---- shared arguments ---------------------------------------------------------------------
@@ -295,7 +303,7 @@ def plan_from_args(args) -> Planned:
         require(args.budget is not None, "--max-model-len -1: fits the request length to a budget; give one")
         args.auto_fit = deploy.auto_fit(model, options, args.budget, planner=planner)
         options = options.with_(max_model_len=args.auto_fit.max_model_len)
-    return Planned(plan_model(model, planner, options), model, options)
+    return Planned(make_plan(model, planner, options), model, options)
 
 
 def _is_utf8(text: str) -> bool:

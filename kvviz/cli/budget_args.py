@@ -95,22 +95,9 @@ def budget_from_args(args, model=None) -> int | None:
 
 
 def weights_sources(args) -> dict:
-    """What kvviz.deploy.kv_budget sizes the weights from: --weights-bytes, --checkpoint, and for a
-    --hf-config / --config source its parsed config.json (raw_config) and, when the folder beside it
-    holds a safetensors index and no --checkpoint is given, that folder (exact weights)."""
+    """What kvviz.deploy.kv_budget sizes the weights from besides the model: --weights-bytes and --checkpoint
+    (the model itself carries its config.json and the folder beside it: kvviz.deploy.weights)."""
     out = {"weights_bytes": args.weights_bytes, "checkpoint_dir": args.checkpoint}
-    for flag, dest in (("--hf-config", "hf_config"), ("--config", "config")):
-        path = getattr(args, dest, None)
-        if path is None or getattr(args, "model", None) is not None:
-            continue
-        from kvviz.base.inputs import read_json
-        from kvviz.families.loader import config_json_path
-
-        config = config_json_path(path, what=flag)
-        out["raw_config"] = read_json(config, what=flag)
-        if args.checkpoint is None and (config.parent / "model.safetensors.index.json").is_file():
-            out["checkpoint_dir"] = str(config.parent)
-        break
     return {k: v for k, v in out.items() if v is not None}
 
 

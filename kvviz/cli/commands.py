@@ -7,21 +7,19 @@ import json
 import sys
 from pathlib import Path
 
+from kvviz.api import make_plan
 from kvviz.base.defaults import VERIFY_BLOCKS
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import printable
 from kvviz.cli.args import (
-    AUTO_MAX_MODEL_LEN,
     _int_list,
     _is_utf8,
     model_from_args,
-    options_from_args,
     plan_from_args,
-    refuse_knobs,
 )
-from kvviz.cli.budget_args import budget_from_args, require_budget_holds_a_block, weights_sources
+from kvviz.cli.budget_args import require_budget_holds_a_block, weights_sources
 from kvviz.cli.deploy_views import deploy_views
-from kvviz.cli.engines import _run_compare_engines, _run_plan_engine
+from kvviz.cli.engines import _run_plan_engine
 from kvviz.cli.output import (
     CAPACITY_HEADER,
     _budget_json,
@@ -33,16 +31,19 @@ from kvviz.cli.output import (
     require_shares_hold_blocks,
 )
 from kvviz.core.layout import text_table
+from kvviz.core.sidebyside import layout_key, why_same
 from kvviz.families import preset_names, preset_summary
-from kvviz.vllm.plan import plan_model, planned_setting
 
 
 def _run_plan(args) -> int:
     if args.engine != "vllm":
+        require(not args.markdown, "--markdown: the vllm engine's plan only; give --json for another engine's")
         return _run_plan_engine(args)
     planned = plan_from_args(args)
     budget = args.budget
+    require(not (args.json and args.markdown), "--markdown: give --json or --markdown, not both")
     if planned.plan is None:  # a groups file: a layout, no model to count requests with
+        require(not args.markdown, "--markdown: a --groups layout has no model; give --json")
         layout = planned.groups_layout
         blocks = None
         if budget is not None:
@@ -66,6 +67,11 @@ def _run_plan(args) -> int:
     if args.json:
         _print_json(p.to_json(budget_bytes=budget) | _budget_json(args) | views.json)
         return 0
+    if args.markdown:  # the header, the group table and the capacity line; the budget's terms and views below
+        print(p.to_markdown(budget))
+        for line in [*_budget_lines(args), *views.lines]:
+            print(f"{line}  ")
+        return 0
     print(p.describe)
     print(p.group_table())
     print()
@@ -84,57 +90,6 @@ def _run_plan(args) -> int:
     return 0
 
 
-# ---- compare ------------------------------------------------------------------------------
-def _run_compare(args) -> int:
-    """The layouts the model's family compares, side by side at one budget (every planner; DeepSeek
-    V4: vLLM #48993's before/after with the published table)."""
-    if args.engines is not None:
-        return _run_compare_engines(args)
-    if getattr(args, "figure", None) is not None:
-        raise KvvizError("--figure: applies only with --engines (the engines figure); `kvviz render` draws the plans")
-    model = model_from_args(args)
-    options = options_from_args(args)
-    refuse_knobs(model, options)
-    budget = budget_from_args(args, model)
-    if getattr(args, "max_model_len", None) == AUTO_MAX_MODEL_LEN:
-        from kvviz import deploy
-
-        args.auto_fit = deploy.auto_fit(model, options, budget)
-        options = options.with_(max_model_len=args.auto_fit.max_model_len)
-    plans = [
-        (label, plan_model(model, planner, opts)) for label, planner, opts in model.reader.comparisons(model, options)
-    ]
-    for _, p in plans:
-        require_shares_hold_blocks(args, p, budget)
-    caps = [(label, p.capacity(budget)) for label, p in plans]
-    notes = model.reader.compare_notes(model, options, plans, budget)
-    if args.json:
-        out = {
-            "model": model.name,
-            "family": model.family,
-            "budget_bytes": budget,
-            "budget_gib": args.budget_gib,
-            "max_model_len": plans[0][1].max_model_len,
-            "layouts": [{"label": label, **c.to_json()} for label, c in caps],
-        }
-        out.update({k: v for k, v in notes.get("json", {}).items() if k not in out})  # what was given stays
-        _print_json(out | _budget_json(args))
-        return 0
-    given = f" ({args.budget_gib} GiB)" if args.budget_gib is not None else ""
-    print(
-        f"{model.name} ({planned_setting(model, options)}): budget {budget:,} B{given}, requests of "
-        f"{plans[0][1].max_model_len:,} tokens"
-    )
-    print(text_table(_capacity_rows(caps, [p for _, p in plans]), CAPACITY_HEADER))
-    for label, c in caps:
-        print(f"{label}: {c.line}")
-    for line in notes.get("lines", ()):
-        print(line)
-    for line in _budget_lines(args):
-        print(line)
-    return 0
-
-
 # ---- render -------------------------------------------------------------------------------
 def _run_render(args) -> int:
     # kvviz.views.report draws with matplotlib: imported here to keep it off plan/compare/models.
@@ -143,7 +98,7 @@ def _run_render(args) -> int:
     require(args.title is None or _is_utf8(args.title), f"--title {args.title!r}: is not valid Unicode")
     planned = plan_from_args(args)
     budget = args.budget
-    before = after = None
+    before = after = note = None
     if planned.plan is None:
         source, setting, pools = (
             printable(Path(args.groups).name),
@@ -160,7 +115,11 @@ def _run_render(args) -> int:
         if len(pools) == 1 and not p.separate:
             ba = [(pl, o) for _, pl, o in pair if pl != "separate"][:2]
             if len(ba) == 2:
-                before, after = (plan_model(model, pl, o).layout for pl, o in ba)
+                pb, pa = (make_plan(model, pl, o) for pl, o in ba)
+                if layout_key(pb) == layout_key(pa):  # the same panels twice say nothing: say why instead
+                    note = f"no before/after: {pa.planner} gives {pb.planner}'s layout here ({why_same(pb)})"
+                else:
+                    before, after = pb.layout, pa.layout
     out = report.prepare_out_dir(args.out, what="--out")  # after the layouts: bad input creates no folder
     title = args.title or f"{source}: {setting}"
     if budget is not None and planned.plan is not None:
@@ -182,10 +141,12 @@ def _run_render(args) -> int:
     written = []
     with report.Staged() as staged:  # every report written before any file takes its name
         for folder, one, heading in targets:
-            both = {} if len(pools) > 1 else {"before": before, "after": after}
+            both = {} if len(pools) > 1 else {"before": before, "after": after, "note": note}
             written += report.render_report(
                 folder, layout=one, title=heading, svg=not args.no_svg, staged=staged, **both, **dpi
             )
+    if note is not None:
+        print(note)
     for path in written:
         print(_printable(str(path)))
     return 0

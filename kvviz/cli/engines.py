@@ -10,6 +10,7 @@ from kvviz.cli.args import model_from_args, options_from_args, refuse_knobs
 from kvviz.cli.budget_args import budget_from_args
 from kvviz.cli.output import _budget_json, _budget_lines, _print_json
 from kvviz.core.layout import text_table
+from kvviz.vllm.plan import planned_setting
 
 
 def _engine_inputs(args):
@@ -27,7 +28,7 @@ def _engine_inputs(args):
         f"--decode-context-parallel-size: vLLM's decode context parallelism; {which} sizes SGLang's / "
         f"TensorRT-LLM's pools without it",
     )
-    budget = budget_from_args(args, model)
+    budget = args.budget = budget_from_args(args, model)  # args.budget: its record in --json (_budget_json)
     require(
         budget is not None,
         f"{which}: sizes pools from a KV budget: give --budget-gib, --kv-cache-memory-bytes or --gpu",
@@ -96,10 +97,12 @@ def _run_compare_engines(args) -> int:
     )
     if args.json:
         if figure is not None:
-            _write_figure(figure, rows_, model, budget, announce=False)
+            _write_figure(figure, rows_, model, budget, announce=False, options=options)
         _print_json(
             {
                 "model": model.name,
+                "planned": planned_setting(model, options),
+                "given": {name: getattr(options, name) for name in options.given()},
                 "figure": None if figure is None else printable(str(figure)),
                 "budget_bytes": budget,
                 "engines": [r.plan.to_json() if r.plan else {"engine": r.engine, "refusal": r.refusal} for r in rows_],
@@ -158,17 +161,17 @@ def _run_compare_engines(args) -> int:
         print(line)
     _print_engine_budget_lines(args, own)
     if figure is not None:
-        _write_figure(figure, rows_, model, budget, announce=True)
+        _write_figure(figure, rows_, model, budget, announce=True, options=options)
     return 0
 
 
-def _write_figure(figure: Path, rows_, model, budget: int, *, announce: bool) -> None:
+def _write_figure(figure: Path, rows_, model, budget: int, *, announce: bool, options) -> None:
     """The engines figure to --figure: staged, renamed into place, never through a link."""
     from kvviz.engines.figure import compare_figure
     from kvviz.views.query import save_figure
-    from kvviz.views.report import write_file
+    from kvviz.views.staging import write_file
 
-    fig = compare_figure(rows_, model=model.name, budget_bytes=budget)
+    fig = compare_figure(rows_, model=model.name, budget_bytes=budget, setting=planned_setting(model, options))
     write_file(figure, lambda tmp: save_figure(fig, tmp), what="--figure")
     if announce:
         print(f"figure: {printable(str(figure))}")

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 
 from kvviz.base import signals
 from kvviz.base.defaults import DPI, SEED, VERIFY_BLOCKS
-from kvviz.base.errors import KvvizError
+from kvviz.base.errors import KvvizError, bounded
 from kvviz.base.inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES, printable
 from kvviz.cli.args import _Parser, add_knob_arguments, add_model_arguments, add_source_arguments
 from kvviz.cli.budget_args import add_budget_arguments
-from kvviz.cli.commands import _run_compare, _run_fit, _run_models, _run_plan, _run_render, _run_verify
+from kvviz.cli.commands import _run_fit, _run_models, _run_plan, _run_render, _run_verify
+from kvviz.cli.compare import _run_compare
 from kvviz.cli.deploy_views import add_deploy_view_arguments
 from kvviz.cli.replay import add_parser as add_replay_parser
 from kvviz.cli.values import _int_in, _nonempty
@@ -30,7 +30,7 @@ from kvviz.options import KNOB_OPTIONS, KV_DTYPES
 from kvviz.vllm.plan import PLANNERS
 
 EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command ended by Ctrl-C
+EXIT_INTERRUPTED = signals.EXIT_INTERRUPTED  # 130: 128 + SIGINT, what a shell reports for a command ended by Ctrl-C
 
 
 # ---- verify -------------------------------------------------------------------------------
@@ -106,15 +106,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _engine_knob_arguments(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--markdown", action="store_true", help="the plan's table as Markdown, for a review")
     add_deploy_view_arguments(p)
     p.set_defaults(func=_run_plan)
 
     p = sub.add_parser(
-        "compare", help="the planners side by side at one budget (DeepSeek V4: vLLM #48993's before/after)"
+        "compare",
+        help="the planners side by side at one budget (DeepSeek V4: vLLM #48993's before/after), the engines "
+        "(--engines), or two configurations: `kvviz compare A-FLAGS -- B-CHANGES` "
+        "(docs/review.md#two-configurations-side-by-side)",
     )
     add_source_arguments(p, groups=False)
     add_knob_arguments(p)
     add_budget_arguments(p, required=True)
+    p.add_argument("--planner", choices=PLANNERS, help="with `--`: the planner of both sides (default vllm)")
+    p.add_argument(
+        "vs",
+        nargs="*",
+        metavar="-- B-CHANGES",
+        help="after `--`: what side B changes (e.g. -- --kv-cache-dtype fp8; -- -tp 4; -- --model mistral-7b-v0.1)",
+    )
     p.add_argument(
         "--engines",
         default=None,
@@ -122,8 +133,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="engines side by side instead of planners: any of vllm,sglang,trtllm",
     )
     _engine_knob_arguments(p)
-    p.add_argument("--figure", default=None, metavar="PNG", help="with --engines: also write the engines figure")
+    p.add_argument(
+        "--figure",
+        default=None,
+        metavar="FILE",
+        help="with --engines or `--`: also write the figure (.png, .svg, .pdf)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--markdown", action="store_true", help="the table as Markdown, for a review")
     p.set_defaults(func=_run_compare)
 
     p = sub.add_parser("fit", help="what fits: requests against context length on a few GPUs and TP sizes")
@@ -203,42 +220,62 @@ def _as_flags(message: str) -> str:
     return message
 
 
-def _one_line(message: str) -> str:
-    """argparse quotes some arguments raw ("unrecognized arguments: a<newline>b"): escape every
-    character that is not printable (line breaks, lone surrogates) so the error stays one line."""
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in message)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run `kvviz` on `argv` (None: sys.argv) and return the exit status: 0, 2 on bad input (one line naming the
     flag), 130 on Ctrl-C, 128 + N on SIGTERM / SIGHUP."""
+    closed = _closed_streams()  # `>&-`: what the command prints goes nowhere, and the status says so
     try:
         with signals.handled():  # SIGTERM/SIGHUP: as Ctrl-C, `kvviz: terminated`, 128 + N
-            args = build_parser().parse_args(argv)
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            args.argv, args.parser = list(sys.argv[1:] if argv is None else argv), parser  # `compare A -- B` reads both
             status = args.func(args)
             sys.stdout.flush()  # a full disk or a closed pipe under the output: reported here, one line
-            return status
-    except KvvizError as e:
-        print(f"kvviz: error: {_bounded(_one_line(_as_flags(str(e))))}", file=sys.stderr)
+            return EXIT_OS_ERROR if "stdout" in closed and status == 0 else status
+    except KeyboardInterrupt as e:  # Ctrl-C, and SIGTERM / SIGHUP (signals.Terminated)
+        return _ended_by(getattr(e, "signum", signals.SIGINT))
+    except Exception as e:
+        if signals.received() is not None:  # a library turned the signal into its own error (numpy's import)
+            return _ended_by(signals.received())
+        return _failed(e)
+
+
+def _ended_by(signum: int) -> int:
+    line, status = signals.signalled(signum)
+    print(line, file=sys.stderr)
+    return status
+
+
+def _failed(e: Exception) -> int:
+    """The exit status of a command that raised `e`, after its one line: bad input (2), a closed pipe under the
+    output (0, quietly), an operating-system failure (1); anything else is a bug, raised again."""
+    if isinstance(e, KvvizError):
+        print(f"kvviz: error: {bounded(_as_flags(str(e)))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except signals.Terminated as e:
-        print("kvviz: terminated", file=sys.stderr)
-        return e.exit_status
-    except KeyboardInterrupt:
-        print("kvviz: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:  # output piped into `head`
+    if isinstance(e, BrokenPipeError):  # output piped into `head`
         sys.stderr.close()
         return 0
-    except OSError as e:  # the output cannot be written (`> /dev/full`), a path the system refuses
+    if isinstance(e, OSError):  # the output cannot be written (`> /dev/full`), a path the system refuses
         _drop_stdout()
-        where = f" ({_bounded(_one_line(repr(printable(e.filename))))})" if e.filename else " (writing the output)"
-        print(f"kvviz: error: {e.strerror or type(e).__name__}{where}", file=sys.stderr)
+        where = f" ({repr(printable(e.filename))})" if e.filename else " (writing the output)"
+        print(f"kvviz: error: {bounded(f'{e.strerror or type(e).__name__}{where}')}", file=sys.stderr)
         return EXIT_OS_ERROR
+    raise e
 
 
 # Exit status of an operating-system failure (a full disk, a name too long): not bad input.
 EXIT_OS_ERROR = 1
+
+
+def _closed_streams() -> tuple[str, ...]:
+    """The standard streams the process was started without (`kvviz plan ... >&-` leaves sys.stdout None),
+    each pointed at /dev/null (for the rest of the process), so that printing needs no check; their names."""
+    closed = []
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 (the process's stream until it exits)
+            closed.append(name)
+    return tuple(closed)
 
 
 def _drop_stdout() -> None:
@@ -250,17 +287,6 @@ def _drop_stdout() -> None:
         os.close(null)
     except (OSError, ValueError, AttributeError):  # no real stdout (a notebook, a test's capture)
         pass
-
-
-def _bounded(message: str, limit: int = 160, keep: int = 80) -> str:
-    """Every quoted piece of an error longer than `limit` characters cut to its first `keep`: a
-    message never echoes a whole 5,000-character path or value back."""
-
-    def cut(m: re.Match) -> str:
-        q, body = m.group(1), m.group(2)
-        return f"{q}{body[: keep - 3]}...{q}"
-
-    return re.sub(r"""(['"])([^'"]{%d,})\1""" % (limit + 1), cut, message)
 
 
 if __name__ == "__main__":

@@ -96,7 +96,13 @@ def require_shares_hold_blocks(args, planned: Plan, budget: int) -> None:
 
 # ---- plan ---------------------------------------------------------------------------------
 def _budget_json(args) -> dict:
+    """The budget of a command's --json: how it was had (`kvviz.api.budget_record`: the rule and its inputs), the
+    GPU's terms (`kv_budget`) and --max-model-len -1's fit."""
+    from kvviz.api import budget_record
+
     out = {}
+    if getattr(args, "budget", None) is not None:
+        out["budget"] = budget_record(args.budget, getattr(args, "kv_budget", None), budget_gib=args.budget_gib)
     if getattr(args, "kv_budget", None) is not None:
         out["kv_budget"] = args.kv_budget.to_json()
     if getattr(args, "auto_fit", None) is not None:

@@ -70,8 +70,7 @@ def add_parser(subparsers) -> None:
 def plan_for(model, args):
     """The vLLM plan the flags describe (knobs the model's family does not take are left out, not refused:
     prefix caching and async scheduling always reach the replay)."""
-    from kvviz.api import options_from
-    from kvviz.vllm.plan import plan_model
+    from kvviz.api import make_plan, options_from
 
     knobs = {
         "max_model_len": args.max_model_len,
@@ -86,7 +85,7 @@ def plan_for(model, args):
         if knobs[name] is not None and name not in applies:
             raise KvvizError(f"{name}: does not apply to {model.name}")
     knobs = {k: v for k, v in knobs.items() if v is not None and k in applies}
-    return plan_model(model, "vllm", options_from(knobs))
+    return make_plan(model, "vllm", options_from(knobs))
 
 
 def run(args) -> int:

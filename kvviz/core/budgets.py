@@ -69,7 +69,8 @@ def plan_budget(plan, budget_bytes=None, *, budget_gib=None, gpu=None, **deploym
         )
         require(
             plan.budget_rule is not None and plan.source is not None,
-            "gpu: this plan carries no model to size the weights of; make it with kvviz.plan(...)",
+            "gpu: this plan has no GPU budget rule (made past the door, by the planner itself); make it with "
+            "kvviz.plan(...) or kvviz.api.make_plan(...)",
         )
         budget = plan.budget_rule(plan, gpu=gpu, kv_cache_memory_bytes=exact, **deployment)
         return budget.available_bytes

@@ -147,9 +147,13 @@ class Plan:
     describe: str = ""  # one line about the model (layers by kind, geometry) and what was planned (`setting`)
     stages: tuple[Stage, ...] = ()  # pipeline parallel: each stage's share (kvviz.vllm.pipeline); () = one stage
     setting: str = ""  # what was planned beyond the model: the KV dtype, TP and every knob not left at its default
+    # Every knob that shaped the plan, resolved as vLLM resolves it ((name, value) pairs, kvviz.vllm.plan.plan_knobs):
+    # what `to_json` records and what a side-by-side review compares.
+    knobs: tuple[tuple[str, Any], ...] = ()
     # What it was planned from (kvviz.vllm.plan.plan_model): the kvviz.load Model and the Options, so a budget
-    # on a GPU takes TP from the plan; `budget_rule(plan, **deployment)` gives a KV budget (kvviz.api sets it to
-    # kvviz.deploy.budget.kv_budget: the core imports no deployment).
+    # on a GPU takes TP from the plan; `budget_rule(plan, **deployment)` gives a KV budget (kvviz.api.make_plan,
+    # the one door every room makes plans through, sets it to kvviz.deploy.budget.kv_budget: the core imports no
+    # deployment).
     source: Any = dataclasses.field(default=None, repr=False, compare=False)
     options: Options | None = dataclasses.field(default=None, repr=False, compare=False)
     budget_rule: Callable[..., Any] | None = dataclasses.field(default=None, repr=False, compare=False)
@@ -351,6 +355,7 @@ class Plan:
         if self.stages:
             out["scheduling"]["pipeline_parallel_size"] = len(self.stages)
             out["stages"] = stages_json(self.stages, budget_bytes)
+        out["knobs"] = dict(self.knobs)
         out["budget_bytes"] = budget_bytes
         if cap is not None:
             out["summary"] = cap.to_json()

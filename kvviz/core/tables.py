@@ -7,7 +7,7 @@ plan has one row per pool, none of which binds. Imports no plan (kvviz.core.plan
 
 from __future__ import annotations
 
-__all__ = ["PLAN_COLUMNS", "plan_rows", "plan_dataframe", "plan_markdown"]
+__all__ = ["PLAN_COLUMNS", "plan_rows", "plan_dataframe", "plan_markdown", "markdown_table"]
 
 PLAN_COLUMNS = (
     "pool",
@@ -69,3 +69,12 @@ def plan_markdown(plan, budget_bytes: int | None = None) -> str:
     if budget_bytes is not None:
         lines += ["", plan.capacity(budget_bytes).line]
     return "\n".join(lines) + "\n"
+
+
+def markdown_table(rows, header) -> str:
+    """Rows of cells (as `kvviz.core.layout.text_table` takes them) as a Markdown table: the first column
+    left-aligned, the others right-aligned, `|` in a cell escaped."""
+    lines = ["| " + " | ".join(_cell(h) for h in header) + " |"]
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)

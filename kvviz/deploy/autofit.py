@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import of_type, short_repr
 from kvviz.base.text import format_gib
 from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
 from kvviz.options import Options
@@ -50,13 +51,16 @@ def auto_fit(model, options: Options = Options(), budget_bytes: int = 0, *, plan
     get_kv_cache_configs' check_memory). One plan gives the layout (a page does not depend on the
     request length: a Mamba 'none'-mode state's block size is max_model_len, its bytes are not);
     each L changes only the Scheduling. `options.max_model_len` is ignored (-1 replaces it)."""
+    from kvviz.api import _model, make_plan
     from kvviz.core.capacity import group_blocks_for_request
-    from kvviz.vllm.plan import plan_model
 
+    model = _model(model)
+    of_type(options, Options, field="options", give="a kvviz.Options record")
     require(
-        type(budget_bytes) is int and budget_bytes > 0, f"budget_bytes={budget_bytes!r}: must be a positive integer"
+        type(budget_bytes) is int and budget_bytes > 0,
+        f"budget_bytes={short_repr(budget_bytes)}: must be a positive integer",
     )
-    plan = plan_model(model, planner, dataclasses.replace(options, max_model_len=None))
+    plan = make_plan(model, planner, dataclasses.replace(options, max_model_len=None))
     derived = model.max_model_len
     stride = plan.block_stride
 

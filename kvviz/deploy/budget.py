@@ -19,12 +19,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 from kvviz.base.defaults import GIB, GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import of_type, short_repr
 from kvviz.base.text import format_gib
 from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
-from kvviz.deploy.weights import PYTHON_HINT, _raw_config, checkpoint_weight_bytes, estimate_weight_bytes
+from kvviz.deploy.weights import (
+    PYTHON_HINT,
+    _raw_config,
+    beside_checkpoint,
+    checkpoint_weight_bytes,
+    estimate_weight_bytes,
+)
 
 # vLLM 0.33's CacheConfig.gpu_memory_utilization default (config/cache.py: Field(default=0.92, gt=0, le=1)).
 DEFAULT_GPU_MEMORY_UTILIZATION = GPU_MEMORY_UTILIZATION
@@ -177,9 +185,30 @@ class KVBudget:
 
 
 def _nonneg_int(value, field: str) -> int:
-    require(type(value) is int, f"{field}={value!r}: must be an integer number of bytes")
+    require(type(value) is int, f"{field}={short_repr(value)}: must be an integer number of bytes")
     require(value >= 0, f"{field}={value!r}: must not be negative")
     return value
+
+
+def check_budget_args(
+    gpu_memory_utilization, weights_bytes=None, checkpoint_dir=None, activation_bytes=None, kv_cache_memory_bytes=None
+) -> None:
+    """`kv_budget`'s arguments that do not depend on the device, checked before anything is sized (and by
+    kvviz.deploy.fit_table once for all its rows): one line naming the argument."""
+    util = gpu_memory_utilization
+    require(
+        isinstance(util, (int, float)) and not isinstance(util, bool) and math.isfinite(util) and 0 < util <= 1,
+        f"gpu_memory_utilization={short_repr(util)}: must be in (0, 1] (vLLM's gt=0, le=1)",
+    )
+    for field, value in (
+        ("weights_bytes", weights_bytes),
+        ("activation_bytes", activation_bytes),
+        ("kv_cache_memory_bytes", kv_cache_memory_bytes),
+    ):
+        if value is not None:
+            _nonneg_int(value, field)
+    if checkpoint_dir is not None:
+        of_type(checkpoint_dir, (str, os.PathLike), field="checkpoint_dir", give="a checkpoint folder (a str or Path)")
 
 
 def _device(gpu, gpu_memory_gib) -> tuple[str | None, int | None, bool, str]:
@@ -244,6 +273,7 @@ def kv_budget(
         )
         model, tensor_parallel_size = model.source, planned_tp
     require(isinstance(model, Model), f"model={type(model).__name__}: give a kvviz.load(...) or kvviz.plan(...) result")
+    check_budget_args(gpu_memory_utilization, weights_bytes, checkpoint_dir, activation_bytes, kv_cache_memory_bytes)
     tp = TENSOR_PARALLEL_SIZE if tensor_parallel_size is None else tensor_parallel_size
     require(type(tp) is int and tp >= 1, f"tensor_parallel_size={tp!r}: must be a positive integer")
     name, total, total_estimate, total_source = _device(gpu, gpu_memory_gib)
@@ -267,10 +297,6 @@ def kv_budget(
         return KVBudget(model.name, name, total, None, tp, (term,), pool, exact_pool=True)
     require(total is not None, f"gpu: give a GPU name ({', '.join(GPUS)}), gpu_memory_gib or kv_cache_memory_bytes")
     util = gpu_memory_utilization
-    require(
-        isinstance(util, (int, float)) and not isinstance(util, bool) and math.isfinite(util) and 0 < util <= 1,
-        f"gpu_memory_utilization={util!r}: must be in (0, 1] (vLLM's gt=0, le=1)",
-    )
     requested = math.ceil(total * util)
     terms = [
         Term("total", f"device total memory{' (' + name + ')' if name else ''}", total, total_estimate, total_source),
@@ -312,6 +338,7 @@ def kv_budget(
 
 def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -> Term:
     label = f"weights on one rank (/ TP {tp})"
+    checkpoint_dir = beside_checkpoint(model) if checkpoint_dir is None and raw_config is None else checkpoint_dir
     if weights_bytes is not None:
         w = _nonneg_int(weights_bytes, "weights_bytes")
         return Term("weights", label, -(-w // tp), False, f"given (weights_bytes {w:,} B for the whole model) / TP")

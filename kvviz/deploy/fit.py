@@ -14,8 +14,8 @@ import dataclasses
 
 from kvviz.base.defaults import GIB
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import bounded_items
-from kvviz.deploy.budget import DEFAULT_GPU_MEMORY_UTILIZATION, KVBudget, kv_budget
+from kvviz.base.inputs import bounded_items, of_type
+from kvviz.deploy.budget import DEFAULT_GPU_MEMORY_UTILIZATION, KVBudget, check_budget_args, kv_budget
 from kvviz.deploy.gpus import gpu_spec
 
 DEFAULT_CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1_048_576)
@@ -146,11 +146,11 @@ def fit_table(
     **knobs,
 ) -> FitTable:
     """One row per (gpu, tp, context): one rank's KV budget (`deploy.kv_budget`) and the plan's
-    capacity at it (`plan_model(model, planner, Options(tensor_parallel_size=tp,
+    capacity at it (`kvviz.api.make_plan(model, planner, Options(tensor_parallel_size=tp,
     max_model_len=context, **knobs)).capacity(budget)`). `max_num_batched_tokens`, unless a knob
     sets it, is `vllm serve`'s default for the GPU (GPU.serve_max_num_batched_tokens)."""
-    from kvviz.api import _model, options_from
-    from kvviz.vllm.plan import plan_model
+    from kvviz.api import _model, make_plan, options_from
+    from kvviz.vllm.plan import resolve_planner
 
     m = _model(model)
     for field in ("tensor_parallel_size", "max_model_len"):
@@ -161,6 +161,8 @@ def fit_table(
     require(all(type(t) is int and t >= 1 for t in tp_sizes), f"tp_sizes={tp_sizes!r}: must be positive integers")
     require(all(type(c) is int and c >= 1 for c in contexts), f"contexts={contexts!r}: must be positive integers")
     options_from(knobs)  # an unknown knob name: one line
+    resolve_planner(m, planner)  # the table's arguments refused once, not as a note on every row
+    check_budget_args(gpu_memory_utilization, weights_bytes, checkpoint_dir, activation_bytes, kv_cache_memory_bytes)
     kept = tuple(sorted({c for c in contexts if c <= m.max_model_len}))
     skipped = tuple(sorted({c for c in contexts if c > m.max_model_len}))
     notes = []
@@ -209,7 +211,7 @@ def fit_table(
                 if tp != 1:
                     opts["tensor_parallel_size"] = tp
                 try:
-                    plan = plan_model(m, planner, options_from(opts))
+                    plan = make_plan(m, planner, options_from(opts))
                 except KvvizError as e:
                     rows.append(FitRow(**base, note=f"refused: {e}"))
                     continue
@@ -247,6 +249,8 @@ def fit_figure(table: FitTable, *, title: str | None = None):
     marked '(est.)' in the legend."""
     from kvviz.views.canvas import KvvizFigure  # draws itself in Jupyter without %matplotlib inline
 
+    of_type(table, FitTable, field="table", give="a kvviz.deploy.fit_table(...) result")
+    of_type(title, (str, type(None)), field="title", give="the figure's title (a str) or None")
     fig = KvvizFigure(figsize=(8, 5.5))
     ax = fig.add_subplot()
     series = table.series()

@@ -1,7 +1,7 @@
 """What `--kv-cache-dtype fp8` buys: the capacity of fp8 KV over bf16 KV for one model, context and budget, and
 the group whose page explains it (docs/deploy.md#what-fp8-buys).
 
-Both sides are vLLM 0.33's own plans (`kvviz.vllm.plan.plan_model`) at the same knobs but the KV dtype, and
+Both sides are vLLM 0.33's own plans (`kvviz.api.make_plan`) at the same knobs but the KV dtype, and
 the ratio is of their capacity lines (`get_kv_cache_capacity`: tokens of max_model_len-long requests). On an
 attention-only model fp8 halves every page, so the same budget holds twice the blocks: 2.00x. On a Mamba/GDN
 hybrid the recurrent state keeps its own dtype (mamba_ssm_dtype), and vLLM grows the attention block until its
@@ -96,12 +96,12 @@ def _side(plan, budget: int) -> dict:
 def fp8_gain(model, context: int, budget_bytes: int, options: Options = Options()) -> Fp8Gain:
     """fp8 KV's capacity over bf16's for `model` (a `Model`) at `context` tokens (max_model_len) and
     `budget_bytes` of KV memory a GPU, the other knobs `options` (its kv_dtype is replaced on both sides)."""
-    from kvviz.vllm.plan import plan_model
+    from kvviz.api import make_plan
 
     require(type(context) is int and context > 0, f"context={context!r}: must be a positive integer")
     require(type(budget_bytes) is int and budget_bytes > 0, f"budget_bytes={budget_bytes!r}: must be positive")
     sides = tuple(
-        _side(plan_model(model, "vllm", options.with_(kv_dtype=dt, max_model_len=context)), budget_bytes)
+        _side(make_plan(model, "vllm", options.with_(kv_dtype=dt, max_model_len=context)), budget_bytes)
         for dt in (BASELINE, QUANTIZED)
     )
     return Fp8Gain(model.name, context, budget_bytes, (sides[0], sides[1]))

@@ -21,7 +21,9 @@ from __future__ import annotations
 import dataclasses
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import of_type, short_repr
 from kvviz.base.regions import cdiv
+from kvviz.core.plan import Plan
 from kvviz.options import Options
 
 DP = "data_parallel_size"
@@ -119,6 +121,7 @@ class DataParallel:
 def data_parallel(plan, budget_bytes: int, data_parallel_size: int, *, enable_expert_parallel: bool = False):
     """`data_parallel_size` replicas of `plan` (a `kvviz.plan` result: one engine's TP x PP) at `budget_bytes` of KV
     memory on every GPU: each replica's own pool and capacity line, and their total (docs/deploy.md#data-parallel)."""
+    of_type(plan, Plan, field="plan", give="a kvviz.plan(...) result")
     dp = _dp_size(data_parallel_size)
     require(isinstance(enable_expert_parallel, bool), "enable_expert_parallel: must be True or False")
     options = plan.options if plan.options is not None else Options()
@@ -261,15 +264,16 @@ class AttentionLayouts:
 
 
 def _layout(model, options: Options, name: str, label: str, gpus: int, engines: int, budget) -> Layout:
+    from kvviz.api import make_plan
     from kvviz.vllm.pipeline import startup_refusal
-    from kvviz.vllm.plan import check_knobs, plan_model
+    from kvviz.vllm.plan import check_knobs
 
     budget, where = budget
     if budget <= 0:
         return Layout(name, label, gpus, refused=where)
     try:
         check_knobs(model, options)
-        plan = plan_model(model, "vllm", options)
+        plan = make_plan(model, "vllm", options)
         cap = plan.capacity(budget)
     except KvvizError as e:
         return Layout(name, label, gpus, budget_bytes=budget, refused=str(e))
@@ -330,6 +334,10 @@ def attention_layouts(
     GPU (`gpu_terms`: gpu=, gpu_memory_utilization=, activation_bytes=; `layout_budgets`), and the other knobs
     `options` (its TP, DCP and offload are replaced; pipeline parallel is refused: this compares one stage's
     GPUs). A layout vLLM refuses is kept with its reason."""
+    from kvviz.api import _model
+
+    model = _model(model)
+    of_type(options, Options, field="options", give="a kvviz.Options record")
     n = _dp_size(gpus, "gpus")
     extra = sorted(set(gpu_terms) - set(GPU_TERMS))
     require(not extra, f"{extra[0] if extra else ''}: not a GPU term here; give {', '.join(GPU_TERMS)}")
@@ -339,7 +347,7 @@ def attention_layouts(
     else:
         require(
             type(budget_bytes) is int and budget_bytes > 0,
-            f"budget_bytes={budget_bytes!r}: must be a positive integer",
+            f"budget_bytes={short_repr(budget_bytes)}: must be a positive integer",
         )
         budgets = {name: (int(budget_bytes or 0), "") for name in LAYOUTS}
     require(
@@ -360,9 +368,9 @@ def attention_layouts(
             budgets["dcp"],
         ),
     )
-    from kvviz.vllm.plan import plan_model
+    from kvviz.api import make_plan
 
-    one = plan_model(model, "vllm", base)  # TP 1: a model that does not plan at all is refused here
+    one = make_plan(model, "vllm", base)  # TP 1: a model that does not plan at all is refused here
     tp = rows[0]
     replicated = not tp.refused and (tp.bytes_per_block, tp.tokens_per_block) == (
         one.layout.block_stride,

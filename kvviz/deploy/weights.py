@@ -3,11 +3,14 @@ is one, else an estimate of the parameters from config.json."""
 
 from __future__ import annotations
 
+import copy
 import json
+import os
 import struct
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import of_type
 from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
@@ -17,6 +20,7 @@ def checkpoint_weight_bytes(checkpoint_dir) -> tuple[int, str] | None:
     """(bytes, source) of a checkpoint folder's weights: `model.safetensors.index.json`'s
     metadata.total_size (the tensor bytes over all shards), else a single `model.safetensors`'s
     header (sum of data_offsets spans); None when the folder holds neither."""
+    of_type(checkpoint_dir, (str, os.PathLike), field="checkpoint_dir", give="a checkpoint folder (a str or Path)")
     d = Path(checkpoint_dir)
     require(d.is_dir(), f"checkpoint_dir={str(checkpoint_dir)!r}: no such folder")
     index = d / "model.safetensors.index.json"
@@ -66,11 +70,20 @@ def _raw_config(model, checkpoint_dir, raw_config) -> tuple[dict | None, str]:
         from kvviz.base.inputs import read_json
 
         return read_json(Path(checkpoint_dir) / "config.json", what="checkpoint_dir"), "checkpoint config.json"
-    from kvviz.families import preset_names, preset_raw
-
-    if model.name in preset_names():  # each preset carries the fields the estimate reads (kvviz/presets/README.md)
-        return dict(preset_raw(model.name)), f"preset {model.name}"
+    raw = getattr(model, "raw_config", None)  # what kvviz.load read the model from: its own file, or the preset's
+    if raw is not None:  # (each preset carries the fields the estimate reads: kvviz/presets/README.md); a copy,
+        where = f"{model.name}'s config.json" if model.config_dir is not None else f"preset {model.name}"
+        return copy.deepcopy(raw), where  # so that a caller's edit never reaches the model
     return None, ""
+
+
+def beside_checkpoint(model) -> str | None:
+    """The folder the model's config.json was read from when it holds the checkpoint's safetensors index (the
+    exact weights, as `kvviz plan --hf-config DIR` reads them), else None."""
+    folder = getattr(model, "config_dir", None)
+    if folder is None or not (Path(folder) / "model.safetensors.index.json").is_file():
+        return None
+    return folder
 
 
 def estimate_parameters(raw: dict, *, model: str = "model") -> tuple[int, str]:
@@ -80,6 +93,8 @@ def estimate_parameters(raw: dict, *, model: str = "model") -> tuple[int, str]:
     loads them only with MTP speculative decoding)."""
     from kvviz.deploy.params import decoder_parts
 
+    of_type(raw, dict, field="raw", give="a parsed config.json (a dict)")
+    of_type(model, str, field="model", give="the model's name (a str)")
     parts, how = decoder_parts(raw, model=model, hint=PYTHON_HINT)
     return sum(parts.values()), how
 

@@ -8,6 +8,8 @@ import dataclasses
 
 from kvviz.base.defaults import GIB
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import having, of_type, short_repr
+from kvviz.options import Options
 
 ENGINES = ("vllm", "sglang", "trtllm")
 # vLLM 0.33 engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args: max_num_seqs on
@@ -217,11 +219,28 @@ class EngineKnobs:
         require(isinstance(self.use_py_mamba, bool), f"use_py_mamba={self.use_py_mamba!r}: True or False")
 
 
+def check_call(model, options) -> None:
+    """What every engine's planner asks of its arguments first: a kvviz.load(...) model (the engines may not import
+    its class: kvviz.base.inputs.having) and an Options record; else one line naming the argument."""
+    having(model, ("name", "architecture", "reader"), field="model", give="a kvviz.load(...) model")
+    of_type(options, Options, field="options", give="a kvviz.Options record, e.g. Options(kv_dtype='fp8')")
+
+
+def check_engines(engines) -> tuple[str, ...]:
+    """The engines to put side by side: a list or tuple of ENGINES' names, else one line naming `engines`."""
+    of_type(engines, (tuple, list), field="engines", give=f"a list of engines, e.g. {list(ENGINES)}")
+    for e in engines:
+        require(
+            e in ENGINES if isinstance(e, str) else False, f"engines: {short_repr(e)}: choose from {', '.join(ENGINES)}"
+        )
+    return tuple(engines)
+
+
 def check_budget(kv_budget_bytes) -> int:
     """The KV budget in bytes, checked: a positive integer, else one line naming kv_budget_bytes."""
     require(
         isinstance(kv_budget_bytes, int) and not isinstance(kv_budget_bytes, bool) and kv_budget_bytes > 0,
-        f"kv_budget_bytes={kv_budget_bytes!r}: must be a positive integer",
+        f"kv_budget_bytes={short_repr(kv_budget_bytes)}: must be a positive integer",
     )
     return kv_budget_bytes
 
@@ -240,6 +259,9 @@ def token_count_lines(rows) -> list[str]:
     """What each engine's 'tokens' counts, one line per planned engine, under a heading that says
     the engines count differently and 'requests at once' is the column to compare; [] when no plan
     says what its tokens are."""
+    of_type(rows, (tuple, list), field="rows", give="kvviz.engines.compare_rows(...)'s rows")
+    for r in rows:
+        of_type(r, EngineRow, field="rows", give="kvviz.engines.compare_rows(...)'s rows")
     said = [(r.engine, r.plan.token_capacity_counts) for r in rows if r.plan and r.plan.token_capacity_counts]
     if not said:
         return []
@@ -272,6 +294,12 @@ def state_bytes(state, conv_dtype: str, ssm_dtype: str) -> tuple[int, int]:
     ssm_states and SsmLayerConfig alike); a one-part state (short conv) is all conv."""
     from kvviz.base.formats import ELEMENT_BYTES
 
+    having(state, ("parts",), field="state", give="a declared recurrent state (kvviz.core.declare.MambaCache)")
+    for name, dtype in (("conv_dtype", conv_dtype), ("ssm_dtype", ssm_dtype)):
+        require(
+            isinstance(dtype, str) and dtype in ELEMENT_BYTES,
+            f"{name}={short_repr(dtype)}: give an element dtype: {', '.join(ELEMENT_BYTES)}",
+        )
     temporal = state.parts[-1] if len(state.parts) > 1 else None
     ssm = temporal.count * ELEMENT_BYTES[ssm_dtype] if temporal is not None else 0
     conv = sum(p.count for p in state.parts if p is not temporal) * ELEMENT_BYTES[conv_dtype]
@@ -283,6 +311,9 @@ def split_declared(model, caches, engine: str = "") -> tuple[list, list, list]:
     CacheSpecs (DeepSeek V4) has no engine-neutral declaration to size from."""
     from kvviz.core.declare import AttentionCache, MambaCache, MLACache
 
+    having(model, ("name", "architecture"), field="model", give="a kvviz.load(...) model")
+    of_type(caches, (tuple, list), field="caches", give="the model's declared caches (model.reader.caches(...))")
+    of_type(engine, str, field="engine", give=f"an engine's name: {', '.join(ENGINES)}")
     own = OWN_POOLS.get((engine, model.architecture))
     if own:
         raise KvvizError(f"{model.name}: {own}; those pools are not modelled by kvviz")

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from kvviz.base.errors import KvvizError
+from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import of_type, short_repr
 from kvviz.engines.common import (
     ENGINES,
     VLLM_MAX_NUM_SEQS,
@@ -12,6 +13,8 @@ from kvviz.engines.common import (
     EnginePool,
     EngineRow,
     check_budget,
+    check_call,
+    check_engines,
 )
 from kvviz.options import Options
 
@@ -21,6 +24,7 @@ def plan_vllm(model, options: Options = Options(), *, kv_budget_bytes: int) -> E
     one pool of blocks, `GPU KV cache size` tokens, whole requests of max_model_len."""
     from kvviz.vllm.plan import plan_model
 
+    check_call(model, options)
     check_budget(kv_budget_bytes)
     plan = plan_model(model, "vllm", options)
     cap = plan.capacity(kv_budget_bytes)
@@ -60,6 +64,12 @@ def plan_engine(
 ) -> EnginePlan:
     """`engine` ('vllm', 'sglang', 'trtllm') planning `model` with `options` at one budget;
     `knobs` reach only the engine they belong to."""
+    require(
+        engine in ENGINES if isinstance(engine, str) else False,
+        f"engine={short_repr(engine)}: unknown; choose one of {', '.join(ENGINES)}",
+    )
+    check_call(model, options)
+    of_type(knobs, EngineKnobs, field="knobs", give="a kvviz.engines.EngineKnobs record")
     if engine == "vllm":
         return plan_vllm(model, options, kv_budget_bytes=kv_budget_bytes)
     if engine == "sglang":
@@ -91,6 +101,7 @@ def compare_engines(
 ) -> tuple[EnginePlan, ...]:
     """The same declared caches and budget through each engine, in the order given (an engine
     that cannot plan the model raises its one-line error)."""
+    engines = check_engines(engines)
     return tuple(plan_engine(e, model, options, kv_budget_bytes=kv_budget_bytes, knobs=knobs) for e in engines)
 
 
@@ -106,7 +117,13 @@ def compare_rows(
     """As `compare_engines`, but an engine that has no plan for the model gives a row with its
     one-line reason instead of stopping the comparison (no numbers are made up for it).
     `budgets` (engine -> bytes, kvviz.engines.budget on the --gpu path) overrides the one budget."""
+    engines = check_engines(engines)
+    check_call(model, options)
+    of_type(knobs, EngineKnobs, field="knobs", give="a kvviz.engines.EngineKnobs record")
     check_budget(kv_budget_bytes)
+    of_type(budgets, (dict, type(None)), field="budgets", give="a dict of engine -> bytes, or None")
+    for b in (budgets or {}).values():
+        check_budget(b)
     rows = []
     for e in engines:
         budget = (budgets or {}).get(e, kv_budget_bytes)

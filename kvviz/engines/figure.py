@@ -70,10 +70,11 @@ def plan_figure(plan: EnginePlan, **kw):
     return map_figure(byte_map(plan), **kw)
 
 
-def compare_figure(rows: tuple[EngineRow, ...], *, model: str, budget_bytes: int):
+def compare_figure(rows: tuple[EngineRow, ...], *, model: str, budget_bytes: int, setting: str = ""):
     """Engines side by side at one budget: token capacity, requests at once, and the budget's
     bytes used / wasted, one bar group per engine; an engine with no plan shows its one-line
-    reason; each engine's own log line is printed under the bars."""
+    reason; each engine's own log line is printed under the bars. The title names the model and
+    `setting`, what was planned (kvviz.vllm.plan.planned_setting: the KV dtype, TP, every knob given)."""
     from kvviz.views import KvvizFigure
 
     fig = KvvizFigure(figsize=(11, 5.2))
@@ -103,7 +104,8 @@ def compare_figure(rows: tuple[EngineRow, ...], *, model: str, budget_bytes: int
         ax.set_title(title, fontsize=9)
     lines = [f"{r.engine}: {r.plan.log_line if r.plan else r.refusal}" for r in rows] + token_count_lines(rows)
     fig.text(0.01, 0.01, "\n".join(_clip(t) for t in lines), fontsize=6.5, family="monospace", va="bottom")
-    fig.suptitle(f"{model}: one KV budget of {budget_bytes:,} B ({budget_bytes / GIB:.2f} GiB) per engine", fontsize=10)
+    what = f"{model} ({setting})" if setting else model
+    fig.suptitle(f"{what}: one KV budget of {budget_bytes:,} B ({budget_bytes / GIB:.2f} GiB) per engine", fontsize=10)
     fig.subplots_adjust(bottom=0.1 + 0.035 * len(lines), top=0.86, wspace=0.35)
     return fig
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from kvviz.api import make_plan
 from kvviz.base.defaults import TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import bounded_items, short_repr
@@ -13,7 +14,6 @@ from kvviz.core.plan import Capacity, Plan
 from kvviz.explorer.knobs import AUTO, KNOB_BY_NAME, KNOBS, NO_GPU, default_knobs, model_of
 from kvviz.families import Model
 from kvviz.options import Options
-from kvviz.vllm.plan import plan_model
 
 
 def kv_budget(knobs: dict):
@@ -66,7 +66,7 @@ def options_for(knobs: dict) -> Options:
 
 @lru_cache(maxsize=64)
 def _plan(model: Model, planner: str, options: Options) -> Plan:
-    return plan_model(model, planner, options)
+    return make_plan(model, planner, options)
 
 
 def plan_knobs(knobs: dict, planner: str | None = None) -> Plan:

@@ -4,6 +4,7 @@ module registers itself in `kvviz.families.registry` when imported)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -84,7 +85,7 @@ def load_preset(name: str) -> Model:
 
     raw = preset_raw(name)
     model = parsed.shipped(name, (PRESETS_DIR / f"{name}.json").read_bytes())
-    return model if model is not None else model_from_dict(raw, name=name)
+    return dataclasses.replace(model if model is not None else model_from_dict(raw, name=name), raw_config=raw)
 
 
 def _stat_error(p: Path) -> str | None:
@@ -121,7 +122,7 @@ def config_name(p: Path) -> str:
 def load_path(path: str | Path, *, what: str = "--hf-config") -> Model:
     """A config.json (or a folder holding one): from the parsed-config cache when this file's bytes
     were parsed before with the same transformers and kvviz (kvviz.families.parsed), else parsed
-    now and kept."""
+    now and kept. The Model carries the file as parsed and its folder (`raw_config`, `config_dir`)."""
     from kvviz.families import parsed
 
     p = config_json_path(path, what=what)
@@ -131,30 +132,32 @@ def load_path(path: str | Path, *, what: str = "--hf-config") -> Model:
         data = p.read_bytes()
     except OSError:
         data = None
-    if data is not None:
-        hit = parsed.lookup(data, name)
-        if isinstance(hit, Model):
-            return hit
-    model = model_from_dict(raw, name=name)
-    if data is not None:
+    hit = parsed.lookup(data, name) if data is not None else None
+    model = hit if isinstance(hit, Model) else model_from_dict(raw, name=name)
+    if data is not None and not isinstance(hit, Model):
         parsed.store(data, name, model)
-    return model
+    return dataclasses.replace(model, raw_config=raw, config_dir=str(p.parent))
 
 
 def load(name_or_path: str | Path) -> Model:
-    """A preset name ('llama-3.1-8b'), a config.json, or a folder holding one -> `Model`."""
+    """A preset name ('llama-3.1-8b'), a config.json, or a folder holding one -> `Model`. A refusal of the argument
+    names it (`name_or_path=...: ...`; kvviz.plan, loading one for you, says `model=`)."""
     if isinstance(name_or_path, Model):
-        raise KvvizError(f"{name_or_path.name}: is already a loaded model; pass it to kvviz.plan(model) as it is")
+        raise KvvizError(
+            f"name_or_path={name_or_path.name}: is already a loaded model; pass it to kvviz.plan(model) as it is"
+        )
     require(
         isinstance(name_or_path, (str, Path)),
-        f"{short_repr(name_or_path)}: give a preset name (kvviz.model_names()) or a config.json / folder path",
+        f"name_or_path={short_repr(name_or_path)}: give a preset name (kvviz.model_names()) or a config.json / "
+        f"folder path",
     )
     if isinstance(name_or_path, str) and name_or_path in preset_names():
         return load_preset(name_or_path)
     if Path(name_or_path).exists() or os.path.lexists(name_or_path):
         return load_path(name_or_path)
     raise KvvizError(
-        f"{short_repr(name_or_path)}: neither a preset ({', '.join(preset_names())}) nor a config.json or folder"
+        f"name_or_path={short_repr(name_or_path)}: neither a preset ({', '.join(preset_names())}) nor a config.json "
+        f"or folder"
     )
 
 

@@ -25,6 +25,8 @@ import os
 import time
 from pathlib import Path
 
+from kvviz.base import signals
+
 SCHEMA = 1
 
 
@@ -118,8 +120,9 @@ def store(data: bytes, name: str, model) -> None:
         # a fresh name, created exclusively (never through a planted file or link), as mkstemp does
         # without tempfile's import (random, shutil: ~6 ms of every first sight)
         name_tmp = folder / f".kvviz-{os.getpid()}-{time.monotonic_ns()}.tmp"
-        fd = os.open(name_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        tmp = name_tmp
+        with signals.deferred():  # created and noted for removal with no signal in between
+            fd = os.open(name_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            tmp = name_tmp
         with os.fdopen(fd, "w") as f:
             json.dump({"versions": versions(), "model": encode(model)}, f)
         os.replace(tmp, folder / f"{key(data, name)}.json")

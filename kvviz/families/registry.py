@@ -33,6 +33,11 @@ class Model:
     max_model_len: int  # what vLLM derives when --max-model-len is not given
     config: object
     max_model_len_source: str = ""
+    # What it was read from, for what the config says beyond the caches (kvviz.deploy sizes the weights from it):
+    # the config.json as parsed, and the folder holding it (a checkpoint's safetensors index there gives the exact
+    # weights). Set by kvviz.families.loader; not part of what the model is (compare=False).
+    raw_config: dict | None = dataclasses.field(default=None, compare=False, repr=False)
+    config_dir: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def reader(self) -> "Family":

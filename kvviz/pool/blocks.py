@@ -8,6 +8,7 @@ from typing import Hashable
 import torch
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import MAX_BLOCKS, bounded_int, of_type, short_repr
 
 FREE = -1  # owner id of a free block
 ASSIGNMENTS = ("round-robin", "contiguous")  # BlockPool.assigned
@@ -34,8 +35,9 @@ class BlockPool:
     def __init__(self, num_blocks: int, *, max_groups: int = 2**15 - 2) -> None:
         require(
             isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks > 0,
-            f"num_blocks={num_blocks!r}: must be a positive integer",
+            f"num_blocks={short_repr(num_blocks)}: must be a positive integer",
         )
+        bounded_int(num_blocks, field="num_blocks", low=1, high=MAX_BLOCKS)
         require(
             isinstance(max_groups, int) and 0 < max_groups < 2**31 - 1,
             f"max_groups={max_groups!r}: must be a positive integer below 2^31 - 1",
@@ -210,6 +212,11 @@ class BlockPool:
 def ranges_of(ids: torch.Tensor) -> tuple[range, ...]:
     """Ascending block ids as maximal runs of equally spaced ids, greedily from the lowest: the
     breaks are found on the tensor, so a run of 10^8 ids costs one pass, not 10^8 objects."""
+    of_type(ids, torch.Tensor, field="ids", give="a 1-D integer tensor of block ids")
+    require(
+        ids.dim() == 1 and not ids.dtype.is_floating_point and not ids.dtype.is_complex and ids.dtype != torch.bool,
+        f"ids: a {ids.dim()}-D {ids.dtype} tensor; give a 1-D integer tensor of block ids",
+    )
     n = int(ids.numel())
     if n == 0:
         return ()

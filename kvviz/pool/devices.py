@@ -12,6 +12,7 @@ import warnings
 import torch
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import MAX_BUDGET_BYTES, bounded_int, of_type, short_repr
 from kvviz.base.text import bytes_label
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
@@ -23,6 +24,7 @@ def resolve_device(name: str | torch.device | None = "auto", what: str = "device
     Unknown strings, and CUDA when this torch sees no GPU (or not that index), raise KvvizError
     naming `what`: the Python argument by default; a command-line tool passes its flag ("--device").
     """
+    of_type(what, str, field="what", give="the argument or flag the device came from (a str)")
     if isinstance(name, torch.device):
         name = str(name)
     if name is None:
@@ -141,7 +143,11 @@ def check_fits(nbytes: int, device: str | torch.device = "auto", *, what: str = 
     """Raise KvvizError (requested vs free, bytes and GiB, and which limit) unless `nbytes` fit in
     the device's free memory (free_bytes). `what` names the field the request came from, e.g.
     "num_blocks=100000"."""
-    require(isinstance(nbytes, int) and nbytes >= 0, f"{what}: nbytes={nbytes!r} must be a non-negative integer")
+    of_type(what, str, field="what", give="the field the request came from (a str)")
+    require(
+        isinstance(nbytes, int) and not isinstance(nbytes, bool) and nbytes >= 0,
+        f"{what}: nbytes={short_repr(nbytes)} must be a non-negative integer",
+    )
     dev = resolve_device(device)
     if dev.type == "cuda":
         free, limit = free_bytes(dev), "free"
@@ -157,6 +163,7 @@ def check_fits(nbytes: int, device: str | torch.device = "auto", *, what: str = 
 
 def allocation_failed(e: BaseException) -> bool:
     """Whether an exception from torch is an allocator's refusal (out of memory), not a bug."""
+    of_type(e, BaseException, field="e", give="an exception")
     if isinstance(e, (MemoryError, torch.OutOfMemoryError)):
         return True
     text = str(e).lower()
@@ -186,6 +193,7 @@ def host_zeros(nbytes: int) -> torch.Tensor:
     last view. Pools under one huge page, or a platform without mmap / MADV_HUGEPAGE, get
     torch.zeros (same bytes, same views: every dtype's alignment holds at a page boundary).
     """
+    check_fits(bounded_int(nbytes, field="nbytes", low=0, high=MAX_BUDGET_BYTES), "cpu", what=f"nbytes={nbytes:,}")
     advice = getattr(mmap, "MADV_HUGEPAGE", None)
     if nbytes < HUGE_PAGE or advice is None:
         return torch.zeros(nbytes, dtype=torch.uint8)

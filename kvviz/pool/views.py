@@ -10,6 +10,7 @@ import torch
 from kvviz.base import regions
 from kvviz.base.defaults import VERIFY_BLOCKS
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import of_type
 from kvviz.base.text import bytes_label
 from kvviz.core.accept import pools_of
 from kvviz.core.layout import Layout, Placement, SharedTensor
@@ -21,6 +22,7 @@ VIEW_DTYPES = {"uint8": torch.uint8, "bfloat16": torch.bfloat16, "float32": torc
 
 def check_views(layout: Layout) -> None:
     """Refuse layouts in which some layer cannot be viewed as its dtype (docs/caches.md#backend-alignment)."""
+    of_type(layout, Layout, field="layout", give="a kvviz Layout (plan.layout)")
     stride = layout.block_stride
     for p in layout.placements:
         size = p.cache.dtype_size

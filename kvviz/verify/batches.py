@@ -19,6 +19,7 @@ import torch
 from kvviz import quant
 from kvviz.base import formats
 from kvviz.base.errors import require
+from kvviz.base.inputs import MAX_BUDGET_BYTES, bounded_int, of_type
 from kvviz.core.layout import Layout, Placement
 
 # Bytes of pages one work item holds (at least one block of its batch): small enough that its
@@ -101,6 +102,8 @@ def _word_bytes(stride: int, run: list[Placement]) -> int:
 def layer_batches(layout: Layout, max_bytes: int = CPU_ITEM_BYTES) -> tuple[Batch, ...]:
     """Each group's layers, in order, cut into runs of one format at equally spaced offsets, each
     run cut so that one block of it holds at most `max_bytes` (at least one layer)."""
+    of_type(layout, Layout, field="layout", give="a kvviz Layout (plan.layout)")
+    bounded_int(max_bytes, field="max_bytes", low=1, high=MAX_BUDGET_BYTES)
     index = {p.name: i for i, p in enumerate(layout.placements)}
     out = []
     for g in range(len(layout.groups)):

@@ -18,6 +18,7 @@ import sys
 import torch
 
 from kvviz.base.errors import KvvizError
+from kvviz.base.inputs import MAX_BLOCKS, MAX_BUDGET_BYTES, bounded_int, of_type
 from kvviz.base.text import bytes_label
 from kvviz.core.layout import Layout
 from kvviz.pool import BlockPool, allocation_failed, check_fits
@@ -28,6 +29,7 @@ from kvviz.verify.samples import SAMPLE_BYTES_PER_VALUE
 # beyond the counted buffers for small layouts: allocator slack, codec tables, Python objects).
 RUNTIME_BYTES = 16 * 2**20
 DIFF_COPIES = 5  # a changed item's bool diff, its changed rows, their uint8 and flipped copies
+MAX_THREADS = 1 << 12  # torch CPU threads verify may be asked to run with
 PROGRESS_DELAY_S = 2.0  # a progress bar appears for runs that last longer than this (seconds)
 
 
@@ -35,6 +37,13 @@ def working_bytes(
     layout: Layout, num_blocks: int, batches: tuple[Batch, ...], max_item_bytes: int, sample_values: int
 ) -> int:
     """Bytes verify holds besides the pool (see the module docstring)."""
+    of_type(layout, Layout, field="layout", give="a kvviz Layout (plan.layout)")
+    bounded_int(num_blocks, field="num_blocks", low=1, high=MAX_BLOCKS)
+    of_type(batches, (tuple, list), field="batches", give="kvviz.verify.layer_batches(...)'s batches")
+    for b in batches:
+        of_type(b, Batch, field="batches", give="kvviz.verify.layer_batches(...)'s batches")
+    bounded_int(max_item_bytes, field="max_item_bytes", low=1, high=MAX_BUDGET_BYTES)
+    bounded_int(sample_values, field="sample_values", low=0, high=MAX_BUDGET_BYTES)
     G = len(layout.groups)
     per_group = -(-num_blocks // G) + 1  # a hazard may give a group one more block
     item = max((min(per_group, blocks_per_item(b, max_item_bytes)) * b.block_bytes for b in batches), default=0)
@@ -79,6 +88,9 @@ def cpu_threads(device: torch.device, n: int | None = 1):
     work also uses, one descheduled thread stalls them all (on a loaded 2-core machine verify's
     strided copies took 11-105 s instead of about 2.5 s with one). n=None keeps torch's setting.
     """
+    of_type(device, torch.device, field="device", give="a torch.device")
+    if n is not None:
+        bounded_int(n, field="n", low=1, high=MAX_THREADS)
     old = torch.get_num_threads()
     if device.type == "cpu" and n is not None:
         torch.set_num_threads(n)

@@ -14,6 +14,7 @@ import math
 
 import torch
 
+from kvviz.base.inputs import of_type
 from kvviz.base.text import binary_size, bytes_label
 from kvviz.pool import FREE, Pool
 
@@ -22,6 +23,7 @@ JSON_BLOCKS = 64  # block ids listed per group in to_json()
 
 def unused_label(group: str) -> str:
     """The name a corruption of a group's unused bytes is reported under."""
+    of_type(group, str, field="group", give="a group's name")
     return f"unused bytes of group {group}"
 
 

@@ -19,13 +19,22 @@ import torch
 
 from kvviz.base.defaults import SEED, VERIFY_BLOCKS
 from kvviz.base.errors import require
+from kvviz.base.inputs import MAX_BUDGET_BYTES, bounded_int, of_type, short_repr
 from kvviz.core.accept import pools_of
 from kvviz.core.layout import Layout
 from kvviz.core.plan import Plan
 from kvviz.pool import ASSIGNMENTS, FREE, BlockPool, Pool, check_views, resolve_device
 from kvviz.verify.batches import item_bytes, layer_batches
 from kvviz.verify.engine import Engine
-from kvviz.verify.guards import allocation_guard, check_fit, cpu_threads, progress_bar, sync, working_bytes
+from kvviz.verify.guards import (
+    MAX_THREADS,
+    allocation_guard,
+    check_fit,
+    cpu_threads,
+    progress_bar,
+    sync,
+    working_bytes,
+)
 from kvviz.verify.hazards import HAZARDS, hazard_class
 from kvviz.verify.report import JSON_BLOCKS, FormatError, GroupBlocks, VerifyReport
 from kvviz.verify.samples import choose_samples, decode_errors, encode_samples, page_bytes, sample_values
@@ -33,6 +42,8 @@ from kvviz.verify.samples import choose_samples, decode_errors, encode_samples, 
 
 def blocks_for_budget(layout: Layout, budget_bytes: int) -> int:
     """floor(budget / block_stride) (Layout.num_blocks); a budget under one stride is an error."""
+    of_type(layout, Layout, field="layout", give="a kvviz Layout (plan.layout)")
+    bounded_int(budget_bytes, field="budget_bytes", low=1, high=MAX_BUDGET_BYTES)
     n = layout.num_blocks(budget_bytes)
     require(n > 0, f"budget_bytes={budget_bytes:,}: smaller than one block stride ({layout.block_stride:,} B)")
     return n
@@ -57,6 +68,19 @@ def _check_args(layout, num_blocks, seed, hazard, assignment) -> None:
     )
     if hazard is not None:
         hazard_class(hazard).refuse(layout, num_blocks)
+
+
+def _check_run_args(keep_pool, corrupt, progress, threads) -> None:
+    of_type(keep_pool, bool, field="keep_pool", give="True or False")
+    require(
+        corrupt is None or callable(corrupt), f"corrupt={short_repr(corrupt)}: give a function of the Pool, or None"
+    )
+    require(
+        callable(progress) or isinstance(progress, bool),
+        f"progress={short_repr(progress)}: give True, False or a function of the bytes done",
+    )
+    if threads is not None:
+        bounded_int(threads, field="threads", low=1, high=MAX_THREADS)
 
 
 def verify(
@@ -96,6 +120,7 @@ def verify(
     _check_args(layout, num_blocks, seed, hazard, assignment)
     if hazard_layer is not None:
         require(hazard in ("zeroer", "misread"), "hazard_layer: applies only with hazard='zeroer' or 'misread'")
+    _check_run_args(keep_pool, corrupt, progress, threads)
     dev = resolve_device(device)
     check_views(layout)
     pool_bytes = num_blocks * layout.block_stride

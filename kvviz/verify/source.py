@@ -17,7 +17,14 @@ against; the read-back regenerates it):
 
 from __future__ import annotations
 
+import math
+
 import torch
+
+from kvviz.base.errors import require
+from kvviz.base.inputs import bounded_int, of_type, short_repr
+
+MAX_SOURCE_VALUES = 1 << 30  # values of one batch of source rows (4 GiB of fp32)
 
 # Source magnitudes: log2 of the per-32-value magnitude is uniform in [-SPREAD, SPREAD].
 SPREAD = {"fp8_ds_mla": 6.0, "fp8": 2.0, "bf16": 8.0, "indexer_fp8": 6.0, "indexer_mxfp4": 6.0, "fp32": 8.0}
@@ -92,6 +99,16 @@ def fill_pattern(
 def source_values(fmt: str, shape: tuple[int, ...], generator: torch.Generator, device: torch.device) -> torch.Tensor:
     """Seeded fp32 source rows [..., rows, dims] for a format: randn times 2^u per 32 values (u
     uniform in [-SPREAD, SPREAD]), with some all-zero rows."""
+    of_type(fmt, str, field="fmt", give="a row format's name")
+    of_type(shape, tuple, field="shape", give="a tuple of positive sizes, e.g. (4, 128)")
+    for n in shape:
+        bounded_int(n, field="shape", low=1, high=MAX_SOURCE_VALUES)
+    require(
+        len(shape) > 0 and math.prod(shape) <= MAX_SOURCE_VALUES,
+        f"shape={short_repr(shape)}: at most {MAX_SOURCE_VALUES:,} values",
+    )
+    of_type(generator, torch.Generator, field="generator", give="a torch.Generator")
+    of_type(device, torch.device, field="device", give="a torch.device")
     x = torch.randn(shape, generator=generator, device=device)
     spread = SPREAD.get(fmt, 0.0)
     dims = shape[-1]

@@ -14,7 +14,7 @@ Plan by a pure function, importing no planner family):
 
 Drawing (matplotlib, no pyplot; each returns a `KvvizFigure`):
 
-    blockmap  block_map     compare  before_after    planes  pool_planes
+    blockmap  block_map     compare  before_after    planes  pool_planes    sidebyside  side_by_side
     live      live_bytes    anatomy  page_anatomy
     traffic   occupancy, queues, pool_map (the pool under traffic)
     query     find_patches, patch_ranges, figure_texts, legend_labels, save_figure, to_png_bytes
@@ -44,6 +44,7 @@ _NAMES = {
     "Lane": "blockmap_data",
     "KvvizFigure": "canvas",
     "before_after": "compare",
+    "side_by_side": "sidebyside",
     "BeforeAfterData": "compare_data",
     "before_after_data": "compare_data",
     "KeyEntry": "legend",

@@ -25,10 +25,12 @@ def before_after(
     show_padding: bool = True,
     labels: tuple[str, str] = ("before", "after"),
     width: float = 12.0,
+    title: str | None = None,
 ) -> Figure:
     """Both layouts on one x scale (the larger stride, normally the before one): both strides,
     the bytes and percentage saved per block, the binding groups outlined, and the holes of a
-    bucketed layout in red. Returns the Figure. A BeforeAfterData alone works too."""
+    bucketed layout in red. Returns the Figure. A BeforeAfterData alone works too. `title`, when
+    given, comes before the strides in the figure's title (what is compared: the model, the knobs)."""
     data = before if isinstance(before, BeforeAfterData) else before_after_data(before, after, labels=labels)
     db, da = data.before, data.after
     datas = (db, da)
@@ -83,7 +85,14 @@ def before_after(
         )
     byte_axis(ax_a, data.scale)
     ax_b.tick_params(axis="x", labelbottom=False)
-    fig.suptitle(data.title, x=left / w, ha="left", y=1 - 0.12 / h, va="top", fontsize=10)
+    fig.suptitle(
+        data.title if title is None else f"{title}: {data.title}",
+        x=left / w,
+        ha="left",
+        y=1 - 0.12 / h,
+        va="top",
+        fontsize=10,
+    )
     fig.text(
         left / w, 1 - 0.42 / h, data.overlay_note, ha="left", va="top", fontsize=8, color="#333333", gid="overlay-note"
     )

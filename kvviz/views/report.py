@@ -3,23 +3,19 @@
 The HTML holds everything it shows: the figures as base64 PNGs, the group and layout tables,
 the text byte map and the stride derivation. It links to nothing outside itself.
 
-Writing never follows a symbolic link: each file is written to a fresh temporary file inside the
-output folder, an output name (or a pool's folder) that is a link is refused, and the files are
-renamed into place only once all of them are written: a run that fails or is interrupted half
-way leaves the previous report as it was and removes its temporary files. A run killed outright
-(SIGQUIT, SIGKILL) cannot; the next render into that folder removes what it left (sweep_stale).
+Every file is written through kvviz.views.staging: never through a symbolic link, renamed into place
+only once all of them are written (a run that fails or is interrupted half way leaves the previous
+report as it was and removes its temporary files), and landed under the folder's lock, so renders
+into one folder at once each land whole and never mix.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import tempfile
 from pathlib import Path
-from typing import Callable
 
-from kvviz.base.errors import KvvizError, require
+from kvviz.base.errors import require
 from kvviz.base.inputs import DPI_RANGE, printable, short_repr
 from kvviz.core.accept import plan_of, pools_of
 from kvviz.core.layout import Layout, Placement
@@ -30,165 +26,21 @@ from kvviz.views.planes import pool_planes
 from kvviz.views.planes_data import PLANE_PAGES_MAX_BLOCKS
 from kvviz.views.query import DEFAULT_DPI, save_figure, to_png_bytes
 from kvviz.views.report_html import RenderedFigure, report_html
+from kvviz.views.staging import Staged, prepare_out_dir, prepare_sub_dir, sweep_stale, write_file
+
+__all__ = [
+    "render_report",
+    "plan_reports",
+    "report_figures",
+    "Staged",
+    "prepare_out_dir",
+    "prepare_sub_dir",
+    "sweep_stale",
+    "write_file",
+]
 
 # Blocks of the small pool a hybrid report's layer-plane figure shows: every block's page is drawn.
 POOL_PLANES_BLOCKS = PLANE_PAGES_MAX_BLOCKS
-
-
-# Temporary names: `.kvviz-<pid>.<what>...`, so a later run can tell its own leftovers (a run
-# killed by SIGQUIT or SIGKILL runs no cleanup) from another live run's files (sweep_stale).
-_TMP_PREFIX = ".kvviz-"
-_STALE = re.compile(r"\.kvviz-(\d+)\.")
-
-
-def _tmp_prefix(what: str) -> str:
-    return f"{_TMP_PREFIX}{os.getpid()}.{what}."
-
-
-def prepare_out_dir(path, *, what: str = "out_dir") -> Path:
-    """Create the output folder (parents too) and check it takes new files; a KvvizError naming
-    `what` if that is impossible. Temporary files that dead kvviz runs left there are removed."""
-    require(str(path) != "", f"{what} '': needs a folder name")
-    p = Path(path)
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise KvvizError(f"{what} {printable(p)!r}: cannot create the folder ({e.strerror or e})") from None
-    require(p.is_dir(), f"{what} {printable(p)!r}: is not a folder")
-    try:  # a probe under a fresh name (O_EXCL): never opens an existing file or link
-        fd, probe = tempfile.mkstemp(prefix=_tmp_prefix("write-test"), dir=p)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise KvvizError(f"{what} {printable(p)!r}: cannot write there ({e.strerror or e})") from None
-    sweep_stale(p)
-    return p
-
-
-def prepare_sub_dir(parent: Path, name: str, *, what: str = "out_dir") -> Path:
-    """The folder `name` inside `parent`, created when missing; a symbolic link there is refused,
-    so nothing is written outside `parent` through it."""
-    p = Path(parent) / name
-    require(not p.is_symlink(), f"{what}: {printable(p)!r} is a symbolic link; refusing to write through it")
-    return prepare_out_dir(p, what=what)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: alive, someone else's
-        return True
-    return True
-
-
-def sweep_stale(folder: Path) -> list[Path]:
-    """Remove the temporary files kvviz runs that are no longer alive left in `folder` (a run
-    killed by SIGQUIT or SIGKILL); another live run's files are left alone. The paths removed."""
-    removed = []
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(folder):
-            m = _STALE.match(entry.name)
-            if m and not entry.is_dir(follow_symlinks=False) and not _alive(int(m.group(1))):
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)  # a link itself, never its target
-                    removed.append(Path(entry.path))
-    return removed
-
-
-class Staged:
-    """Files written under temporary names next to their final ones, renamed into place only by
-    commit(), once every one of them is written: a render that fails half way (a full disk, an
-    interrupt) leaves the previous report as it was. As a context manager: commit() when the block
-    succeeds, discard() (remove every temporary file) when it raises, KeyboardInterrupt too."""
-
-    def __init__(self, what: str = "out_dir"):
-        self._pending: list[tuple[str, Path]] = []
-        self._retired: list[Path] = []
-        self.what = what  # the argument or flag the refusals name
-
-    def retire(self, path: Path) -> None:
-        """Remove `path` (a file of an earlier report this one does not write) once commit() has
-        renamed every new file into place; a failed run leaves it with the report it belongs to."""
-        self._retired.append(path)
-
-    def add(self, path: Path, data: bytes | str | Callable[[Path], None]) -> None:
-        """Write `data` (bytes, text, or a function that writes a given path) to a fresh temporary
-        file in `path`'s folder (O_EXCL: never an existing file or link)."""
-        require(
-            not path.is_symlink(), f"{self.what}: {printable(path)!r} is a symbolic link; refusing to write through it"
-        )
-        tmp = None
-        try:
-            # Same suffix, so a writer that picks the format from the name (save_figure) still can.
-            fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(path.name), suffix=f".tmp{path.suffix}", dir=path.parent)
-            self._pending.append((tmp, path))
-            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a plain new file gets 0666 - umask
-            with os.fdopen(fd, "wb") as f:
-                if not callable(data):
-                    f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            if callable(data):
-                data(Path(tmp))
-        except OSError as e:
-            raise KvvizError(f"{self.what}: cannot write {printable(path)!r} ({e.strerror or e})") from None
-
-    def commit(self) -> list[Path]:
-        """Rename every temporary file into place (os.replace: a link at the final name is replaced
-        itself, never followed); the final paths, in the order added."""
-        for _, path in self._pending:  # checked again: a link planted while the files were written
-            require(
-                not path.is_symlink(),
-                f"{self.what}: {printable(path)!r} is a symbolic link; refusing to write through it",
-            )
-        done = []
-        try:
-            while self._pending:
-                tmp, path = self._pending[0]
-                os.replace(tmp, path)
-                self._pending.pop(0)
-                done.append(path)
-        except OSError as e:
-            raise KvvizError(f"{self.what}: cannot write {printable(path)!r} ({e.strerror or e})") from None
-        for path in self._retired:
-            if path not in done:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)  # a link itself, never its target
-        self._retired.clear()
-        return done
-
-    def discard(self) -> None:
-        """Remove every temporary file written so far; nothing is renamed into place."""
-        for tmp, _ in self._pending:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        self._pending.clear()
-
-    def __enter__(self) -> "Staged":
-        return self
-
-    def __exit__(self, kind, value, tb) -> None:
-        try:
-            if kind is None:
-                self.commit()
-        finally:
-            self.discard()  # what commit() did not rename: a failure, an interrupt
-
-
-def write_file(path: Path, data: bytes | str | Callable[[Path], None], *, what: str = "out_dir") -> None:
-    """Write `data` (bytes, text, or a function that writes a given path) to `path` through a
-    temporary file in the same folder renamed into place: never follows a link, and never leaves
-    a half-written file under the final name. Refusals name `what` (the argument or flag)."""
-    with Staged(what) as staged:
-        staged.add(path, data)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
-    os.umask(mask)
-    return mask
 
 
 def report_figures(layout: Layout, *, before: Layout | None = None, after: Layout | None = None):
@@ -243,10 +95,12 @@ def render_report(
     dpi: int = DEFAULT_DPI,
     svg: bool = True,
     staged: Staged | None = None,
+    note: str | None = None,
 ) -> list[Path]:
     """Write every figure as <name>.png (and <name>.svg) plus report.html; return the paths written
     (report.html last). Every file is written under a temporary name first and renamed into place
-    only when all are written, so a failure leaves the previous report whole. With `staged` given,
+    only when all are written, so a failure leaves the previous report whole. `note`: a paragraph under
+    the summary (why a before/after is left out, `kvviz render`). With `staged` given,
     the files are only added to it: they take their names when the caller commits it (several
     reports at once, `kvviz render` of separate pools).
 
@@ -254,6 +108,7 @@ def render_report(
     one pool): the title says what was planned, and a separate-pools plan writes one report per pool in
     folder/pool-<name>/, as `kvviz render` does (`plan_reports`). Or `render_report(folder, layout=...)`."""
     if layout is None:
+        require(note is None, "note: give it with render_report(folder, layout=...)")
         return plan_reports(out_dir, folder, before=before, after=after, title=title, dpi=dpi, svg=svg, staged=staged)
     require(folder is None, "folder: give the folder once (render_report(folder, layout=...) or (plan, folder))")
     require(isinstance(layout, Layout), f"layout: expected a kvviz Layout, got {type(layout).__name__}")
@@ -264,6 +119,8 @@ def render_report(
         f"out_dir={short_repr(out_dir)}: give a folder (a str or pathlib.Path)",
     )
     require(isinstance(title, str), f"title={short_repr(title)}: must be a string (the report's heading)")
+    require(note is None or isinstance(note, str), f"note={short_repr(note)}: must be a string or None")
+    title = printable(title)  # a lone surrogate (bytes of argv that were not UTF-8) shown as its escape
     low, high = DPI_RANGE
     require(type(dpi) is int and low <= dpi <= high, f"dpi={dpi!r}: must be an integer from {low} to {high}")
     out = prepare_out_dir(out_dir)
@@ -277,9 +134,9 @@ def render_report(
     if staged is None:
         with Staged() as own:
             return render_report(
-                out, layout=layout, before=before, after=after, title=title, dpi=dpi, svg=svg, staged=own
+                out, layout=layout, before=before, after=after, title=title, dpi=dpi, svg=svg, staged=own, note=note
             )
-    _retire_old_figures(out, names, staged)
+    staged.replaces(out, REPORT_FIGURE, names)  # an earlier report's other figures go when this one lands
     rendered = []
     for name, caption, build in figures:
         fig = build()
@@ -288,7 +145,7 @@ def render_report(
         if svg:
             staged.add(out / f"{name}.svg", lambda tmp, fig=fig: save_figure(fig, tmp, dpi=dpi))
         rendered.append(RenderedFigure(name, caption, png))
-    staged.add(out / "report.html", report_html(layout, rendered, title=title, before=before, after=after))
+    staged.add(out / "report.html", report_html(layout, rendered, title=title, before=before, after=after, note=note))
     return [out / name for name in names]
 
 
@@ -326,13 +183,3 @@ def plan_reports(source, folder, *, before=None, after=None, title=None, staged=
 # The figure files a report writes (report_figures' names): a report folder's other ones belong to
 # an earlier report (another model's anatomy formats, its before/after) and go when this one lands.
 REPORT_FIGURE = re.compile(r"(block-map|pool-planes|before-after|anatomy-[A-Za-z0-9_.+-]+)\.(png|svg)")
-
-
-def _retire_old_figures(out: Path, names: list[str], staged: Staged) -> None:
-    if not (out / "report.html").is_file():
-        return  # not a report's folder: nothing there is kvviz's to remove
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(out):
-            if REPORT_FIGURE.fullmatch(entry.name) and entry.name not in names:
-                if not entry.is_dir(follow_symlinks=False):
-                    staged.retire(out / entry.name)

@@ -7,6 +7,7 @@ import base64
 import dataclasses
 import html
 
+from kvviz.base.inputs import printable
 from kvviz.base.text import plural
 from kvviz.core.layout import Layout
 
@@ -45,8 +46,10 @@ def report_html(
     title: str,
     before: Layout | None = None,
     after: Layout | None = None,
+    note: str | None = None,
 ) -> str:
-    """One self-contained HTML page: summary, figures (inline base64 PNG), tables, derivation."""
+    """One self-contained HTML page: summary (and `note`, a paragraph under it), figures (inline base64 PNG),
+    tables, derivation."""
     esc = html.escape
     summary = (
         f"{layout.planner} layout: {plural(len(layout.groups), 'group')}, {plural(layout.num_layers, 'layer cache')}, "
@@ -64,6 +67,8 @@ def report_html(
         f"<h1>{esc(title)}</h1>",
         f"<p>{esc(summary)}</p>",
     ]
+    if note:
+        parts.append(f'<p class="note">{esc(printable(note))}</p>')
     if before is not None and after is not None:
         pct = 100.0 * (after.block_stride - before.block_stride) / before.block_stride
         parts.append(

@@ -25,6 +25,7 @@ import dataclasses
 
 from kvviz.base.defaults import GIB
 from kvviz.base.errors import require
+from kvviz.base.inputs import of_type, short_repr
 from kvviz.base.regions import cdiv
 from kvviz.core.plan import Plan
 from kvviz.options import Options
@@ -132,11 +133,13 @@ def offload_for(plan: Plan, options: Options, prompt_len: int | None = None) -> 
     KVCacheConfig, a copy of the first worker's (kv_cache_utils.generate_scheduler_kv_cache_config), so
     `worker_kv_bytes_per_block` is stage 0's bytes per block (its tensor // num_blocks), the copies are the
     whole world (TP x PP: `replicated_layout` requires PP 1), and each group's chunks are the global group's."""
+    of_type(plan, Plan, field="plan", give="a kvviz.plan(...) result")
+    of_type(options, Options, field="options", give="a kvviz.Options record (with kv_offloading_size)")
     size = options.kv_offloading_size
     require(size is not None, "kv_offloading_size: give the host GiB to offload to")
     require(plan.planner == "vllm" and len(plan.pools) == 1, "kv_offloading_size: offload follows vLLM's own plan")
     length = plan.max_model_len if prompt_len is None else prompt_len
-    require(type(length) is int and length > 0, f"prompt_len={length!r}: must be a positive integer")
+    require(type(length) is int and length > 0, f"prompt_len={short_repr(length)}: must be a positive integer")
     tp, dcp, pp = options.tensor_parallel_size or 1, plan.scheduling.dcp, len(plan.stages or ()) or 1
     world = tp * pp  # ParallelConfig.world_size: DCP reuses the TP ranks
     caches = [c for g in plan.groups for c in g.layers]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import of_type
 from kvviz.core.group import KVGroup
 from kvviz.core.plan import SEPARATE, Plan
 from kvviz.core.spec import CacheSpec, Scheduling
@@ -143,6 +144,7 @@ def resolve_planner(model, planner: str | None) -> str:
     family = model.reader
     if planner is None:
         return family.default_planner
+    of_type(planner, str, field="planner", give=f"a planner's name: {', '.join(family.planners)} (None: vllm's own)")
     planner = getattr(family, "planner_aliases", {}).get(planner, ALIASES.get(planner, planner))
     if planner not in family.planners:
         raise KvvizError(
@@ -191,14 +193,53 @@ def planned_setting(model, options: Options) -> str:
     return ", ".join(words)
 
 
+def plan_knobs(model, options: Options, plan: Plan) -> tuple[tuple[str, object], ...]:
+    """Every knob that shaped `plan`, as vLLM 0.33 resolves it when it is not given: the KV cache dtype ('auto':
+    the model's), TP / PP / DCP (1), the layers per stage, max_model_len (and where it came from), the attention
+    block size, max_num_batched_tokens (defaults.MAX_NUM_BATCHED_TOKENS), async scheduling (on) and the tokens in
+    flight it gives, prefix caching (on unless the model is attention-free: EngineArgs.
+    _set_default_chunked_prefill_and_prefix_caching_args) and the Mamba cache mode it gives, the CPU offload, then
+    every other knob given; `given` lists the knobs set explicitly."""
+    s = plan.scheduling
+    out: dict[str, object] = {}
+    if "kv_dtype" in model.reader.knobs_for(model):
+        out["kv_cache_dtype"] = options.kv_dtype or model.dtype
+    out["model_dtype"] = model.dtype
+    # each kind's row format as planned (DeepSeek V4's backend and formats, an fp8 cache's, a state's dtype)
+    out["row_formats"] = {c.kind.label: c.row_format.name for g in plan.groups for c in g.layers}
+    out[TP] = options.tensor_parallel_size or 1
+    out["pipeline_parallel_size"] = len(plan.stages) or options.pipeline_parallel_size or 1
+    out["pp_layer_partition"] = list(options.pp_layer_partition) if options.pp_layer_partition else None
+    out[DCP] = s.dcp
+    out["max_model_len"] = s.max_model_len
+    out["max_model_len_source"] = "given" if options.max_model_len else model.max_model_len_source or "the model's"
+    out["block_size"] = plan.tokens_per_block
+    out["max_num_batched_tokens"] = options.resolved_max_num_batched_tokens
+    out["async_scheduling"] = options.async_scheduling is not False
+    out["max_in_flight_tokens"] = s.max_in_flight_tokens
+    out["prefix_caching"] = (
+        not model.reader.attention_free(model) if options.prefix_caching is None else options.prefix_caching
+    )
+    out["mamba_cache_mode"] = s.mamba_cache_mode
+    out["kv_offloading_size"] = options.kv_offloading_size
+    for name in options.given():
+        if name not in out and name != "kv_dtype":
+            value = getattr(options, name)
+            out[name] = list(value) if isinstance(value, tuple) else value
+    out["given"] = list(options.given())
+    return tuple(out.items())
+
+
 def plan_model(model, planner: str | None = None, options: Options = Options()) -> Plan:
     """`model` laid out by `planner` (None: the family's default, vLLM's own) with `options`. The Plan carries
-    the model and options it was made from, and says what was planned (`Plan.setting`, in `Plan.describe`)."""
+    the model and options it was made from, says what was planned (`Plan.setting`, in `Plan.describe`) and
+    records every knob that shaped it (`Plan.knobs`, `plan_knobs`)."""
     plan = _plan_model(model, planner, options)
     setting = planned_setting(model, options)
-    return replace(
+    plan = replace(
         plan, describe=f"{plan.describe}; planned: {setting}", setting=setting, source=model, options=options
     )
+    return replace(plan, knobs=plan_knobs(model, options, plan))
 
 
 def _plan_model(model, planner: str | None, options: Options) -> Plan:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 
 from kvviz.base.errors import require
+from kvviz.base.inputs import of_type, short_repr
 from kvviz.base.regions import cdiv
 from kvviz.core.plan import Plan
 
@@ -118,7 +119,11 @@ def transfer(decode_plan: Plan, prompt_len: int, *, decode_tp: int = 1, prefill_
     plans (one of its `decode_tp` ranks); `prefill_tp` (default: decode_tp) only sets the fan-in. The rules are
     the module's; a group's blocks before clipping are cdiv(prompt_len, block_size) (a DCP-sharded group's block
     covers block_size x DCP tokens)."""
-    require(type(prompt_len) is int and prompt_len > 0, f"prompt_len={prompt_len!r}: must be a positive integer")
+    of_type(decode_plan, Plan, field="decode_plan", give="a kvviz.plan(...) result (the decode instance's)")
+    require(
+        type(prompt_len) is int and prompt_len > 0, f"prompt_len={short_repr(prompt_len)}: must be a positive integer"
+    )
+    require(type(decode_tp) is int and decode_tp > 0, f"decode_tp={short_repr(decode_tp)}: must be a positive integer")
     require(decode_plan.planner == "vllm" and len(decode_plan.pools) == 1, "transfer: follows vLLM's own plan")
     ptp = decode_tp if prefill_tp is None else prefill_tp
     require(type(ptp) is int and ptp > 0, f"prefill_tp={ptp!r}: must be a positive integer")
