@@ -114,11 +114,14 @@ GIVEN_RULE = "given bytes (vLLM's --kv-cache-memory-bytes: the KV cache is exact
 GPU_RULE = "vLLM 0.33 Worker.determine_available_memory: ceil(total x utilization) - weights - activation"
 
 
-def budget_record(budget_bytes: int, kv_budget=None, *, budget_gib=None) -> dict:
+def budget_record(budget_bytes: int | tuple[int, ...], kv_budget=None, *, budget_gib=None) -> dict:
     """How a side's budget was had, for a review: the rule, its inputs (what a user chose: the bytes or GiB given,
     or the GPU, gpu_memory_utilization, where the weights came from and the activation allowance), the bytes, and
-    on a GPU the budget's terms (`kvviz.deploy.KVBudget.to_json`)."""
-    bounded_int(budget_bytes, field="budget_bytes", low=1, high=MAX_BUDGET_BYTES)
+    on a GPU the budget's terms (`kvviz.deploy.KVBudget.to_json`). With pipeline stages sized from a GPU the bytes
+    are one a stage (`KVBudget.budget`), recorded as a list."""
+    for b in budget_bytes if isinstance(budget_bytes, tuple) else (budget_bytes,):
+        bounded_int(b, field="budget_bytes", low=1, high=MAX_BUDGET_BYTES)
+    budget_bytes = list(budget_bytes) if isinstance(budget_bytes, tuple) else budget_bytes
     if budget_gib is not None:
         finite_number(budget_gib, field="budget_gib")
     if kv_budget is not None:
@@ -133,7 +136,7 @@ def budget_record(budget_bytes: int, kv_budget=None, *, budget_gib=None) -> dict
         return {"rule": GIVEN_RULE, "inputs": inputs, "bytes": budget_bytes, "kv_budget": kv_budget.to_json()}
     inputs = {"gpu": kv_budget.gpu, "gpu_memory_utilization": kv_budget.gpu_memory_utilization}
     weights, activation = kv_budget.term("weights"), kv_budget.term("activation")
-    inputs["weights"] = weights.source  # where the whole model's weights came from (their share follows TP)
+    inputs["weights"] = weights.origin  # where the whole model's weights came from (their share follows TP / PP)
     inputs["activation_bytes"] = activation.value
     return {"rule": GPU_RULE, "inputs": inputs, "bytes": budget_bytes, "kv_budget": kv_budget.to_json()}
 
@@ -148,7 +151,7 @@ def side_by_side(a: Plan, b: Plan, *, budget_bytes=None, budget_gib=None, gpu=No
         require(isinstance(p, Plan), f"{label.lower()}={short_repr(p)}: give a kvviz.plan(...) result")
         if gpu is not None or deployment.get("gpu_memory_gib") is not None:
             kv = gpu_budget(p, gpu=gpu, **deployment)
-            sides.append(Side(label, p, p.capacity(kv), budget_record(kv.available_bytes, kv)))
+            sides.append(Side(label, p, p.capacity(kv), budget_record(kv.budget, kv)))
         else:
             cap = p.capacity(budget_bytes, budget_gib=budget_gib, **deployment)
             sides.append(Side(label, p, cap, budget_record(cap.budget_bytes, budget_gib=budget_gib)))

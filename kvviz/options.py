@@ -11,7 +11,14 @@ import dataclasses
 
 from kvviz.base.defaults import MAX_NUM_BATCHED_TOKENS
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import MAX_CONTEXT_TOKENS, MAX_DIM, MAX_SLIDING_WINDOW, MAX_TOKENS_PER_BLOCK, bounded_int
+from kvviz.base.inputs import (
+    MAX_CONTEXT_TOKENS,
+    MAX_DIM,
+    MAX_SLIDING_WINDOW,
+    MAX_TOKENS_PER_BLOCK,
+    bounded_int,
+    short_repr,
+)
 
 KV_DTYPES = ("bf16", "fp16", "fp32", "fp8")
 SSM_DTYPES = ("bfloat16", "float32")
@@ -145,7 +152,7 @@ def _check_deploy_knobs(o: Options) -> None:
             object.__setattr__(o, "pp_layer_partition", part)
         require(
             isinstance(part, tuple) and len(part) > 0 and all(type(x) is int and x > 0 for x in part),
-            f"pp_layer_partition={part!r}: give the layers of each stage as positive integers, e.g. (12, 20)",
+            f"pp_layer_partition={short_repr(part)}: give the layers of each stage as positive integers, e.g. (12, 20)",
         )
     size = o.kv_offloading_size
     if size is not None:

@@ -357,20 +357,28 @@ def _case_main(name: str, out: Path) -> None:
     out.write_text(json.dumps(rec))
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def case_arguments(argv, doc: str):
+    """The reference scripts' command line (this one's and scripts/vllm_reference_pp_params.py's): --out FILE,
+    --only CASE ..., and the hidden --case NAME a subprocess runs; vLLM's log kept to warnings. (namespace, the
+    cases already in --out)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--case", default=None, help=argparse.SUPPRESS)
     ns = ap.parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    path = Path(ns.out)
+    return ns, (json.loads(path.read_text())["cases"] if path.exists() and not ns.case else {})
+
+
+def main(argv=None) -> int:
+    ns, done = case_arguments(argv, __doc__)
     if ns.case:
         _case_main(ns.case, Path(ns.out))
         return 0
     import vllm
 
     path = Path(ns.out)
-    done = json.loads(path.read_text())["cases"] if path.exists() else {}
     for name in ns.only or list(CASES):
         with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
             proc = subprocess.run(

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from hand_weights import deepseek_v3_rank_bytes
 
 import kvviz
 from kvviz.base.errors import KvvizError
 from kvviz.cli.main import main
 from kvviz.deploy.parallel import attention_layouts, data_parallel
-from kvviz.deploy.params import decoder_parts
+from kvviz.deploy.params import decoder_count
 from kvviz.families import load_preset
 from kvviz.options import Options
 
@@ -99,7 +100,7 @@ def test_routed_experts_by_hand_and_the_gpu_budgets():
 
     model = load_preset("deepseek-v3")
     raw, _ = _raw_config(model, None, None)
-    routed = decoder_parts(raw)[0]["experts"]  # kvviz.deploy.params: the routed experts alone
+    routed = decoder_count(raw).parts["experts"]  # kvviz.deploy.params: the routed experts alone
     assert routed == 58 * 256 * 3 * 7168 * 2048
     assert raw["quantization_config"]["weight_block_size"] == [128, 128]
     routed_bytes = int(round(routed * (1 + 4 / (128 * 128))))
@@ -109,7 +110,8 @@ def test_routed_experts_by_hand_and_the_gpu_budgets():
         a = attention_layouts(model, 8, None, Options(max_model_len=131072), gpu=gpu)
         tp, dp = a.layout("tp"), a.layout("attention_dp")
         assert not tp.refused and not dp.refused, gpu
-        assert tp.budget_bytes - dp.budget_bytes == (rest + cdiv(routed_bytes, 8)) - cdiv(whole, 8), gpu
+        # attention DP: all but the routed experts whole, 32 of the 256 experts; TP 8: one rank's shapes
+        assert tp.budget_bytes - dp.budget_bytes == (rest + routed_bytes // 8) - deepseek_v3_rank_bytes(8), gpu
         assert 1 < a.ratio("attention_dp") < 8 and a.ratio("dcp") == pytest.approx(8, rel=1e-3), gpu
 
 

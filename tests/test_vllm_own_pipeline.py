@@ -104,7 +104,7 @@ def _spec(cache):
 def _vllm_planning(logger_lines: list):
     uniform = _uniform_class()
     group_spec, config = config_classes()
-    logger = types.SimpleNamespace(info=lambda *a: None, info_once=lambda *a, **k: None)
+    logger = types.SimpleNamespace(info=lambda *a: None, info_once=lambda *a, **k: logger_lines.append(a[0] % a[1:]))
     env = {
         "UniformTypeKVCacheSpecs": uniform,
         "KVCacheGroupSpec": group_spec,
@@ -127,8 +127,10 @@ def _vllm_planning(logger_lines: list):
         "_check_enough_kv_cache_memory",
         "_max_memory_usage_bytes_from_groups",
         "_estimate_max_model_len_from_groups",
+        "_auto_fit_max_model_len",
     ):
         env[name] = vllm_function(PLANNING, name, env)
+    env["_kv_cache_device_name"] = vllm_function("v1/core/kv_cache_utils.py", "_kv_cache_device_name", env)
 
     layout = types.SimpleNamespace(is_block_outermost=False, name="LBNHC")
 
@@ -145,11 +147,11 @@ def _vllm_planning(logger_lines: list):
     return _function_without_imports(PLANNING, "get_kv_cache_configs", env), layout
 
 
-def _vllm_config(plan, options, layout):
+def _vllm_config(plan, options, layout, auto_fit: bool = False):
     ns = types.SimpleNamespace
     s = plan.scheduling
     return vllm_config_class(True)(
-        model_config=ns(max_model_len=s.max_model_len, original_max_model_len=s.max_model_len),
+        model_config=ns(max_model_len=s.max_model_len, original_max_model_len=-1 if auto_fit else s.max_model_len),
         parallel_config=ns(
             decode_context_parallel_size=s.dcp,
             pipeline_parallel_size=options.pipeline_parallel_size or 1,
@@ -169,8 +171,11 @@ def _vllm_config(plan, options, layout):
     )
 
 
-def _run_vllm(plan, options, budget):
-    fn, layout = _vllm_planning([])
+def _run_vllm(plan, options, budget, *, auto_fit: bool = False, log: list | None = None):
+    """vLLM's get_kv_cache_configs on kvviz's plan: `budget` on every worker, or one a stage (each TP rank of a
+    stage the same); `auto_fit` as --max-model-len -1 (original_max_model_len -1, the plan's own length the
+    search's top); `log` collects its info_once lines."""
+    fn, layout = _vllm_planning([] if log is None else log)
     group_spec, _ = config_classes()
     uniform = _uniform_class()
     global_groups = [
@@ -185,8 +190,9 @@ def _run_vllm(plan, options, budget):
     for st in plan.stages:
         here = {c.name: _spec(c) for g in plan.groups for c in g.layers if st.first_layer <= c.layer < st.end_layer}
         workers += [here] * tp  # every TP rank of a stage registers the same specs
-    cfg = _vllm_config(plan, options, layout)
-    return fn(cfg, workers, [budget] * len(workers), global_groups), cfg
+    cfg = _vllm_config(plan, options, layout, auto_fit)
+    each = [b for b in budget for _ in range(tp)] if isinstance(budget, tuple) else [budget] * len(workers)
+    return fn(cfg, workers, each, global_groups), cfg
 
 
 @pytest.mark.parametrize("name,knobs", PP_MODELS, ids=[n for n, _ in PP_MODELS])
@@ -326,3 +332,32 @@ def test_refusals_name_the_knob():
     for it; tests/test_deploy_more.py holds it equal to vLLM's own connector)."""
     with pytest.raises(KvvizError, match="kv_offloading_size"):
         offload_for(kvviz.plan("llama-3.1-8b", pipeline_parallel_size=2), Options())
+
+
+@pytest.mark.parametrize("name,knobs", PP_MODELS, ids=[n for n, _ in PP_MODELS])
+def test_each_stage_with_its_own_budget_and_auto_fit_are_vllms(name, knobs):
+    """A GPU budget differs by stage (each stage's own weights): vLLM's get_kv_cache_configs with one available
+    memory a worker keeps the smallest block count, and with --max-model-len -1 its _auto_fit_max_model_len fits
+    each worker from its own check memory and keeps the shortest, logging the limiting worker's memory; kvviz's
+    Plan.capacity, startup_refusal and kvviz.deploy.auto_fit with one budget a stage give the same."""
+    from kvviz.deploy.autofit import auto_fit
+
+    options = Options(**knobs)
+    plan = kvviz.plan(name, **knobs)
+    n = len(plan.stages)
+    for budgets in (tuple(40 * GIB - i * 3 * GIB for i in range(n)), tuple(4 * GIB + i * 1_234_567 for i in range(n))):
+        refusal = startup_refusal(plan, budgets)
+        if refusal is None:
+            configs, _ = _run_vllm(plan, options, budgets)
+            assert {c.num_blocks for c in configs} == {plan.capacity(budgets).num_blocks}, (name, budgets)
+        else:  # the stage that cannot hold one request, in vLLM's words
+            with pytest.raises(ValueError) as e:
+                _run_vllm(plan, options, budgets)
+            assert refusal.split(": ", 1)[1] == str(e.value), (name, budgets)
+        model = kvviz.load(name)
+        fit = auto_fit(model, options.with_(max_model_len=None), budgets)
+        top = kvviz.plan(name, **(knobs | {"max_model_len": None}))
+        log: list = []
+        _, cfg = _run_vllm(top, options, budgets, auto_fit=True, log=log)
+        assert cfg.model_config.max_model_len == fit.max_model_len, (name, budgets)
+        assert log[-1] == fit.log_line, (name, budgets)

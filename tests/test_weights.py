@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hand_weights import deepseek_v3_rank_bytes
 
 import kvviz
 from kvviz.base.errors import KvvizError
@@ -79,7 +80,7 @@ def test_deepseek_v3_fp8_by_hand():
     # FP8 on every linear and expert, plus a float32 scale per 128 x 128 block; the rest bf16
     assert w == round((linear + experts) * (1 + 4 / (128 * 128)) + 2 * (small + embed))
     b = kv_budget(model, gpu="H200", gpu_memory_utilization=0.9, tensor_parallel_size=8, raw_config=raw("deepseek-v3"))
-    assert b.weights_bytes == -(-w // 8) and b.available_bytes > 40 * 2**30  # 8 x H200 fits
+    assert b.weights_bytes == deepseek_v3_rank_bytes(8) and b.available_bytes > 40 * 2**30  # 8 x H200 fits
 
 
 @pytest.mark.parametrize(

@@ -56,9 +56,11 @@ def add_budget_arguments(p: argparse.ArgumentParser, *, required: bool = False) 
     p.set_defaults(budget_required=required)
 
 
-def budget_from_args(args, model=None) -> int | None:
+def budget_from_args(args, model=None) -> int | tuple[int, ...] | None:
     """The KV budget: --budget-gib / --budget-bytes, or one rank's share of a GPU (kvviz.deploy.budget),
-    whose terms are kept in args.kv_budget for the output."""
+    whose terms are kept in args.kv_budget for the output. From a GPU with --pipeline-parallel-size, one budget
+    a stage (each stage's GPUs hold their own weights); --data-parallel-size and --enable-expert-parallel split
+    the routed experts."""
     if getattr(args, "gpu", None) is not None or getattr(args, "gpu_memory_gib", None) is not None:
         from kvviz import deploy
 
@@ -73,10 +75,14 @@ def budget_from_args(args, model=None) -> int | None:
             tensor_parallel_size=args.tensor_parallel_size or TENSOR_PARALLEL_SIZE,
             activation_bytes=args.activation_bytes,
             kv_cache_memory_bytes=args.budget_bytes,
+            pipeline_parallel_size=getattr(args, "pipeline_parallel_size", None),
+            pp_layer_partition=getattr(args, "pp_layer_partition", None),
+            data_parallel_size=getattr(args, "data_parallel_size", None),
+            enable_expert_parallel=bool(getattr(args, "enable_expert_parallel", False)),
             **weights_sources(args),
         )
         args.kv_budget = b
-        return b.available_bytes
+        return b.budget
     for option, dest in (
         ("--gpu-memory-utilization", "gpu_memory_utilization"),
         ("--weights-bytes", "weights_bytes"),

@@ -230,6 +230,11 @@ def _run_verify(args) -> int:
     pools = planned.pools
     budget = args.budget
     shares = None
+    require(
+        not isinstance(budget, tuple),
+        "--gpu: with --pipeline-parallel-size each stage has its own budget; verify writes one pool: give "
+        "--budget-bytes, or --blocks without --gpu",
+    )
     if budget is not None:
         if planned.plan is not None:
             require_shares_hold_blocks(args, planned.plan, budget)

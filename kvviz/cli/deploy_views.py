@@ -58,7 +58,7 @@ def add_deploy_view_arguments(p) -> None:
     )
 
 
-def deploy_views(args, planned, budget: int | None) -> DeployViews:
+def deploy_views(args, planned, budget) -> DeployViews:
     """The views the flags ask for, on `planned` (a vLLM plan) at `budget`; a PP plan vLLM would refuse to start
     is refused in vLLM's words."""
     p, options = planned.plan, planned.options
@@ -75,7 +75,8 @@ def deploy_views(args, planned, budget: int | None) -> DeployViews:
             "stages: "
             + "; ".join(
                 f"{s['stage']}: layers {s['layers'][0]}-{s['layers'][1] - 1}, {s['bytes_per_block']:,} B a block, "
-                f"{s['num_blocks_alone']:,} blocks alone{' (binds)' if s['binds'] else ''}"
+                + (f"{s['budget_bytes']:,} B of KV memory, " if isinstance(budget, tuple) else "")
+                + f"{s['num_blocks_alone']:,} blocks alone{' (binds)' if s['binds'] else ''}"
                 for s in stages
             )
         )

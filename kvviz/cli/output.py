@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kvviz.base.errors import KvvizError
+from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import printable
 from kvviz.cli.budget_args import _budget_option, require_budget_holds_a_block
 from kvviz.core.layout import text_table
@@ -81,8 +81,18 @@ CAPACITY_HEADER = [
 ]
 
 
-def require_shares_hold_blocks(args, planned: Plan, budget: int) -> None:
-    """Every pool's share of the budget holds at least one of its blocks."""
+def require_shares_hold_blocks(args, planned: Plan, budget) -> None:
+    """Every pool's share of the budget holds at least one of its blocks (one budget a pipeline stage, from a GPU:
+    each stage's holds one of its own)."""
+    if isinstance(budget, tuple):
+        for stage, share in zip(planned.stages, budget):
+            require(
+                share >= stage.bytes_per_block,
+                f"{f'--gpu {args.gpu}' if args.gpu else f'--gpu-memory-gib {args.gpu_memory_gib}'}: stage "
+                f"{stage.index}'s KV memory {share:,} B is smaller than its block "
+                f"({stage.bytes_per_block:,} B)",
+            )
+        return
     if len(planned.pools) == 1:
         require_budget_holds_a_block(args, budget, planned.block_stride)
         return

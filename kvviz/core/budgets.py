@@ -8,7 +8,9 @@
   `budget_rule` (kvviz.deploy.budget.kv_budget, set by kvviz.plan) sizes one rank at the plan's own TP, so
   TP is given once; a `tensor_parallel_size=` that differs from the plan's is refused, never used.
 
-A `KVBudget` (kvviz.deploy) passed as `budget_bytes` is its `available_bytes` when its TP is the plan's.
+A `KVBudget` (kvviz.deploy) passed as `budget_bytes` is its `budget` when its TP is the plan's: its available bytes,
+or with pipeline stages one a stage (each worker's own). `budget_bytes` may also be a tuple of one budget a stage
+for a plan with pipeline stages (kvviz.core.stages.stage_budgets).
 Imports no plan (kvviz.core.plan imports this module on first use).
 """
 
@@ -39,7 +41,7 @@ def _check_tp(plan, tp, what: str) -> None:
     )
 
 
-def plan_budget(plan, budget_bytes=None, *, budget_gib=None, gpu=None, **deployment) -> int:
+def plan_budget(plan, budget_bytes=None, *, budget_gib=None, gpu=None, **deployment) -> int | tuple[int, ...]:
     """The KV budget in bytes of one rank of `plan` from exactly one way of giving it (module docstring);
     anything else is one KvvizError line naming the argument."""
     unknown = [k for k in deployment if k not in DEPLOYMENT_ARGS + ("kv_cache_memory_bytes", "tensor_parallel_size")]
@@ -73,7 +75,7 @@ def plan_budget(plan, budget_bytes=None, *, budget_gib=None, gpu=None, **deploym
             "kvviz.plan(...) or kvviz.api.make_plan(...)",
         )
         budget = plan.budget_rule(plan, gpu=gpu, kv_cache_memory_bytes=exact, **deployment)
-        return budget.available_bytes
+        return budget.budget
     extra = [k for k, v in deployment.items() if v is not None]
     require(not extra, f"{extra[0] if extra else ''}: applies only with a GPU (gpu= or gpu_memory_gib=)")
     if not given:
@@ -87,7 +89,15 @@ def plan_budget(plan, budget_bytes=None, *, budget_gib=None, gpu=None, **deploym
     available = getattr(value, "available_bytes", None)
     if available is not None and hasattr(value, "tensor_parallel_size"):  # a kvviz.deploy KVBudget
         _check_tp(plan, value.tensor_parallel_size, "budget (a KVBudget of tensor_parallel_size)")
-        return available
+        stages = len(plan.stages) or 1
+        require(
+            value.exact_pool or value.pipeline_parallel_size == stages,
+            f"budget: a KVBudget of pipeline_parallel_size={value.pipeline_parallel_size} for a plan of {stages} "
+            f"stage{'s' if stages > 1 else ''}; size it from the plan: kvviz.deploy.kv_budget(plan, gpu=...)",
+        )
+        return value.budget
+    if isinstance(value, tuple) and plan.stages:  # one a stage: Plan._capacity checks them
+        return value
     require(
         type(value) is int and value > 0,
         f"{given[0]}={short_repr(value)}: must be a positive integer",

@@ -14,12 +14,13 @@ from typing import Any, Callable
 
 from kvviz.base.defaults import GIB, TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import short_repr
 from kvviz.base.text import plural
 from kvviz.core.capacity import group_blocks_for_request
 from kvviz.core.kinds import CacheKind
 from kvviz.core.layout import Layout, text_table
 from kvviz.core.spec import Scheduling
-from kvviz.core.stages import Stage, stage_pool, stages_json
+from kvviz.core.stages import Stage, binding_stage, stage_budgets, stage_pool, stages_json
 from kvviz.core.waste import GroupNeed, Waste, layout_waste
 from kvviz.options import Options
 
@@ -222,10 +223,17 @@ class Plan:
 
         return self._capacity(plan_budget(self, budget_bytes, budget_gib=budget_gib, gpu=gpu, **deployment))
 
-    def _capacity(self, budget_bytes: int) -> Capacity:
+    def _capacity(self, budget_bytes) -> Capacity:
+        if isinstance(budget_bytes, tuple) and self.stages:  # one a stage (kvviz.core.stages.stage_budgets)
+            budgets = stage_budgets(self.stages, budget_bytes)
+            budget_bytes = budgets[binding_stage(self.stages, budgets).index]  # the capacity's: the binding stage's
+            pool_budget = budgets
+        else:
+            pool_budget = budget_bytes
         require(
             isinstance(budget_bytes, int) and not isinstance(budget_bytes, bool) and budget_bytes > 0,
-            f"budget_bytes={budget_bytes!r}: must be a positive integer",
+            f"budget_bytes={short_repr(budget_bytes)}: must be a positive integer"
+            + (" (one a stage: the plan has no pipeline stages)" if isinstance(budget_bytes, tuple) else ""),
         )
         s = self.scheduling
         if len(self.pools) > 1 or self.separate:
@@ -257,7 +265,7 @@ class Plan:
         layout = self.layout
         per_req = group_blocks_for_request(layout, s)
         # One stage: the layout's stride; pipeline stages: the binding stage's (get_kv_cache_configs' minimum).
-        stride, blocks = stage_pool(self.stages, budget_bytes) if self.stages else (layout.block_stride, None)
+        stride, blocks = stage_pool(self.stages, pool_budget) if self.stages else (layout.block_stride, None)
         blocks = layout.num_blocks(budget_bytes) if blocks is None else blocks
         groups = tuple(GroupNeed(g.name, len(g.layers), n, stride) for g, n in zip(layout.groups, per_req))
         return Capacity(
@@ -314,7 +322,7 @@ class Plan:
         groups with their layers, tensors, derivation), the model, tokens per block, the scheduling
         (max_model_len, in-flight tokens, Mamba cache mode, decode context-parallel size), and with
         a budget the capacity (`summary`)."""
-        cap = None if budget_bytes is None else self._capacity(budget_bytes)
+        cap = None if budget_bytes is None else self._capacity(budget_bytes)  # one a stage: stages_json says each
         if len(self.pools) == 1 and not self.separate:
             out = self.layout.to_json(num_blocks=None if cap is None else cap.num_blocks)
         else:
@@ -356,7 +364,7 @@ class Plan:
             out["scheduling"]["pipeline_parallel_size"] = len(self.stages)
             out["stages"] = stages_json(self.stages, budget_bytes)
         out["knobs"] = dict(self.knobs)
-        out["budget_bytes"] = budget_bytes
+        out["budget_bytes"] = cap.budget_bytes if cap is not None else None  # one a stage: the binding stage's
         if cap is not None:
             out["summary"] = cap.to_json()
             out["capacity_line"] = cap.line

@@ -6,7 +6,10 @@ vLLM 0.33 groups the whole model once, then projects every group on each stage
 group, and a group with none of its layers there stays, empty. A stage's bytes per block is its largest
 projected group (`_get_kv_cache_bytes_per_block`), each worker's blocks are budget // that, and every worker
 keeps the smallest count (`get_kv_cache_configs`: "Change the num_blocks of each rank to the smallest among
-all ranks"). Nothing here knows a model or an engine: `kvviz.vllm.pipeline` builds the stages.
+all ranks"). Each worker's memory is its own (`available_memory`, one a worker): a budget is one number for
+every GPU, or one a stage (a tuple: a GPU budget whose weights differ by stage, kvviz.deploy.kv_budget), and the
+binding stage is the one that makes the fewest blocks. Nothing here knows a model or an engine:
+`kvviz.vllm.pipeline` builds the stages.
 """
 
 from __future__ import annotations
@@ -48,23 +51,45 @@ class Stage:
         return budget_bytes // self.bytes_per_block
 
 
-def binding_stage(stages: tuple[Stage, ...]) -> Stage:
-    """The stage with the most bytes per block (the first such): it makes the fewest blocks of a budget."""
+def stage_budgets(stages: tuple[Stage, ...], budget_bytes) -> tuple[int, ...]:
+    """Each stage's KV memory: `budget_bytes` on every GPU (an int), or one a stage (a tuple of positive ints, as
+    get_kv_cache_configs takes each worker's available_memory)."""
+    if isinstance(budget_bytes, tuple):
+        require(
+            len(budget_bytes) == len(stages) and all(type(b) is int and b > 0 for b in budget_bytes),
+            f"budget_bytes: one positive integer a stage ({len(stages)}), got {len(budget_bytes)} values",
+        )
+        return budget_bytes
+    require(
+        type(budget_bytes) is int and budget_bytes > 0,
+        f"budget_bytes={budget_bytes!r}: must be a positive integer",
+    )
+    return (budget_bytes,) * len(stages)
+
+
+def binding_stage(stages: tuple[Stage, ...], budget_bytes=None) -> Stage:
+    """The stage whose workers make the fewest blocks of `budget_bytes` (stage_budgets), the most bytes per block
+    breaking a tie, then the first; without a budget, the stage with the most bytes per block (the first such)."""
     require(len(stages) > 0, "stages: there are none")
-    return max(stages, key=lambda s: (s.bytes_per_block, -s.index))
+    if budget_bytes is None:
+        return max(stages, key=lambda s: (s.bytes_per_block, -s.index))
+    budgets = stage_budgets(stages, budget_bytes)
+    return min(stages, key=lambda s: (s.num_blocks(budgets[s.index]), -s.bytes_per_block, s.index))
 
 
-def stage_pool(stages: tuple[Stage, ...], budget_bytes: int) -> tuple[int, int]:
-    """(the binding stage's bytes per block, num_blocks = the minimum over every stage of budget // its bytes per
-    block), as `get_kv_cache_configs` converges the workers."""
-    bind = binding_stage(stages)
-    return bind.bytes_per_block, min(s.num_blocks(budget_bytes) for s in stages)
+def stage_pool(stages: tuple[Stage, ...], budget_bytes) -> tuple[int, int]:
+    """(the binding stage's bytes per block, num_blocks = the minimum over every stage of its budget // its bytes
+    per block), as `get_kv_cache_configs` converges the workers."""
+    budgets = stage_budgets(stages, budget_bytes)
+    bind = binding_stage(stages, budgets)
+    return bind.bytes_per_block, bind.num_blocks(budgets[bind.index])
 
 
-def stages_json(stages: tuple[Stage, ...], budget_bytes: int | None) -> list[dict]:
-    """`--json`'s `stages`: each stage's layers, its groups' layer counts, bytes per block, and with a budget its
-    own blocks before the minimum and whether it binds."""
-    binding = binding_stage(stages).bytes_per_block
+def stages_json(stages: tuple[Stage, ...], budget_bytes) -> list[dict]:
+    """`--json`'s `stages`: each stage's layers, its groups' layer counts, bytes per block, and with a budget (one
+    for every GPU or one a stage) its own budget, its blocks before the minimum and whether it binds."""
+    budgets = None if budget_bytes is None else stage_budgets(stages, budget_bytes)
+    binding = binding_stage(stages, budgets).index
     out = []
     for s in stages:
         row: dict = {
@@ -74,9 +99,10 @@ def stages_json(stages: tuple[Stage, ...], budget_bytes: int | None) -> list[dic
             "cache_layers": s.cache_layers,
             "group_layers": list(s.group_layers),
             "bytes_per_block": s.bytes_per_block,
-            "binds": s.bytes_per_block == binding,
+            "binds": s.index == binding,
         }
-        if budget_bytes is not None:
-            row["num_blocks_alone"] = s.num_blocks(budget_bytes)
+        if budgets is not None:
+            row["budget_bytes"] = budgets[s.index]
+            row["num_blocks_alone"] = s.num_blocks(budgets[s.index])
         out.append(row)
     return out

@@ -44,24 +44,34 @@ class AutoFit:
         )
 
 
-def auto_fit(model, options: Options = Options(), budget_bytes: int = 0, *, planner: str | None = None) -> AutoFit:
+def auto_fit(
+    model, options: Options = Options(), budget_bytes: int | tuple[int, ...] = 0, *, planner: str | None = None
+) -> AutoFit:
     """vLLM 0.33's `_estimate_max_model_len_from_groups`: the largest L in [1, the model's derived
     max_model_len] whose request memory (bytes per block x the blocks every group holds at L,
     `_max_memory_usage_bytes_from_groups`) fits the budget less one block (the null block,
     get_kv_cache_configs' check_memory). One plan gives the layout (a page does not depend on the
     request length: a Mamba 'none'-mode state's block size is max_model_len, its bytes are not);
-    each L changes only the Scheduling. `options.max_model_len` is ignored (-1 replaces it)."""
+    each L changes only the Scheduling. `options.max_model_len` is ignored (-1 replaces it). With pipeline
+    stages each worker fits its own (`budget_bytes` one for every GPU, or one a stage from a GPU) and the
+    smallest is kept (`_auto_fit_max_model_len`)."""
     from kvviz.api import _model, make_plan
     from kvviz.core.capacity import group_blocks_for_request
 
     model = _model(model)
     of_type(options, Options, field="options", give="a kvviz.Options record")
     require(
-        type(budget_bytes) is int and budget_bytes > 0,
-        f"budget_bytes={short_repr(budget_bytes)}: must be a positive integer",
+        (type(budget_bytes) is int and budget_bytes > 0) or isinstance(budget_bytes, tuple),
+        f"budget_bytes={short_repr(budget_bytes)}: must be a positive integer (or one a pipeline stage)",
     )
     plan = make_plan(model, planner, dataclasses.replace(options, max_model_len=None))
     derived = model.max_model_len
+    if plan.stages:
+        return _auto_fit_stages(plan, budget_bytes, derived)
+    require(
+        not isinstance(budget_bytes, tuple),
+        f"budget_bytes={short_repr(budget_bytes)}: one a stage, but the plan has no pipeline stages",
+    )
     stride = plan.block_stride
 
     def need(length: int) -> int:
@@ -79,6 +89,24 @@ def auto_fit(model, options: Options = Options(), budget_bytes: int = 0, *, plan
         else:
             right = mid - 1
     return AutoFit(result, derived, budget_bytes, stride, check, need(result))
+
+
+def _auto_fit_stages(plan, budget_bytes, derived: int) -> AutoFit:
+    """`_auto_fit_max_model_len` over pipeline stages: each worker's own largest length from its projected groups
+    and its own check memory (its budget less one of its blocks), the smallest kept; the log names the limiting
+    worker's memory (the first stage's when none limits). `budget_bytes`: one for every GPU or one a stage."""
+    from kvviz.core.stages import stage_budgets
+    from kvviz.vllm.pipeline import stage_max_model_len, stage_request_bytes
+
+    budgets = stage_budgets(plan.stages, budget_bytes)
+    fitted, limit = derived, plan.stages[0]
+    for s in plan.stages:
+        length = stage_max_model_len(plan, s.bytes_per_block, budgets[s.index] - s.bytes_per_block, derived)
+        if length < fitted:
+            fitted, limit = length, s
+    stride, budget = limit.bytes_per_block, budgets[limit.index]
+    request = stage_request_bytes(plan, stride, fitted) if fitted > 0 else 0
+    return AutoFit(fitted, derived, budget, stride, budget - stride, request)
 
 
 def largest_context(model, options: Options = Options(), budget_bytes: int = 0, *, planner: str | None = None) -> int:

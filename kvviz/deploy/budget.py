@@ -17,15 +17,15 @@ Light: imports no torch, transformers or matplotlib at module level.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 
 from kvviz.base.defaults import GIB, GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import of_type, short_repr
-from kvviz.base.text import format_gib
+from kvviz.deploy.budget_record import KVBudget, Term
 from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: kvviz.deploy.budget's names too)
+from kvviz.deploy.stage_weights import StageBudget, parallel_sizes, stage_weight_bytes
 from kvviz.deploy.weights import (
     PYTHON_HINT,
     _raw_config,
@@ -49,139 +49,6 @@ ACTIVATION_SOURCE = (
 
 # What else makes room, in Python; the CLI names its flag (kvviz.cli.main._as_flags).
 NO_ROOM_HINT = "(or tensor_parallel_size)"
-
-
-# ---- weights -------------------------------------------------------------------------------------
-
-
-# ---- the budget ----------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Term:
-    """One term of the budget: bytes (negative terms are subtracted), what it is, where it comes from."""
-
-    key: str  # 'total', 'requested', 'weights', 'activation', 'kv_cache_memory_bytes'
-    label: str
-    value: int
-    estimate: bool
-    source: str = ""
-
-    def line(self) -> str:
-        """The term as one line: label, bytes and GiB, an [estimate] mark where it is one, and its source."""
-        mark = "  [estimate]" if self.estimate else ""
-        return f"{self.label}: {self.value:,} B ({self.value / GIB:.2f} GiB){mark} - {self.source}"
-
-    def to_json(self) -> dict:
-        """The term as a JSON object: key, label, bytes, GiB, whether an estimate, and its source."""
-        return {
-            "key": self.key,
-            "label": self.label,
-            "bytes": self.value,
-            "gib": round(self.value / GIB, 4),
-            "estimate": self.estimate,
-            "source": self.source,
-        }
-
-
-@dataclasses.dataclass(frozen=True)
-class KVBudget:
-    """The KV cache memory of one rank, term by term: available = requested - weights - allowance
-    (or, with `--kv-cache-memory-bytes`, exactly that, no terms)."""
-
-    model: str
-    gpu: str | None
-    total_memory: int | None
-    gpu_memory_utilization: float | None
-    tensor_parallel_size: int
-    terms: tuple[Term, ...]  # total (informational), requested, weights, activation; or kv_cache_memory_bytes
-    available_bytes: int
-    exact_pool: bool = False  # --kv-cache-memory-bytes
-
-    def term(self, key: str) -> Term | None:
-        """The term of key `key` ('requested', 'weights', 'activation', ...), or None when the budget has none."""
-        return next((t for t in self.terms if t.key == key), None)
-
-    def _value(self, key: str) -> int | None:
-        t = self.term(key)
-        return None if t is None else t.value
-
-    @property
-    def requested_bytes(self) -> int | None:
-        """ceil(total x gpu_memory_utilization) in bytes (vLLM 0.33 v1/worker/utils.py request_memory); None when
-        the budget was given exactly."""
-        return self._value("requested")
-
-    @property
-    def weights_bytes(self) -> int | None:
-        """The weights on one rank subtracted, in bytes (None when the budget was given exactly)."""
-        return self._value("weights")
-
-    @property
-    def activation_bytes(self) -> int | None:
-        """The activation / CUDA-graph allowance subtracted, in bytes (None when the budget was given exactly)."""
-        return self._value("activation")
-
-    @property
-    def estimate(self) -> bool:
-        """Whether any term the budget depends on is an estimate."""
-        return any(t.estimate for t in self.terms)
-
-    @property
-    def available_gib(self) -> float:
-        """The KV budget in GiB (available_bytes / 2^30)."""
-        return self.available_bytes / GIB
-
-    @property
-    def log_line(self) -> str:
-        """The line vLLM's determine_available_memory logs (with --kv-cache-memory-bytes: the part of
-        its message that names the reservation; the free memory it also prints is the device's)."""
-        if self.exact_pool:
-            return (
-                f"reserved {format_gib(self.available_bytes)} GiB memory for KV Cache as specified by "
-                f"kv_cache_memory_bytes config and skipped memory profiling"
-            )
-        return f"Available KV cache memory: {format_gib(self.available_bytes)} GiB"
-
-    def lines(self) -> list[str]:
-        """The budget as text: a head line (model, GPU, TP, whether it includes estimates), then one line per term
-        and the result."""
-        head = f"KV budget of {self.model}"
-        if self.gpu:
-            head += f" on one {self.gpu}"
-        head += f", TP {self.tensor_parallel_size} (one rank)"
-        if self.estimate:
-            head += " - includes estimates"
-        out = [head]
-        for t in self.terms:
-            sign = "-" if t.key in ("weights", "activation") else " "
-            out.append(f"  {sign} {t.line()}")
-        mark = "  [estimate]" if self.estimate else ""
-        out.append(
-            f"  = available KV cache memory: {self.available_bytes:,} B ({self.available_bytes / GIB:.2f} GiB){mark}"
-        )
-        out.append(f"  vLLM logs: {self.log_line}" + (" (from estimated terms)" if self.estimate else ""))
-        return out
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines())
-
-    def to_json(self) -> dict:
-        """The budget as a JSON object: model, GPU, utilization, TP, each term, the available bytes and GiB, whether
-        it includes estimates, and the log line."""
-        return {
-            "model": self.model,
-            "gpu": self.gpu,
-            "total_memory": self.total_memory,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "exact_pool": self.exact_pool,
-            "terms": [t.to_json() for t in self.terms],
-            "available_bytes": self.available_bytes,
-            "available_gib": round(self.available_gib, 4),
-            "estimate": self.estimate,
-            "log_line": self.log_line,
-        }
 
 
 def _nonneg_int(value, field: str) -> int:
@@ -241,6 +108,10 @@ def kv_budget(
     activation_bytes=None,
     kv_cache_memory_bytes=None,
     raw_config=None,
+    pipeline_parallel_size=None,
+    pp_layer_partition=None,
+    data_parallel_size=None,
+    enable_expert_parallel=False,
 ) -> KVBudget:
     """The KV cache memory of one rank of `model` on `gpu` (a `GPUS` name) or a device of
     `gpu_memory_gib`, as vLLM 0.33's `Worker.determine_available_memory` computes it:
@@ -258,8 +129,13 @@ def kv_budget(
     `kv_cache_memory_bytes` (vLLM's --kv-cache-memory-bytes): the budget is exactly that, no terms
     (determine_available_memory returns it and ignores gpu_memory_utilization).
 
-    `model` may be a `kvviz.plan(...)` result: its model, and its TP (tensor_parallel_size, when given too,
-    must be the plan's: one rank's pages and weights follow one TP)."""
+    With `pipeline_parallel_size` N (`pp_layer_partition`: VLLM_PP_LAYER_PARTITION), each stage's GPU holds
+    its own layers and the modules its model file builds there (kvviz.deploy.stage_weights), and each has its
+    own budget (`KVBudget.stages`, `KVBudget.budget`); `data_parallel_size` and `enable_expert_parallel` split
+    the routed experts over the DP x TP GPUs (whole experts with expert parallel).
+
+    `model` may be a `kvviz.plan(...)` result: its model, its TP and its pipeline stages (tensor_parallel_size
+    and pipeline_parallel_size, when given too, must be the plan's: one rank's pages and weights follow them)."""
     from kvviz.core.plan import Plan
     from kvviz.families import Model
 
@@ -271,11 +147,20 @@ def kv_budget(
             f"tensor_parallel_size={tensor_parallel_size!r}: the plan was made with tensor_parallel_size="
             f"{planned_tp}; plan again with kvviz.plan(..., tensor_parallel_size={tensor_parallel_size!r})",
         )
+        planned_pp = model.options.pipeline_parallel_size if model.options is not None else None
+        require(
+            pipeline_parallel_size in (None, planned_pp or 1),
+            f"pipeline_parallel_size={pipeline_parallel_size!r}: the plan was made with pipeline_parallel_size="
+            f"{planned_pp or 1}; plan again with kvviz.plan(..., pipeline_parallel_size={pipeline_parallel_size!r})",
+        )
+        if model.options is not None:
+            pipeline_parallel_size, pp_layer_partition = planned_pp, model.options.pp_layer_partition
         model, tensor_parallel_size = model.source, planned_tp
     require(isinstance(model, Model), f"model={type(model).__name__}: give a kvviz.load(...) or kvviz.plan(...) result")
     check_budget_args(gpu_memory_utilization, weights_bytes, checkpoint_dir, activation_bytes, kv_cache_memory_bytes)
     tp = TENSOR_PARALLEL_SIZE if tensor_parallel_size is None else tensor_parallel_size
     require(type(tp) is int and tp >= 1, f"tensor_parallel_size={tp!r}: must be a positive integer")
+    parallel = parallel_sizes(pipeline_parallel_size, pp_layer_partition, data_parallel_size, enable_expert_parallel)
     name, total, total_estimate, total_source = _device(gpu, gpu_memory_gib)
     if kv_cache_memory_bytes is not None:
         pool = _nonneg_int(kv_cache_memory_bytes, "kv_cache_memory_bytes")
@@ -308,7 +193,15 @@ def kv_budget(
             "v1/worker/utils.py request_memory (default 0.92: config/cache.py CacheConfig)",
         ),
     ]
-    terms.append(_weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total))
+    stages: tuple = ()
+    if parallel is None:
+        terms.append(_weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total))
+    else:
+        beside = beside_checkpoint(model) if checkpoint_dir is None and raw_config is None else checkpoint_dir
+        label, weights, source, origin, stages = stage_weight_bytes(
+            model, tp, parallel, weights_bytes, beside, raw_config
+        )
+        terms.append(Term("weights", label, weights, True, source, origin))
     if activation_bytes is None:
         terms.append(
             Term("activation", "activation / CUDA-graph allowance", DEFAULT_ACTIVATION_BYTES, True, ACTIVATION_SOURCE)
@@ -323,25 +216,32 @@ def kv_budget(
                 "given (activation_bytes)",
             )
         )
-    weights, act = terms[2].value, terms[3].value
-    available = requested - weights - act
-    if available <= 0:
-        est = " (estimated terms)" if any(t.estimate for t in terms[2:]) else ""
-        raise KvvizError(
-            f"no memory left for the KV cache: gpu_memory_utilization {util} of {total / GIB:.2f} GiB "
-            f"= {requested / GIB:.2f} GiB - weights {weights / GIB:.2f} GiB (TP {tp}) - allowance "
-            f"{act / GIB:.2f} GiB = {available / GIB:.2f} GiB{est}; vLLM: 'No available memory for the "
-            f"cache blocks. Try increasing `gpu_memory_utilization`' {NO_ROOM_HINT}"
-        )
-    return KVBudget(model.name, name, total, util, tp, tuple(terms), available)
+    act = terms[3].value
+    est = " (estimated terms)" if any(t.estimate for t in terms[2:]) else ""
+    budgets = []
+    for where, weights in [(f" on {s.label}", w) for s, w in stages] or [("", terms[2].value)]:
+        available = requested - weights - act
+        if available <= 0:
+            raise KvvizError(
+                f"no memory left for the KV cache{where}: gpu_memory_utilization {util} of {total / GIB:.2f} GiB "
+                f"= {requested / GIB:.2f} GiB - weights {weights / GIB:.2f} GiB (TP {tp}) - allowance "
+                f"{act / GIB:.2f} GiB = {available / GIB:.2f} GiB{est}; vLLM: 'No available memory for the "
+                f"cache blocks. Try increasing `gpu_memory_utilization`' {NO_ROOM_HINT}"
+            )
+        budgets.append(available)
+    per_stage = (
+        tuple(StageBudget(s, w, a) for (s, w), a in zip(stages, budgets)) if parallel and parallel[0] > 1 else ()
+    )
+    return KVBudget(model.name, name, total, util, tp, tuple(terms), min(budgets), stages=per_stage)
 
 
 def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -> Term:
-    label = f"weights on one rank (/ TP {tp})"
+    label = f"weights on one rank (TP {tp})"
     checkpoint_dir = beside_checkpoint(model) if checkpoint_dir is None and raw_config is None else checkpoint_dir
     if weights_bytes is not None:
         w = _nonneg_int(weights_bytes, "weights_bytes")
-        return Term("weights", label, -(-w // tp), False, f"given (weights_bytes {w:,} B for the whole model) / TP")
+        given = f"given (weights_bytes {w:,} B for the whole model)"
+        return Term("weights", label, -(-w // tp), False, f"{given} / TP", given)
     if checkpoint_dir is not None:
         found = checkpoint_weight_bytes(checkpoint_dir)
         if found is not None:
@@ -354,12 +254,13 @@ def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -
                 -(-w // tp),
                 False,
                 f"{how} = {w:,} B / TP (sharded linears and vocab-parallel embeddings; replicated norms ignored)",
+                f"{how} = {w:,} B",
             )
     raw, where = _raw_config(model, checkpoint_dir, raw_config)
     if raw is None:
         raise KvvizError(f"weights_bytes: no config.json to estimate {model.name}'s weights from; {PYTHON_HINT}")
-    w, how = estimate_weight_bytes(model, raw, hint=PYTHON_HINT)
-    return Term("weights", label, -(-w // tp), True, f"estimate from {where}: {how} / TP")
-
-
-# ---- the longest request -------------------------------------------------------------------------
+    w, how = estimate_weight_bytes(model, raw, hint=PYTHON_HINT, tp=tp)
+    shapes = f"one TP rank's shapes (kvviz.deploy.params: sharded layers / TP {tp}, norms and routers whole): "
+    return Term(
+        "weights", label, w, True, f"estimate from {where}: {shapes if tp > 1 else ''}{how}", f"estimate from {where}"
+    )

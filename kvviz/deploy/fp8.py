@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from kvviz.base.errors import require
+from kvviz.base.inputs import short_repr
 from kvviz.options import Options
 
 BASELINE, QUANTIZED = "bf16", "fp8"
@@ -27,7 +28,7 @@ class Fp8Gain:
 
     model: str
     context: int
-    budget_bytes: int
+    budget_bytes: int | tuple[int, ...]  # one a pipeline stage from a GPU (kvviz.deploy.kv_budget)
     sides: tuple[dict, dict]  # (bf16, fp8): stride, tokens_per_block, binding, state_bytes, blocks, ...
 
     @property
@@ -60,7 +61,7 @@ class Fp8Gain:
         """The one CLI line: the ratio, the context and budget, and why."""
         return (
             f"fp8 KV buys {self.ratio:.2f}x the capacity of bf16 for {self.model} at {self.context:,} tokens and "
-            f"{self.budget_bytes:,} B: {self.explanation}"
+            f"{_bytes(self.budget_bytes)}: {self.explanation}"
         )
 
     def to_json(self) -> dict:
@@ -76,7 +77,14 @@ class Fp8Gain:
         }
 
 
-def _side(plan, budget: int) -> dict:
+def _bytes(budget) -> str:
+    """'N B', or one a stage: 'N, M B (each stage's)'."""
+    if isinstance(budget, tuple):
+        return f"{', '.join(f'{b:,}' for b in budget)} B (each stage's)"
+    return f"{budget:,} B"
+
+
+def _side(plan, budget) -> dict:
     cap = plan.capacity(budget)
     lay = plan.layout
     i = lay.binding_group if lay.binding_group is not None else lay.largest_group
@@ -93,13 +101,18 @@ def _side(plan, budget: int) -> dict:
     }
 
 
-def fp8_gain(model, context: int, budget_bytes: int, options: Options = Options()) -> Fp8Gain:
+def fp8_gain(model, context: int, budget_bytes, options: Options = Options()) -> Fp8Gain:
     """fp8 KV's capacity over bf16's for `model` (a `Model`) at `context` tokens (max_model_len) and
-    `budget_bytes` of KV memory a GPU, the other knobs `options` (its kv_dtype is replaced on both sides)."""
+    `budget_bytes` of KV memory a GPU (with pipeline stages, one a stage: the weights, so the budgets, do not
+    change with the KV dtype), the other knobs `options` (its kv_dtype is replaced on both sides)."""
     from kvviz.api import make_plan
 
     require(type(context) is int and context > 0, f"context={context!r}: must be a positive integer")
-    require(type(budget_bytes) is int and budget_bytes > 0, f"budget_bytes={budget_bytes!r}: must be positive")
+    each = budget_bytes if isinstance(budget_bytes, tuple) else (budget_bytes,)
+    require(
+        len(each) > 0 and all(type(b) is int and b > 0 for b in each),
+        f"budget_bytes={short_repr(budget_bytes)}: must be positive",
+    )
     sides = tuple(
         _side(make_plan(model, "vllm", options.with_(kv_dtype=dt, max_model_len=context)), budget_bytes)
         for dt in (BASELINE, QUANTIZED)

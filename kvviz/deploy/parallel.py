@@ -22,7 +22,6 @@ import dataclasses
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import of_type, short_repr
-from kvviz.base.regions import cdiv
 from kvviz.core.plan import Plan
 from kvviz.options import Options
 
@@ -296,18 +295,24 @@ def _layout(model, options: Options, name: str, label: str, gpus: int, engines: 
 
 def layout_budgets(model, gpus: int, **gpu_terms) -> dict[str, tuple[int, str]]:
     """Each layout's KV budget on one GPU from a GPU (kvviz.deploy.kv_budget's `gpu_terms`: gpu=, gpu_memory_gib=,
-    gpu_memory_utilization=, activation_bytes=), with the weights each GPU holds: TP and DCP `gpus` the model / TP;
-    attention DP (TP 1) everything but the routed experts whole, the routed experts / `gpus`
-    (FusedMoEParallelConfig.make). The weights are kvviz's estimate from config.json: (bytes, where) a layout, or
-    (0, why) where nothing is left for the KV cache (vLLM's start-up refusal)."""
+    gpu_memory_utilization=, activation_bytes=), with the weights each GPU holds: TP and DCP `gpus` one TP rank's
+    (kvviz.deploy.params: sharded layers / TP, norms, routers and MLA's latent down-projections whole); attention
+    DP (TP 1) everything but the routed experts whole, the routed experts whole over the `gpus` ranks
+    (FusedMoEParallelConfig.make, determine_expert_map). The weights are kvviz's estimate from config.json:
+    (bytes, where) a layout, or (0, why) where nothing is left for the KV cache (vLLM's start-up refusal)."""
     from kvviz.deploy.budget import _weights_term, kv_budget
+    from kvviz.deploy.stage_weights import stage_weights
     from kvviz.deploy.weights import _raw_config, estimate_part_bytes
 
     whole = _weights_term(model, 1, None, None, None, None).value  # the whole model's estimate (TP 1)
     raw, _ = _raw_config(model, None, None)
     # the routed experts at the checkpoint's own bytes a parameter (FP8 DeepSeek-V3: 1 B and its scales)
     routed = int(round(estimate_part_bytes(model, raw)[0].get("experts", 0))) if isinstance(raw, dict) else 0
-    dp_weights = whole - routed + cdiv(routed, gpus)
+    dp_weights = (  # one GPU of attention DP: TP 1, the routed experts whole over the `gpus` EP ranks
+        stage_weights(model, raw, data_parallel_size=gpus, enable_expert_parallel=True).stages[0].bytes_per_gpu
+        if routed
+        else whole
+    )
 
     def budget(tp: int, weights: int, where: str) -> tuple[int, str]:
         try:
@@ -317,11 +322,13 @@ def layout_budgets(model, gpus: int, **gpu_terms) -> dict[str, tuple[int, str]]:
         except KvvizError as e:
             return 0, str(e)
 
-    tp = budget(gpus, cdiv(whole, gpus), f"weights a GPU {cdiv(whole, gpus):,} B (/ TP {gpus}), an estimate")
+    tp_weights = _weights_term(model, gpus, None, None, None, None).value  # one TP rank's shapes
+    tp = budget(gpus, tp_weights, f"weights a GPU {tp_weights:,} B (one TP {gpus} rank's), an estimate")
     dp = budget(
         1,
         dp_weights,
-        f"weights a GPU {dp_weights:,} B (all but the routed experts' {routed:,} B whole, those / {gpus}), an estimate",
+        f"weights a GPU {dp_weights:,} B (all but the routed experts' {routed:,} B whole, those split whole over "
+        f"{gpus} ranks: determine_expert_map), an estimate",
     )
     return {"tp": tp, "dcp": tp, "attention_dp": dp}
 

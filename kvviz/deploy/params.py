@@ -8,21 +8,107 @@ GQA / MLA attention (llama.py, deepseek_v2.py), gated MLPs and MoE (FusedMoE: w1
 w2 = h x I per expert), and the state mixers of the hybrids (mamba_mixer.py, mamba_mixer2.py,
 qwen3_next.py's GatedDeltaNet, short_conv.py, kimi_linear.py's KDA). MTP layers are left out (vLLM
 loads them only with MTP speculative decoding); vision towers are left out (named in `how`).
+
+A count is a `ParamCount`: each decoder layer's parts (its two norms included) and the modules outside the
+layers (the token embedding, the final norm, the LM head, a family's other top-level modules), so a pipeline
+stage's share is its own layers plus what its model file builds there (kvviz.deploy.stage_weights).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
 
 PARTS = ("embeddings", "linear", "experts", "other")
+LAYER_PARTS = ("linear", "experts", "other")  # what a decoder layer holds (no embedding)
+# the model types whose attention normalizes q and k per head (qwen3.py, qwen3_moe.py, gemma3.py Qwen3Attention /
+# Gemma3Attention, qwen3_next.py Qwen3NextAttention and qwen3_5.py's, which is it; lfm2.py / lfm2_moe.py
+# q_layernorm, k_layernorm)
+QK_NORMS = (
+    "qwen3",
+    "qwen3_moe",
+    "gemma3_text",
+    "gemma3",
+    "qwen3_next",
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
+    "lfm2",
+    "lfm2_moe",
+)
+# VocabParallelEmbedding / ParallelLMHead pad the vocabulary to a multiple of 64 before splitting it over the TP
+# ranks (model_executor/layers/vocab_parallel_embedding.py: DEFAULT_VOCAB_PADDING_SIZE, pad_vocab_size)
+VOCAB_PADDING = 64
+
+
+def padded_vocab(vocab: int) -> int:
+    """The rows vLLM 0.33 allocates for a vocabulary of `vocab` tokens (pad_vocab_size(vocab, 64))."""
+    return VOCAB_PADDING * -(-vocab // VOCAB_PADDING)
+
+
+@dataclasses.dataclass(frozen=True)
+class ParamCount:
+    """The parameters of a model's text part on one tensor-parallel rank (of `tp`; 1: the whole model) where
+    vLLM 0.33 builds them: `layers` holds each decoder layer's (linear, experts, other), its two norms in
+    `other`; outside the layers, the token embedding (padded vocabulary / TP x hidden, with `extra_embeddings`
+    beside it: Gemma 3n's per-layer table, its whole size), the final norm (hidden, whole on every rank), the LM
+    head (padded vocabulary / TP x hidden; `tied`: the embedding itself) and `top`, a family's other top-level
+    modules (linear, experts, other). `how` says how it was counted."""
+
+    layers: tuple[tuple[int, int, int], ...]
+    vocab: int
+    hidden: int
+    tied: bool
+    extra_embeddings: int = 0
+    top: tuple[int, int, int] = (0, 0, 0)
+    how: str = ""
+    tp: int = 1
+
+    @property
+    def embedding(self) -> int:
+        """The token embedding's parameters on one rank (VocabParallelEmbedding: padded vocabulary / TP x
+        hidden) and any table beside it (a VocabParallelEmbedding too)."""
+        return (padded_vocab(self.vocab) * self.hidden + self.extra_embeddings) // self.tp
+
+    @property
+    def head(self) -> int:
+        """The LM head's own matrix on one rank (ParallelLMHead: padded vocabulary / TP x hidden); a tied head
+        shares the embedding's."""
+        return padded_vocab(self.vocab) * self.hidden // self.tp
+
+    def stage_parts(
+        self, start: int, end: int, *, embedding: bool, norm: bool, head: bool, tied: bool | None = None
+    ) -> dict[str, int]:
+        """The parts of layers [start, end) and of the modules outside the layers a stage builds: the
+        embedding, the final norm, the head (tied, and the embedding built on the same stage: nothing more; a
+        tied head without the embedding there is its own matrix) and `top` with the embedding."""
+        tied = self.tied if tied is None else tied
+        out = dict.fromkeys(PARTS, 0)
+        for layer in self.layers[start:end]:
+            for part, count in zip(LAYER_PARTS, layer):
+                out[part] += count
+        out["embeddings"] = (self.embedding if embedding else 0) + (
+            self.head if head and not (tied and embedding) else 0
+        )
+        if embedding:
+            for part, count in zip(LAYER_PARTS, self.top):
+                out[part] += count
+        out["other"] += self.hidden if norm else 0
+        return out
+
+    @property
+    def parts(self) -> dict[str, int]:
+        """The whole model's parts: every layer, the embedding, the final norm and the head (one stage)."""
+        return self.stage_parts(0, len(self.layers), embedding=True, norm=True, head=True)
 
 
 class Need:
-    """Reads integer fields of one (text) config; a missing one is refused naming `hint`."""
+    """Reads integer fields of one (text) config; a missing one is refused naming `hint`. `tp` is the tensor-
+    parallel size the count is of one rank of."""
 
-    def __init__(self, cfg: dict, *, model: str, hint: str):
-        self.cfg, self.model, self.hint = cfg, model, hint
+    def __init__(self, cfg: dict, *, model: str, hint: str, tp: int = 1):
+        self.cfg, self.model, self.hint, self.tp = cfg, model, hint, tp
 
     def __call__(self, key: str, default=None) -> int:
         value = self.cfg.get(key, default)
@@ -42,26 +128,34 @@ class Need:
 
 
 def _gqa(need: Need, h: int) -> tuple[int, int, str]:
-    """(linear, other, kind) of one GQA / MHA attention layer (QKVParallelLinear + o_proj)."""
+    """(linear, other, kind) of one GQA / MHA attention layer on one TP rank (llama.py LlamaAttention):
+    QKVParallelLinear holds hq / TP query heads and max(1, hkv // TP) KV heads (a KV head replicated on TP / hkv
+    ranks once TP exceeds them) and their biases; o_proj (RowParallelLinear) hq / TP heads' columns and its whole
+    bias; gpt-oss's sinks hq / TP."""
     cfg = need.cfg
     hq = need("num_attention_heads")
     hkv = need.get("num_key_value_heads", hq)
     d = need.get("head_dim") or need.get("attention_head_dim") or h // max(hq, 1)
+    q, kv = hq // need.tp, max(1, hkv // need.tp)
     gate = 2 if cfg.get("attn_output_gate") or cfg.get("model_type") in ("qwen3_next",) else 1
-    linear = h * hq * d * gate + 2 * h * hkv * d + hq * d * h
+    linear = h * q * d * gate + 2 * h * kv * d + q * d * h
     other = 0
     if cfg.get("attention_bias") or cfg.get("qkv_bias"):
-        other += (hq + 2 * hkv) * d + (h if cfg.get("attention_bias") else 0)
+        other += (q + 2 * kv) * d + (h if cfg.get("attention_bias") else 0)
     elif cfg.get("model_type") in ("qwen2", "qwen2_moe"):
-        other += (hq + 2 * hkv) * d
+        other += (q + 2 * kv) * d
     if cfg.get("model_type") == "gpt_oss":
-        other += hq  # attention sinks
+        other += q  # attention sinks
+    if cfg.get("model_type") in QK_NORMS:
+        other += 2 * d  # q_norm, k_norm (RMSNorm of head_dim, whole on every rank)
     return linear, other, "GQA" if hkv != hq else "MHA"
 
 
 def _mla(need: Need, h: int) -> tuple[int, int, str]:
-    """(linear, other, kind) of one MLA layer (deepseek_v2.py DeepseekV2MLAAttention)."""
-    hq = need("num_attention_heads")
+    """(linear, other, kind) of one MLA layer on one TP rank (deepseek_v2.py DeepseekV2MLAAttention): the
+    latent down-projections (fused_qkv_a_proj / kv_a_proj_with_mqa, ReplicatedLinear) and their norms whole on
+    every rank; q_b_proj / q_proj, kv_b_proj (ColumnParallelLinear) and o_proj (RowParallelLinear) / TP."""
+    hq = need("num_attention_heads") // need.tp
     rank, rope = need("kv_lora_rank"), need("qk_rope_head_dim")
     nope, v = need("qk_nope_head_dim"), need("v_head_dim")
     q_rank = need.get("q_lora_rank")
@@ -94,28 +188,31 @@ def _is_moe(cfg: dict, i: int, n: int) -> bool:
 
 
 def _ffn(need: Need, h: int, i: int, n: int) -> tuple[int, int, int, bool]:
-    """(linear, experts, other, is_moe) of layer i's feed-forward."""
-    cfg = need.cfg
+    """(linear, experts, other, is_moe) of layer i's feed-forward on one TP rank: gated MLPs and shared experts
+    (MergedColumnParallelLinear + RowParallelLinear) and the routed experts' intermediate size / TP (FusedMoE:
+    w13 E x 2 I/TP x h, w2 E x h x I/TP; gpt-oss's w2 bias E x h whole); the router (ReplicatedLinear), its
+    bias, e_score_correction_bias and shared_expert_gate whole on every rank."""
+    cfg, tp = need.cfg, need.tp
     e = _experts(cfg)
     if not (e and _is_moe(cfg, i, n)):
         inter = need.get("intermediate_size_mlp") or need("intermediate_size")
-        return 3 * h * inter, 0, 0, False
+        return 3 * h * (inter // tp), 0, 0, False
     i_moe = need.get("moe_intermediate_size") or need("intermediate_size")
-    experts = e * 3 * h * i_moe
+    experts = e * 3 * h * (i_moe // tp)
     other = h * e  # router
     if cfg.get("model_type") == "gpt_oss":
-        experts += e * (2 * i_moe + h)  # expert biases (gate_up_proj_bias, down_proj_bias)
+        experts += e * (2 * (i_moe // tp) + h)  # expert biases (w13_bias sharded, w2_bias whole)
         other += e
     if cfg.get("topk_method") == "noaux_tc":
         other += e  # e_score_correction_bias
-    shared = (cfg.get("n_shared_experts") or cfg.get("num_shared_experts") or 0) * 3 * h * i_moe
+    shared = (cfg.get("n_shared_experts") or cfg.get("num_shared_experts") or 0) * 3 * h * (i_moe // tp)
     if cfg.get("shared_expert_intermediate_size"):
-        shared += 3 * h * cfg["shared_expert_intermediate_size"]
+        shared += 3 * h * (cfg["shared_expert_intermediate_size"] // tp)
         other += h  # shared_expert_gate
     if cfg.get("shared_intermediate_size"):  # granitemoehybrid's shared_mlp
-        shared += 3 * h * cfg["shared_intermediate_size"]
+        shared += 3 * h * (cfg["shared_intermediate_size"] // tp)
     if cfg.get("model_type") == "llama4_text":
-        shared += 3 * h * i_moe  # Llama4MoE's shared_expert
+        shared += 3 * h * (i_moe // tp)  # Llama4MoE's shared_expert
     return shared, experts, other, True
 
 
@@ -124,21 +221,20 @@ def text_config(raw: dict) -> dict:
     return raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
 
 
-def _totals(need, raw, n, h, per_layer, kinds, *, extra_embeddings: int = 0) -> tuple[dict, str]:
-    """The parts summed over the layers, with embeddings (+ `extra_embeddings`, e.g. Gemma 3n's
-    per-layer table) and norms, and a line saying how."""
+def _count(
+    need, raw, n, h, per_layer, kinds, *, extra_embeddings: int = 0, top=(0, 0, 0), norms: int = 2
+) -> ParamCount:
+    """The ParamCount of `per_layer` ((linear, experts, other, is_moe) of each layer, before its `norms` RMSNorms
+    of `h`: input and post-attention, or one for a single-mixer block), the embeddings (+ `extra_embeddings`, e.g.
+    Gemma 3n's per-layer table), `top` (other top-level modules), the final norm and head, with a line saying
+    how."""
     cfg = need.cfg
     vocab = need("vocab_size")
-    tie = cfg.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))
-    parts = dict.fromkeys(PARTS, 0)
-    moe_layers = 0
-    for linear, experts, other, moe in per_layer:
-        parts["linear"] += linear
-        parts["experts"] += experts
-        parts["other"] += other
-        moe_layers += moe
-    parts["other"] += n * 2 * h + h  # input / post-attention norms per layer, final norm
-    parts["embeddings"] = vocab * h * (1 if tie else 2) + extra_embeddings
+    tie = bool(cfg.get("tie_word_embeddings", raw.get("tie_word_embeddings", False)))
+    layers = tuple((linear, experts, other + norms * h) for linear, experts, other, _ in per_layer)
+    moe_layers = sum(moe for *_, moe in per_layer)
+    count = ParamCount(layers, vocab, h, tie, extra_embeddings, top, tp=need.tp)
+    parts = count.parts
     e = _experts(cfg)
     if e:
         kinds.append(f"MoE ({e} experts, {moe_layers} MoE layers)")
@@ -150,29 +246,28 @@ def _totals(need, raw, n, h, per_layer, kinds, *, extra_embeddings: int = 0) -> 
         f"{' '.join(kinds)}: {n} layers: linear {parts['linear']:,} + routed experts {parts['experts']:,} + "
         f"norms, biases, routers {parts['other']:,} + embeddings {parts['embeddings']:,}"
         f"{' (tied)' if tie else ' (+ lm_head)'} = {total:,} parameters{vision}"
+        + (f" on one of {need.tp} TP ranks" if need.tp > 1 else "")
     )
-    return parts, how
+    return dataclasses.replace(count, how=how)
 
 
-def decoder_parts(raw: dict, *, model: str = "model", hint: str = "") -> tuple[dict, str]:
-    """(parts, how) of a dense, MoE or MLA decoder: attention + MLP (gated 3 h I; MoE: every routed
-    and shared expert and the router) + norms per layer, + embeddings (+ lm_head unless tied)."""
+def decoder_count(raw: dict, *, model: str = "model", hint: str = "", tp: int = 1) -> ParamCount:
+    """The ParamCount of a dense, MoE or MLA decoder on one of `tp` ranks: attention + MLP (gated 3 h I; MoE:
+    every routed and shared expert and the router) + norms per layer, + embeddings (+ lm_head unless tied)."""
     cfg = text_config(raw)
-    need = Need(cfg, model=model, hint=hint)
+    need = Need(cfg, model=model, hint=hint, tp=tp)
     h, n = need("hidden_size"), need("num_hidden_layers")
     if cfg.get("model_type") == "gemma3n_text":
-        return _gemma3n_parts(need, raw, h, n)
+        return _gemma3n_count(need, raw, n=n, h=h)
     attn_linear, attn_other, kind = _mla(need, h) if cfg.get("kv_lora_rank") else _gqa(need, h)
-    if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "gemma3"):
-        attn_other += 2 * (need.get("head_dim") or h // need("num_attention_heads"))  # q_norm, k_norm
     layers = []
     for i in range(n):
         linear, experts, other, moe = _ffn(need, h, i, n)
         layers.append((attn_linear + linear, experts, attn_other + other, moe))
-    return _totals(need, raw, n, h, layers, [kind])
+    return _count(need, raw, n, h, layers, [kind])
 
 
-def _gemma3n_parts(need: Need, raw: dict, h: int, n: int) -> tuple[dict, str]:
+def _gemma3n_count(need: Need, raw: dict, h: int, n: int) -> ParamCount:
     """Gemma 3n's text model as vLLM 0.33 builds it (models/gemma3n.py): per layer Gemma3nAttention
     (the last num_kv_shared_layers layers hold only q_proj, no k_norm), Gemma3nMLP at that layer's
     intermediate_size[i], Gemma3nLaurelBlock, Gemma3nAltUp, per_layer_input_gate / per_layer_projection
@@ -195,100 +290,8 @@ def _gemma3n_parts(need: Need, raw: dict, h: int, n: int) -> tuple[dict, str]:
         attn = h * (hq + 2 * hkv) * d if own_kv else h * hq * d
         linear = attn + hq * d * h + 3 * h * sizes[i] + 2 * h * r + k * k + k**3 + h * k + 2 * h * ple
         other = d + (d if own_kv else 0) + h + 2 * h + 3 * h  # q/k_norm, laurel and altup norms, 3 more norms
-        layers.append((linear, 0, other, False))
-    layers.append((h * n * ple + 2 * (k - 1) * h * h, 0, ple, False))  # per_layer_model_projection, altup, norm
+        layers.append((linear // need.tp, 0, other, False))  # TP > 1: every projection / TP (not read rank by rank)
+    top = ((h * n * ple + 2 * (k - 1) * h * h) // need.tp, 0, ple)  # per_layer_model_projection, altup, its norm
     extra = need("vocab_size_per_layer_input") * n * ple  # embed_tokens_per_layer
     kinds = ["GQA" if hkv != hq else "MHA", f"(per-layer embeddings {extra:,}; vision and audio towers not counted)"]
-    return _totals(need, raw, n, h, layers, kinds, extra_embeddings=extra)
-
-
-def _state_mixer(need: Need, h: int, mamba_type: str, args: dict) -> tuple[int, int]:
-    """(linear, other) of one state mixer, from the shape arguments the model's cache spec reads."""
-    k = args.get("conv_kernel", 4)
-    if mamba_type == "mamba1":  # mamba_mixer.py MambaMixer
-        d, n_state = args["intermediate_size"], args["state_size"]
-        dt_rank = need.get("mamba_dt_rank") or -(-h // 16)
-        linear = h * 2 * d + d * (dt_rank + 2 * n_state) + dt_rank * d + d * h
-        return linear, d * k + d + d + d * n_state + d
-    if mamba_type == "mamba2":  # mamba_mixer2.py MambaMixer2
-        d, g, heads, n_state = args["intermediate_size"], args["n_groups"], args["num_heads"], args["state_size"]
-        conv = d + 2 * g * n_state
-        return h * (2 * d + 2 * g * n_state + heads) + d * h, conv * k + conv + 3 * heads + d
-    if mamba_type == "gdn":  # qwen3_next.py Qwen3NextGatedDeltaNet
-        key = args["num_k_heads"] * args["head_k_dim"]
-        val = args["num_v_heads"] * args["head_v_dim"]
-        nv = args["num_v_heads"]
-        return h * (2 * key + 2 * val) + h * 2 * nv + val * h, (2 * key + val) * k + 2 * nv + args["head_v_dim"]
-    if mamba_type == "short_conv":  # short_conv.py ShortConv
-        c = args["conv_dim"]
-        return h * 3 * c + c * h, c * k
-    if mamba_type == "kda":  # kimi_linear.py KimiDeltaAttention
-        heads, d = args["num_heads"], args["head_dim"]
-        hd = heads * d
-        linear = 3 * h * hd + 2 * (h * d + d * hd) + h * heads + hd * h
-        return linear, 3 * hd * k + heads + hd + d
-    raise KvvizError(f"weights_bytes: kvviz does not size a {mamba_type} mixer; {need.hint}")
-
-
-def _lfm2_ff(need: Need) -> int:
-    """lfm2.py Lfm2MLP: block_ff_dim, 2/3 of it when auto-adjusted, times the multiplier, rounded up."""
-    ff = need("block_ff_dim", need.cfg.get("intermediate_size"))
-    if need.cfg.get("block_auto_adjust_ff_dim"):
-        ff = int(2 * ff / 3)
-        mult = need.cfg.get("block_ffn_dim_multiplier")
-        if isinstance(mult, (int, float)) and mult:
-            ff = int(mult * ff)
-        step = need("block_multiple_of", 256)
-        ff = step * -(-ff // step)
-    return ff
-
-
-def state_parts(model, raw: dict, *, hint: str = "") -> tuple[dict, str]:
-    """(parts, how) of a state-space / linear-attention hybrid: its state mixers (from the model's
-    parsed StateConfig: which layers hold them and their shape arguments), its attention layers
-    (GQA or MLA) and each layer's feed-forward by the family's rule."""
-    cfg = text_config(raw)
-    c = model.config
-    need = Need(cfg, model=model.name, hint=hint)
-    h, n = need("hidden_size"), c.num_hidden_layers
-    args = dict(c.state_args)
-    mixer = _state_mixer(need, h, c.mamba_type, args)
-    attn = _mla(need, h) if c.kv_lora_rank else _gqa(need, h)
-    by_layer: dict[int, list[str]] = {}
-    for slot in c.slots:
-        by_layer.setdefault(slot.layer, []).append(slot.kind)
-    mt = cfg.get("model_type")
-    pattern = cfg.get("hybrid_override_pattern") if mt == "nemotron_h" else None
-    layers = []
-    for i in range(n):
-        linear = other = experts = 0
-        moe = False
-        for kind in by_layer.get(i, ()):
-            if mt == "zamba2" and kind != "state":
-                continue  # a shared block, counted once below
-            lin, oth = mixer if kind == "state" else attn[:2]
-            linear, other = linear + lin, other + oth
-        if pattern is not None:  # nemotron_h: one block per layer: M, *, - (relu2 MLP: up + down) or E
-            ch = pattern[i] if i < len(pattern) else "M"
-            if ch == "-":
-                linear += 2 * h * need("intermediate_size")
-            elif ch == "E":
-                lin, experts, oth, moe = _ffn(need, h, i, n)
-                linear, other = linear + lin, other + oth
-        elif mt == "lfm2":
-            linear += 3 * h * _lfm2_ff(need)
-        elif mt == "zamba2":
-            pass  # the shared blocks are counted once below
-        else:
-            lin, experts, oth, moe = _ffn(need, h, i, n)
-            linear, other = linear + lin, other + oth
-        layers.append((linear, experts, other, moe))
-    kinds = [f"{c.mamba_type} hybrid", attn[2]]
-    if mt == "zamba2":  # Zamba2: num_mem_blocks shared blocks (attention on [h, embeddings] = 2h, gated MLP)
-        blocks = need("num_mem_blocks", 1)
-        a = 2 * h
-        shared = a * a * 3 + a * h + 3 * h * need("ffn_hidden_size")
-        hybrid_layers = sum(1 for slot in c.slots if slot.kind != "state")
-        layers.append((blocks * shared + hybrid_layers * h * h, 0, 0, False))
-        kinds.append(f"({blocks} shared blocks, LoRA adapters not counted)")
-    return _totals(need, raw, n, h, layers, kinds)
+    return _count(need, raw, n, h, layers, kinds, extra_embeddings=extra, top=top)

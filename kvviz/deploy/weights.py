@@ -88,48 +88,53 @@ def beside_checkpoint(model) -> str | None:
 
 def estimate_parameters(raw: dict, *, model: str = "model") -> tuple[int, str]:
     """(parameters, how) a dense, MoE or MLA decoder's config.json implies (kvviz.deploy.params
-    decoder_parts): attention + MLP (gated: 3 h I; MoE: every routed and shared expert and the
+    decoder_count): attention + MLP (gated: 3 h I; MoE: every routed and shared expert and the
     router) + norms per layer, + embeddings (+ lm_head unless tied). MTP layers are left out (vLLM
     loads them only with MTP speculative decoding)."""
-    from kvviz.deploy.params import decoder_parts
+    from kvviz.deploy.params import decoder_count
 
     of_type(raw, dict, field="raw", give="a parsed config.json (a dict)")
     of_type(model, str, field="model", give="the model's name (a str)")
-    parts, how = decoder_parts(raw, model=model, hint=PYTHON_HINT)
-    return sum(parts.values()), how
+    count = decoder_count(raw, model=model, hint=PYTHON_HINT)
+    return sum(count.parts.values()), count.how
 
 
-def estimate_weight_bytes(model, raw: dict, *, hint: str = "") -> tuple[int, str]:
-    """(bytes, how) of the whole model's weights estimated from its config.json: the parameters of
-    each part (kvviz.deploy.params) times the bytes the checkpoint's `quantization_config` gives that
-    part (kvviz.deploy.quantized), the model dtype's for the parts it leaves alone."""
-    part_bytes, how = estimate_part_bytes(model, raw, hint=hint)
+def estimate_weight_bytes(model, raw: dict, *, hint: str = "", tp: int = 1) -> tuple[int, str]:
+    """(bytes, how) of the model's weights on one of `tp` tensor-parallel ranks (1: the whole model) estimated
+    from its config.json: the parameters of each part (kvviz.deploy.params) times the bytes the checkpoint's
+    `quantization_config` gives that part (kvviz.deploy.quantized), the model dtype's for the parts it leaves
+    alone."""
+    part_bytes, how = estimate_part_bytes(model, raw, hint=hint, tp=tp)
     return int(round(sum(part_bytes.values()))), how
 
 
-def estimate_part_bytes(model, raw: dict, *, hint: str = "") -> tuple[dict[str, float], str]:
-    """({part: bytes}, how): `estimate_weight_bytes` part by part (linear, experts (the routed ones),
-    other, embeddings, ...), so a layout that splits one part differently (attention DP's routed
-    experts) sizes it at the checkpoint's own bytes per parameter."""
-    from kvviz.deploy.params import decoder_parts, state_parts, text_config
-    from kvviz.deploy.quantized import weight_format
+def param_count(model, raw: dict, *, hint: str = "", tp: int = 1):
+    """The `kvviz.deploy.params.ParamCount` of `model` (a `Model`) on one of `tp` ranks from its config.json, by
+    its family: a state-space hybrid's (params_state.state_count) or a dense, MoE or MLA decoder's
+    (decoder_count). DeepSeek V4 has its own count (params_dsv4, one part): refused here, in one line naming how
+    to give the weights instead."""
+    from kvviz.deploy.params import decoder_count
+    from kvviz.deploy.params_state import state_count
 
     hint = hint or PYTHON_HINT
     if model.family == "state":
-        parts, how = state_parts(model, raw, hint=hint)
-    elif model.family in ("decoder", "mla"):
-        parts, how = decoder_parts(raw, model=model.name, hint=hint)
-    elif model.family == "deepseek_v4":
-        from kvviz.deploy.params_dsv4 import deepseek_v4_weight_bytes
+        return state_count(model, raw, hint=hint, tp=tp)
+    if model.family in ("decoder", "mla"):
+        return decoder_count(raw, model=model.name, hint=hint, tp=tp)
+    raise KvvizError(
+        f"weights_bytes: kvviz does not count the parameters of {model.name}, a {model.reader.title}, layer by "
+        f"layer; {hint}"
+    )
 
-        total, how = deepseek_v4_weight_bytes(raw, DTYPE_BYTES[model.dtype], model=model.name, hint=hint)
-        return {"whole": float(total)}, how  # one part: its own count prices each module (params_dsv4)
-    else:
-        raise KvvizError(
-            f"weights_bytes: kvviz does not estimate the weights of {model.name}, a {model.reader.title}; {hint}"
-        )
+
+def price_parts(model, raw: dict, parts: dict[str, int], *, hint: str = "") -> tuple[dict[str, float], str]:
+    """({part: bytes}, how): each part's parameters times the bytes the checkpoint's `quantization_config`
+    gives that part (kvviz.deploy.quantized), the model dtype's for the parts it leaves alone."""
+    from kvviz.deploy.params import text_config
+    from kvviz.deploy.quantized import weight_format
+
     quant = raw.get("quantization_config") or text_config(raw).get("quantization_config")
-    fmt = weight_format(quant, hint=hint)
+    fmt = weight_format(quant, hint=hint or PYTHON_HINT)
     dtype_bytes = DTYPE_BYTES[model.dtype]
     part_bytes = {
         part: count * (fmt.bytes_per_param if fmt is not None and part in fmt.parts else dtype_bytes)
@@ -137,14 +142,33 @@ def estimate_part_bytes(model, raw: dict, *, hint: str = "") -> tuple[dict[str, 
     }
     w = int(round(sum(part_bytes.values())))
     if fmt is None:
-        how += f" x {dtype_bytes} B ({model.dtype}) = {w:,} B"
-    else:
-        q = sum(parts[p] for p in fmt.parts)
-        how += (
-            f"; {fmt.name}: {q:,} of them x {fmt.bytes_per_param:g} B ({fmt.source}), the rest x {dtype_bytes} B "
-            f"({model.dtype}) = {w:,} B"
+        return part_bytes, f" x {dtype_bytes} B ({model.dtype}) = {w:,} B"
+    q = sum(parts[p] for p in fmt.parts)
+    return part_bytes, (
+        f"; {fmt.name}: {q:,} of them x {fmt.bytes_per_param:g} B ({fmt.source}), the rest x {dtype_bytes} B "
+        f"({model.dtype}) = {w:,} B"
+    )
+
+
+def estimate_part_bytes(model, raw: dict, *, hint: str = "", tp: int = 1) -> tuple[dict[str, float], str]:
+    """({part: bytes}, how): `estimate_weight_bytes` part by part (linear, experts (the routed ones),
+    other, embeddings, ...), so a layout that splits one part differently (attention DP's routed
+    experts) sizes it at the checkpoint's own bytes per parameter."""
+    hint = hint or PYTHON_HINT
+    if model.family == "deepseek_v4":
+        from kvviz.deploy.params_dsv4 import deepseek_v4_weight_bytes
+
+        total, how = deepseek_v4_weight_bytes(raw, DTYPE_BYTES[model.dtype], model=model.name, hint=hint)
+        if tp > 1:  # not counted rank by rank: the whole / TP
+            return {"whole": float(-(-total // tp))}, how + f" / TP {tp}"
+        return {"whole": float(total)}, how  # one part: its own count prices each module (params_dsv4)
+    if model.family not in ("state", "decoder", "mla"):
+        raise KvvizError(
+            f"weights_bytes: kvviz does not estimate the weights of {model.name}, a {model.reader.title}; {hint}"
         )
-    return part_bytes, how
+    count = param_count(model, raw, hint=hint, tp=tp)
+    part_bytes, priced = price_parts(model, raw, count.parts, hint=hint)
+    return part_bytes, count.how + priced
 
 
 # How to give the weights instead of the estimate, in Python; the CLI names its flags (CLI_HINT).

@@ -20,10 +20,11 @@ from __future__ import annotations
 import dataclasses
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import short_repr
 from kvviz.base.text import format_gib
 from kvviz.core.capacity import group_blocks_for_request
 from kvviz.core.plan import Plan
-from kvviz.core.stages import Stage
+from kvviz.core.stages import Stage, stage_budgets
 from kvviz.options import Options
 
 PP = "pipeline_parallel_size"
@@ -32,29 +33,52 @@ PARTITION = "pp_layer_partition"
 _SEE = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 
 
-def pp_indices(num_hidden_layers: int, pp_rank: int, pp_size: int, partition: tuple[int, ...] | None = None):
-    """(start_layer, end_layer) of stage `pp_rank`, as vLLM 0.33's get_pp_indices (distributed/utils.py): with a
-    partition (VLLM_PP_LAYER_PARTITION) its entries, checked as vLLM checks them; else n // pp layers a stage,
-    the remainder one more layer each on the stages before the last, from the second-to-last backwards."""
+def stage_layer_counts(num_hidden_layers: int, pp_size: int, partition: tuple[int, ...] | None = None) -> list[int]:
+    """The decoder layers of each of `pp_size` stages, as vLLM 0.33's get_pp_indices (distributed/utils.py) splits
+    them: with a partition (VLLM_PP_LAYER_PARTITION) its entries, checked as vLLM checks them (the bad partition
+    named in at most a short line); else n // pp layers a stage, the remainder one more layer each on the stages
+    before the last, from the second-to-last backwards."""
     if partition is not None:
         parts = list(partition)
+        given = short_repr(",".join(map(str, parts[:32])))  # a 5,000-entry partition is not echoed whole
         require(
             len(parts) == pp_size,
-            f"{PARTITION}={','.join(map(str, parts))}: len(partitions)={len(parts)} does not match "
+            f"{PARTITION}={given}: len(partitions)={len(parts)} does not match "
             f"pp_size={pp_size}. (vLLM 0.33 get_pp_indices)",
         )
         require(
             sum(parts) == num_hidden_layers,
-            f"{PARTITION}={','.join(map(str, parts))}: sum(partitions)={sum(parts)} does not match "
+            f"{PARTITION}={given}: sum(partitions)={sum(parts)} does not match "
             f"num_hidden_layers={num_hidden_layers}. (vLLM 0.33 get_pp_indices)",
         )
-    else:
-        parts = [num_hidden_layers // pp_size] * pp_size
-        remaining = num_hidden_layers % pp_size
-        for i in range(2, remaining + 2):
-            parts[-i] += 1
+        return parts
+    parts = [num_hidden_layers // pp_size] * pp_size
+    remaining = num_hidden_layers % pp_size
+    for i in range(2, remaining + 2):
+        parts[-i] += 1
+    return parts
+
+
+def pp_indices(num_hidden_layers: int, pp_rank: int, pp_size: int, partition: tuple[int, ...] | None = None):
+    """(start_layer, end_layer) of stage `pp_rank`, as vLLM 0.33's get_pp_indices (stage_layer_counts)."""
+    parts = stage_layer_counts(num_hidden_layers, pp_size, partition)
     start = sum(parts[:pp_rank])
     return start, start + parts[pp_rank]
+
+
+def stage_ranges(num_hidden_layers: int, pp_size: int, partition: tuple[int, ...] | None = None, *, model: str = ""):
+    """Every stage's (start_layer, end_layer), checked once: at most one stage a decoder layer (vLLM's
+    get_pp_indices would give a stage none), the partition as stage_layer_counts checks it. Linear in the stages,
+    so a refused PP size is refused before anything is built a stage."""
+    require(
+        1 <= pp_size <= num_hidden_layers,
+        f"{PP}={pp_size}: more stages than {model or 'the model'}'s {num_hidden_layers} decoder layers",
+    )
+    out, start = [], 0
+    for count in stage_layer_counts(num_hidden_layers, pp_size, partition):
+        out.append((start, start + count))
+        start += count
+    return tuple(out)
 
 
 def _num_hidden_layers(model) -> int:
@@ -82,8 +106,7 @@ def state_only_stages(declared, caches: tuple, rules, model, options: Options) -
     pp, n = options.pipeline_parallel_size or 1, _num_hidden_layers(model)
     local: dict[str, object] = {}
     notes = []
-    for rank in range(pp):
-        start, end = pp_indices(n, rank, pp, options.pp_layer_partition)
+    for rank, (start, end) in enumerate(stage_ranges(n, pp, options.pp_layer_partition, model=model.name)):
         here = [d for d in declared if isinstance(d.layer, int) and start <= d.layer < end]
         if here and all(isinstance(d, MambaCache) for d in here):
             pages = resolve_pages(here, rules)
@@ -105,7 +128,7 @@ def with_stages(plan: Plan, model, options: Options) -> Plan:
     pp = options.pipeline_parallel_size or 1
     require(plan.planner == "vllm", f"{PP}={pp}: kvviz plans pipeline stages with the vllm planner only")
     n = _num_hidden_layers(model)
-    require(pp <= n, f"{PP}={pp}: more stages than {model.name}'s {n} decoder layers")
+    ranges = stage_ranges(n, pp, options.pp_layer_partition, model=model.name)
     groups = plan.layout.groups
     outside = next((c for g in groups for c in g.layers if c.layer is None or not 0 <= c.layer < n), None)
     if outside is not None:
@@ -114,8 +137,7 @@ def with_stages(plan: Plan, model, options: Options) -> Plan:
             f"kvviz does not place it on a pipeline stage"
         )
     stages = []
-    for rank in range(pp):
-        start, end = pp_indices(n, rank, pp, options.pp_layer_partition)
+    for rank, (start, end) in enumerate(ranges):
         here = [[c for c in g.layers if start <= c.layer < end] for g in groups]  # type: ignore[operator]
         stage = Stage(rank, start, end, tuple(len(h) for h in here), tuple(sum(c.page_bytes for c in h) for h in here))
         if stage.cache_layers == 0:
@@ -132,22 +154,40 @@ def with_stages(plan: Plan, model, options: Options) -> Plan:
     return dataclasses.replace(plan, stages=tuple(stages), derivation=plan.derivation + (note,))
 
 
-def _stage_need(plan: Plan, stage_bytes: int, max_model_len: int) -> int:
+def stage_request_bytes(plan: Plan, stage_bytes: int, max_model_len: int) -> int:
     """`_max_memory_usage_bytes_from_groups` on a stage: its bytes per block x the blocks every global group
     holds for one request (an empty projected group keeps the global spec, so it counts too)."""
     s = dataclasses.replace(plan.scheduling, max_model_len=max_model_len)
     return stage_bytes * sum(group_blocks_for_request(plan.layout, s))
 
 
-def startup_refusal(plan: Plan, budget_bytes: int) -> str | None:
-    """The error vLLM 0.33 raises at start-up for `budget_bytes` of KV memory on every GPU, or None when every
-    stage (every worker) can hold one request of max_model_len: `get_kv_cache_configs` checks each worker with
-    the null block held back (`_check_enough_kv_cache_memory`, `_estimate_max_model_len_from_groups`)."""
+def stage_max_model_len(plan: Plan, stride: int, check_bytes: int, upper: int) -> int:
+    """`_estimate_max_model_len_from_groups` on one worker: the largest length in [1, upper] whose request memory
+    (`stride` x the blocks every global group holds at that length) fits `check_bytes` (its budget less the null
+    block), by vLLM's binary search; 0 when not even one token fits."""
+    if stage_request_bytes(plan, stride, 1) > check_bytes:
+        return 0
+    left, right, best = 1, upper, 1
+    while left <= right:
+        mid = (left + right) // 2
+        if stage_request_bytes(plan, stride, mid) <= check_bytes:
+            best, left = mid, mid + 1
+        else:
+            right = mid - 1
+    return best
+
+
+def startup_refusal(plan: Plan, budget_bytes) -> str | None:
+    """The error vLLM 0.33 raises at start-up for `budget_bytes` of KV memory on every GPU (or one a stage: each
+    worker's own available memory), or None when every stage (every worker) can hold one request of
+    max_model_len: `get_kv_cache_configs` checks each worker with the null block held back
+    (`_check_enough_kv_cache_memory`, `_estimate_max_model_len_from_groups`)."""
     stages = plan.stages or ()
     strides = [s.bytes_per_block for s in stages] if stages else [plan.layout.block_stride]
+    budgets = stage_budgets(stages, budget_bytes) if stages else (budget_bytes,)
     length = plan.max_model_len
-    for i, stride in enumerate(strides):
-        check = budget_bytes - stride
+    for i, (stride, budget) in enumerate(zip(strides, budgets)):
+        check = budget - stride
         where = f"stage {i}: " if stages else ""
         if check <= 0:
             return (
@@ -155,18 +195,10 @@ def startup_refusal(plan: Plan, budget_bytes: int) -> str | None:
                 f"initializing the engine (this flag also controls CPU memory reservation on the CPU backend, despite "
                 f"its name). {_SEE}"
             )
-        need = _stage_need(plan, stride, length)
+        need = stage_request_bytes(plan, stride, length)
         if need <= check:
             continue
-        left, right, best = 1, length, 0
-        if _stage_need(plan, stride, 1) <= check:
-            best = 1
-            while left <= right:
-                mid = (left + right) // 2
-                if _stage_need(plan, stride, mid) <= check:
-                    best, left = mid, mid + 1
-                else:
-                    right = mid - 1
+        best = stage_max_model_len(plan, stride, check, length)
         estimated = f"Based on the available memory, the estimated maximum model length is {best}. " if best > 0 else ""
         return (
             f"{where}To serve at least one request with the model's max seq len ({length}), ({format_gib(need)} "

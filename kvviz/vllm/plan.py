@@ -27,6 +27,7 @@ from kvviz.vllm.grouping import group_caches, grouping_derivation, kv_cache_grou
 from kvviz.vllm.pages import PageRules, resolve_pages
 from kvviz.vllm.pipeline import state_only_stages, with_stages
 from kvviz.vllm.planners import plan_bucketed, plan_overlay, plan_overlay_by_spec
+from kvviz.vllm.stage_modules import require_pipelined
 
 PLANNERS = ("vllm", "overlay", "bucketed", "packed", "separate")
 # The names the planners had before one vocabulary (kept working where they were documented).
@@ -267,6 +268,7 @@ def _plan_model(model, planner: str | None, options: Options) -> Plan:
     scheduling = scheduling_for(model, options, mode)
     if planner == "vllm":  # get_kv_cache_groups for every model (DeepSeek V4: its packed path)
         staged = options.pipeline_parallel_size not in (None, 1) or options.pp_layer_partition is not None
+        require_pipelined(model, options.pipeline_parallel_size)
         if staged and declared:  # a stage of states only registers them unaligned (docs/deploy.md#pipeline-parallel)
             caches, notes = state_only_stages(declared, caches, rules, model, options)
             head = head + notes
