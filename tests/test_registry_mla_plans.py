@@ -10,9 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from real_config_cases import vllm_line
-from test_real_config_parallel import _assert_cli_layers, _cli
-from test_registry_plans import MNBT, _compare
+from real_config_cases import assert_cli_equals
+from test_registry_plans import _compare
 
 import kvviz
 from kvviz.families.catalog import architecture_status
@@ -41,22 +40,7 @@ def test_plan_equals_vllm_033(arch):
 
 @pytest.mark.parametrize("arch", sorted(PLANS["cases"]))
 def test_cli_json_equals_vllm_033(arch):
-    case = PLANS["cases"][arch]
-    max_len = case["settings"]["max_model_len"]
-    for label, want in case["budgets"].items():
-        rc, out, err = _cli(HERE / arch, {"tensor_parallel_size": 1}, max_len, want["available_bytes_per_gpu"])
-        assert rc == 0, err
-        assert out["block_stride"] == case["bytes_per_block"]
-        for ours, theirs in zip(out["groups"], case["groups"], strict=True):
-            _assert_cli_layers(case, ours, theirs)
-            assert sorted({x["page_bytes"] for x in ours["layers"]}) == theirs["page_size_bytes"]
-        if "error" in want:
-            assert want["error_text"].removeprefix("ValueError: ").startswith(out["startup_refusal"]), label
-            continue
-        line = want["capacity"][MNBT]
-        assert out["num_blocks"] == want["num_blocks"], label
-        assert [g["blocks_per_request"] for g in out["summary"]["groups"]] == line["blocks_per_request_per_group"]
-        assert out["capacity_line"] == vllm_line(line, max_len), label
+    assert_cli_equals(HERE / arch, {"tensor_parallel_size": 1}, PLANS["cases"][arch])
 
 
 def test_longcat_registers_two_mla_caches_a_layer():

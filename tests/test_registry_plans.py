@@ -28,14 +28,7 @@ BACKEND_CASES = BACKEND["cases"]
 MNBT = "max_num_batched_tokens=8192"
 
 # Architectures with a vLLM plan that kvviz does not plan yet (docs/registry-work.md says why).
-NOT_YET_PLANNED = frozenset(
-    (
-        # MLA family: HY-V4's learnable_sink (true in vLLM's HYV4Config) binds a sink-capable backend where one
-        # validates (HYV4MLAAttention._resolve_sink_backend: FLASHMLA_SPARSE on Hopper), whose block kvviz does
-        # not model: refused. vLLM's recorded plan is the no-sink path; tests/test_family_mla.py plans that.
-        "HYV4ForCausalLM",
-    )
-)
+NOT_YET_PLANNED: frozenset[str] = frozenset()
 
 
 def _load(arch: str):

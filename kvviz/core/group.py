@@ -22,6 +22,14 @@ class KVGroup:
     total_bytes: int = dataclasses.field(init=False, repr=False, compare=False)
     is_full: bool = dataclasses.field(init=False, repr=False, compare=False)  # all full attention
 
+    @property
+    def tokens_per_block(self) -> int | None:
+        """The group's block size in tokens (KVCacheGroupSpec's kv_cache_spec.block_size): its layers' one block
+        size, which page unification may have raised above the configured one (Gemma 4's sliding layers: 32);
+        None for a group of a --groups file whose layers differ."""
+        sizes = {c.tokens_per_block for c in self.layers}
+        return sizes.pop() if len(sizes) == 1 else None
+
     def __post_init__(self) -> None:
         require(len(self.layers) > 0, f"group {self.name!r}: has no layers")
         object.__setattr__(self, "total_bytes", sum(c.page_bytes for c in self.layers))

@@ -196,8 +196,8 @@ class Layout:
         )
 
     def to_json(self, *, num_blocks: int | None = None) -> dict:
-        """The layout as a JSON object: planner, block stride, binding group, each group's layers with their offsets
-        and pages, and `num_blocks` when given."""
+        """The layout as a JSON object: planner, block stride, binding group, each group's block size (tokens) and
+        layers with their offsets and pages, and `num_blocks` when given."""
         return {
             "planner": self.planner,
             "block_stride": self.block_stride,
@@ -206,6 +206,7 @@ class Layout:
             "groups": [
                 {
                     "name": g.name,
+                    "tokens_per_block": g.tokens_per_block,
                     "total_bytes": self.group_total(i),
                     "unused_bytes": self.group_unused(i),
                     "layers": [
@@ -255,6 +256,13 @@ class Layout:
         if padded:
             legend += f"  {PADDING_GLYPH}=padding"
         tokens = "" if self.tokens_per_block is None else f", {self.tokens_per_block} tokens"
+        raised = {  # only raised: DeepSeek V4's compressed caches hold fewer entries a block, their own rule
+            g.name: n
+            for g in self.groups
+            if (n := g.tokens_per_block) and self.tokens_per_block and n > self.tokens_per_block
+        }
+        if raised:  # a group whose block unify_kv_cache_spec_page_size raised (Gemma 4's sliding: 32)
+            tokens += " (" + ", ".join(f"{name} {n}" for name, n in raised.items()) + ")"
         lines.append(f"{'':>{name_w}}  block stride {self.block_stride:,} B{tokens} ({self.planner})")
         lines.append(f"{'':>{name_w}}  {legend}  .=unused")
         return "\n".join(lines)

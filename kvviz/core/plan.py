@@ -348,6 +348,9 @@ class Plan:
         out["planner"] = self.planner
         out["derivation"] = list(self.derivation) + [line for p in self.pools for line in p.derivation]
         out["model"] = self.model
+        notes = getattr(self.source, "notes", ())  # how the config was read, where not as written (Model.notes)
+        if notes:
+            out["notes"] = list(notes)
         out["family"] = self.family
         out["tokens_per_block"] = self.tokens_per_block
         out["max_model_len"] = self.max_model_len

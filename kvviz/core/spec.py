@@ -14,6 +14,7 @@ import dataclasses
 
 from kvviz.base.errors import KvvizError
 from kvviz.base.formats import RowFormat, opaque_row
+from kvviz.base.inputs import MAX_PAGE_BYTES
 from kvviz.base.regions import round_up
 from kvviz.core.kinds import CacheKind
 
@@ -74,6 +75,11 @@ class CacheSpec:
         page = self.padded_page_bytes
         if page is None:
             page = round_up(self.rows * row_bytes, self.alignment)
+        if page > MAX_PAGE_BYTES:  # a size no field bound caught (a state of 2e23 B) is refused, not planned
+            raise KvvizError(
+                f"{self.name}: a page of {page:,} B ({self.rows:,} rows of {row_bytes:,} B): at most "
+                f"{MAX_PAGE_BYTES:,} B a layer; a config field holds an absurd size"
+            )
         object.__setattr__(self, "page_bytes", page)  # frozen: the derived size is written once, here
         object.__setattr__(
             self,

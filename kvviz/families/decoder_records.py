@@ -56,9 +56,10 @@ RECORDS: tuple[DecoderRecord, ...] = (
     _r("Gemma3nForCausalLM", "gemma3n.py Gemma3nAttention.__init__", "gemma3n_text"),
     _r("Gemma3nForConditionalGeneration", "gemma3n_mm.py (Gemma3nForCausalLM)", "gemma3n", prefix=LM),
     _r("CohereForCausalLM", "commandr.py CohereAttention.__init__", "cohere"),
-    # commandr.py CohereAttention: "cohere swa layer sees [pos - sliding_window, pos]"
+    # commandr.py CohereAttention: "cohere swa layer sees [pos - sliding_window, pos]"; cohere2_moe.py
+    # Cohere2MoeAttention.__init__ passes config.sliding_window + 1 the same way
     _r("Cohere2ForCausalLM", "commandr.py CohereAttention.__init__", "cohere2", window_offset=1),
-    _r("Cohere2MoeForCausalLM", "cohere2_moe.py Cohere2MoeAttention.__init__", "cohere2_moe"),
+    _r("Cohere2MoeForCausalLM", "cohere2_moe.py Cohere2MoeAttention.__init__", "cohere2_moe", window_offset=1),
     _r(
         "GptOssForCausalLM",
         "gpt_oss.py OAIAttention.__init__, TransformerBlock.__init__",

@@ -26,7 +26,7 @@ from pathlib import Path
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import finite_number, short_repr
 from kvviz.base.quiet import quiet_library
-from kvviz.families.hf_bounds import _DTYPES, bound_layers, check_text_config, check_top_level
+from kvviz.families.hf_bounds import _DTYPES, TEXT_FIELDS, bound_layers, check_text_config, check_top_level
 from kvviz.families.record import JSON, VLLM, Read
 from kvviz.families.registry import read_of
 
@@ -191,12 +191,46 @@ def read_config(raw: dict, *, name: str, read: Read | None = None, known_kinds: 
         top = _transformers_config({**raw, "model_type": how.as_type} if how.as_type else raw, name=name)
         text = top.get_text_config()
     if text is not top:
-        check_top_level(raw, text, name=name)
+        check_top_level(raw, top, text, name=name)
     if getattr(text, "sliding_window", None) == 0:
         # vLLM 0.33 config/model.py ModelConfig.__post_init__: "Some checkpoints set sliding_window to
         # 0 to indicate that sliding window is disabled": it becomes None, every layer full attention.
         text.sliding_window = None
     return top, text
+
+
+def config_notes(raw: dict) -> tuple[str, ...]:
+    """What kvviz (like vLLM 0.33) reads otherwise than the JSON literally says, in words for the output:
+    a `head_dim` of 0, which the model files treat as not given (llama.py LlamaAttention:
+    `head_dim or hidden_size // total_num_heads`; transformers keeps the 0), and a multimodal config with no
+    text model in it (text_config missing or `{}`, no text field at the top level), whose config class builds
+    its default text config, which vLLM then serves (transformers' class defaults, e.g. Gemma3Config's
+    Gemma3TextConfig())."""
+    notes = []
+    for where, part in (("", raw), ("text_config.", raw.get("text_config"))):
+        if isinstance(part, dict) and part.get("head_dim") == 0:
+            notes.append(
+                f"{where}head_dim 0 is read as not given: the head size is derived from the other fields, as "
+                f"vLLM 0.33's model files do (head_dim or hidden_size // num_attention_heads)"
+            )
+    part = raw.get("text_config")
+    if part in (None, {}) and not any(k in raw for k in TEXT_FIELDS) and _has_text_sub_config(raw.get("model_type")):
+        notes.append(
+            f"text_config {'is empty' if part == {} else 'is not given'} and no text field is at the top level: "
+            f"the language model planned is the default text config of transformers' {raw['model_type']} config "
+            f"class, which vLLM 0.33 (reading the config through transformers) would serve"
+        )
+    return tuple(notes)
+
+
+def _has_text_sub_config(model_type: object) -> bool:
+    """Whether transformers' config class of `model_type` holds a text_config sub-config (False where
+    transformers is not installed or does not know the type)."""
+    try:
+        known = transformers_knows(model_type)
+    except KvvizError:
+        return False
+    return known and "text_config" in (getattr(config_class(model_type), "sub_configs", None) or {})
 
 
 def _namespace(raw: dict):

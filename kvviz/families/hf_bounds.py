@@ -6,7 +6,7 @@ level and the text config, one line naming the field; and the readers of one int
 from __future__ import annotations
 
 from kvviz.base.errors import require
-from kvviz.base.inputs import MAX_DIM, MAX_LAYERS, bounded_int, short_repr
+from kvviz.base.inputs import MAX_DIM, MAX_LAYERS, MAX_SLIDING_WINDOW, bounded_int, short_repr
 
 # transformers' dtype names -> kvviz's element names (a float16 model is sized like bf16: 2 B)
 _DTYPES = {
@@ -76,7 +76,23 @@ DIM_FIELDS = (
     "conv_kernel",
     "conv_L_cache",
     "mamba_dt_rank",
+    "short_conv_kernel_size",  # BailingMoeV3's KDA state (state_bailing.py): a 2**63 kernel is a 2e23 B state
+    "mamba_d_ssm",
+    "global_head_dim",
+    "swa_head_dim",
+    "swa_v_head_dim",
 )
+
+
+# Layer counts under another name than num_hidden_layers: LongcatFlashConfig builds per-layer lists from
+# num_layers (10**7 layers: a minute, then MemoryError), GPT-2's n_layer, Whisper's decoder / encoder layers.
+LAYER_COUNT_FIELDS = ("num_layers", "n_layer", "n_layers", "decoder_layers", "encoder_layers", "num_decoder_layers")
+
+
+# Windows and chunks in tokens: a positive count, or 0 (vLLM 0.33: a sliding_window of 0 disables the window,
+# ModelConfig.__post_init__; llama4.py builds plain Attention when attention_chunk_size is 0). A negative one is
+# read by no kernel (FlashAttention's window is (sliding_window - 1, 0)); 2**63 overflows the kernels' int.
+WINDOW_FIELDS = ("sliding_window", "sliding_window_size", "attention_chunk_size", "rswa_window", "loop_window_size")
 
 
 # The same inside Kimi-Linear's linear_attn_config.
@@ -98,8 +114,16 @@ def bound_layers(raw: dict, *, name: str) -> None:
     for where, part in _parts(raw):
         if not isinstance(part, dict):
             continue
-        if "num_hidden_layers" in part:
-            bounded_int(part["num_hidden_layers"], field=f"{name}: {where}num_hidden_layers", low=1, high=MAX_LAYERS)
+        for key in ("num_hidden_layers", *LAYER_COUNT_FIELDS):
+            if key in part and (key == "num_hidden_layers" or part[key] is not None):
+                bounded_int(part[key], field=f"{name}: {where}{key}", low=1, high=MAX_LAYERS)
+        for key in WINDOW_FIELDS:
+            value = part.get(key)
+            require(
+                type(value) is not int or 0 <= value <= MAX_SLIDING_WINDOW,
+                f"{name}: {where}{key}={short_repr(value)}: must be 1 to {MAX_SLIDING_WINDOW:,} tokens "
+                f"(0: none, as vLLM 0.33 reads it)",
+            )
         for key in PERIOD_FIELDS:
             value = part.get(key)
             if key == "sliding_window_pattern" and isinstance(value, str) and isinstance(part.get("layer_types"), list):
@@ -132,17 +156,19 @@ def bound_layers(raw: dict, *, name: str) -> None:
 
 
 def check_text_config(raw: dict, config_class, *, name: str) -> None:
-    """A multimodal config (one whose transformers class has a text_config sub-config) must carry
-    its text model's config, of that text model's type: transformers would otherwise build its
-    default text model (or another architecture's) and kvviz would plan it under this name."""
+    """A multimodal config's text_config, where it gives one, must be of its text model's type: transformers
+    would otherwise build another architecture's text model and kvviz would plan it under this name. A config
+    without one is read as transformers reads it: its class moves the flat keys into its text config
+    (Qwen2-VL's and Qwen2.5-VL's `__post_init__`: "Hub configs are saved as flat dicts") or builds its default
+    text config, and check_top_level refuses a top-level field the class left unread."""
     expected = (getattr(config_class, "sub_configs", None) or {}).get("text_config")
-    if expected is None:
+    part = raw.get("text_config")
+    if expected is None or part is None:
         return
-    part, model_type = raw.get("text_config"), raw.get("model_type")
+    model_type = raw.get("model_type")
     require(
         isinstance(part, dict),
-        f"{name}: text_config={short_repr(part)}: a {model_type} config must hold its "
-        f"language model's config (transformers would read its defaults instead)",
+        f"{name}: text_config={short_repr(part)}: a {model_type} config's text_config must be a JSON object",
     )
     want = getattr(expected, "model_type", None)
     got = part.get("model_type")
@@ -152,17 +178,27 @@ def check_text_config(raw: dict, config_class, *, name: str) -> None:
     )
 
 
-def check_top_level(raw: dict, text, *, name: str) -> None:
+def check_top_level(raw: dict, top, text, *, name: str) -> None:
     """A field given at the top level of a config whose text config is read instead must agree
-    with the text config (vLLM 0.33 reads get_text_config(); the top-level value is ignored)."""
+    with the text config (vLLM 0.33 reads get_text_config(); the top-level value is ignored). Not refused:
+    a field the config class took into its text config (a flat Qwen2.5-VL config.json:
+    Qwen2_5_VLConfig.__post_init__ pops it from the top-level keys, so the top config does not hold it),
+    a copy of what text_config itself gives, and a sliding_window beside a text config whose window is off
+    (use_sliding_window false: transformers 4.57 saved a flat Qwen2.5-VL config as text_config, its window
+    nulled, beside the flat keys it came from, and vLLM plans that exactly as the flat form)."""
+    held = vars(top)
+    given = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}
     for key in TEXT_FIELDS:
-        if key in raw and raw[key] is not None:
-            used = getattr(text, key, None)
-            require(
-                used == raw[key],
-                f"{name}: {key}={short_repr(raw[key])} at the top level is not read: vLLM reads "
-                f"text_config.{key}={short_repr(used)}; give it there",
-            )
+        if key not in raw or raw[key] is None or key not in held or given.get(key) == raw[key]:
+            continue
+        if key == "sliding_window" and getattr(text, "use_sliding_window", True) is False:
+            continue
+        used = getattr(text, key, None)
+        require(
+            used == raw[key],
+            f"{name}: {key}={short_repr(raw[key])} at the top level is not read: vLLM reads "
+            f"text_config.{key}={short_repr(used)}; give it there",
+        )
 
 
 def field(text, name: str, *, model: str, required: bool = True, default=None):

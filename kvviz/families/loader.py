@@ -7,12 +7,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import os
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import printable, read_json, short_repr
 from kvviz.families import decoder, deepseek_v4, encdec, mla, state, wrappers  # noqa: F401  (each registers its architectures)
+from kvviz.families.hf import config_notes
 from kvviz.families.record import Record
 from kvviz.families.refused import refusal
 from kvviz.families.registry import FAMILIES, Family, Model, record_of
@@ -20,6 +22,35 @@ from kvviz.families.registry import FAMILIES, Family, Model, record_of
 # the presets shipped in the package (a plain folder: importlib.resources would import tempfile, zipfile
 # and shutil on every command, ~10 ms of a first sight)
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
+
+
+# transformers 5.24 configuration_utils.py: a non-finite float is saved as {"__float__": tag}
+# (PreTrainedConfig._encode_special_floats) and read back by _decode_special_floats.
+_FLOAT_TAG_KEY = "__float__"
+_FLOAT_TAG_VALUES = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+
+
+def decode_special_floats(obj: object) -> object:
+    """A config.json's JSON as transformers reads it from a file (PreTrainedConfig._dict_from_json_file calls
+    `_decode_special_floats`): an object `{"__float__": "Infinity" | "-Infinity" | "NaN"}` is that float, so a
+    config transformers re-saved (`time_step_limit: [0.0, {"__float__": "Infinity"}]`) reads as the published one.
+    Iterative, so a deeply nested JSON costs no recursion."""
+    root = [obj]
+    stack = [(root, 0)]
+    while stack:
+        holder, key = stack.pop()
+        item = holder[key]
+        if isinstance(item, dict):
+            if set(item) == {_FLOAT_TAG_KEY} and isinstance(item[_FLOAT_TAG_KEY], str):
+                if item[_FLOAT_TAG_KEY] in _FLOAT_TAG_VALUES:
+                    holder[key] = _FLOAT_TAG_VALUES[item[_FLOAT_TAG_KEY]]
+                continue
+            item = holder[key] = dict(item)
+            stack.extend((item, k) for k in item)
+        elif isinstance(item, list):
+            item = holder[key] = list(item)
+            stack.extend((item, i) for i in range(len(item)))
+    return root[0]
 
 
 def record_for(raw: dict, *, name: str) -> Record:
@@ -58,7 +89,9 @@ def model_from_dict(raw: dict, *, name: str) -> Model:
     if record.convert is not None:
         raw = record.convert(raw)
         record = record_for(raw, name=name)
-    return FAMILIES[record.family].read(raw, name=name, record=record)
+    model = FAMILIES[record.family].read(raw, name=name, record=record)
+    notes = config_notes(raw)
+    return dataclasses.replace(model, notes=model.notes + notes) if notes else model
 
 
 def preset_names() -> list[str]:
@@ -126,7 +159,7 @@ def load_path(path: str | Path, *, what: str = "--hf-config") -> Model:
     from kvviz.families import parsed
 
     p = config_json_path(path, what=what)
-    raw = read_json(p, what=what)
+    raw = decode_special_floats(read_json(p, what=what))  # as transformers reads the file
     name = config_name(p)
     try:
         data = p.read_bytes()

@@ -28,7 +28,8 @@ Rules, from vLLM 0.33 (paths under vllm/):
 * openPangu (models/openpangu.py OpenPanguDecoderLayer): MLA when the config has qk_nope_head_dim,
   qk_rope_head_dim, v_head_dim and kv_lora_rank; its config is custom code, read as the JSON has it;
 * HY-V4 (models/hy_v4/nvidia/attention.py HYV4MLAAttention): dense MLA unless layer_types names sparse
-  layers; a learnable sink binds a sink-capable backend (FLASHMLA_SPARSE) where one validates.
+  layers (refused: not modelled); its learnable sink binds a sink-capable backend (FLASHMLA_SPARSE) only where
+  that validates, which a dense layer does not ("non-sparse not supported"), so the dense cache is unchanged.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ HYV4_SPARSE_LAYER_TYPES = ("sparse_attention", "sparse", "indexed_attention")
 def _dsa_index_head_dim(raw: dict, text, model_type: str, record: MLARecord, *, name: str) -> int | None:
     """index_head_dim of a DSA model (the config has index_topk), after refusing what kvviz does not model:
     a shared top-k (index_topk_freq > 1 or an index_topk_pattern with 'S': those layers build no indexer and
-    vLLM's index groups change), HY-V4's sparse layer types and learnable sink; None for dense MLA."""
+    vLLM's index groups change) and HY-V4's sparse layer types; None for dense MLA."""
     if model_type == "hy_v4":
         # vLLM reads hy_v4 with its own HYV4Config (transformers_utils/configs/hy_v4.py, _CONFIG_REGISTRY), not
         # transformers' (which fills layer_types with 'indexed_attention'): layer_types stays None unless given,
@@ -113,11 +114,10 @@ def _dsa_index_head_dim(raw: dict, text, model_type: str, record: MLARecord, *, 
             not any(k in HYV4_SPARSE_LAYER_TYPES for k in kinds),
             f"{name}: layer_types names sparse layers: HY-V4's sparse layers are not modelled",
         )
-        require(
-            not getattr(own, "learnable_sink", True),
-            f"{name}: learnable_sink=true: HY-V4 binds a sink-capable backend (FLASHMLA_SPARSE fallback, "
-            f"HYV4MLAAttention._resolve_sink_backend) whose block size kvviz does not model",
-        )
+        # learnable_sink (true by default) leaves a dense layer's cache as it is: _resolve_sink_backend keeps the
+        # selected backend only if it supports sinks (no CUDA MLA backend does), else tries its FLASHMLA_SPARSE
+        # subclass, whose validate_configuration refuses a dense layer ("non-sparse not supported"), so the sink
+        # is disabled and the layer keeps the backend the selector picks (FLASH_ATTN_MLA, FLASHMLA for fp8)
         return None
     if model_type == "deepseek_v32":
         # vLLM reads deepseek_v32 with DeepseekV3Config (transformers_utils/config.py _CONFIG_REGISTRY), which has

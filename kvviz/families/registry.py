@@ -33,6 +33,8 @@ class Model:
     max_model_len: int  # what vLLM derives when --max-model-len is not given
     config: object
     max_model_len_source: str = ""
+    # what kvviz read otherwise than the JSON literally says, as vLLM does (kvviz.families.hf_bounds.config_notes)
+    notes: tuple[str, ...] = ()
     # What it was read from, for what the config says beyond the caches (kvviz.deploy sizes the weights from it):
     # the config.json as parsed, and the folder holding it (a checkpoint's safetensors index there gives the exact
     # weights). Set by kvviz.families.loader; not part of what the model is (compare=False).
@@ -45,8 +47,8 @@ class Model:
         return FAMILIES[self.family]
 
     def describe(self) -> str:
-        """The model in one line (its family's `describe`)."""
-        return self.reader.describe(self)
+        """The model in one line (its family's `describe`), then each note on how its config was read."""
+        return "".join([self.reader.describe(self), *(f"; note: {n}" for n in self.notes)])
 
 
 # The family methods that take a model (each refuses another family's model in one line) ...

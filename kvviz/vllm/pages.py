@@ -247,12 +247,36 @@ def resolve_pages(
         else:
             specs.append(_attention_spec(d, block))
     caches = tuple(specs)
-    if attention:
-        a = attention[0]
-        lines.append(f"attention page = {block} tokens x {a.token_bytes:,} B = {block * a.token_bytes:,} B")
     if pad_states and not _one_attention_type(caches):
         caches = unify_page_sizes(caches)
+    if attention:
+        lines.extend(attention_page_lines(caches, block))
     return ResolvedPages(caches, block, mamba_block, padded, mode, tuple(lines))
+
+
+def attention_page_lines(caches: tuple[CacheSpec, ...], block: int) -> list[str]:
+    """The attention pages as planned, after unify_page_sizes: one line when the attention layers are of one
+    type, else one per kind of page, saying where unification raised a block (Gemma 4's sliding layers: 16
+    tokens x 4,096 B raised to 32 so the page equals the full layers' 16 x 8,192 = 131,072 B) or padded a page."""
+    attention = [c for c in caches if not c.kind.is_state]
+    if _one_attention_type(tuple(attention)):
+        a = attention[0]
+        return [f"attention page = {a.tokens_per_block} tokens x {a.row_bytes:,} B = {a.content_bytes:,} B"]
+    kinds: dict[tuple, CacheSpec] = {}
+    for c in attention:
+        kinds.setdefault((c.kind, c.sliding_window, c.attention_chunk_size, c.row_bytes, c.tokens_per_block), c)
+    out = []
+    for c in kinds.values():
+        line = f"{c.kind.label} page = {c.tokens_per_block} tokens x {c.row_bytes:,} B = {c.content_bytes:,} B"
+        if c.tokens_per_block != block:
+            line += (
+                f" (its {block}-token block raised to {c.tokens_per_block} so the page equals the largest: "
+                f"unify_kv_cache_spec_page_size)"
+            )
+        if c.padded_page_bytes is not None:
+            line += f", padded to {c.page_bytes:,} B (unify_kv_cache_spec_page_size)"
+        out.append(line)
+    return out
 
 
 def _one_attention_type(caches: tuple[CacheSpec, ...]) -> bool:
