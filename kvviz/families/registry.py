@@ -33,7 +33,7 @@ class Model:
     max_model_len: int  # what vLLM derives when --max-model-len is not given
     config: object
     max_model_len_source: str = ""
-    # what kvviz read otherwise than the JSON literally says, as vLLM does (kvviz.families.hf_bounds.config_notes)
+    # what kvviz read otherwise than the JSON literally says, as vLLM does (kvviz.families.hf.config_notes)
     notes: tuple[str, ...] = ()
     # What it was read from, for what the config says beyond the caches (kvviz.deploy sizes the weights from it):
     # the config.json as parsed, and the folder holding it (a checkpoint's safetensors index there gives the exact
