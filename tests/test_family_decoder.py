@@ -138,7 +138,7 @@ def test_a_float32_checkpoint_is_served_in_bf16():
     assert m.dtype == "bf16"
 
 
-# -- issue 27: KV heads / head sizes of their own (decoder_keys.HEAD_RULES; vLLM's own plans of the default
+# -- issue 27: KV heads / head sizes of their own (the records' `heads` rules; vLLM's own plans of the default
 # configs: tests/test_registry_plans.py) --------------------------------------------------------------------
 
 import json  # noqa: E402

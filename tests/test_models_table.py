@@ -175,7 +175,8 @@ def test_every_vllm_architecture_is_planned_or_refused_with_a_rule():
     assert catalog.architecture_status("LlamaForCausalLM")[0] == "planned"
     assert catalog.architecture_status("WhisperForConditionalGeneration") == (
         "planned",
-        "encoder-decoder (self- and cross-attention) (encdec)",
+        "encoder-decoder (self- and cross-attention) (encdec): vLLM 0.33 whisper.py WhisperDecoderLayer "
+        "(self_attn: Attention, encoder_attn: WhisperCrossAttention)",
     )
     assert catalog.architecture_status("Step5ForCausalLM")[0] == "refused"
     with pytest.raises(KeyError, match="FooForCausalLM"):

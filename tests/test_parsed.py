@@ -108,18 +108,48 @@ def test_presets_plan_without_transformers_or_torch(model):
 
 def test_user_config_on_a_cache_hit_plans_without_transformers(tmp_path):
     env = dict(os.environ, KVVIZ_CACHE_DIR=str(tmp_path / "cache"))
-    # Gemma 4's per_layer_config becomes objects of its config class: only transformers reads it
     folder = tmp_path / "gemma4"
     folder.mkdir()
     source = REPO / "tests" / "data" / "vllm-0.33" / "registry" / "configs" / "Gemma4ForCausalLM" / "config.json"
     (folder / "config.json").write_bytes(source.read_bytes())
-    assert "transformers" in _imports_after(["plan", "--hf-config", str(folder), "--json"], env)  # the miss
+    assert _imports_after(["plan", "--hf-config", str(folder), "--json"], env) == "HEAVY ['transformers']"  # the miss
     assert _imports_after(["plan", "--hf-config", str(folder), "--json"], env) == "HEAVY []"  # the hit
 
 
 @pytest.mark.parametrize("model", ["jamba-v0.1", "nemotron-nano-9b-v2"])
-def test_hybrid_config_at_first_sight_plans_without_transformers(model, tmp_path):
-    # their layer kinds are properties of the config classes, mirrored by kvviz/families/hf_fast_rules.py
+def test_first_sight_reads_through_transformers_without_torch(model, tmp_path):
+    # transformers' own config classes read the config (their properties give the layer kinds); torch, which
+    # transformers would import when it can, is kept out of the process (kvviz.families.hf.transformers_config)
     env = dict(os.environ, KVVIZ_CACHE_DIR=str(tmp_path / "cache"))
     folder = _copy(tmp_path, model)
-    assert _imports_after(["plan", "--hf-config", str(folder), "--json"], env) == "HEAVY []"  # the miss
+    assert _imports_after(["plan", "--hf-config", str(folder), "--json"], env) == "HEAVY ['transformers']"  # the miss
+
+
+def test_a_wrapper_naming_no_class_is_read_without_torch(tmp_path):
+    # a Llava text_config without architectures: the language model's class is transformers' causal LM of its
+    # model_type (VllmConfig.with_hf_config), from transformers' modeling_auto table, imported without torch
+    env = dict(os.environ, KVVIZ_CACHE_DIR=str(tmp_path / "cache"))
+    text = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8}
+    raw = {"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava", "text_config": text}
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    assert _imports_after(["plan", "--hf-config", str(tmp_path), "--json"], env) == "HEAVY ['transformers']"
+
+
+def _run_with_a_read(tmp_path, before: str, after: str) -> str:
+    """stdout of a fresh interpreter that runs `before`, reads Jamba's config.json (a first sight), then `after`."""
+    code = f"{before}\nfrom kvviz.families import load_path\nm = load_path({str(_copy(tmp_path))!r})\n{after}"
+    env = dict(os.environ, KVVIZ_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_a_process_that_imported_torch_reads_configs_with_it(tmp_path):
+    # kvviz keeps torch out only of a process that has not imported it: one that has keeps it working
+    after = "print(m.dtype, torch.zeros(2).sum().item(), sys.modules['torch'] is torch)"
+    assert _run_with_a_read(tmp_path, "import torch, sys", after).split() == ["bf16", "0.0", "True"]
+
+
+def test_torch_is_importable_after_a_config_was_read_without_it(tmp_path):
+    after = "assert 'torch' not in sys.modules\nimport torch\nprint(torch.ones(3).sum().item())"
+    assert _run_with_a_read(tmp_path, "import sys", after) == "3.0"

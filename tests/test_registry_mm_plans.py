@@ -1,4 +1,4 @@
-"""Multimodal wrappers of kvviz.families.wrapper_table_more (issue 27) against vLLM 0.33's own plans.
+"""Multimodal wrappers of kvviz.families.wrapper_records (issue 27) against vLLM 0.33's own plans.
 
 tests/data/vllm-0.33/registry-mm/plans.json holds what vLLM 0.33.0 itself planned, with its real model
 construction on the meta device (scripts/vllm_reference_plans.py), for the configs beside it (see that
@@ -24,7 +24,9 @@ from test_wrappers import BUDGET, KNOBS, SMALL_LLAMA, _check, _write
 import kvviz
 from kvviz.base.errors import KvvizError
 from kvviz.families.registry import ARCHITECTURES
-from kvviz.families.wrapper_table_more import MORE_WRAPPERS
+from kvviz.families.wrapper_records import RECORDS as WRAPPER_RECORDS
+
+MORE_WRAPPERS = [n for r in WRAPPER_RECORDS for n in r.names]  # every wrapper record's names
 
 HERE = Path(__file__).parent / "data" / "vllm-0.33" / "registry-mm"
 PLANS = json.loads((HERE / "plans.json").read_text())

@@ -19,7 +19,9 @@ import kvviz
 from kvviz.base.errors import KvvizError
 from kvviz.families.refused import REFUSED
 from kvviz.families.registry import ARCHITECTURES
-from kvviz.families.wrapper_table_more import WRAPPERS  # wrapper_table.WRAPPERS and wrapper_table_more's
+from kvviz.families.wrapper_records import RECORDS as WRAPPER_RECORDS
+
+WRAPPERS = {n: r for r in WRAPPER_RECORDS for n in r.names}  # every wrapper record, by each of its names
 
 BUDGET = 8 << 30
 KNOBS = ({}, {"tensor_parallel_size": 2}, {"kv_dtype": "fp8", "max_model_len": 8192})

@@ -1,35 +1,21 @@
 """Attention-only decoders: every layer registers one K|V attention cache (full, sliding window or
 chunked local), or none when it shares another layer's KV (docs/model-core.md#attention-decoders).
 
-Rules, each from vLLM 0.33's model file (vllm/model_executor/models/):
+What each architecture's model file does is its record (kvviz.families.decoder_records.DecoderRecord, and
+kvviz.families.transformers_backend for the Transformers backend); the rules every record shares, each
+from vLLM 0.33 (vllm/model_executor/models/ unless another path is given):
 
 * the window of a layer: `layer_types[i] == "sliding_attention"` gives config.sliding_window
   (gemma2.py, gemma3.py, llama.py, the Transformers backend's transformers/base.py); a config without
   layer_types, or whose layers are all sliding, gives every layer the config-wide window
   (engine/arg_utils.py create_engine_config -> CacheConfig.sliding_window: Mistral, Phi-3);
-* gpt-oss: `sliding_window if layer_idx % 2 == 0` whatever layer_types says (gpt_oss.py);
-* Llama 4: a layer with `no_rope_layers[i] != 0` uses chunked local attention of
-  attention_chunk_size, the NoPE layers full attention (llama4.py Llama4Attention);
-* Cohere2 and Cohere2-MoE: a sliding layer sees sliding_window + 1 tokens (commandr.py CohereAttention,
-  cohere2_moe.py Cohere2MoeAttention);
-* Qwen2, GPT-2, OPT, OLMoE, ... (decoder_keys.HEAD_FROM_HIDDEN): head_size = hidden_size //
-  num_attention_heads always (qwen2.py Qwen2Attention, ...); elsewhere head_dim, or that quotient
-  when the config has none;
-* Gemma 3n: the last num_kv_shared_layers layers reuse layer first - 2 (sliding) or first - 1
-  (full) and register no cache (gemma3n.py Gemma3nAttention, gpu_model_runner.get_kv_cache_spec);
-* names: model.layers.{i}.self_attn.attn, or the model type's (decoder_keys.LAYER_NAMES: gpt-oss
-  .attn.attn, GPT-2 transformer.h.{i}.attn.attn, ...); a multimodal wrapper (…ForConditionalGeneration,
-  decoder_keys.WRAPPERS) puts its language model under `language_model.`;
-* KV heads / head size other than num_key_value_heads / head_dim (decoder_keys.HEAD_RULES): MiniCPM3
-  (heads, qk_nope_head_dim + qk_rope_head_dim), Falcon (num_kv_heads, 1 or heads by
-  new_decoder_architecture / multi_query), Gemma 4 (per layer: per_layer_config[i]); Gemma 4's KV-shared
-  layers reuse the last earlier layer of their own type (gemma4.py Gemma4Attention);
-* Falcon's Attention gets no cache_config: its cache is the model dtype whatever kv_dtype says, so the
-  knob does not apply (decoder_keys.NO_CACHE_CONFIG);
-* the architectures vLLM serves through its Transformers backend (OLMo 2/3, SmolLM3, HunYuan, ...):
-  that backend's rule (kvviz.families.transformers_backend: KV heads, head size, names, no KV sharing);
-* per-layer-kind KV heads / K and V head sizes / windows (MiMo-V2, Step 3.5) and Step 3's one KV head:
-  kvviz.families.decoder_kinds.KIND_RULES;
+* head size: head_dim (when > 0), else hidden_size // num_attention_heads (get_head_size), or that quotient
+  always where the record says so (qwen2.py Qwen2Attention, ...);
+* KV sharing: the last num_kv_shared_layers layers reuse layer first - 2 (sliding) or first - 1 (full) and
+  register no cache (gemma3n.py Gemma3nAttention, gpu_model_runner.get_kv_cache_spec), or the last earlier
+  layer of their own type where the record says so (gemma4.py Gemma4Attention);
+* names: `{prefix}.{i}.{suffix}` of the record's layer_names, under the record's prefix (a multimodal class
+  puts its language model under `language_model.`);
 * TP: ModelConfig.get_num_kv_heads, max(1, kv_heads // tp).
 """
 
@@ -41,42 +27,22 @@ from collections import Counter
 from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, bounded_int
 from kvviz.core.declare import AttentionCache
-from kvviz.families.decoder_keys import (
-    CONFIG_AS,
-    CUSTOM_CODE_TYPES,
-    DEFAULT_LAYER_NAMES,
-    GEMMA4_TYPES,
-    HEAD_FROM_HIDDEN,
-    HEAD_RULES,
-    KV_HEAD_READERS,
-    KV_SPLIT_ONLY,
-    LAYER_NAMES,
-    LOOPED,
-    NO_CACHE_CONFIG,
-    NOT_WRAPPERS,
-    WRAPPERS,
-    custom_fields,
-    kv_heads_of,
-    looped_layers,
-)
-from kvviz.families.decoder_kinds import KIND_RULES
-from kvviz.families.decoder_layers import CUSTOM_CODE, NONE, check_layers, layer_plan, per_kind
+from kvviz.families.decoder_layers import NONE, check_layers, per_kind
 from kvviz.families.decoder_mix import (  # noqa: F401
     CHUNKED,
     FULL,
     SHARED,
     SLIDING,
     _spread_full,
-    config_layer_kinds,
     full_layer_positions,
 )
-from kvviz.families.decoder_names import NAMES
-from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
-from kvviz.families.registry import Family, Model, model_method, register
-from kvviz.families.transformers_backend import BACKEND_LM, backend_head_size, backend_kv_heads
-from kvviz.families.transformers_backend import LAYER_NAMES as BACKEND_LAYER_NAMES
-from kvviz.families.transformers_backend import MODEL_TYPES as BACKEND_TYPES
-from kvviz.families.transformers_backend import NAMES as BACKEND_NAMES
+from kvviz.families.decoder_records import FROM_HIDDEN, DecoderRecord
+from kvviz.families.decoder_records import RECORDS as DECODER_RECORDS
+from kvviz.families.hf import check_tp_heads, derive_max_model_len, kv_heads_per_rank, read_config, resolve_dtype
+from kvviz.families.hf_bounds import field
+from kvviz.families.registry import RECORDS, Family, Model, model_method, register
+from kvviz.families.transformers_backend import RECORDS as BACKEND_RECORDS
+from kvviz.families.transformers_backend import backend_head_size, backend_kv_heads
 from kvviz.options import Options
 
 LAYER_KINDS = (FULL, SLIDING, CHUNKED)
@@ -98,12 +64,13 @@ class DecoderConfig:
     shared_targets: tuple[tuple[int, int], ...] = ()  # (layer, the layer whose KV it reuses)
     # per layer (KV heads, head size[, V head size]) where they differ (Gemma 4, decoder_kinds)
     layer_heads: tuple[tuple[int, ...], ...] = ()
-    layer_names: tuple[str, ...] = ()  # per cache, where not `{layer_prefix}.{i}.{attn_suffix}` (LOOPED)
+    layer_names: tuple[str, ...] = ()  # per cache, where not `{layer_prefix}.{i}.{attn_suffix}` (a looped rule)
     layer_windows: tuple[int | None, ...] = ()  # per cache, where the model file sets each (decoder_layers)
     head_size_v: int | None = None  # V's head size where it is not K's (decoder_layers: Pangu's sink attention)
     sink_len: int = 0  # static sink tokens (decoder_layers: StaticSinkAttention)
     attention_chunk_size: int | None = None
     tp_heads: tuple[int, ...] = ()  # other query head counts TP splits (decoder_kinds: MiMo's swa heads)
+    record: str = ""  # the architecture record that read it (decoder_records): what the model file asserts of a run
 
     @property
     def kind_counts(self) -> dict[str, int]:
@@ -113,40 +80,6 @@ class DecoderConfig:
     def layers_of(self, kind: str) -> tuple[int, ...]:
         """The indices of the layers of kind `kind`."""
         return tuple(i for i, k in enumerate(self.layer_kinds) if k == kind)
-
-
-def _heads(text, model_type: str, heads: int, kv: int, head_dim: int, n: int, *, name: str):
-    """(KV heads, head size, per-layer (KV heads, head size) or ()) for decoder_keys.HEAD_RULES."""
-    if model_type in KV_HEAD_READERS:  # chatglm.py, step1.py, dbrx.py (decoder_keys.kv_heads_of)
-        return kv_heads_of(text, model_type, heads, name=name), head_dim, ()
-    if model_type == "minicpm3":  # minicpm3.py: Attention(num_local_heads, qk_head_dim, num_kv_heads=num_local_heads)
-        nope, rope = field(text, "qk_nope_head_dim", model=name), field(text, "qk_rope_head_dim", model=name)
-        return heads, nope + rope, ()
-    if model_type == "hrm_text":  # hrm_text.py HrmTextAttention: total_num_kv_heads = num_attention_heads
-        return heads, head_dim, ()
-    if model_type == "falcon":  # falcon.py FalconAttention.__init__
-        if getattr(text, "new_decoder_architecture", False):
-            return field(text, "num_kv_heads", model=name, required=False, default=heads), head_dim, ()
-        return (1 if getattr(text, "multi_query", True) else heads), head_dim, ()
-    per_layer = getattr(text, "per_layer_config", None)  # gemma4.py Gemma4DecoderLayer.__init__
-    require(per_layer is not None and len(per_layer) == n, f"{name}: config has no per_layer_config for {n} layers")
-    pairs = []
-    for i in range(n):
-        lc = per_layer[i]
-        pairs.append(
-            (
-                bounded_int(
-                    lc.num_key_value_heads,
-                    field=f"{name}: per_layer_config[{i}].num_key_value_heads",
-                    low=1,
-                    high=MAX_DIM,
-                ),
-                bounded_int(lc.head_dim, field=f"{name}: per_layer_config[{i}].head_dim", low=1, high=MAX_DIM),
-            )
-        )
-    for i, (k, _) in enumerate(pairs):
-        require(heads % k == 0, f"{name}: per_layer_config[{i}].num_key_value_heads={k}: must divide {heads} heads")
-    return pairs[0][0], pairs[0][1], tuple(pairs)
 
 
 class DecoderFamily(Family):
@@ -165,67 +98,55 @@ class DecoderFamily(Family):
         "tensor_parallel_size",
     )
 
-    def read(self, raw: dict, *, name: str) -> Model:
-        dory = raw.get("model_type") == "dory"  # its layer_types also names MLP-only layers (dory.py)
-        archs = raw.get("architectures") or [raw.get("model_type")]
-        kinds = LAYER_KINDS + (("mlp",) if dory else ())
-        as_type = CONFIG_AS.get(raw.get("model_type"))  # MiMo: Qwen2's config class (decoder_keys.CONFIG_AS)
-        top, text = read_config(
-            {**raw, "model_type": as_type} if as_type else raw,
-            name=name,
-            known_kinds=kinds,
-            custom_code=archs[0] in CUSTOM_CODE,
-        )
+    def read(self, raw: dict, *, name: str, record: DecoderRecord) -> Model:
+        r = record
+        top, text = read_config(raw, name=name, read=r.config, known_kinds=LAYER_KINDS + r.extra_kinds)
         model_type = getattr(text, "model_type", raw.get("model_type"))
-        if model_type in CUSTOM_CODE_TYPES:  # the custom class's aliases and defaults (decoder_keys.custom_fields)
-            top = text = custom_fields(text, model_type, name=name)
+        if r.refuse is not None:  # what the model file refuses of a config (decoder_rules)
+            r.refuse(text, name=name)
         n = field(text, "num_hidden_layers", model=name)
-        if model_type in KIND_RULES:  # per-layer-kind KV heads / head sizes / windows (decoder_kinds)
-            sizes = KIND_RULES[model_type](text, n, name=name)
-            return self._model(raw, top, text, model_type, name, as_type, num_hidden_layers=n, **sizes)
+        if r.kind_heads is not None:  # per-layer-kind KV heads / head sizes / windows (decoder_kinds)
+            sizes = r.kind_heads(text, n, name=name)
+            return self._model(raw, top, text, model_type, name, r, num_hidden_layers=n, **sizes)
         heads = field(text, "num_attention_heads", model=name)
-        per_layer = model_type in GEMMA4_TYPES  # per-layer attributes: transformers refuses the global read
+        per_layer = r.per_layer  # per-layer attributes (Gemma 4): transformers refuses the global read
         kv = heads if per_layer else field(text, "num_key_value_heads", model=name, required=False, default=heads)
         hidden = field(text, "hidden_size", model=name, required=False)
         head_dim = 1 if per_layer else getattr(text, "head_dim", None)
-        # served by vLLM's Transformers backend (transformers_backend), or its own LM under a multimodal one
-        backend = model_type in BACKEND_TYPES or archs[0] == BACKEND_LM
-        if backend:
+        if r.backend:  # served by vLLM's Transformers backend (transformers_backend)
             kv, head_dim = backend_kv_heads(text, heads), backend_head_size(text, heads, hidden, name=name)
-        elif model_type in HEAD_FROM_HIDDEN or not head_dim:
+        elif r.head_size == FROM_HIDDEN or not head_dim:
             require(hidden is not None and heads > 0, f"{name}: config is missing field 'head_dim'")
             head_dim = hidden // heads
         layer_heads: tuple[tuple[int, ...], ...] = ()
-        if model_type in HEAD_RULES:
+        if r.heads is not None:  # the model file's own KV heads / head size (decoder_rules)
             require(
                 getattr(text, "use_bidirectional_attention", None) != "all",
                 f"{name}: use_bidirectional_attention='all': non-causal attention is not modelled",
             )
-            kv, head_dim, layer_heads = _heads(text, model_type, heads, kv, head_dim, n, name=name)
+            kv, head_dim, layer_heads = r.heads(text, heads, kv, head_dim, n, name=name)
         for fname, value in (("num_attention_heads", heads), ("num_key_value_heads", kv), ("head_dim", head_dim)):
             bounded_int(value, field=f"{name}: {fname}", low=1, high=MAX_DIM)
         require(heads % kv == 0, f"{name}: num_key_value_heads={kv}: must divide num_attention_heads={heads}")
         names: tuple[str, ...] = ()
-        plan = layer_plan(str(archs[0]), text, n, kv, head_dim, name=name)
+        plan = r.layer_plan(text, n, kv, head_dim, name=name) if r.layer_plan is not None else None
         if plan is not None:
             kinds, names, layer_heads, source = list(plan.kinds), plan.names, plan.heads, plan.source
             kv, head_dim = next(h for k, h in zip(kinds, layer_heads) if k != NONE)  # the first attention layer's
             window = next((w for w in plan.windows if w), None)
-        elif model_type in LOOPED:
-            names, looped = looped_layers(text, model_type, name=name)
+        elif r.looped is not None:
+            names, looped = r.looped(text, name=name)
             n, window = len(names), getattr(text, "sliding_window", None)
             kinds = [SLIDING if k == SLIDING and window else FULL for k in looped]
-            source = f"{model_type}: looped / stacked layers (decoder_keys.looped_layers)"
+            source = f"{model_type}: looped / stacked layers (decoder_rules.{r.looped.__name__})"
         else:
-            kinds, source = config_layer_kinds(text, model_type, n, name=name)
+            kinds, source = r.layer_kinds(text, n, name=name)
         if plan is None:
             window = getattr(text, "sliding_window", None) if SLIDING in kinds else None
-        if window is not None and model_type in ("cohere2", "cohere2_moe"):
-            # commandr.py CohereAttention: "cohere swa layer sees [pos - sliding_window, pos]";
-            # cohere2_moe.py Cohere2MoeAttention.__init__ passes config.sliding_window + 1 the same way
-            window += 1
+        if window is not None:
+            window += r.window_offset  # commandr.py: "cohere swa layer sees [pos - sliding_window, pos]"
         shared = ()
-        n_shared = 0 if backend else getattr(text, "num_kv_shared_layers", 0) or 0
+        n_shared = 0 if r.backend else getattr(text, "num_kv_shared_layers", 0) or 0
         bounded_int(n_shared, field=f"{name}: num_kv_shared_layers", low=0, high=n - 1)
         if n_shared:
             first = n - n_shared
@@ -233,7 +154,7 @@ class DecoderFamily(Family):
             targets = []
             for i in range(first, n):
                 target = first - (2 if kinds[i] == SLIDING else 1)
-                if model_type in GEMMA4_TYPES:  # gemma4.py: the last earlier layer of the same type
+                if r.share_by_kind:  # gemma4.py: the last earlier layer of the same type
                     same = [j for j in range(first) if kinds[j] == kinds[i]]
                     target = same[-1] if same else -1
                 if target >= 0:
@@ -247,7 +168,7 @@ class DecoderFamily(Family):
             text,
             model_type,
             name,
-            as_type,
+            r,
             num_hidden_layers=n,
             num_attention_heads=heads,
             num_key_value_heads=kv,
@@ -264,21 +185,17 @@ class DecoderFamily(Family):
             sink_len=plan.sink_len if plan else 0,
         )
 
-    def _model(self, raw: dict, top, text, model_type, name: str, as_type: str | None, **sizes) -> Model:
+    def _model(self, raw: dict, top, text, model_type, name: str, r: DecoderRecord, **sizes) -> Model:
         """The Model of DecoderConfig(**sizes) with vLLM's layer names, dtype and max_model_len."""
         archs = raw.get("architectures") or [model_type]
-        wrapper = str(archs[0]).endswith("ForConditionalGeneration") or archs[0] in WRAPPERS
-        wrapper = wrapper and archs[0] not in NOT_WRAPPERS
-        prefix, suffix = {**LAYER_NAMES, **BACKEND_LAYER_NAMES}.get(model_type, DEFAULT_LAYER_NAMES)
-        config = DecoderConfig(
-            layer_prefix=("language_model." if wrapper else "") + prefix, attn_suffix=suffix, **sizes
-        )
+        prefix, suffix = r.layer_names
+        config = DecoderConfig(layer_prefix=r.prefix + prefix, attn_suffix=suffix, record=r.name, **sizes)
         length, key = derive_max_model_len(text)
         return Model(
             name=name,
             family=self.key,
             architecture=str(archs[0]),
-            model_type=str(raw.get("model_type") if as_type else model_type),
+            model_type=str(raw.get("model_type") if r.config.as_type else model_type),
             dtype=resolve_dtype(top, text, raw, name=name),
             max_model_len=length,
             config=config,
@@ -288,7 +205,8 @@ class DecoderFamily(Family):
     @model_method
     def knobs_for(self, model: Model) -> tuple[str, ...]:
         has_sliding = SLIDING in model.config.layer_kinds
-        fixed_dtype = model.model_type in NO_CACHE_CONFIG
+        record = RECORDS.get(model.config.record)
+        fixed_dtype = record is not None and record.cache_dtype_fixed
         return tuple(
             k for k in self.knobs if (k != "sliding_window" or has_sliding) and (k != "kv_dtype" or not fixed_dtype)
         )
@@ -299,15 +217,9 @@ class DecoderFamily(Family):
         tp = options.tensor_parallel_size or 1
         for heads in (c.num_attention_heads, *c.tp_heads):
             check_tp_heads(heads, tp, model=model.name)
-        require(
-            tp == 1 or model.model_type != "dory",
-            f"tensor_parallel_size={tp}: vLLM's Dory runs on one GPU only (dory.py DoryForCausalLM.__init__)",
-        )
-        require(
-            model.model_type not in KV_SPLIT_ONLY or c.num_key_value_heads % tp == 0,
-            f"tensor_parallel_size={tp}: {model.name}'s {c.num_key_value_heads} KV heads are not divisible by it "
-            f"(vLLM's {model.model_type}.py attention asserts it)",
-        )
+        record = RECORDS.get(c.record)
+        for check in record.checks if record is not None else ():  # what the model file asserts (decoder_rules)
+            check(model, options, tp)
         kv = kv_heads_per_rank(c.num_key_value_heads, tp, model=model.name)
         dtype = options.kv_dtype or model.dtype
         check_layers(model, options, tp)
@@ -378,4 +290,4 @@ class DecoderFamily(Family):
         return dataclasses.replace(model, name=f"{model.name} ({full} full)", config=cfg)
 
 
-DECODER = register(DecoderFamily(), NAMES + BACKEND_NAMES)
+DECODER = register(DecoderFamily(), DECODER_RECORDS + BACKEND_RECORDS)

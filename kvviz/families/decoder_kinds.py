@@ -1,6 +1,6 @@
 """Attention-only decoders whose layer kinds carry their own KV heads, head sizes and windows, or whose KV
 heads are not the config's (issue 27): the rule of each vLLM 0.33 model file (vllm/model_executor/models/),
-read into the fields of kvviz.families.decoder.DecoderConfig (`KIND_RULES[model_type](text, n, name=...)`).
+read into the fields of kvviz.families.decoder.DecoderConfig (each record's `kind_heads(text, n, name=...)`).
 
 * MiMo-V2 / MiMo-V2-Flash (mimo_v2.py MiMoV2FlashDecoderLayer.__init__, MiMoV2Attention.__init__): layer i is
   a sliding ("compressed softmax") layer when hybrid_layer_pattern[i] == 1: swa_num_attention_heads,
@@ -24,15 +24,16 @@ read into the fields of kvviz.families.decoder.DecoderConfig (`KIND_RULES[model_
 TP (kvviz.families.decoder DecoderFamily.caches): every layer's KV heads per rank are max(1, heads // tp)
 (MiMoV2Attention / Step3p5Attention); each query head count in `tp_heads` must divide by TP as well.
 
-`vllm_architectures` (kvviz.families.loader.model_from_dict): the architecture vLLM builds where its config
-convertor rewrites the config's own (a MiMo config with a vision_config is MiMoV2OmniForCausalLM).
+`mimo_omni` (the MiMo records' `convert`, applied by kvviz.families.loader.model_from_dict): the architecture
+vLLM builds where its config convertor rewrites the config's own (a MiMo config with a vision_config is
+MiMoV2OmniForCausalLM).
 """
 
 from __future__ import annotations
 
 from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, bounded_int
-from kvviz.families.hf import field
+from kvviz.families.hf_bounds import field
 
 FULL, SLIDING = "full_attention", "sliding_attention"
 
@@ -46,7 +47,9 @@ def _heads_divide(heads: int, kv: int, where: str, *, name: str) -> None:
     require(heads % kv == 0, f"{name}: {where}: {kv} KV heads must divide {heads} attention heads")
 
 
-def _mimo(text, n: int, *, name: str) -> dict:
+def mimo_v2_kinds(text, n: int, *, name: str) -> dict:
+    """mimo_v2.py MiMoV2FlashDecoderLayer.__init__: hybrid_layer_pattern[i] == 1 is a sliding layer of the
+    swa_* heads."""
     pattern = getattr(text, "hybrid_layer_pattern", None)
     require(
         isinstance(pattern, (list, tuple)) and len(pattern) == n,
@@ -107,7 +110,8 @@ def _step3p5_heads(text, i: int, kind: str, *, name: str) -> int:
     return _int(text, "num_attention_heads", name=name)
 
 
-def _step3p5(text, n: int, *, name: str) -> dict:
+def step3p5_kinds(text, n: int, *, name: str) -> dict:
+    """step3p5.py Step3p5DecoderLayer.__init__: layer_types; num_attention_groups KV heads; query heads per kind."""
     types = [*(getattr(text, "layer_types", None) or []), *(getattr(text, "mtp_layer_types", None) or [])]
     require(len(types) >= n, f"{name}: layer_types has {len(types)} entries, num_hidden_layers is {n}")
     kv = _int(text, "num_attention_groups", name=name)
@@ -135,7 +139,8 @@ def _step3p5(text, n: int, *, name: str) -> dict:
     )
 
 
-def _step3_text(text, n: int, *, name: str) -> dict:
+def step3_text_kinds(text, n: int, *, name: str) -> dict:
+    """step3_text.py Step3TextAttention.__init__: one KV head (a literal) at every TP, every layer full."""
     return dict(
         num_attention_heads=_int(text, "num_attention_heads", name=name),
         num_key_value_heads=1,  # step3_text.py Step3TextDecoderLayer: Step3TextAttention(num_kv_heads=1)
@@ -146,10 +151,7 @@ def _step3_text(text, n: int, *, name: str) -> dict:
     )
 
 
-KIND_RULES = {"mimo_v2_flash": _mimo, "mimo_v2": _mimo, "step3p5": _step3p5, "step3_text": _step3_text}
-
-
-def vllm_architectures(raw: dict) -> dict:
+def mimo_omni(raw: dict) -> dict:
     """config.json with the architectures vLLM builds where it rewrites them:
     transformers_utils/model_arch_config_convertor.py MimoV2ModelArchConfigConvertor.__init__ makes a
     mimo_v2 / mimo_v2_flash config that has a vision_config MiMoV2OmniForCausalLM, whatever it names."""

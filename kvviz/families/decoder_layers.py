@@ -1,7 +1,7 @@
 """Attention decoders whose vLLM 0.33 model file decides each layer's cache itself (issue 27): a window,
 KV heads or head size per layer, layers with no attention, several caches per layer, static sink tokens.
-kvviz.families.decoder asks `layer_plan` for these architectures (`LAYER_RULES`); each rule mirrors one
-model file (vllm/model_executor/models/<file>.py), cited on its function:
+kvviz.families.decoder asks the architecture's record for its rule (`DecoderRecord.layer_plan`); each rule
+mirrors one model file (vllm/model_executor/models/<file>.py), cited on its function:
 
 * DomynEdgeForCausalLM (domyn_edge.py): window_sizes[i][0] > 0 gives a window of that + 1, head size
   per_layer_config[i].head_dim, layers named model.layers.{i}.attention.attn;
@@ -71,7 +71,9 @@ def _entry(window, heads: tuple[int, int], name: str):
     return (SLIDING if window else FULL), (window or None), heads, name
 
 
-def _domyn(text, n, kv, head_dim, *, name):
+def domyn_edge_plan(text, n, kv, head_dim, *, name):
+    """domyn_edge.py DomynEdgeDecoderLayer: window_sizes[i][0] + 1 where positive, head size
+    per_layer_config[i].head_dim."""
     windows, positions = _list(text, "window_sizes", n, name=name), _list(text, "position_layers", n, name=name)
     overrides = getattr(text, "per_layer_config", None) or {}
     require(isinstance(overrides, dict), f"{name}: per_layer_config: must map layer indices to overrides")
@@ -89,7 +91,8 @@ def _domyn(text, n, kv, head_dim, *, name):
     return _plan(entries, "window_sizes[i][0] + 1, per_layer_config[i].head_dim (vLLM domyn_edge.py)")
 
 
-def _plamo3(text, n, kv, head_dim, *, name):
+def plamo3_plan(text, n, kv, head_dim, *, name):
+    """plamo3.py Plamo3AttentionMixer: interleaved_sliding_window[i]."""
     windows = _list(text, "interleaved_sliding_window", n, name=name)
     _list(text, "layer_types", n, name=name)
     entries = []
@@ -99,7 +102,8 @@ def _plamo3(text, n, kv, head_dim, *, name):
     return _plan(entries, "interleaved_sliding_window[i] (vLLM plamo3.py Plamo3AttentionMixer)")
 
 
-def _decilm(text, n, kv, head_dim, *, name):
+def decilm_plan(text, n, kv, head_dim, *, name):
+    """nemotron_nas.py DeciLMDecoderLayer: block_configs[i].attention (no_op: no cache; n_heads_in_group)."""
     heads = _int(getattr(text, "num_attention_heads", None), f"{name}: num_attention_heads")
     blocks = _list(text, "block_configs", n, name=name)
     types = getattr(text, "layer_types", None)
@@ -124,7 +128,8 @@ def _get(part, key, default=None):
     return part.get(key, default) if isinstance(part, dict) else getattr(part, key, default)
 
 
-def _pangu(text, n, kv, head_dim, *, name):
+def pangu_plan(text, n, kv, head_dim, *, name):
+    """openpangu.py OpenPanguEmbeddedAttention / OpenPanguSinkAttention: windows, or static sink attention."""
     mla = all(hasattr(text, k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank"))
     require(not mla, f"{name}: qk_nope_head_dim / kv_lora_rank: openPangu's MLA attention is the MLA family's")
     require(getattr(text, "is_causal", True), f"{name}: is_causal=false: encoder-only attention keeps no KV cache")
@@ -154,7 +159,8 @@ def _pangu(text, n, kv, head_dim, *, name):
     return _plan(entries, "interleaved_sliding_window[i % len] (vLLM openpangu.py OpenPanguEmbeddedAttention)")
 
 
-def _loopcoder(text, n, kv, head_dim, *, name):
+def loopcoder_plan(text, n, kv, head_dim, *, name):
+    """iquest_loopcoder.py LoopCoderAttention: loop_num caches a layer, loops > 0 of loop_window_size."""
     hidden, heads = getattr(text, "hidden_size", None), getattr(text, "num_attention_heads", None)
     size = _int(hidden, f"{name}: hidden_size") // _int(heads, f"{name}: num_attention_heads")  # always
     loops = _int(getattr(text, "loop_num", 2), f"{name}: loop_num")
@@ -173,7 +179,8 @@ def _loopcoder(text, n, kv, head_dim, *, name):
     return _plan(entries, f"{loops} loops, loops > 0 of window {local} (vLLM iquest_loopcoder.py)")
 
 
-def _rnj1(text, n, kv, head_dim, *, name):
+def rnj1_plan(text, n, kv, head_dim, *, name):
+    """rnj1.py Rnj1Attention: chunked_attention layers carry sliding_window."""
     types = _list(text, "layer_types", n, name=name)
     window = getattr(text, "sliding_window", None)
     entries = []
@@ -188,29 +195,10 @@ def _rnj1(text, n, kv, head_dim, *, name):
     return _plan(entries, source + ": served with --attention-backend TRITON_ATTN")
 
 
-LAYER_RULES = {
-    "DomynEdgeForCausalLM": _domyn,
-    "Plamo3ForCausalLM": _plamo3,
-    "DeciLMForCausalLM": _decilm,
-    "PanguEmbeddedForCausalLM": _pangu,
-    "PanguProMoEV2ForCausalLM": _pangu,
-    "IQuestLoopCoderForCausalLM": _loopcoder,
-    "Rnj1ForCausalLM": _rnj1,
-}
-# Custom code (no transformers config class): read from the JSON as the model's own class holds it.
-CUSTOM_CODE = frozenset(set(LAYER_RULES) - {"Rnj1ForCausalLM"} | {"K2HorizonForCausalLM"})
-
-
-def layer_plan(arch: str, text, n: int, kv: int, head_dim: int, *, name: str) -> LayerPlan | None:
-    """The per-cache plan of `arch`'s model file, or None where the decoder's own rules apply."""
-    rule = LAYER_RULES.get(arch)
-    return None if rule is None else rule(text, n, kv, head_dim, name=name)
-
-
 def check_layers(model, options, tp: int) -> None:
-    """What the model files assert of the run: SinkFullAttentionManager.__init__ (v1/core/
+    """What the sink attention asserts of the run: SinkFullAttentionManager.__init__ (v1/core/
     single_type_kv_cache_manager.py): the sink tokens fill whole blocks; OpenPanguSinkAttention.__init__:
-    no fewer KV heads than TP ranks; flint/model.py FlintAttention.__init__: a bfloat16 model and cache."""
+    no fewer KV heads than TP ranks."""
     c, name = model.config, model.name
     if c.sink_len:
         kv, block = c.num_key_value_heads, options.block_size or VLLM_BLOCK_SIZE
@@ -218,11 +206,6 @@ def check_layers(model, options, tp: int) -> None:
         require(
             c.sink_len % block == 0,
             f"block_size={block}: {name}'s {c.sink_len} static sink tokens must fill whole blocks (vLLM asserts)",
-        )
-    if model.architecture == "FlintForCausalLM":
-        dtype = options.kv_dtype or model.dtype
-        require(
-            dtype == "bf16", f"kv_dtype={dtype}: vLLM's Flint asserts a bfloat16 model and KV cache (flint/model.py)"
         )
 
 

@@ -40,24 +40,31 @@ def _spread_full(kinds: tuple[str, ...], full: int, *, name: str) -> tuple[str, 
     return tuple(out)
 
 
-def config_layer_kinds(text, model_type: str, n: int, *, name: str) -> tuple[list[str], str]:
-    """Each layer's kind as the (text) config gives it, and where kvviz read it: gpt-oss's alternation,
-    Llama 4's no_rope_layers, layer_types, or a config-wide sliding_window."""
+def alternating_kinds(text, n: int, *, name: str) -> tuple[list[str], str]:
+    """gpt_oss.py OAIAttention: `sliding_window if layer_idx % 2 == 0` whatever layer_types says."""
     window = getattr(text, "sliding_window", None)
-    if model_type == "gpt_oss":
-        return [
-            SLIDING if i % 2 == 0 and window else FULL for i in range(n)
-        ], "layer index % 2 == 0 is sliding (vLLM gpt_oss.py OAIAttention)"
-    if model_type == "llama4_text":
-        nope = getattr(text, "no_rope_layers", None)
-        require(
-            isinstance(nope, (list, tuple)) and len(nope) == n,
-            f"{name}: no_rope_layers must list one entry per layer ({n})",
-        )
-        chunked = bool(getattr(text, "attention_chunk_size", None))
-        return [
-            CHUNKED if (flag != 0 and chunked) else FULL for flag in nope
-        ], "no_rope_layers: RoPE layers are chunked local, NoPE layers full (vLLM llama4.py)"
+    kinds = [SLIDING if i % 2 == 0 and window else FULL for i in range(n)]
+    return kinds, "layer index % 2 == 0 is sliding (vLLM gpt_oss.py OAIAttention)"
+
+
+def no_rope_kinds(text, n: int, *, name: str) -> tuple[list[str], str]:
+    """llama4.py Llama4Attention: a layer with no_rope_layers[i] != 0 uses chunked local attention of
+    attention_chunk_size, the NoPE layers full attention."""
+    nope = getattr(text, "no_rope_layers", None)
+    require(
+        isinstance(nope, (list, tuple)) and len(nope) == n,
+        f"{name}: no_rope_layers must list one entry per layer ({n})",
+    )
+    chunked = bool(getattr(text, "attention_chunk_size", None))
+    kinds = [CHUNKED if (flag != 0 and chunked) else FULL for flag in nope]
+    return kinds, "no_rope_layers: RoPE layers are chunked local, NoPE layers full (vLLM llama4.py)"
+
+
+def config_layer_kinds(text, n: int, *, name: str) -> tuple[list[str], str]:
+    """Each layer's kind as the (text) config gives it, and where kvviz read it: layer_types, or a config-wide
+    sliding_window (engine/arg_utils.py create_engine_config -> CacheConfig.sliding_window: a config without
+    layer_types, or whose layers are all sliding, gives every layer the window)."""
+    window = getattr(text, "sliding_window", None)
     layer_types = getattr(text, "layer_types", None)
     if layer_types is None or all(k == SLIDING for k in layer_types):
         kind = SLIDING if window else FULL
@@ -69,6 +76,7 @@ def config_layer_kinds(text, model_type: str, n: int, *, name: str) -> tuple[lis
         f"{name}: layer_types has {len(layer_types) if isinstance(layer_types, (list, tuple)) else '?'} entries, "
         f"num_hidden_layers is {n}",
     )
+    model_type = getattr(text, "model_type", None)
     for i, k in enumerate(layer_types):
         require(
             k in (FULL, SLIDING),

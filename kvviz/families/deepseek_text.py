@@ -27,13 +27,12 @@ from types import SimpleNamespace
 
 from kvviz.base.errors import require
 from kvviz.core.declare import AttentionCache
-from kvviz.families.hf import field, kv_heads_per_rank
+from kvviz.families.hf import config_class, kv_heads_per_rank
+from kvviz.families.hf_bounds import field
 
 # the model_type kvviz gives a text config read as vLLM's DeepseekVLV2TextConfig (its own model_type is
 # deepseek_v2, which transformers' DeepseekV2Config reads, refusing kv_lora_rank None)
 VL_V2_TEXT = "deepseek_vl_v2_text"
-# the architectures whose decoder layer is DeepseekV2DecoderLayer
-DEEPSEEK_V2_LAYER_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,9 +47,7 @@ class MHAttention:
 
 @functools.cache
 def _deepseek_v2_defaults() -> dict:
-    from transformers import DeepseekV2Config  # heavy: only when such a config is read
-
-    return DeepseekV2Config().to_dict()
+    return config_class("deepseek_v2")().to_dict()
 
 
 def vl_v2_text(raw: dict) -> SimpleNamespace:
@@ -61,13 +58,12 @@ def vl_v2_text(raw: dict) -> SimpleNamespace:
     return SimpleNamespace(**merged)
 
 
-def plain_attention(text, arch: str, *, name: str, vl_v2: bool = False) -> MHAttention | None:
-    """The plain attention DeepseekV2DecoderLayer builds for this text config, or None where it builds MLA.
+def plain_attention(text, *, name: str, vl_v2: bool = False) -> MHAttention | None:
+    """The plain attention DeepseekV2DecoderLayer (the layer of the records with `v2_layer`) builds for this
+    text config, or None where it builds MLA.
     kv_lora_rank None (DeepseekV2Attention) exists only in vLLM's DeepseekVLV2TextConfig (`vl_v2`):
     transformers' DeepseekV2Config / DeepseekV3Config refuse None, so elsewhere MLA is built and a missing
     kv_lora_rank is the MLA family's one-line refusal."""
-    if arch not in DEEPSEEK_V2_LAYER_ARCHS:
-        return None
     nope, rope = getattr(text, "qk_nope_head_dim", 0) or 0, getattr(text, "qk_rope_head_dim", 0) or 0
     heads = field(text, "num_attention_heads", model=name)
     rswa = getattr(text, "rswa_window", None)

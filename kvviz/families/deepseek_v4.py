@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+from typing import ClassVar
 
 from kvviz.base import formats
 from kvviz.base.defaults import BLOCK_SIZE
@@ -20,6 +21,7 @@ from kvviz.core.kinds import CacheKind
 from kvviz.core.spec import CacheSpec
 from kvviz.families.deepseek_v4_config import DEEPSEEK_V4_MODEL_TYPE, ModelConfig, config_from_dict, with_layer_mix
 from kvviz.families.hf import derive_max_model_len
+from kvviz.families.record import Record
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.options import Options
 
@@ -242,7 +244,7 @@ class DeepSeekV4Family(Family):
     planners = PLANNERS
     block_outermost = True  # DeepSeek V4's backends declare block-outermost layouts (BLHNC)
 
-    def read(self, raw: dict, *, name: str) -> Model:
+    def read(self, raw: dict, *, name: str, record: Record) -> Model:
         config = config_from_dict(raw, name=name)
         length, key = derive_max_model_len(
             types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str) and k.isidentifier()})
@@ -358,4 +360,18 @@ class DeepSeekV4Family(Family):
         return model if config is model.config else dataclasses.replace(model, name=config.name, config=config)
 
 
-DEEPSEEK_V4 = register(DeepSeekV4Family(), ("DeepseekV4ForCausalLM", DEEPSEEK_V4_MODEL_TYPE))
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class DeepSeekV4Record(Record):
+    """DeepSeek V4 (this module's family): its caches are the family's own rules, read from the config."""
+
+    family: ClassVar[str] = "deepseek_v4"
+
+
+RECORDS = (
+    DeepSeekV4Record(
+        name="DeepseekV4ForCausalLM",
+        vllm="models/deepseek_v4 DeepseekV4ForCausalLM (compressed MLA, indexer, compressor states)",
+        model_types=(DEEPSEEK_V4_MODEL_TYPE,),
+    ),
+)
+DEEPSEEK_V4 = register(DeepSeekV4Family(), RECORDS)

@@ -22,79 +22,106 @@ from __future__ import annotations
 
 import dataclasses
 import types
+from typing import Callable, ClassVar
 
 from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, bounded_int
 from kvviz.core.declare import AttentionCache
-from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, kv_heads_per_rank, read_config, resolve_dtype
+from kvviz.families.hf import check_tp_heads, derive_max_model_len, kv_heads_per_rank, read_config, resolve_dtype
+from kvviz.families.hf_bounds import field
+from kvviz.families.record import JSON, TRANSFORMERS, Read, Record
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.options import Options
 
 
-@dataclasses.dataclass(frozen=True)
-class Reader:
-    """Where one architecture's decoder lives in its config and what vLLM names its layers."""
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class EncDecRecord(Record):
+    """An encoder-decoder architecture: where its decoder lives in its config (`sub`: the keys from the top
+    config to the decoder's; vLLM's model file reads it there), the decoder's fields (`layers`, `heads`,
+    `hidden`, `kv_heads`: a KV-head key of its own, None: KV heads = heads) and what vLLM names its layers
+    (`self_name`, `cross_name`: formats of the layer index {i}; None: no cross-attention);
+    `text_is_sub`: ModelConfig.hf_text_config is get_text_config(), the `decoder` sub-config where the config has
+    one (Nemotron Parse), else the top config (Cohere ASR's transf_decoder is no text config name)."""
 
-    sub: tuple[str, ...]  # the keys from the top config to the decoder's (vLLM's model file reads it there)
+    family: ClassVar[str] = "encdec"
+
+    sub: tuple[str, ...]
     layers: str
     heads: str
     hidden: str
-    kv_heads: str | None  # a KV-head key of its own (None: KV heads = heads)
-    self_name: str  # format of the self-attention layer name ({i}: decoder layer index)
-    cross_name: str | None  # format of the cross-attention layer name (None: no cross-attention)
-    source: str
-    # ModelConfig.hf_text_config is get_text_config(): the `decoder` sub-config where the config has one
-    # (Nemotron Parse), else the top config (Cohere ASR's transf_decoder is no text config name)
+    kv_heads: str | None
+    self_name: str
+    cross_name: str | None
     text_is_sub: bool = True
+    refuse: Callable | None = None  # what the model file refuses of the decoder's config
 
 
-READERS = {
-    "WhisperForConditionalGeneration": Reader(
-        (),
-        "decoder_layers",
-        "decoder_attention_heads",
-        "d_model",
-        None,
-        ".decoder.layers.{i}.layers.self_attn.attn",
-        ".decoder.layers.{i}.layers.encoder_attn.attn",
-        "whisper.py WhisperDecoderLayer (self_attn: Attention, encoder_attn: WhisperCrossAttention)",
-    ),
-    "CohereAsrForConditionalGeneration": Reader(
-        ("transf_decoder", "config_dict"),
-        "num_layers",
-        "num_attention_heads",
-        "hidden_size",
-        None,
-        "decoder.layers.{i}.layers.first_sub_layer.attn",
-        "decoder.layers.{i}.layers.second_sub_layer.attn",
-        "cohere_asr.py CohereASRDecoderLayer (first_sub_layer: Attention, second_sub_layer: CrossAttention)",
-        text_is_sub=False,
-    ),
-    "NemotronParseForConditionalGeneration": Reader(
-        ("decoder",),
-        "decoder_layers",
-        "decoder_attention_heads",
-        "d_model",
-        None,
-        ".decoder.layers.{i}.self_attn.attn",
-        ".decoder.layers.{i}.encoder_attn.attn",
-        "nemotron_parse.py MBartDecoderLayer (self_attn: WhisperAttention, encoder_attn: WhisperCrossAttention)",
-    ),
-    "RadioMBartPrefixForCausalLM": Reader(
-        ("decoder",),
-        "decoder_layers",
-        "decoder_attention_heads",
-        "d_model",
-        "self_attention_kv_heads",
-        ".decoder.layers.{i}.self_attn.attn",
-        None,
-        "nemotron_parse3_5.py MBartDecoderLayer (self_attn only: a causal visual prefix, no cross-attention)",
-    ),
-}
+def causal_prefix_only(text, *, name: str) -> None:
+    """nemotron_parse3_5.py RadioMBartPrefixForCausalLM.__init__: a causal visual prefix, no cross-attention."""
+    require(
+        getattr(text, "causal_vision_prefix", False),
+        f"{name}: config.decoder.causal_vision_prefix: vLLM refuses unless it is true "
+        f"('Parse 3.5 requires a causal visual prefix')",
+    )
+    require(
+        not getattr(text, "add_cross_attention", True),
+        f"{name}: config.decoder.add_cross_attention: vLLM refuses unless it is false "
+        f"('Parse 3.5 does not support decoder cross-attention')",
+    )
 
 
 # transformers ships WhisperConfig and CohereAsrConfig; Nemotron Parse's configs are custom code (trust_remote_code)
-NATIVE_CONFIGS = frozenset({"WhisperForConditionalGeneration", "CohereAsrForConditionalGeneration"})
+_CUSTOM = Read(how=JSON, cls="the checkpoint's NemotronParseConfig (custom code)")
+RECORDS = (
+    EncDecRecord(
+        name="WhisperForConditionalGeneration",
+        vllm="whisper.py WhisperDecoderLayer (self_attn: Attention, encoder_attn: WhisperCrossAttention)",
+        sub=(),
+        layers="decoder_layers",
+        heads="decoder_attention_heads",
+        hidden="d_model",
+        kv_heads=None,
+        self_name=".decoder.layers.{i}.layers.self_attn.attn",
+        cross_name=".decoder.layers.{i}.layers.encoder_attn.attn",
+    ),
+    EncDecRecord(
+        name="CohereAsrForConditionalGeneration",
+        vllm="cohere_asr.py CohereASRDecoderLayer (first_sub_layer: Attention, second_sub_layer: CrossAttention)",
+        sub=("transf_decoder", "config_dict"),
+        layers="num_layers",
+        heads="num_attention_heads",
+        hidden="hidden_size",
+        kv_heads=None,
+        self_name="decoder.layers.{i}.layers.first_sub_layer.attn",
+        cross_name="decoder.layers.{i}.layers.second_sub_layer.attn",
+        text_is_sub=False,
+    ),
+    EncDecRecord(
+        name="NemotronParseForConditionalGeneration",
+        vllm="nemotron_parse.py MBartDecoderLayer (self_attn: WhisperAttention, encoder_attn: WhisperCrossAttention)",
+        sub=("decoder",),
+        layers="decoder_layers",
+        heads="decoder_attention_heads",
+        hidden="d_model",
+        kv_heads=None,
+        self_name=".decoder.layers.{i}.self_attn.attn",
+        cross_name=".decoder.layers.{i}.encoder_attn.attn",
+        config=_CUSTOM,
+    ),
+    EncDecRecord(
+        name="RadioMBartPrefixForCausalLM",
+        vllm="nemotron_parse3_5.py MBartDecoderLayer (self_attn only: a causal visual prefix, no cross-attention)",
+        sub=("decoder",),
+        layers="decoder_layers",
+        heads="decoder_attention_heads",
+        hidden="d_model",
+        kv_heads="self_attention_kv_heads",
+        self_name=".decoder.layers.{i}.self_attn.attn",
+        cross_name=None,
+        config=_CUSTOM,
+        refuse=causal_prefix_only,
+    ),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,11 +167,10 @@ class EncDecFamily(Family):
         "tensor_parallel_size",
     )
 
-    def read(self, raw: dict, *, name: str) -> Model:
+    def read(self, raw: dict, *, name: str, record: EncDecRecord) -> Model:
         arch = str((raw.get("architectures") or [""])[0])
-        reader = READERS.get(arch)
-        require(reader is not None, f"{name}: architectures[0]={arch!r}: not an encoder-decoder kvviz reads")
-        if arch in NATIVE_CONFIGS:  # a config class transformers ships: its defaults fill what the JSON leaves out
+        reader = record
+        if record.config.how == TRANSFORMERS:  # a class transformers ships: its defaults fill what the JSON leaves out
             top, _ = read_config(raw, name=name)
         else:  # custom-code configs (trust_remote_code): the JSON as the model file reads it
             top = types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str)})
@@ -168,21 +194,12 @@ class EncDecFamily(Family):
             f"{name}: {where}.{reader.hidden}={hidden}: must be divisible by {reader.heads}={heads} (vLLM raises)",
         )
         require(heads % kv == 0, f"{name}: {where}.{reader.kv_heads}={kv}: must divide {reader.heads}={heads}")
-        if arch == "RadioMBartPrefixForCausalLM":  # nemotron_parse3_5.py RadioMBartPrefixForCausalLM.__init__
-            require(
-                getattr(text, "causal_vision_prefix", False),
-                f"{name}: config.decoder.causal_vision_prefix: vLLM refuses unless it is true "
-                f"('Parse 3.5 requires a causal visual prefix')",
-            )
-            require(
-                not getattr(text, "add_cross_attention", True),
-                f"{name}: config.decoder.add_cross_attention: vLLM refuses unless it is false "
-                f"('Parse 3.5 does not support decoder cross-attention')",
-            )
+        if reader.refuse is not None:  # what the model file refuses of the decoder's config
+            reader.refuse(text, name=name)
         hf_text = text if reader.text_is_sub else top  # ModelConfig.hf_text_config
         # transformers_utils/config.py is_encoder_decoder: the config's flag or its text config's
         flag = bool(getattr(top, "is_encoder_decoder", False) or getattr(hf_text, "is_encoder_decoder", False))
-        config = EncDecConfig(n, heads, kv, hidden // heads, reader.self_name, reader.cross_name, reader.source, flag)
+        config = EncDecConfig(n, heads, kv, hidden // heads, reader.self_name, reader.cross_name, reader.vllm, flag)
         length, key = derive_max_model_len(hf_text)
         return Model(
             name=name,
@@ -238,4 +255,4 @@ class EncDecFamily(Family):
         )
 
 
-ENCDEC = register(EncDecFamily(), tuple(READERS))
+ENCDEC = register(EncDecFamily(), RECORDS)

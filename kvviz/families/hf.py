@@ -4,21 +4,31 @@ config for multimodal models, and vLLM's resolutions of the dtype and max_model_
 (vllm/config/model.py). Nothing is downloaded: the JSON is handed to the config class directly
 (`from_dict`, the last step of `AutoConfig.from_pretrained`).
 
-transformers imports torch (seconds), so it is imported inside `_transformers_config`, only when
-a config is parsed; `kvviz models` and everything else stay light.
+The one door to transformers is `transformers_module` (and the names built on it: `config_class`,
+`transformers_knows`, `causal_lm_of`): imported only when a config is parsed for the first time
+(kvviz.families.parsed keeps the result), and with torch kept out of the process. transformers
+imports torch whenever it can (`is_torch_available()`, ~3 s), though its config classes need none;
+in a process that has not imported torch, kvviz hides it while transformers is imported, so
+transformers takes itself for a torch-less install (its configuration and tokenizer parts only, for
+the rest of the process) and torch stays importable by anyone after. A process that imported torch
+(or transformers) before is left as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
+import sys
 import types
+from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import finite_number, short_repr
 from kvviz.base.quiet import quiet_library
-from kvviz.families.decoder_keys import CUSTOM_CODE_TYPES
-from kvviz.families.hf_bounds import _DTYPES, bound_layers, check_text_config, check_top_level
-from kvviz.families.hf_fast import fast_read
+from kvviz.families.hf_bounds import _DTYPES, TEXT_FIELDS, bound_layers, check_text_config, check_top_level
+from kvviz.families.record import JSON, VLLM, Read
+from kvviz.families.registry import read_of
 
 # vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS: a float16 checkpoint of these is served in bf16.
 FLOAT16_NOT_SUPPORTED = ("gemma2", "gemma3", "gemma3_text", "glm4")
@@ -54,41 +64,85 @@ def check_kinds(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None) ->
                     )
 
 
-def check_layer_lists(configs, *, name: str) -> None:
-    """What transformers' PreTrainedConfig.validate_layer_type checks, for a config read from the
-    table: layer_types (and mlp_layer_types) lists one entry per layer."""
-    for config in configs:
-        n = getattr(config, "num_hidden_layers", None)
-        for key in ("layer_types", "mlp_layer_types"):
-            layers = getattr(config, key, None)
-            if isinstance(layers, (list, tuple)) and isinstance(n, int):
-                require(
-                    len(layers) == n,
-                    f"{name}: {key} has {len(layers)} entries, num_hidden_layers is {n} (transformers, which "
-                    f"vLLM 0.33 reads, refuses)",
-                )
+@contextlib.contextmanager
+def _torch_kept_out():
+    """Within the block `import torch` finds nothing (a None in sys.modules: importlib.util.find_spec answers
+    None, so transformers' is_torch_available() is False), unless this process imported torch or transformers
+    before; afterwards torch is importable again."""
+    if "torch" in sys.modules or "transformers" in sys.modules:
+        yield
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if "torch" in sys.modules and sys.modules["torch"] is None:
+            del sys.modules["torch"]
 
 
-def _transformers_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = None):
+def transformers_module(name: str = "transformers.models.auto.configuration_auto"):
+    """A module of transformers (by default the one holding CONFIG_MAPPING), imported with torch kept out
+    (the package first: a None in sys.modules for it stands for "not installed"); one line when transformers
+    is not installed."""
+    import importlib
+
+    try:
+        with _torch_kept_out(), quiet_library():
+            importlib.import_module("transformers")
+            return importlib.import_module(name)
+    except ImportError:  # e.g. a GPU box with torch alone: DeepSeek V4 and --groups still work
+        raise KvvizError(
+            "reading this model's config needs transformers, which is not importable here (pip install transformers)"
+        ) from None
+
+
+def transformers_knows(model_type) -> bool:
+    """Whether transformers ships a config class for `model_type` (its CONFIG_MAPPING)."""
+    return isinstance(model_type, str) and model_type in transformers_module().CONFIG_MAPPING
+
+
+def config_class(model_type: str):
+    """transformers' config class of `model_type` (CONFIG_MAPPING[model_type])."""
+    return transformers_module().CONFIG_MAPPING[model_type]
+
+
+def causal_lm_of(model_type) -> str | None:
+    """transformers' causal-LM class name of `model_type` (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), or None."""
+    names = transformers_module("transformers.models.auto.modeling_auto").MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    return names.get(model_type)
+
+
+@functools.cache
+def transformers_version() -> str:
+    """The installed transformers' version, read from its dist-info folder's name on sys.path (what
+    importlib.metadata reads, without importing transformers); "none" when it is not installed."""
+    for entry in sys.path:
+        try:
+            found = sorted(Path(entry or ".").glob("transformers-*.dist-info"))
+        except OSError:
+            continue
+        if found:
+            return found[0].name[len("transformers-") : -len(".dist-info")]
+    return "none"
+
+
+def _transformers_config(raw: dict, *, name: str):
     """The transformers config object for a parsed config.json (no download)."""
     model_type = raw.get("model_type")
     require(isinstance(model_type, str), f"{name}: config is missing field 'model_type'")
-    # Heavy import (transformers pulls in torch); only reached when an HF config is parsed.
     try:
-        from transformers import CONFIG_MAPPING
-    except ImportError:  # e.g. a GPU box with torch alone: DeepSeek V4 and --groups still work
-        raise KvvizError(
-            f"{name}: reading a hybrid model's config needs transformers, which is not "
-            f"importable here (pip install transformers)"
-        ) from None
-
-    if model_type not in CONFIG_MAPPING:
+        known = transformers_knows(model_type)
+    except KvvizError as e:
+        raise KvvizError(f"{name}: {e}") from None
+    if not known:
         raise KvvizError(
             f"{name}: model_type {short_repr(model_type)}: unknown to transformers; kvviz cannot read this architecture"
         )
-    check_text_config(raw, CONFIG_MAPPING[model_type], name=name)
+    cls = config_class(model_type)
+    check_text_config(raw, cls, name=name)
     try:
-        return CONFIG_MAPPING[model_type].from_dict(raw)
+        with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
+            return cls.from_dict(raw)
     except Exception as e:  # noqa: BLE001 - any rejection by transformers becomes one line
         cause = e.__cause__ or e
         lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
@@ -110,30 +164,32 @@ def _non_finite_fields(raw: dict) -> list[str]:
     return out
 
 
-def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = None, custom_code: bool = False):
-    """(top-level config, text config) as vLLM sees them: transformers' config classes where
-    transformers knows the model_type; a plain namespace of the JSON (and its text_config) where
-    it does not (vLLM ships its own config class then, e.g. kimi_k2, which reads the same fields),
-    or where the model is custom code (`custom_code`: the model's own class holds the JSON's keys)."""
+def read_config(raw: dict, *, name: str, read: Read | None = None, known_kinds: tuple[str, ...] | None = None):
+    """(top-level config, text config) as vLLM sees them, read through the config class of the architecture's
+    record (`read`, where it applies to the config's model_type) or of the model_type's record
+    (kvviz.families.registry.read_of): transformers' class (as AutoConfig gives it to vLLM), vLLM's own class
+    (its defaults under the JSON), or a plain namespace of the JSON (and its text_config) where the model is
+    custom code whose own class holds the JSON's keys (with that class's aliases and defaults)."""
     require(isinstance(raw, dict), f"{name}: config must be a JSON object")
     bound_layers(raw, name=name)
     model_type = raw.get("model_type")
     require(isinstance(model_type, str), f"{name}: config is missing field 'model_type'")
-    if custom_code or model_type in _NATIVE_ONLY:
+    how = read_of(model_type, read)
+    if how.how == JSON:
         top = _namespace(raw)
         text = _namespace(raw["text_config"]) if isinstance(raw.get("text_config"), dict) else top
-    elif model_type in VLLM_OWN_DEFAULTS:
-        top = text = _namespace(_with_vllm_defaults(raw, model_type))
+        for key, value in how.defaults.items():  # the custom class's __init__ defaults, then its attribute_map
+            if getattr(text, key, None) is None:
+                setattr(text, key, value)
+        for key, own in how.aliases.items():
+            if getattr(text, own, None) is not None:
+                setattr(text, key, getattr(text, own))
+    elif how.how == VLLM:
+        top = text = _namespace(_with_vllm_defaults(raw, how))
     else:
         check_kinds(raw, name=name, known_kinds=known_kinds)
-        fast = fast_read(raw)  # the class defaults from kvviz's table: no transformers, no torch
-        if fast is not None:
-            top, text = fast
-            check_layer_lists((top, text), name=name)
-        else:
-            with quiet_library():  # transformers' warnings: kvviz says what is wrong, in one line
-                top = _transformers_config(raw, name=name, known_kinds=known_kinds)
-            text = top.get_text_config()
+        top = _transformers_config({**raw, "model_type": how.as_type} if how.as_type else raw, name=name)
+        text = top.get_text_config()
     if text is not top:
         check_top_level(raw, top, text, name=name)
     if getattr(text, "sliding_window", None) == 0:
@@ -143,112 +199,58 @@ def read_config(raw: dict, *, name: str, known_kinds: tuple[str, ...] | None = N
     return top, text
 
 
+def config_notes(raw: dict) -> tuple[str, ...]:
+    """What kvviz (like vLLM 0.33) reads otherwise than the JSON literally says, in words for the output:
+    a `head_dim` of 0, which the model files treat as not given (llama.py LlamaAttention:
+    `head_dim or hidden_size // total_num_heads`; transformers keeps the 0), and a multimodal config with no
+    text model in it (text_config missing or `{}`, no text field at the top level), whose config class builds
+    its default text config, which vLLM then serves (transformers' class defaults, e.g. Gemma3Config's
+    Gemma3TextConfig())."""
+    notes = []
+    for where, part in (("", raw), ("text_config.", raw.get("text_config"))):
+        if isinstance(part, dict) and part.get("head_dim") == 0:
+            notes.append(
+                f"{where}head_dim 0 is read as not given: the head size is derived from the other fields, as "
+                f"vLLM 0.33's model files do (head_dim or hidden_size // num_attention_heads)"
+            )
+    part = raw.get("text_config")
+    if part in (None, {}) and not any(k in raw for k in TEXT_FIELDS) and _has_text_sub_config(raw.get("model_type")):
+        notes.append(
+            f"text_config {'is empty' if part == {} else 'is not given'} and no text field is at the top level: "
+            f"the language model planned is the default text config of transformers' {raw['model_type']} config "
+            f"class, which vLLM 0.33 (reading the config through transformers) would serve"
+        )
+    return tuple(notes)
+
+
+def _has_text_sub_config(model_type: object) -> bool:
+    """Whether transformers' config class of `model_type` holds a text_config sub-config (False where
+    transformers is not installed or does not know the type)."""
+    try:
+        known = transformers_knows(model_type)
+    except KvvizError:
+        return False
+    return known and "text_config" in (getattr(config_class(model_type), "sub_configs", None) or {})
+
+
 def _namespace(raw: dict):
     return types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str) and k.isidentifier()})
 
 
-# model_types that transformers knows but vLLM 0.33 reads with a config class of its own
-# (transformers_utils/config.py _CONFIG_REGISTRY), whose defaults differ from transformers': the fields
-# kvviz reads with that class's defaults (transformers_utils/configs/beam.py BeamConfig.__init__,
-# dory.py DoryConfig, step3_vl.py Step3TextConfig), and its __post_init__ fill-ins in _with_vllm_defaults.
-VLLM_OWN_DEFAULTS: dict[str, dict] = {
-    "beam": dict(
-        hidden_size=2048,
-        num_hidden_layers=24,
-        num_attention_heads=32,
-        num_key_value_heads=4,
-        head_dim=None,
-        max_position_embeddings=32768,
-        sliding_window=4096,
-        layer_types=None,
-    ),
-    # vllm/models/flint/configs.py FlintConfig.__init__
-    "flint": dict(
-        hidden_size=2048,
-        num_hidden_layers=49,
-        num_attention_heads=32,
-        num_key_value_heads=4,
-        head_dim=128,
-        max_position_embeddings=262144,
-        use_sliding_window=True,
-        sliding_window=513,
-        layer_types=None,
-    ),
-    "dory": dict(
-        hidden_size=2560,
-        num_hidden_layers=72,
-        num_attention_heads=16,
-        num_key_value_heads=4,
-        head_dim=256,
-        max_position_embeddings=8192,
-        sliding_window=1024,
-        layer_types=None,
-        n_input_layers=0,
-        n_recurrent_layers=None,
-        n_output_layers=0,
-        n_recurrent_loops=1,
-        recurrent_kv_cache_mode="per_loop",
-    ),
-    # transformers_utils/configs/step3_vl.py Step3TextConfig.__init__ (the fields kvviz reads)
-    "step3_text": dict(
-        hidden_size=7168,
-        num_attention_heads=64,
-        num_attention_groups=1,
-        num_hidden_layers=61,
-        max_seq_len=65536,
-        max_position_embedding=65536,
-        head_dim=256,
-    ),
-}
-
-
 def vllm_own_defaults(raw: dict) -> dict:
-    """A (text) config.json as vLLM's own config class of its model_type fills it (VLLM_OWN_DEFAULTS), else
-    as it is: e.g. the text_config of a step3_vl config, which Step3VLConfig makes a Step3TextConfig."""
-    model_type = raw.get("model_type")
-    return _with_vllm_defaults(raw, model_type) if model_type in VLLM_OWN_DEFAULTS else raw
+    """A (text) config.json as vLLM's own config class of its model_type fills it (a record's Read of VLLM),
+    else as it is: e.g. the text_config of a step3_vl config, which Step3VLConfig makes a Step3TextConfig."""
+    how = read_of(raw.get("model_type"))
+    return _with_vllm_defaults(raw, how) if how.how == VLLM else raw
 
 
-def _with_vllm_defaults(raw: dict, model_type: str) -> dict:
+def _with_vllm_defaults(raw: dict, how: Read) -> dict:
     """config.json over the vLLM config class's defaults, with its __post_init__ fill-ins."""
-    out = {**VLLM_OWN_DEFAULTS[model_type], **raw}
-    n = out["num_hidden_layers"]
-    if not isinstance(n, int) or isinstance(n, bool):
-        return out  # the family names the field
-    if model_type == "beam" and out["layer_types"] is None:  # BeamConfig: every layer sliding
-        out["layer_types"] = ["sliding_attention"] * n
-    if model_type == "flint":  # FlintConfig.__init__: no window unless use_sliding_window; every layer full
-        out["sliding_window"] = out["sliding_window"] if out["use_sliding_window"] else None
-        out["layer_types"] = out["layer_types"] or ["full_attention"] * n
-    if model_type == "dory" and out["layer_types"] is None:  # DoryConfig.__post_init__
-        out["layer_types"] = [
-            "mlp" if i % 2 else "full_attention" if i % 8 == 6 else "sliding_attention" for i in range(n)
-        ]
-    if model_type == "dory" and out["n_recurrent_layers"] is None:
-        first, last = out["n_input_layers"], out["n_output_layers"]
-        if all(isinstance(x, int) for x in (first, last)):
-            out["n_recurrent_layers"] = n - first - last
-    return out
-
-
-# model_types vLLM reads with a config class of its own (vllm/transformers_utils/configs/): read
-# from the JSON as it is.
-# pangu_ultra_moe, mimo_v2: custom code (openpangu.py; mimo_v2.py MiMoV2ForCausalLM, MiMo-V2-Omni);
-# decoder_keys.CUSTOM_CODE_TYPES: the attention decoders' custom code
-_NATIVE_ONLY = ("kimi_k2", "kimi_linear", "pangu_ultra_moe", "mimo_v2") + CUSTOM_CODE_TYPES
-
-
-def field(text, name: str, *, model: str, required: bool = True, default=None):
-    """An integer field of the (text) config; a missing required one is a one-line error."""
-    value = getattr(text, name, None)
-    if value is None:
-        require(not required, f"{model}: config is missing field {name!r}")
-        return default
-    require(
-        isinstance(value, int) and not isinstance(value, bool),
-        f"{model}: {name}={short_repr(value)}: must be an integer",
-    )
-    return value
+    out = {**how.defaults, **raw}
+    n = out.get("num_hidden_layers")
+    if how.fill is None or not isinstance(n, int) or isinstance(n, bool):
+        return out  # the family names a bad field
+    return how.fill(out)
 
 
 def resolve_dtype(top, text, raw: dict, *, name: str) -> str:

@@ -1,6 +1,7 @@
 """Bounds on what a config.json may say before a family reads it: the dtype names vLLM knows, layer
 and head counts, dimensions and periods each within kvviz.base.inputs' limits, checked on the top
-level and the text config, one line naming the field."""
+level and the text config, one line naming the field; and the readers of one integer field (`field`,
+`mla_dims`) every family uses."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ DIM_FIELDS = (
     "conv_kernel",
     "conv_L_cache",
     "mamba_dt_rank",
-    "short_conv_kernel_size",  # BailingMoeV3's KDA state (state_readers_hybrid.py): a 2**63 kernel is a 2e23 B state
+    "short_conv_kernel_size",  # BailingMoeV3's KDA state (state_bailing.py): a 2**63 kernel is a 2e23 B state
     "mamba_d_ssm",
     "global_head_dim",
     "swa_head_dim",
@@ -200,41 +201,35 @@ def check_top_level(raw: dict, top, text, *, name: str) -> None:
         )
 
 
-def config_notes(raw: dict) -> tuple[str, ...]:
-    """What kvviz (like vLLM 0.33) reads otherwise than the JSON literally says, in words for the output:
-    a `head_dim` of 0, which the model files treat as not given (llama.py LlamaAttention:
-    `head_dim or hidden_size // total_num_heads`; transformers keeps the 0), and a multimodal config with no
-    text model in it (text_config missing or `{}`, no text field at the top level), whose config class builds
-    its default text config, which vLLM then serves (transformers' class defaults, e.g. Gemma3Config's
-    Gemma3TextConfig())."""
-    notes = []
-    for where, part in (("", raw), ("text_config.", raw.get("text_config"))):
-        if isinstance(part, dict) and part.get("head_dim") == 0:
-            notes.append(
-                f"{where}head_dim 0 is read as not given: the head size is derived from the other fields, as "
-                f"vLLM 0.33's model files do (head_dim or hidden_size // num_attention_heads)"
-            )
-    part = raw.get("text_config")
-    if part in (None, {}) and not any(k in raw for k in TEXT_FIELDS) and _has_text_sub_config(raw.get("model_type")):
-        notes.append(
-            f"text_config {'is empty' if part == {} else 'is not given'} and no text field is at the top level: "
-            f"the language model planned is the default text config of transformers' {raw['model_type']} config "
-            f"class, which vLLM 0.33 (reading the config through transformers) would serve"
-        )
-    return tuple(notes)
+def field(text, name: str, *, model: str, required: bool = True, default=None):
+    """An integer field of the (text) config; a missing required one is a one-line error."""
+    value = getattr(text, name, None)
+    if value is None:
+        require(not required, f"{model}: config is missing field {name!r}")
+        return default
+    require(
+        isinstance(value, int) and not isinstance(value, bool),
+        f"{model}: {name}={short_repr(value)}: must be an integer",
+    )
+    return value
 
 
-def _has_text_sub_config(model_type: object) -> bool:
-    """Whether transformers' config class of `model_type` holds a text_config sub-config (hf_table.json says,
-    else the class itself)."""
-    from kvviz.families.hf_fast import table
+def _raw_int(raw: dict, text, key: str, *, name: str) -> int:
+    """A field as config.json has it (vLLM's get_head_size re-reads the raw file), else the
+    config object's."""
+    value = raw.get(key)
+    if value is None and isinstance(raw.get("text_config"), dict):
+        value = raw["text_config"].get(key)
+    if value is None:
+        value = getattr(text, key, None)
+    require(value is not None, f"{name}: config is missing field {key!r}")
+    require(
+        isinstance(value, int) and not isinstance(value, bool) and value > 0,
+        f"{name}: {key}={short_repr(value)}: must be a positive integer",
+    )
+    return value
 
-    entry = table().get("models", {}).get(model_type)
-    if entry is not None:
-        return entry.get("text_config") is not None
-    try:
-        from transformers import CONFIG_MAPPING
-    except ImportError:
-        return False
-    cls = CONFIG_MAPPING.get(model_type) if isinstance(model_type, str) else None
-    return cls is not None and "text_config" in (getattr(cls, "sub_configs", None) or {})
+
+def mla_dims(raw: dict, text, *, name: str) -> tuple[int, int]:
+    """(kv_lora_rank, qk_rope_head_dim) of an MLA config; shared with the state family (Kimi-Linear)."""
+    return _raw_int(raw, text, "kv_lora_rank", name=name), _raw_int(raw, text, "qk_rope_head_dim", name=name)

@@ -14,10 +14,10 @@ from pathlib import Path
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import printable, read_json, short_repr
 from kvviz.families import decoder, deepseek_v4, encdec, mla, state, wrappers  # noqa: F401  (each registers its architectures)
-from kvviz.families.decoder_kinds import vllm_architectures
-from kvviz.families.hf_bounds import config_notes
+from kvviz.families.hf import config_notes
+from kvviz.families.record import Record
 from kvviz.families.refused import refusal
-from kvviz.families.registry import ARCHITECTURES, FAMILIES, Family, Model
+from kvviz.families.registry import FAMILIES, Family, Model, record_of
 
 # the presets shipped in the package (a plain folder: importlib.resources would import tempfile, zipfile
 # and shutil on every command, ~10 ms of a first sight)
@@ -53,8 +53,9 @@ def decode_special_floats(obj: object) -> object:
     return root[0]
 
 
-def family_of(raw: dict, *, name: str) -> Family:
-    """The family that reads a parsed config.json: by its architecture, then its model_type."""
+def record_for(raw: dict, *, name: str) -> Record:
+    """The record of the architecture a parsed config.json names (its first architecture kvviz knows, then its
+    model_type); an architecture kvviz does not plan is refused in one line naming vLLM's rule."""
     require(isinstance(raw, dict), f"{name}: config must be a JSON object")
     archs = raw.get("architectures")
     require(
@@ -62,9 +63,9 @@ def family_of(raw: dict, *, name: str) -> Family:
         f"{name}: architectures={short_repr(archs)}: must be a list of class names",
     )
     model_type = raw.get("model_type")
-    for key in list(archs or []) + [model_type]:
-        if isinstance(key, str) and key in ARCHITECTURES:
-            return FAMILIES[ARCHITECTURES[key]]
+    record = record_of(raw)
+    if record is not None:
+        return record
     if not (archs or model_type):
         raise KvvizError(f"{name}: config has no architectures and no model_type")
     what = f"model_type {short_repr(model_type)}" + (f" ({', '.join(map(short_repr, archs))})" if archs else "")
@@ -75,12 +76,21 @@ def family_of(raw: dict, *, name: str) -> Family:
     )
 
 
+def family_of(raw: dict, *, name: str) -> Family:
+    """The family that reads a parsed config.json: its architecture's record's (record_for)."""
+    return FAMILIES[record_for(raw, name=name).family]
+
+
 def model_from_dict(raw: dict, *, name: str) -> Model:
-    """The Model of a parsed config.json, read by the family its architecture (else model_type) names
-    (the architecture vLLM builds where its config convertor rewrites it: decoder_kinds.vllm_architectures)."""
-    raw = vllm_architectures(raw)
-    model = family_of(raw, name=name).read(raw, name=name)
-    notes = config_notes(raw) if isinstance(raw, dict) else ()
+    """The Model of a parsed config.json, read by the family of the record its architecture (else model_type)
+    names, after vLLM's own rewrite of the architectures where the record has one (Record.convert: a MiMo config
+    with a vision_config is MiMoV2OmniForCausalLM)."""
+    record = record_for(raw, name=name)
+    if record.convert is not None:
+        raw = record.convert(raw)
+        record = record_for(raw, name=name)
+    model = FAMILIES[record.family].read(raw, name=name, record=record)
+    notes = config_notes(raw)
     return dataclasses.replace(model, notes=model.notes + notes) if notes else model
 
 

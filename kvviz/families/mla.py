@@ -44,7 +44,9 @@ from kvviz.core.declare import MLACache
 from kvviz.core.kinds import CacheKind
 from kvviz.core.spec import CacheSpec
 from kvviz.families.deepseek_text import VL_V2_TEXT, MHAttention, plain_attention, plain_caches, vl_v2_text
-from kvviz.families.hf import check_tp_heads, derive_max_model_len, field, read_config, resolve_dtype
+from kvviz.families.hf import check_tp_heads, derive_max_model_len, read_config, resolve_dtype
+from kvviz.families.hf_bounds import field, mla_dims
+from kvviz.families.mla_records import RECORDS, MLARecord
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.options import Options
 
@@ -71,27 +73,6 @@ class MLAConfig:
         return self.kv_lora_rank + self.qk_rope_head_dim
 
 
-def _raw_int(raw: dict, text, key: str, *, name: str) -> int:
-    """A field as config.json has it (vLLM's get_head_size re-reads the raw file), else the
-    config object's."""
-    value = raw.get(key)
-    if value is None and isinstance(raw.get("text_config"), dict):
-        value = raw["text_config"].get(key)
-    if value is None:
-        value = getattr(text, key, None)
-    require(value is not None, f"{name}: config is missing field {key!r}")
-    require(
-        isinstance(value, int) and not isinstance(value, bool) and value > 0,
-        f"{name}: {key}={short_repr(value)}: must be a positive integer",
-    )
-    return value
-
-
-def mla_dims(raw: dict, text, *, name: str) -> tuple[int, int]:
-    """(kv_lora_rank, qk_rope_head_dim) of an MLA config; shared with the state family (Kimi-Linear)."""
-    return _raw_int(raw, text, "kv_lora_rank", name=name), _raw_int(raw, text, "qk_rope_head_dim", name=name)
-
-
 # vLLM 0.33's is_deepseek_mla (transformers_utils/model_arch_config_convertor.py): the model types whose
 # MLA layers vLLM serves with use_mla (the ones this family reads; kimi_linear: the state family).
 MLA_MODEL_TYPES = (
@@ -106,26 +87,18 @@ MLA_MODEL_TYPES = (
     "hy_v4",
     "longcat_flash",
 )
-# Model files that build MLAAttention whatever ModelConfig.use_mla says: sarvam.py SarvamMLAAttention always
-# wraps MultiHeadLatentAttentionWrapper (its model type is not in is_deepseek_mla, so use_mla is False, which
-# changes nothing MLAAttention.get_kv_cache_spec reads: one head of kv_lora_rank + qk_rope_head_dim, the
-# backend asked with use_mla=True by MLAAttention.__init__ itself)
-MLA_ALWAYS_MODEL_TYPES = ("sarvam_mla",)
-# longcat_flash.py FlashDecoderLayer: two DeepseekV2MLAAttention a layer, prefixes self_attn.0 / self_attn.1
-# (model_arch_config_convertor.py LongCatFlashModelArchConfigConvertor: the layer count is num_layers)
-LONGCAT_ATTENTIONS = ("self_attn.0", "self_attn.1")
+# the model types of the records whose model file builds MLA whatever use_mla says, and of the DSA records
+MLA_ALWAYS_MODEL_TYPES = tuple(t for r in RECORDS if r.always_mla for t in r.model_types)
+DSA_MODEL_TYPES = tuple(t for r in RECORDS if r.dsa for t in r.model_types)
 # DeepseekV32Indexer / Indexer (models/deepseek_v32/attention.py, models/deepseek_v2.py): quant_block_size = 128
 INDEXER_QUANT_BLOCK = 128
 # FLASH_ATTN_MLA_SPARSE.get_supported_kernel_block_sizes (v1/attention/backends/mla/flashattn_mla_sparse.py)
 SPARSE_MLA_BLOCK = 64
-# models/deepseek_v32/__init__.py: DeepseekV32ForCausalLM serves every DSA checkpoint (GLM-MoE-DSA too)
-DSA_MODEL_TYPES = ("deepseek_v32", "glm_moe_dsa")
-DSA_ARCHITECTURES = ("DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM")
 # HYV4MLAAttention: layer_types entries that make a layer sparse (models/hy_v4/nvidia/attention.py)
 HYV4_SPARSE_LAYER_TYPES = ("sparse_attention", "sparse", "indexed_attention")
 
 
-def _dsa_index_head_dim(raw: dict, text, model_type: str, *, name: str) -> int | None:
+def _dsa_index_head_dim(raw: dict, text, model_type: str, record: MLARecord, *, name: str) -> int | None:
     """index_head_dim of a DSA model (the config has index_topk), after refusing what kvviz does not model:
     a shared top-k (index_topk_freq > 1 or an index_topk_pattern with 'S': those layers build no indexer and
     vLLM's index groups change) and HY-V4's sparse layer types; None for dense MLA."""
@@ -150,8 +123,7 @@ def _dsa_index_head_dim(raw: dict, text, model_type: str, *, name: str) -> int |
         # vLLM reads deepseek_v32 with DeepseekV3Config (transformers_utils/config.py _CONFIG_REGISTRY), which has
         # no index_* defaults: only what config.json holds (transformers' own class would fill them in)
         text = _namespace_of(raw)
-    archs = raw.get("architectures") or []
-    if model_type in DSA_MODEL_TYPES or any(a in DSA_ARCHITECTURES for a in archs):
+    if record.dsa or model_type in DSA_MODEL_TYPES:
         require(  # DeepseekV32Attention is always sparse; its indexer reads config.index_topk
             getattr(text, "index_topk", None) is not None,
             f"{name}: config is missing field 'index_topk' (DeepSeek V3.2's DSA attention is always sparse)",
@@ -191,12 +163,12 @@ class MLAFamily(Family):
         "tensor_parallel_size",
     )
 
-    def read(self, raw: dict, *, name: str) -> Model:
+    def read(self, raw: dict, *, name: str, record: MLARecord) -> Model:
         vl_v2 = raw.get("model_type") == VL_V2_TEXT
         if vl_v2:  # a DeepSeek-VL2 / OCR wrapper's language model (deepseek_text)
             top = text = vl_v2_text(raw)
         else:
-            top, text = read_config(raw, name=name)
+            top, text = read_config(raw, name=name, read=record.config)
         model_type = getattr(text, "model_type", None) or raw.get("model_type")
         require(
             model_type in MLA_MODEL_TYPES + MLA_ALWAYS_MODEL_TYPES,
@@ -204,15 +176,14 @@ class MLAFamily(Family):
             f"is_deepseek_mla ({', '.join(MLA_MODEL_TYPES)}) and the model files that always build it "
             f"({', '.join(MLA_ALWAYS_MODEL_TYPES)})",
         )
-        if model_type == "pangu_ultra_moe":  # OpenPanguDecoderLayer.use_mla: all four fields present
-            for key in ("qk_nope_head_dim", "v_head_dim"):
-                require(getattr(text, key, None) is not None, f"{name}: config is missing field {key!r} (MLA)")
-        layers_key = "num_layers" if model_type == "longcat_flash" else "num_hidden_layers"
+        for key in record.requires:  # e.g. OpenPanguDecoderLayer.use_mla: all four fields present
+            require(getattr(text, key, None) is not None, f"{name}: config is missing field {key!r} (MLA)")
+        layers_key = record.layers_key
         n = field(text, layers_key, model=name)
         require(n > 0, f"{name}: {layers_key}={n}: must be positive")
         heads = field(text, "num_attention_heads", model=name)
         archs = raw.get("architectures") or [model_type]
-        plain = plain_attention(text, str(archs[0]), name=name, vl_v2=vl_v2)  # DeepseekV2DecoderLayer without MLA
+        plain = plain_attention(text, name=name, vl_v2=vl_v2) if record.v2_layer else None  # DeepseekV2DecoderLayer
         rank, rope = (0, 0) if plain else mla_dims(raw, text, name=name)
         length, key = derive_max_model_len(text)
         config = MLAConfig(
@@ -220,8 +191,8 @@ class MLAFamily(Family):
             num_attention_heads=heads,
             kv_lora_rank=rank,
             qk_rope_head_dim=rope,
-            index_head_dim=_dsa_index_head_dim(raw, text, str(model_type), name=name),
-            attentions=LONGCAT_ATTENTIONS if model_type == "longcat_flash" else ("self_attn",),
+            index_head_dim=_dsa_index_head_dim(raw, text, str(model_type), record, name=name),
+            attentions=record.attentions,
             plain=plain,
         )
         return Model(
@@ -318,34 +289,4 @@ def _sparse_caches(model: Model, options: Options, dtype: str) -> tuple[CacheSpe
     return tuple(out)
 
 
-MLA = register(
-    MLAFamily(),
-    (
-        "DeepseekV2ForCausalLM",
-        "DeepseekV3ForCausalLM",
-        "deepseek_v2",
-        "deepseek_v3",
-        "kimi_k2",
-        # issue 27: vllm/model_executor/models/registry.py maps each to an MLA model file
-        "AXK1ForCausalLM",  # AXK1.py (MultiHeadLatentAttentionWrapper, no indexer)
-        "axk1",
-        "Glm4MoeLiteForCausalLM",  # glm4_moe_lite.py (DeepseekV2MLAAttention)
-        "glm4_moe_lite",
-        "MistralLarge3ForCausalLM",  # mistral_large_3.py (DeepseekV3ForCausalLM; model_type deepseek_v3)
-        "PanguUltraMoEForCausalLM",  # openpangu.py (OpenPanguMLAAttention)
-        "pangu_ultra_moe",
-        "HYV4ForCausalLM",  # vllm/models/hy_v4 (HYV4MLAAttention)
-        "hy_v4",
-        "DeepseekV32ForCausalLM",  # vllm/models/deepseek_v32 (DeepseekV32Attention: DSA)
-        "deepseek_v32",
-        "GlmMoeDsaForCausalLM",  # vllm/models/deepseek_v32 (DeepseekV32ForCausalLM)
-        "glm_moe_dsa",
-        # issue 27 (mla): longcat_flash.py FlashModel, two MLA modules a layer; longcat_flash_ngram.py builds the
-        # same FlashModel (its n-gram embedding history is model-runner state, not KV cache)
-        "LongcatFlashForCausalLM",
-        "LongcatFlashNgramForCausalLM",
-        "longcat_flash",
-        "SarvamMLAForCausalLM",  # sarvam.py SarvamMLAAttention (MultiHeadLatentAttentionWrapper, use_mla False)
-        "sarvam_mla",
-    ),
-)
+MLA = register(MLAFamily(), RECORDS)

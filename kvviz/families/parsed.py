@@ -67,14 +67,12 @@ def decode(obj):
 
 @functools.lru_cache(maxsize=1)
 def readers_hash() -> str:
-    """A hash of the readers' own code (kvviz/families/*.py): a reader changed within one kvviz
-    version must not be answered by a form the old reader made. Once per process (a lookup and a
+    """A hash of the readers' own code (kvviz/families/*.py, sorted by name): a reader changed within one
+    kvviz version must not be answered by a form the old reader made. Once per process (a lookup and a
     store both key the file)."""
-    from kvviz.families.hf_fast import family_sources
-
     h = hashlib.sha256()
-    for name, source in family_sources():
-        h.update(name.encode() + b"\0" + source)
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -82,7 +80,7 @@ def versions() -> str:
     """What a parsed form depends on besides the file: kvviz's and transformers' versions, the readers' code hash
     and the schema."""
     from kvviz import __version__
-    from kvviz.families.hf_fast import transformers_version
+    from kvviz.families.hf import transformers_version
 
     return f"kvviz {__version__}, transformers {transformers_version()}, readers {readers_hash()}, schema {SCHEMA}"
 

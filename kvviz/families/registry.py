@@ -2,8 +2,9 @@
 
 A family turns a config.json into a `Model` and a model plus `Options` into what each layer
 registers (`core.declare`, or finished `CacheSpec`s for DeepSeek V4), and says which knobs and
-planners apply. Adding an architecture is one entry in `ARCHITECTURES` (and, for a new family,
-one module); nothing above this table changes (docs/model-core.md#families).
+planners apply. Each architecture is one record (kvviz.families.record) in its family's records;
+`register` builds the one table from them (`ARCHITECTURES`, `RECORDS`), so adding an architecture is
+one record and nothing above this table changes (docs/architecture.md#adding-a-model-family).
 
 `load(name_or_path)` reads a preset name, a config.json or a folder holding one.
 """
@@ -15,6 +16,7 @@ import functools
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
+from kvviz.families.record import TRANSFORMERS_CLASS, Read, Record
 from kvviz.options import Options
 
 
@@ -31,7 +33,7 @@ class Model:
     max_model_len: int  # what vLLM derives when --max-model-len is not given
     config: object
     max_model_len_source: str = ""
-    # what kvviz read otherwise than the JSON literally says, as vLLM does (kvviz.families.hf_bounds.config_notes)
+    # what kvviz read otherwise than the JSON literally says, as vLLM does (kvviz.families.hf.config_notes)
     notes: tuple[str, ...] = ()
     # What it was read from, for what the config says beyond the caches (kvviz.deploy sizes the weights from it):
     # the config.json as parsed, and the folder holding it (a checkpoint's safetensors index there gives the exact
@@ -116,8 +118,9 @@ class Family:
     default_planner: str = "vllm"
     block_outermost: bool = False  # vLLM resolves a block-outermost layout (packed groups)
 
-    def read(self, raw: dict, *, name: str) -> Model:
-        """The `Model` of a parsed config.json (`raw`), named `name`; a bad or missing field is one line naming it."""
+    def read(self, raw: dict, *, name: str, record: Record) -> Model:
+        """The `Model` of a parsed config.json (`raw`), named `name`, read by the rules of its architecture's
+        `record` (one of this family's); a bad or missing field is one line naming it."""
         raise NotImplementedError
 
     @model_method
@@ -168,13 +171,43 @@ class Family:
 
 
 FAMILIES: dict[str, Family] = {}
-# HF architecture (architectures[0]) or model_type -> family key: the one table.
+# HF architecture (architectures[0]) or model_type -> family key, and -> its record: the one table, built by
+# `register` from the records (each name in one record only)
 ARCHITECTURES: dict[str, str] = {}
+RECORDS: dict[str, Record] = {}
 
 
-def register(family: Family, names: tuple[str, ...]) -> Family:
-    """Register `family` for the architectures and model types in `names`; returns the family."""
+def register(family: Family, records: tuple[Record, ...]) -> Family:
+    """Register `family` and the architectures of `records` (each record's names and model types); returns
+    the family. A name given by two records is refused (one record per architecture)."""
     FAMILIES[family.key] = family
-    for n in names:
-        ARCHITECTURES[n] = family.key
+    for record in records:
+        if record.family != family.key:
+            raise ValueError(f"{record.name}: a {record.family} record registered by family {family.key}")
+        for n in (*record.names, *record.model_types):
+            if n in RECORDS and RECORDS[n] is not record:
+                raise ValueError(f"{n}: named by two records ({RECORDS[n].name}, {record.name})")
+            ARCHITECTURES[n] = family.key
+            RECORDS[n] = record
     return family
+
+
+def record_of(raw: dict) -> Record | None:
+    """The record of a parsed config.json: of its first architecture kvviz knows, else of its model_type."""
+    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+    for key in [*archs, raw.get("model_type")]:
+        if isinstance(key, str) and key in RECORDS:
+            return RECORDS[key]
+    return None
+
+
+def read_of(model_type, read: Read | None = None) -> Read:
+    """The config class a config of `model_type` is read through: `read` (an architecture's) where it names a
+    class of its own for that model type, else the one of the record naming the model type (a MiMo-V2 config
+    under MiMoV2FlashForCausalLM is read as MiMoV2ForCausalLM's), else transformers' class of the model type."""
+    if read is not None and read is not TRANSFORMERS_CLASS and read.applies(model_type):
+        return read
+    record = RECORDS.get(model_type) if isinstance(model_type, str) else None
+    if record is not None and record.config.applies(model_type):
+        return record.config
+    return TRANSFORMERS_CLASS

@@ -33,8 +33,11 @@ fed as each model's get_mamba_state_shape_from_config feeds them), at tensor-par
   KDA recurrent state is float32 (kda_state_dtype with 'auto'; the layer's own get_state_dtype is
   always float32).
 
-* Bailing-V2.5 / V3 (+ VL), AliceAI, InternS2-Preview / Mobius, Kimi-K3: kvviz.families.state_readers_hybrid
-  (linear attention: linear_attention_state_shape, one tensor of the model dtype).
+* Bailing-V2.5 / V3 (+ VL), AliceAI, InternS2-Preview / Mobius, Kimi-K3 (linear attention:
+  linear_attention_state_shape, one tensor of the model dtype).
+
+Each architecture is one record (kvviz.families.state_records) naming its reader (kvviz.families.state_mamba,
+state_delta, state_bailing).
 
 Dtypes: conv states are the model dtype (mamba_cache_dtype 'auto'); the SSM state is
 options.mamba_ssm_dtype, else the config's own field where vLLM reads one, else the model dtype.
@@ -48,7 +51,6 @@ import dataclasses
 from collections import Counter
 
 from kvviz.base.errors import require
-from kvviz.base.inputs import short_repr
 from kvviz.core.declare import AttentionCache, MambaCache, MLACache, StatePart
 from kvviz.families.hf import check_tp_heads, derive_max_model_len, kv_heads_per_rank, read_config, resolve_dtype
 from kvviz.families.hf_bounds import bound_layers
@@ -56,15 +58,13 @@ from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.families.state_config import (
     _ELEMENT,
     ATTN,
-    KIMI_LINEAR_MAX_POSITION_EMBEDDINGS,
     MLA,
     STATE,
     TITLES,
     Slot,
     StateConfig,
 )
-from kvviz.families.state_readers import ARCH_READER, READERS
-from kvviz.families.state_readers_hybrid import own_config
+from kvviz.families.state_records import RECORDS, StateRecord
 from kvviz.families.state_shapes import state_shapes
 from kvviz.options import Options
 
@@ -88,29 +88,25 @@ class StateFamily(Family):
         "tensor_parallel_size",
     )
 
-    def read(self, raw: dict, *, name: str) -> Model:
+    def read(self, raw: dict, *, name: str, record: StateRecord) -> Model:
         require(isinstance(raw, dict), f"{name}: config must be a JSON object")
         archs = raw.get("architectures") or []
         model_type = raw.get("model_type")
-        key = next((ARCH_READER[a] for a in archs if isinstance(a, str) and a in ARCH_READER), None) or (
-            model_type if isinstance(model_type, str) and model_type in READERS else None
-        )
-        require(key is not None, f"{name}: {short_repr((archs or [model_type])[0])}: no state-family reader")
-        own = own_config(key, raw, name=name)
+        own = record.own(raw, name=name) if record.own is not None else None
         if own is not None:
             bound_layers(raw, name=name)
             top, text = own
         else:
-            top, text = read_config(raw, name=name)
-        config = READERS[key](raw, top, text, name=name)
+            top, text = read_config(raw, name=name, read=record.config)
+        config = record.reader(raw, top, text, name=name)
         require(any(s.kind == STATE for s in config.slots), f"{name}: no layer registers a recurrent state")
         length, source = derive_max_model_len(text)
         if (
-            key in ("kimi_linear", "kimi_k3")
+            record.max_len_default is not None
             and getattr(text, "max_position_embeddings", None) is None
             and not any(isinstance(getattr(text, k, None), int) for k in ("model_max_length", "max_seq_len"))
         ):
-            length, source = KIMI_LINEAR_MAX_POSITION_EMBEDDINGS, "max_position_embeddings (KimiLinearConfig default)"
+            length, source = record.max_len_default, "max_position_embeddings (KimiLinearConfig default)"
         return Model(
             name=name,
             family=self.key,
@@ -209,27 +205,7 @@ class StateFamily(Family):
         )
 
 
-STATE_FAMILY = register(
-    StateFamily(),
-    tuple(ARCH_READER)
-    + (
-        "jamba",
-        "nemotron_h",
-        "falcon_h1",
-        "granitemoehybrid",
-        "zamba2",
-        "lfm2",
-        "qwen3_next",
-        "qwen3_5",
-        "qwen3_5_moe",
-        "kimi_linear",
-        "lfm2_moe",
-        "olmo_hybrid",
-        "mamba",
-        "falcon_mamba",
-        "mamba2",
-    ),
-)
+STATE_FAMILY = register(StateFamily(), RECORDS)
 
 
 def _with_full_layers(model: Model, full: int) -> Model:

@@ -4,10 +4,11 @@ cache a layer registers) and the field readers every architecture's reader share
 from __future__ import annotations
 
 import dataclasses
+import types
 
 from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, bounded_int, short_repr
-from kvviz.families.hf import field
+from kvviz.families.hf_bounds import field
 
 ATTN, MLA, STATE = "attention", "mla", "state"
 
@@ -134,10 +135,19 @@ def _head_dim_or_split(text, *, name: str) -> int:
 
 
 def _one_cache_a_layer(
-    text, field: str, n: int, *, name: str, model: str, state: tuple[str, str], attention: tuple[str, str]
+    text,
+    field: str,
+    n: int,
+    *,
+    name: str,
+    model: str,
+    state: tuple[str, str],
+    attention: tuple[str, str],
+    prefix: str = "",
 ) -> tuple[Slot, ...]:
     """The slots of a hybrid whose `field` names each layer's kind: (kind value, vLLM name suffix)
-    for its state layers and its attention layers, every other value refused naming the field."""
+    for its state layers and its attention layers, each named `{prefix}model.layers.{i}.{suffix}`, every
+    other value refused naming the field."""
     slots = []
     for i, k in enumerate(_list(text, field, n, name=name)):
         require(
@@ -145,11 +155,27 @@ def _one_cache_a_layer(
             f"{name}: {field}[{i}]={short_repr(k)}: {model} layers are {state[0]!r} or {attention[0]!r}",
         )
         slots.append(
-            Slot(STATE, f"model.layers.{i}.{state[1]}", i)
+            Slot(STATE, f"{prefix}model.layers.{i}.{state[1]}", i)
             if k == state[0]
-            else Slot(ATTN, f"model.layers.{i}.{attention[1]}", i)
+            else Slot(ATTN, f"{prefix}model.layers.{i}.{attention[1]}", i)
         )
     return tuple(slots)
+
+
+def _kda_beside_mla(text, slots, n: int, args, rank: int, rope: int, *, name: str) -> StateConfig:
+    """A hybrid of Kimi delta attention states beside MLA layers (Kimi-Linear, Bailing-V3): the KDA recurrent
+    state is float32 (kda_state_dtype), the MLA layers one latent of kv_lora_rank + qk_rope_head_dim."""
+    return StateConfig(
+        mamba_type="kda",
+        slots=tuple(slots),
+        num_hidden_layers=n,
+        state_args=tuple(args),
+        num_attention_heads=_int(text, "num_attention_heads", name=name),
+        kv_lora_rank=rank,
+        qk_rope_head_dim=rope,
+        ssm_dtype="fp32",
+        ssm_dtype_source="KDA recurrent state is float32 (kda_state_dtype)",
+    )
 
 
 TITLES = {
@@ -160,3 +186,15 @@ TITLES = {
     "kda": "Kimi delta attention",
     "linear": "linear attention",
 }
+
+
+def custom_code_config(raw: dict, *, name: str):
+    """(top, text) of a custom-code config (no transformers class in vLLM 0.33's pin, config.json's
+    auto_map): the JSON's keys as the repository's own class holds them, read by vLLM with
+    trust_remote_code (transformers' later BailingHybridConfig maps other fields and is not what vLLM reads);
+    None for a VL architecture (its config class is read as the record's config says)."""
+    archs = raw.get("architectures") or []
+    if archs and "VL" in str(archs[0]):
+        return None
+    top = types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str) and k.isidentifier()})
+    return top, top

@@ -7,7 +7,7 @@ with the rule by which that backend registers their KV caches (issue 27):
   interface is a ValueError), attached to the HF attention module serving layer i and named
   `{that module's qualname}.attn` (VLLM_ATTN_ATTR); the qualname is the one of transformers' AutoModel
   (Base._create_model) under `model` (Base.recursive_replace), so `model.layers.{i}.self_attn.attn` for
-  most and the HF module tree's own elsewhere (`LAYER_NAMES`);
+  most and the HF module tree's own elsewhere (the records' `layer_names`);
 * head size: model_arch_config.head_size (transformers_utils/model_arch_config_convertor.py
   ModelArchConfigConvertorBase.get_head_size: head_dim when > 0, else hidden_size_per_head, else hidden_size //
   num_attention_heads),
@@ -21,60 +21,58 @@ with the rule by which that backend registers their KV caches (issue 27):
 
 The three multimodal ones (Emu3, HunYuan-VL, VibeVoice-ASR: transformers/multimodal.py
 TransformersMultiModalForCausalLM, a MultiModalMixin over the same Base) are multimodal wrappers
-(kvviz.families.wrapper_table_more) whose language model is `TransformersForCausalLM` of the text config
+(kvviz.families.wrapper_records) whose language model is `TransformersForCausalLM` of the text config
 (get_text_config(), Base.text_config), read by this rule: Base._create_attention_instances registers one
 Attention per layer of text_config.num_hidden_layers, named after the HF attention module's qualname under
-`model` (transformers' AutoModel of the whole config), whose decoder (get_decoder()) is a submodule
-(`MULTIMODAL`): `model.text_model.layers.N.self_attn.attn` for Emu3Model, `model.language_model.` for the others.
+`model` (transformers' AutoModel of the whole config), whose decoder (get_decoder()) is a submodule:
+`model.text_model.layers.N.self_attn.attn` for Emu3Model, `model.language_model.` for the others.
+
+`RECORDS`: one DecoderRecord (`backend=True`) per architecture of registry.py `_TRANSFORMERS_SUPPORTED_MODELS`
+(text generation), with the model type transformers' config of it has, and the backend's own causal LM.
 """
 
 from __future__ import annotations
 
 from kvviz.base.errors import require
+from kvviz.families.decoder_rules import DecoderRecord
 
 # config.py CONFIG_FIELD_ALIASES["total_num_kv_heads"], in its order (getattr_iter takes the first present)
 KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
 
-# model type -> (layer list, attention module) of transformers' AutoModel for it, as base.py names the cache
-LAYER_NAMES = {
-    "gpt_bigcode": ("model.h", "attn.attn"),  # transformers GPTBigCodeModel.h[i].attn
-    "gpt_neox": ("model.layers", "attention.attn"),  # transformers GPTNeoXModel.layers[i].attention
-}
+_BASE = "transformers/base.py Base._create_attention_instances"
+_MOE = "transformers/moe.py (experts only), base.py Base._create_attention_instances"
 
-# registry.py _TRANSFORMERS_SUPPORTED_MODELS (text generation) and the model type of each
-ARCHITECTURES = {
-    "ArceeForCausalLM": "arcee",
-    "CwmForCausalLM": "cwm",
-    "FlexOlmoForCausalLM": "flex_olmo",
-    "GlmForCausalLM": "glm",
-    "GPTBigCodeForCausalLM": "gpt_bigcode",
-    "GPTNeoXForCausalLM": "gpt_neox",
-    "HunYuanDenseV1ForCausalLM": "hunyuan_v1_dense",
-    "HunYuanMoEV1ForCausalLM": "hunyuan_v1_moe",
-    "Jais2ForCausalLM": "jais2",
-    "Kolibri1ForCausalLM": "kolibri1",
-    "MellumForCausalLM": "mellum",
-    "OlmoForCausalLM": "olmo",
-    "Olmo2ForCausalLM": "olmo2",
-    "Olmo3ForCausalLM": "olmo3",
-    "PhiForCausalLM": "phi",
-    "SeedOssForCausalLM": "seed_oss",
-    "SmolLM3ForCausalLM": "smollm3",
-    "Starcoder2ForCausalLM": "starcoder2",
-    "VaultGemmaForCausalLM": "vaultgemma",
-}
-MODEL_TYPES = frozenset(ARCHITECTURES.values())
+
+def _backend(name: str, model_type: str, vllm: str = _BASE, **fields) -> DecoderRecord:
+    return DecoderRecord(name=name, model_types=(model_type,), vllm=vllm, backend=True, **fields)
+
+
 # registry.py _TRANSFORMERS_BACKEND_MODELS: the backend's own causal LM, the language model of the multimodal ones
 BACKEND_LM = "TransformersForCausalLM"
-NAMES = tuple(ARCHITECTURES) + tuple(sorted(MODEL_TYPES)) + (BACKEND_LM,)
-
-# registry.py _TRANSFORMERS_SUPPORTED_MODELS (multimodal) -> the module of transformers' AutoModel of the config
-# holding its decoder, whose layers base.py names (transformers 5.x modeling_<type>.py)
-MULTIMODAL = {
-    "Emu3ForConditionalGeneration": "text_model",  # Emu3Model.text_model (Emu3TextModel)
-    "HunYuanVLForConditionalGeneration": "language_model",  # HunYuanVLModel.language_model (HunYuanVLTextModel)
-    "VibeVoiceAsrForConditionalGeneration": "language_model",  # VibeVoiceAsrModel.language_model (Qwen2Model)
-}
+RECORDS: tuple[DecoderRecord, ...] = (
+    _backend("ArceeForCausalLM", "arcee"),
+    _backend("CwmForCausalLM", "cwm"),
+    _backend("FlexOlmoForCausalLM", "flex_olmo", _MOE),
+    _backend("GlmForCausalLM", "glm"),
+    # transformers GPTBigCodeModel.h[i].attn
+    _backend("GPTBigCodeForCausalLM", "gpt_bigcode", layer_names=("model.h", "attn.attn")),
+    # transformers GPTNeoXModel.layers[i].attention
+    _backend("GPTNeoXForCausalLM", "gpt_neox", layer_names=("model.layers", "attention.attn")),
+    _backend("HunYuanDenseV1ForCausalLM", "hunyuan_v1_dense"),
+    _backend("HunYuanMoEV1ForCausalLM", "hunyuan_v1_moe", _MOE),
+    _backend("Jais2ForCausalLM", "jais2"),
+    _backend("Kolibri1ForCausalLM", "kolibri1", _MOE),
+    _backend("MellumForCausalLM", "mellum", _MOE),
+    _backend("OlmoForCausalLM", "olmo"),
+    _backend("Olmo2ForCausalLM", "olmo2"),
+    _backend("Olmo3ForCausalLM", "olmo3"),
+    _backend("PhiForCausalLM", "phi"),
+    _backend("SeedOssForCausalLM", "seed_oss"),
+    _backend("SmolLM3ForCausalLM", "smollm3"),
+    _backend("Starcoder2ForCausalLM", "starcoder2"),
+    _backend("VaultGemmaForCausalLM", "vaultgemma"),
+    DecoderRecord(name=BACKEND_LM, vllm=_BASE + " (the multimodal ones' language model)", backend=True),
+)
 
 # transformers' HunYuanDenseV1Attention / HunYuanMoEV1Attention.__init__ (modeling_hunyuan_v1_dense.py,
 # modeling_hunyuan_v1_moe.py): `self.scaling = getattr(config, "head_dim", ...) ** -0.5`, and their config

@@ -4,8 +4,8 @@
 "language_model"), architectures=[...])` (vllm/model_executor/models/utils.py), or constructs the
 class itself under the same kind of prefix; the KV cache is the language model's alone.
 
-The rule, for every wrapper of `kvviz.families.wrapper_table.WRAPPERS` and `wrapper_table_more`'s (each
-entry cites its model file):
+The rule, for every wrapper record (kvviz.families.wrapper_records.WrapperRecord, each citing its model
+file):
 
 * the text config: the part of the wrapper's config its model file hands the language model
   (`text_config`, `get_text_config()`, `llm_config`, `thinker_config.text_config`, the top config),
@@ -16,7 +16,7 @@ entry cites its model file):
   read by its own family (decoder, MLA, state), with the model_type of that class where the text
   config's own model_type is a multimodal one (qwen2_vl_text -> qwen2: the class's rules apply);
 * every layer name gets the wrapper's prefix (`maybe_prefix`): `language_model.` before
-  `model.layers.N.self_attn.attn`, `llm.`, `language.`, ... (`Wrapper.head`; `Wrapper.strip` where
+  `model.layers.N.self_attn.attn`, `llm.`, `language.`, ... (`WrapperRecord.head`; `WrapperRecord.strip` where
   the wrapper builds the bare `...Model` rather than `...ForCausalLM`);
 * dtype and max_model_len as vLLM resolves them for the whole model: the top config's dtype, then
   the text config's (model_arch_config_convertor.py get_torch_dtype), float16 refused by the top
@@ -33,13 +33,20 @@ import types
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import short_repr
-from kvviz.families import decoder, deepseek_v4, hf_fast, mla, state
+from kvviz.families import decoder, deepseek_v4, mla, state
 from kvviz.families.deepseek_text import VL_V2_TEXT
-from kvviz.families.hf import derive_max_model_len, read_config, resolve_dtype, vllm_own_defaults
+from kvviz.families.hf import (
+    causal_lm_of,
+    derive_max_model_len,
+    read_config,
+    resolve_dtype,
+    transformers_knows,
+    vllm_own_defaults,
+)
 from kvviz.families.refused import refusal
-from kvviz.families.registry import ARCHITECTURES, FAMILIES, Family, Model, check_call, model_method, register
-from kvviz.families.wrapper_table import Wrapper
-from kvviz.families.wrapper_table_more import LM_MODEL_TYPES, WRAPPERS
+from kvviz.families.registry import ARCHITECTURES, FAMILIES, RECORDS, Family, Model, check_call, model_method, register
+from kvviz.families.wrapper_records import RECORDS as WRAPPER_RECORDS
+from kvviz.families.wrapper_records import WrapperRecord
 from kvviz.options import Options
 
 ENCODER_NOTE = (
@@ -60,7 +67,7 @@ class WrappedConfig:
     strip: str
     source: str  # where the text config came from, e.g. "text_config"
     file: str  # the wrapper's vLLM model file
-    rename: tuple[str, str] = ("", "")  # Wrapper.rename
+    rename: tuple[str, str] = ("", "")  # WrapperRecord.rename
 
     def __getattr__(self, attr: str):
         if attr.startswith("__") or attr in ("lm", "head", "strip", "source", "file", "rename"):
@@ -112,9 +119,9 @@ class WrappedFamily(Family):
 
         return on_lm
 
-    def read(self, raw: dict, *, name: str) -> Model:
-        """Not used: a wrapper's config is read by `WrapperReader` (the architecture's entry)."""
-        return WRAPPER_READER.read(raw, name=name)
+    def read(self, raw: dict, *, name: str, record) -> Model:
+        """Not used: a wrapper's config is read by `WrapperReader` (the architecture's record)."""
+        return WRAPPER_READER.read(raw, name=name, record=record)
 
     @model_method
     def knobs_for(self, model: Model) -> tuple[str, ...]:
@@ -148,32 +155,22 @@ def wrap(model: Model, lm: Model) -> Model:
 
 
 def _plain(value):
-    """kvviz's table reader's namespace (kvviz.families.hf_fast) as the dict transformers' to_dict() gives:
-    nested parts (text_config) as dicts, so the language model's reader sees the same JSON either way."""
+    """A namespace of a config kvviz read as JSON (custom code, vLLM's own class) as the dict transformers'
+    to_dict() gives: nested parts (text_config) as dicts, so the language model's reader sees the same JSON
+    either way."""
     if isinstance(value, types.SimpleNamespace):
         return {k: _plain(v) for k, v in vars(value).items()}
     return value
 
 
-def _transformers_knows(model_type) -> bool:
-    """Whether transformers ships a config class of `model_type`: the table kvviz reads configs with
-    (kvviz.families.hf_fast, made from the installed transformers' CONFIG_MAPPING) says so without
-    importing it; for a model_type the table does not hold, transformers' CONFIG_MAPPING itself."""
-    if isinstance(model_type, str) and model_type in hf_fast.table()["models"]:
-        return True
-    from transformers import CONFIG_MAPPING  # heavy: only for a model_type the table does not hold
-
-    return model_type in CONFIG_MAPPING
-
-
-def _top_and_text(raw: dict, entry: Wrapper, *, name: str):
+def _top_and_text(raw: dict, entry: WrapperRecord, *, name: str):
     """(top config, vLLM's get_text_config(), the config the language model is built from) of the wrapper."""
-    if _transformers_knows(raw.get("model_type")):
+    if transformers_knows(raw.get("model_type")):
         top, hf_text = read_config(raw, name=name)
         sub = top
         for part in entry.source_path:
             sub = getattr(sub, part, None)
-            require(sub is not None, f"{name}: config has no {entry.source} (vLLM {entry.file})")
+            require(sub is not None, f"{name}: config has no {entry.source} (vLLM {entry.vllm})")
         if entry.source == "get_text_config()":
             sub = hf_text
         return top, hf_text, sub.to_dict() if hasattr(sub, "to_dict") else _plain(sub)
@@ -185,7 +182,7 @@ def _top_and_text(raw: dict, entry: Wrapper, *, name: str):
         sub = sub.get(part) if isinstance(sub, dict) else None
         if sub is None and entry.rule is not None:
             sub = {}  # the config class's own default (its rule: UltravoxConfig, MossAudioConfig, ...)
-        require(isinstance(sub, dict), f"{name}: config has no {entry.source} object (vLLM {entry.file})")
+        require(isinstance(sub, dict), f"{name}: config has no {entry.source} object (vLLM {entry.vllm})")
     sub = vllm_own_defaults(sub)  # vLLM's own text config class fills what the JSON leaves out
     top = types.SimpleNamespace(**{k: v for k, v in raw.items() if isinstance(k, str) and k.isidentifier()})
     text = types.SimpleNamespace(**{k: v for k, v in sub.items() if isinstance(k, str) and k.isidentifier()})
@@ -194,40 +191,41 @@ def _top_and_text(raw: dict, entry: Wrapper, *, name: str):
 
 def _model_type_of(arch: str, text_type, family: Family) -> str | None:
     """The model_type the language model is read with: the text config's when its family reads it,
-    else the one of the class (wrapper_table.LM_MODEL_TYPES), else the text config's."""
+    else the one of the class (its record's lm_model_type), else the text config's."""
     if isinstance(text_type, str) and ARCHITECTURES.get(text_type) == family.key:
         return text_type
-    return LM_MODEL_TYPES.get(arch, text_type if isinstance(text_type, str) else None)
+    record = RECORDS.get(arch)
+    if record is not None and record.lm_model_type is not None:
+        return record.lm_model_type
+    return text_type if isinstance(text_type, str) else None
 
 
 class WrapperReader(Family):
     """Reads a multimodal wrapper's config.json into a Model of its language model's family under the
-    wrapper (`multimodal_<family>`); registered for every architecture of `WRAPPERS`."""
+    wrapper (`multimodal_<family>`); registered for every wrapper record whose language model kvviz plans."""
 
     key = "multimodal"
     title = "multimodal wrapper: its language model's family, under the wrapper's prefix"
 
-    def read(self, raw: dict, *, name: str) -> Model:
+    def read(self, raw: dict, *, name: str, record: WrapperRecord) -> Model:
         require(isinstance(raw, dict), f"{name}: config must be a JSON object")
         archs = raw.get("architectures") or []
-        arch = next((a for a in archs if a in WRAPPERS), None)
-        require(arch is not None, f"{name}: architectures={short_repr(archs)}: no multimodal wrapper kvviz reads")
-        entry = WRAPPERS[arch]
+        arch = next((a for a in archs if a in record.names), record.name)
+        entry = record
         top, hf_text, text = _top_and_text(raw, entry, name=name)
         chosen = None
-        if entry.rule is not None:  # the model file's rewrite of the config or choice of class (wrapper_table_more)
+        if entry.rule is not None:  # the model file's rewrite of the config or choice of class (wrapper_rules)
             text, hf_text, chosen = entry.rule(raw, text, hf_text, name=name)
         lm_arch = chosen or entry.lm or next(iter(text.get("architectures") or []), None)
         if lm_arch is None:
-            from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
-            lm_arch = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(text.get("model_type"))
+            lm_arch = causal_lm_of(text.get("model_type"))
         require(
             lm_arch is not None,
             f"{name}: {entry.source} names no architectures and its model_type "
             f"{short_repr(text.get('model_type'))} no causal LM (vLLM VllmConfig.with_hf_config)",
         )
-        family = FAMILIES.get(ARCHITECTURES.get(lm_arch, ""))
+        lm_record = RECORDS.get(lm_arch)
+        family = FAMILIES.get(lm_record.family) if lm_record is not None else None
         if family not in INNER_FAMILIES:
             raise KvvizError(
                 f"{name}: {arch} builds language model {lm_arch} from {entry.source}: an architecture kvviz "
@@ -243,7 +241,7 @@ class WrapperReader(Family):
             model_type = VL_V2_TEXT
         if model_type is not None:
             inner_raw["model_type"] = model_type
-        lm = family.read(inner_raw, name=name)
+        lm = family.read(inner_raw, name=name, record=lm_record)
         dtype_of = types.SimpleNamespace(
             dtype=getattr(hf_text, "dtype", None) or getattr(hf_text, "torch_dtype", None),
             model_type=raw.get("model_type"),
@@ -252,7 +250,7 @@ class WrapperReader(Family):
         length, source = derive_max_model_len(hf_text) if hf_text is not None else (lm.max_model_len, "")
         lm = dataclasses.replace(lm, dtype=dtype, max_model_len=length, max_model_len_source=source)
         config = WrappedConfig(
-            lm=lm, head=entry.head, strip=entry.strip, source=entry.source, file=entry.file, rename=entry.rename
+            lm=lm, head=entry.head, strip=entry.strip, source=entry.source, file=entry.vllm, rename=entry.rename
         )
         return Model(
             name=name,
@@ -269,10 +267,10 @@ class WrapperReader(Family):
 WRAPPED = {f.key: register(WrappedFamily(f), ()) for f in INNER_FAMILIES}
 
 
-def planned_wrappers() -> tuple[str, ...]:
-    """The wrappers kvviz plans: every entry of WRAPPERS not read by another family, whose language
-    model is the text config's own or a class a family reads (the others stay refused in REFUSED)."""
-    return tuple(a for a, w in WRAPPERS.items() if a not in ARCHITECTURES and (w.lm is None or w.lm in ARCHITECTURES))
+def planned_wrappers() -> tuple[WrapperRecord, ...]:
+    """The wrappers kvviz plans: every wrapper record whose language model is the text config's own or an
+    architecture a family reads (the others stay refused in REFUSED)."""
+    return tuple(r for r in WRAPPER_RECORDS if r.lm is None or r.lm in ARCHITECTURES)
 
 
 WRAPPER_READER = register(WrapperReader(), planned_wrappers())

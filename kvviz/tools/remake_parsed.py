@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 import sys
 
-from kvviz.families import decoder, deepseek_v4, mla, state  # noqa: F401  (each registers its architectures)
+from kvviz.families.loader import PRESETS_DIR, model_from_dict, preset_names
 from kvviz.families.parsed import write_shipped
 
 
 def main() -> int:
     """Re-make the shipped parsed form of every preset (run after changing a preset or a reader)."""
-    from kvviz.families.loader import PRESETS_DIR, model_from_dict, preset_names
-
     for name in preset_names():
         data = (PRESETS_DIR / f"{name}.json").read_bytes()
         print(write_shipped(name, data, model_from_dict(json.loads(data), name=name)))
