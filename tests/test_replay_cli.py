@@ -164,12 +164,6 @@ def test_a_fifo_as_trace_does_not_hang(tmp_path):
     assert (r.returncode, r.stdout) == (2, "") and r.stderr.count("\n") == 1 and "a FIFO" in r.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=MemoryError,
-    reason="issue 38: needs branch w-rfast's pool that grows only as blocks are handed out (kvviz/replay/pool.py); "
-    "remove this mark when it lands",
-)
 def test_a_budget_of_2_to_the_60_bytes_replays(capsys):
     """Issue 38's hostile `--budget-bytes 2**60` (the flag's top, 1 EiB) ended in MemoryError: it is a pool of
     2**39 blocks, and every request runs. Llama 3.1 8B's one group of 32 layers, each a block of 16 tokens x K

@@ -24,7 +24,7 @@ from kvviz.cli.budget_args import add_budget_arguments
 from kvviz.cli.commands import _run_fit, _run_models, _run_plan, _run_render, _run_verify
 from kvviz.cli.compare import _run_compare
 from kvviz.cli.deploy_views import add_deploy_view_arguments
-from kvviz.cli.replay import add_parser as add_replay_parser
+from kvviz.cli.replay_args import add_parser as add_replay_parser
 from kvviz.cli.values import _int_in, _nonempty
 from kvviz.options import KNOB_OPTIONS, KV_DTYPES
 from kvviz.vllm.plan import PLANNERS
