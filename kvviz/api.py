@@ -25,7 +25,7 @@ from kvviz.vllm.plan import plan_model
 __all__ = ["load", "plan", "make_plan", "compare", "side_by_side", "budget_record", "options_from", "gpu_budget"]
 
 
-def _model(model) -> Model:
+def model_of(model) -> Model:
     """The `Model` a front-door argument names: a Model as it is, a preset name or config path through
     `kvviz.load`; anything else is one KvvizError naming `model`."""
     if isinstance(model, Model):
@@ -70,7 +70,7 @@ def make_plan(model, planner: str | None = None, options: Options = Options()) -
     CLI): `model` (a `Model`, preset name or config path) laid out by `planner` (None: the family's default,
     vLLM 0.33's own) with `options`, by kvviz.vllm.plan.plan_model, and given the budget rule that sizes a GPU
     (`gpu_budget`), so that every Plan answers `capacity(gpu=...)` from the config its model was read from."""
-    m = _model(model)
+    m = model_of(model)
     require(
         isinstance(options, Options),
         f"options={short_repr(options)}: give a kvviz.Options record (kvviz.plan takes the knobs as keywords)",
@@ -104,7 +104,7 @@ def compare(model, *, budget_bytes=None, budget_gib=None, gpu=None, **knobs) -> 
         given = model.options.given() if model.options is not None else ()
         knobs = {**{k: getattr(model.options, k) for k in given}, **knobs}
         model = model.source
-    m = _model(model)
+    m = model_of(model)
     budget = {k: knobs.pop(k) for k in tuple(knobs) if k in DEPLOYMENT_ARGS + ("kv_cache_memory_bytes",)}
     options = options_from(knobs)
     plans = [(label, make_plan(m, planner, opts)) for label, planner, opts in m.reader.comparisons(m, options)]

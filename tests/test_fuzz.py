@@ -435,7 +435,7 @@ def test_non_finite_anywhere_in_a_config(arch):
     the refusal is one KvvizError naming the field (kvviz's own check, or transformers' rejection with
     the non-finite field named)."""
     from kvviz.base.errors import KvvizError
-    from kvviz.base.inputs import parse_json
+    from kvviz.base.files import parse_json
 
     text = (REGISTRY_CONFIGS / arch / "config.json").read_text()
     raw = parse_json(text.encode(), what=arch)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kvviz.api import make_plan
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.files import read_json
 from kvviz.base.formats import INDEXER_FORMATS, MAIN_FORMATS
 from kvviz.base.inputs import (
     MAX_CONTEXT_TOKENS,
@@ -16,11 +17,10 @@ from kvviz.base.inputs import (
     MAX_SLIDING_WINDOW,
     MAX_TOKENS_PER_BLOCK,
     printable,
-    read_json,
     short_repr,
 )
 from kvviz.cli.budget_args import Budget, budget_from_args
-from kvviz.cli.values import _gib, _int_in, _nonempty
+from kvviz.cli.values import gib_value, int_in, nonempty
 from kvviz.core.plan import Plan
 from kvviz.families import load_path, load_preset, preset_names
 from kvviz.families.deepseek_v4 import BACKENDS
@@ -30,7 +30,7 @@ from kvviz.vllm.plan import PLANNERS, check_knobs, resolve_planner
 from kvviz.vllm.planners import LAYOUT_PLANNERS, plan
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line (exit 2) instead of usage + error."""
 
     def error(self, message: str):  # noqa: D401
@@ -48,23 +48,21 @@ STRAY_SHOWN = 8  # stray arguments an error line shows
 def add_source_arguments(p: argparse.ArgumentParser, *, groups: bool = True) -> None:
     """Where the model comes from: a preset, a config.json, or (plan/render/verify) a groups file."""
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument(
-        "--model", type=_nonempty("the model name"), help=f"a shipped preset ({', '.join(preset_names())})"
-    )
+    src.add_argument("--model", type=nonempty("the model name"), help=f"a shipped preset ({', '.join(preset_names())})")
     src.add_argument(
         "--hf-config",
         metavar="PATH",
-        type=_nonempty("the config path"),
+        type=nonempty("the config path"),
         help="a Hugging Face config.json, or a folder holding one (any architecture kvviz plans)",
     )
     src.add_argument(
-        "--config", metavar="FILE", type=_nonempty("the config path"), help="a config.json (the same as --hf-config)"
+        "--config", metavar="FILE", type=nonempty("the config path"), help="a config.json (the same as --hf-config)"
     )
     if groups:
         src.add_argument(
             "--groups",
             metavar="FILE",
-            type=_nonempty("the groups path"),
+            type=nonempty("the groups path"),
             help='arbitrary groups as JSON: {"groups": [{"name", "layers": [{"name", "page_bytes"}]}]}',
         )
 
@@ -75,7 +73,7 @@ def add_knob_arguments(p: argparse.ArgumentParser) -> None:
     dep.add_argument(
         "--tensor-parallel-size",
         "-tp",
-        type=_int_in(1, 1 << 16),
+        type=int_in(1, 1 << 16),
         metavar="N",
         help="plan one rank of N (KV heads and states split as vLLM splits them)",
     )
@@ -83,14 +81,14 @@ def add_knob_arguments(p: argparse.ArgumentParser) -> None:
         "--decode-context-parallel-size",
         "-dcp",
         dest="decode_context_parallel_size",
-        type=_int_in(1, 1 << 16),
+        type=int_in(1, 1 << 16),
         metavar="N",
         help="vLLM's DCP: full-attention / MLA tokens split over N of the TP ranks (default 1)",
     )
     dep.add_argument(
         "--pipeline-parallel-size",
         "-pp",
-        type=_int_in(1, 1 << 16),
+        type=int_in(1, 1 << 16),
         metavar="N",
         help="N pipeline stages, each planning its own layers; every GPU keeps the smallest stage's blocks",
     )
@@ -102,7 +100,7 @@ def add_knob_arguments(p: argparse.ArgumentParser) -> None:
     )
     dep.add_argument(
         "--kv-offloading-size",
-        type=_gib,
+        type=gib_value,
         metavar="GiB",
         help="host memory for vLLM's native CPU offload (all ranks together); adds the host chunks it holds",
     )
@@ -117,7 +115,7 @@ def add_knob_arguments(p: argparse.ArgumentParser) -> None:
     )
     dep.add_argument(
         "--max-num-batched-tokens",
-        type=_int_in(1, MAX_CONTEXT_TOKENS),
+        type=int_in(1, MAX_CONTEXT_TOKENS),
         metavar="TOKENS",
         help="tokens per scheduler step (default 8,192, vLLM serve's on an H200)",
     )
@@ -144,7 +142,7 @@ def add_knob_arguments(p: argparse.ArgumentParser) -> None:
     )
     dep.add_argument(
         "--block-size",
-        type=_int_in(1, MAX_TOKENS_PER_BLOCK),
+        type=int_in(1, MAX_TOKENS_PER_BLOCK),
         metavar="TOKENS",
         help="tokens per block (default: vLLM's for the model)",
     )
@@ -164,25 +162,25 @@ def add_knob_arguments(p: argparse.ArgumentParser) -> None:
     )
     dep.add_argument(
         "--sliding-window",
-        type=_int_in(1, MAX_SLIDING_WINDOW),
+        type=int_in(1, MAX_SLIDING_WINDOW),
         metavar="TOKENS",
         help="replace the config's sliding window",
     )
     dsv4 = p.add_argument_group("DeepSeek V4 knobs")
-    dsv4.add_argument("--backend", type=_nonempty("the backend"), help=f"page alignment ({', '.join(BACKENDS)})")
+    dsv4.add_argument("--backend", type=nonempty("the backend"), help=f"page alignment ({', '.join(BACKENDS)})")
     dsv4.add_argument(
-        "--main-format", type=_nonempty("the format"), help=f"{', '.join(MAIN_FORMATS)} (default: the backend's)"
+        "--main-format", type=nonempty("the format"), help=f"{', '.join(MAIN_FORMATS)} (default: the backend's)"
     )
     dsv4.add_argument(
         "--indexer",
         dest="indexer_format",
-        type=_nonempty("the format"),
+        type=nonempty("the format"),
         help=f"indexer K row: {', '.join(INDEXER_FORMATS)}",
     )
     dsv4.add_argument("--no-mtp", dest="mtp", action="store_const", const=False, help="leave out the MTP layer(s)")
-    dsv4.add_argument("--head-dim", type=_int_in(1, MAX_DIM), help="override the config's head_dim")
-    dsv4.add_argument("--rope-dim", type=_int_in(1, MAX_DIM), help="override qk_rope_head_dim")
-    dsv4.add_argument("--index-head-dim", type=_int_in(1, MAX_DIM), help="override index_head_dim")
+    dsv4.add_argument("--head-dim", type=int_in(1, MAX_DIM), help="override the config's head_dim")
+    dsv4.add_argument("--rope-dim", type=int_in(1, MAX_DIM), help="override qk_rope_head_dim")
+    dsv4.add_argument("--index-head-dim", type=int_in(1, MAX_DIM), help="override index_head_dim")
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -215,7 +213,7 @@ AUTO_MAX_MODEL_LEN = -1  # --max-model-len -1: vLLM's auto-fit
 def _max_model_len(text: str) -> int:
     if text.strip() in ("-1", "auto"):
         return AUTO_MAX_MODEL_LEN
-    return _int_in(1, MAX_CONTEXT_TOKENS)(text)
+    return int_in(1, MAX_CONTEXT_TOKENS)(text)
 
 
 _max_model_len.__name__ = "max_model_len"
@@ -313,7 +311,7 @@ def auto_fitted(args, model, options: Options, budget: Budget, planner: str | No
     return dataclasses.replace(budget, auto_fit=fit), options.with_(max_model_len=fit.max_model_len)
 
 
-def _is_utf8(text: str) -> bool:
+def is_utf8(text: str) -> bool:
     """Whether `text` can be written as UTF-8 (argv bytes that are not UTF-8 arrive as lone surrogates)."""
     try:
         text.encode("utf-8")
@@ -323,7 +321,7 @@ def _is_utf8(text: str) -> bool:
 
 
 # ---- fit ----------------------------------------------------------------------------------
-def _int_list(text: str, option: str) -> tuple[int, ...]:
+def int_list(text: str, option: str) -> tuple[int, ...]:
     """The comma-separated positive integers of `option` (blank items skipped); anything else is
     one KvvizError naming the option."""
     try:

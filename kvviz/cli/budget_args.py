@@ -11,7 +11,7 @@ from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import (
     MAX_BUDGET_BYTES,
 )
-from kvviz.cli.values import _gib, _int_in, _nonempty
+from kvviz.cli.values import gib_value, int_in, nonempty
 from kvviz.core import capacity
 
 
@@ -55,18 +55,18 @@ def add_budget_arguments(p: argparse.ArgumentParser, *, required: bool = False) 
     budget (--gpu, --gpu-memory-gib, --gpu-memory-utilization, --weights-bytes, --checkpoint, --activation-
     bytes); `required` makes a command refuse to run without one."""
     b = p.add_mutually_exclusive_group(required=False)
-    b.add_argument("--budget-gib", type=_gib, metavar="GIB", help="KV budget in GiB (1 GiB = 2^30 B)")
+    b.add_argument("--budget-gib", type=gib_value, metavar="GIB", help="KV budget in GiB (1 GiB = 2^30 B)")
     b.add_argument(
         "--budget-bytes",
         "--kv-cache-memory-bytes",
         dest="budget_bytes",
-        type=_int_in(1, MAX_BUDGET_BYTES),
+        type=int_in(1, MAX_BUDGET_BYTES),
         metavar="BYTES",
         help="KV budget in bytes (vLLM's --kv-cache-memory-bytes: the exact path)",
     )
     g = p.add_argument_group("the budget from a GPU (vLLM's profile, term by term; estimates are labelled)")
-    g.add_argument("--gpu", type=_nonempty("the GPU"), help="a GPU of kvviz.deploy.budget.GPUS (H100, H200, B200, ...)")
-    g.add_argument("--gpu-memory-gib", type=_gib, metavar="GIB", help="a device of this much memory instead")
+    g.add_argument("--gpu", type=nonempty("the GPU"), help="a GPU of kvviz.deploy.budget.GPUS (H100, H200, B200, ...)")
+    g.add_argument("--gpu-memory-gib", type=gib_value, metavar="GIB", help="a device of this much memory instead")
     g.add_argument(
         "--gpu-memory-utilization",
         type=float,
@@ -76,7 +76,7 @@ def add_budget_arguments(p: argparse.ArgumentParser, *, required: bool = False) 
     )
     g.add_argument(
         "--weights-bytes",
-        type=_int_in(0, MAX_BUDGET_BYTES),
+        type=int_in(0, MAX_BUDGET_BYTES),
         metavar="BYTES",
         help="the checkpoint's weights (whole model; default: its safetensors index, else an estimate)",
     )
@@ -85,7 +85,7 @@ def add_budget_arguments(p: argparse.ArgumentParser, *, required: bool = False) 
     )
     g.add_argument(
         "--activation-bytes",
-        type=_int_in(0, MAX_BUDGET_BYTES),
+        type=int_in(0, MAX_BUDGET_BYTES),
         metavar="BYTES",
         help="activation / CUDA-graph allowance (default: kvviz.deploy.budget's stated estimate)",
     )
@@ -142,11 +142,11 @@ def weights_sources(args) -> dict:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _budget_option(args) -> str:
+def budget_option(args) -> str:
     """The budget flag as the user gave it (`--budget-gib X` or `--budget-bytes N`), to name it in an error."""
     return f"--budget-gib {args.budget_gib}" if args.budget_gib is not None else f"--budget-bytes {args.budget_bytes}"
 
 
 def require_budget_holds_a_block(args, budget: int, stride: int, what: str = "one block stride") -> None:
     """A budget that holds no block is an error, before anything is printed."""
-    require(budget >= stride, f"{_budget_option(args)}: {budget:,} B is smaller than {what} ({stride:,} B)")
+    require(budget >= stride, f"{budget_option(args)}: {budget:,} B is smaller than {what} ({stride:,} B)")

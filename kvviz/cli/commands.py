@@ -12,20 +12,19 @@ from kvviz.base.defaults import VERIFY_BLOCKS
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import printable
 from kvviz.cli.args import (
-    _int_list,
-    _is_utf8,
+    int_list,
+    is_utf8,
     model_from_args,
     plan_from_args,
 )
 from kvviz.cli.budget_args import require_budget_holds_a_block, weights_sources
 from kvviz.cli.deploy_views import deploy_views
-from kvviz.cli.engines import _run_plan_engine
+from kvviz.cli.engines import run_plan_engine
 from kvviz.cli.output import (
     CAPACITY_HEADER,
-    _capacity_rows,
-    _group_table,
-    _print_json,
-    _printable,
+    capacity_rows,
+    group_table_text,
+    print_json,
     require_shares_hold_blocks,
 )
 from kvviz.core.layout import text_table
@@ -33,12 +32,12 @@ from kvviz.core.sidebyside import layout_key, why_same
 from kvviz.families import preset_names, preset_summary
 
 
-def _run_plan(args) -> int:
+def run_plan(args) -> int:
     """`kvviz plan`: the plan of a model or a --groups file, as text, --markdown or --json
     (another --engine's plan through kvviz.cli.engines)."""
     if args.engine != "vllm":
         require(not args.markdown, "--markdown: the vllm engine's plan only; give --json for another engine's")
-        return _run_plan_engine(args)
+        return run_plan_engine(args)
     planned = plan_from_args(args)
     budget = planned.budget.bytes
     require(not (args.json and args.markdown), "--markdown: give --json or --markdown, not both")
@@ -52,9 +51,9 @@ def _run_plan(args) -> int:
         if args.json:
             out = layout.to_json(num_blocks=blocks)
             out["budget_bytes"] = budget
-            _print_json(out)
+            print_json(out)
             return 0
-        print(_group_table((layout,)))
+        print(group_table_text((layout,)))
         print()
         print(layout.text_map())
         print()
@@ -65,7 +64,7 @@ def _run_plan(args) -> int:
         require_shares_hold_blocks(args, p, budget)
     views = deploy_views(args, planned, budget)  # PP refusal, offload, transfer, fp8 (cli/deploy_views.py)
     if args.json:
-        _print_json(p.to_json(budget_bytes=budget) | planned.budget.to_json() | views.json)
+        print_json(p.to_json(budget_bytes=budget) | planned.budget.to_json() | views.json)
         return 0
     if args.markdown:  # the header, the group table and the capacity line; the budget's terms and views below
         print(p.to_markdown(budget))
@@ -81,7 +80,7 @@ def _run_plan(args) -> int:
     if budget is not None:
         cap = p.capacity(budget)
         print()
-        print(text_table(_capacity_rows([(p.model, cap)], [p]), CAPACITY_HEADER))
+        print(text_table(capacity_rows([(p.model, cap)], [p]), CAPACITY_HEADER))
         for line in planned.budget.lines():
             print(line)
         print(cap.line)
@@ -91,12 +90,12 @@ def _run_plan(args) -> int:
 
 
 # ---- render -------------------------------------------------------------------------------
-def _run_render(args) -> int:
+def run_render(args) -> int:
     """`kvviz render`: the report figure (the plan's byte map; before/after where a planner changes it)."""
     # kvviz.views.report draws with matplotlib: imported here to keep it off plan/compare/models.
     from kvviz.views import report
 
-    require(args.title is None or _is_utf8(args.title), f"--title {args.title!r}: is not valid Unicode")
+    require(args.title is None or is_utf8(args.title), f"--title {args.title!r}: is not valid Unicode")
     planned = plan_from_args(args)
     budget = planned.budget.bytes
     before = after = note = None
@@ -149,11 +148,11 @@ def _run_render(args) -> int:
     if note is not None:
         print(note)
     for path in written:
-        print(_printable(str(path)))
+        print(printable(str(path)))
     return 0
 
 
-def _run_fit(args) -> int:
+def run_fit(args) -> int:
     """Requests that fit against context length for one model on a few GPUs and TP sizes."""
     from kvviz.deploy import fit
     from kvviz.deploy import gpus as gpus_module
@@ -166,9 +165,9 @@ def _run_fit(args) -> int:
     gpus = tuple(g.strip() for g in args.gpus.split(",") if g.strip())
     for g in gpus:
         gpus_module.gpu_spec(g)  # an unknown name: one line listing the known
-    contexts = fit.DEFAULT_CONTEXTS if args.contexts is None else _int_list(args.contexts, "--contexts")
+    contexts = fit.DEFAULT_CONTEXTS if args.contexts is None else int_list(args.contexts, "--contexts")
     table = fit.fit_table(
-        model, gpus=gpus, tp_sizes=_int_list(args.tp, "--tp"), contexts=contexts, planner=args.planner, **extra, **knobs
+        model, gpus=gpus, tp_sizes=int_list(args.tp, "--tp"), contexts=contexts, planner=args.planner, **extra, **knobs
     )
     if args.out is not None:
         from kvviz import views as plot
@@ -177,14 +176,14 @@ def _run_fit(args) -> int:
         out = report.prepare_out_dir(args.out, what="--out")
         report.write_file(out / "fit.png", plot.to_png_bytes(fit.fit_figure(table)))
     if args.json:
-        _print_json(table.to_json())
+        print_json(table.to_json())
     else:
         print("\n".join(table.lines()))
     return 0
 
 
 # ---- models -------------------------------------------------------------------------------
-def _run_models(args) -> int:
+def run_models(args) -> int:
     """`kvviz models`: one summary line per shipped preset, or `--architectures` (vLLM's registry)."""
     if getattr(args, "architectures", False):
         return _run_architectures(args)
@@ -220,7 +219,7 @@ def _run_architectures(args) -> int:
     return 0
 
 
-def _run_verify(args) -> int:
+def run_verify(args) -> int:
     """0 when the check held (clean, or the hazard's damage showed), 1 otherwise."""
     from kvviz.verify import blocks_for_budget, verify  # torch: only when verify runs
 
@@ -265,7 +264,7 @@ def _run_verify(args) -> int:
             )
         )
     if args.json:
-        _print_json(
+        print_json(
             reports[0].to_json()
             if len(reports) == 1
             else {"pools": [r.to_json() for r in reports], "ok": all(r.passed for r in reports)}

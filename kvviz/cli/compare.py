@@ -12,11 +12,11 @@ from kvviz.api import make_plan
 from kvviz.base.errors import KvvizError, require
 from kvviz.cli.args import auto_fitted, model_from_args, options_from_args, refuse_knobs
 from kvviz.cli.budget_args import budget_from_args
-from kvviz.cli.engines import _run_compare_engines
+from kvviz.cli.engines import run_compare_engines
 from kvviz.cli.output import (
     CAPACITY_HEADER,
-    _capacity_rows,
-    _print_json,
+    capacity_rows,
+    print_json,
     require_shares_hold_blocks,
 )
 from kvviz.cli.review import SEPARATOR, run_side_by_side
@@ -26,7 +26,7 @@ from kvviz.core.tables import markdown_table
 from kvviz.vllm.plan import planned_setting
 
 
-def _run_compare(args, argv: list[str], parser) -> int:
+def run_compare(args, argv: list[str], parser) -> int:
     """`kvviz compare` in the mode its flags ask for (module docstring); `argv` as given and the
     `parser` that read it (side B of `A -- B` is parsed again)."""
     if SEPARATOR in (argv[argv.index("compare") + 1 :] if "compare" in argv else []):
@@ -35,7 +35,7 @@ def _run_compare(args, argv: list[str], parser) -> int:
         parser.error(f"unrecognized arguments: {' '.join(args.vs)}")
     if args.engines is not None:
         require(not args.markdown, "--markdown: the engines' rows are text or --json")
-        return _run_compare_engines(args)
+        return run_compare_engines(args)
     if args.figure is not None:
         raise KvvizError(
             "--figure: applies with --engines (the engines figure) or `A -- B` (two configurations); "
@@ -76,14 +76,14 @@ def _run_planners(args) -> int:
             "same_layouts": [{"planners": labels, "why": why} for labels, why in whys],
         }
         out.update({k: v for k, v in notes.get("json", {}).items() if k not in out})  # what was given stays
-        _print_json(out | given.to_json())
+        print_json(out | given.to_json())
         return 0
     gib = f" ({args.budget_gib} GiB)" if args.budget_gib is not None else ""
     head = (
         f"{model.name} ({planned_setting(model, options)}): budget {budget:,} B{gib}, requests of "
         f"{plans[0][1].max_model_len:,} tokens"
     )
-    rows = _capacity_rows(caps, [p for _, p in kept])
+    rows = capacity_rows(caps, [p for _, p in kept])
     lines = [f"{label}: {c.line}" for label, c in caps]
     lines += [f"{' = '.join(labels)}: one layout: {why}" for labels, why in whys]
     if len(kept) > 1:  # the family's words on how its planners differ, where they do

@@ -7,7 +7,7 @@ import dataclasses
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import MAX_CONTEXT_TOKENS
-from kvviz.cli.values import _int_in
+from kvviz.cli.values import int_in
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,20 +23,20 @@ def add_deploy_view_arguments(p) -> None:
     g = p.add_argument_group("deployment views (docs/deploy.md)")
     g.add_argument(
         "--transfer",
-        type=_int_in(1, MAX_CONTEXT_TOKENS),
+        type=int_in(1, MAX_CONTEXT_TOKENS),
         metavar="PROMPT_LEN",
         help="bytes vLLM's NIXL connector moves from a prefill to this decode instance for one prompt, per group",
     )
     g.add_argument(
         "--prefill-tp",
-        type=_int_in(1, 1 << 16),
+        type=int_in(1, 1 << 16),
         metavar="N",
         help="with --transfer: the prefill instance's TP (default: the same as --tensor-parallel-size)",
     )
     g.add_argument(
         "--data-parallel-size",
         "-dp",
-        type=_int_in(1, 1 << 16),
+        type=int_in(1, 1 << 16),
         metavar="N",
         help="N engines of this plan, each its own pool: one replica's capacity line and the total",
     )
@@ -47,7 +47,7 @@ def add_deploy_view_arguments(p) -> None:
     )
     g.add_argument(
         "--attention-layouts",
-        type=_int_in(1, 1 << 16),
+        type=int_in(1, 1 << 16),
         metavar="GPUS",
         help="TP GPUS vs attention DP GPUS vs TP + DCP GPUS side by side, per GPU (MLA: vLLM #51454)",
     )

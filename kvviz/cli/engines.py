@@ -9,7 +9,7 @@ from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import printable, short_repr
 from kvviz.cli.args import model_from_args, options_from_args, refuse_knobs
 from kvviz.cli.budget_args import Budget, budget_from_args
-from kvviz.cli.output import _print_json
+from kvviz.cli.output import print_json
 from kvviz.core.layout import text_table
 from kvviz.engines import EngineKnobs
 from kvviz.engines.budget import engine_budgets
@@ -41,7 +41,7 @@ def _engine_inputs(args):
     return model, options, budget
 
 
-def _run_plan_engine(args) -> int:
+def run_plan_engine(args) -> int:
     """One model's pools as SGLang or TensorRT-LLM sizes them (kvviz.engines)."""
 
     model, options, given = _engine_inputs(args)
@@ -49,7 +49,7 @@ def _run_plan_engine(args) -> int:
     budget = own[args.engine].kv_budget_bytes if own else given.bytes
     p = engines.plan_engine(args.engine, model, options, kv_budget_bytes=budget, knobs=_engine_knobs(args))
     if args.json:
-        _print_json(p.to_json() | given.to_json())
+        print_json(p.to_json() | given.to_json())
     else:
         print(p.describe())
         for line in given.lines():
@@ -78,7 +78,7 @@ def _print_engine_budget_lines(given: Budget, own) -> None:
         print("engines: --kv-cache-memory-bytes is every engine's KV memory as given; no engine's fraction applies")
 
 
-def _run_compare_engines(args) -> int:
+def run_compare_engines(args) -> int:
     """The same model and budget through each engine, side by side (kvviz.engines)."""
 
     figure = figure_path(getattr(args, "figure", None))
@@ -100,7 +100,7 @@ def _run_compare_engines(args) -> int:
     if args.json:
         if figure is not None:
             _write_figure(figure, rows_, model, budget, announce=False, options=options)
-        _print_json(
+        print_json(
             {
                 "model": model.name,
                 "planned": planned_setting(model, options),

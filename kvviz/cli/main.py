@@ -19,13 +19,13 @@ from kvviz.base import signals
 from kvviz.base.defaults import DPI, SEED, VERIFY_BLOCKS
 from kvviz.base.errors import KvvizError, bounded
 from kvviz.base.inputs import DPI_RANGE, MAX_BLOCKS, MAX_BUDGET_BYTES, printable
-from kvviz.cli.args import _Parser, add_knob_arguments, add_model_arguments, add_source_arguments
+from kvviz.cli.args import Parser, add_knob_arguments, add_model_arguments, add_source_arguments
 from kvviz.cli.budget_args import add_budget_arguments
-from kvviz.cli.commands import _run_fit, _run_models, _run_plan, _run_render, _run_verify
-from kvviz.cli.compare import _run_compare
+from kvviz.cli.commands import run_fit, run_models, run_plan, run_render, run_verify
+from kvviz.cli.compare import run_compare
 from kvviz.cli.deploy_views import add_deploy_view_arguments
-from kvviz.cli.replay_args import add_parser as add_replay_parser
-from kvviz.cli.values import _int_in, _nonempty
+from kvviz.cli.replay_parser import add_parser as add_replay_parser
+from kvviz.cli.values import int_in, nonempty
 from kvviz.options import KNOB_OPTIONS, KV_DTYPES
 from kvviz.vllm.plan import PLANNERS
 
@@ -44,13 +44,13 @@ def add_verify_parser(sub) -> None:
     add_budget_arguments(p)
     p.add_argument(
         "--blocks",
-        type=_int_in(1, MAX_BLOCKS),
+        type=int_in(1, MAX_BLOCKS),
         default=None,
         help=f"number of blocks (default {VERIFY_BLOCKS}; or give a budget: budget // block stride)",
     )
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N")
     p.add_argument(
-        "--seed", type=_int_in(0, 2**63 - 1), default=SEED, help=f"seed of the source values (default {SEED})"
+        "--seed", type=int_in(0, 2**63 - 1), default=SEED, help=f"seed of the source values (default {SEED})"
     )
     p.add_argument("--hazard", default=None, help="act out a known overlay hazard: shared-block, zeroer or misread")
     p.add_argument("--hazard-layer", default=None, help="the layer the zeroer/misread hazard acts on")
@@ -60,7 +60,7 @@ def add_verify_parser(sub) -> None:
         help="how block ids go to groups: round-robin (default: block b to group b mod groups) or contiguous",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output, every victim listed")
-    p.set_defaults(func=_run_verify)
+    p.set_defaults(func=run_verify)
 
 
 def _engine_knob_arguments(p) -> None:
@@ -78,7 +78,7 @@ def _engine_knob_arguments(p) -> None:
     )
     p.add_argument(
         "--max-batch-size",
-        type=_int_in(1, 1 << 20),
+        type=int_in(1, 1 << 20),
         default=None,
         help="TensorRT-LLM max_batch_size (default 2048; a hybrid Mamba model's state slots)",
     )
@@ -92,8 +92,8 @@ def _engine_knob_arguments(p) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `kvviz` argument parser: plan, compare, render, fit, models and verify, each with its flags."""
-    parser = _Parser(prog="kvviz", description="Byte-exact views of LLM serving engines' KV-cache layouts.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = Parser(prog="kvviz", description="Byte-exact views of LLM serving engines' KV-cache layouts.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     p = sub.add_parser("plan", help="plan one block and print the layout (and, with a budget, vLLM's capacity line)")
     add_model_arguments(p)
@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--markdown", action="store_true", help="the plan's table as Markdown, for a review")
     add_deploy_view_arguments(p)
-    p.set_defaults(func=_run_plan)
+    p.set_defaults(func=run_plan)
 
     p = sub.add_parser(
         "compare",
@@ -141,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--markdown", action="store_true", help="the table as Markdown, for a review")
-    p.set_defaults(func=_run_compare)
+    p.set_defaults(func=run_compare)
 
     p = sub.add_parser("fit", help="what fits: requests against context length on a few GPUs and TP sizes")
     add_source_arguments(p, groups=False)
@@ -151,11 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--contexts", default=None, help="request lengths, comma-separated (default 4k to 1M)")
     p.add_argument("--kv-dtype", dest="kv_dtype", choices=KV_DTYPES + ("auto",), help="attention KV dtype")
     p.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F")
-    p.add_argument("--weights-bytes", type=_int_in(0, MAX_BUDGET_BYTES), metavar="BYTES")
+    p.add_argument("--weights-bytes", type=int_in(0, MAX_BUDGET_BYTES), metavar="BYTES")
     p.add_argument("--checkpoint", metavar="DIR")
     p.add_argument("--out", default=None, metavar="DIR", help="also write the figure (fit.png) here")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=_run_fit)
+    p.set_defaults(func=run_fit)
 
     add_replay_parser(sub)  # kvviz replay (issue 28)
 
@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="every architecture of vLLM 0.33's registry, its model file and kvviz's status (docs/models.md)",
     )
     p.add_argument("--json", action="store_true", help="with --architectures: machine-readable output")
-    p.set_defaults(func=_run_models)
+    p.set_defaults(func=run_models)
     add_verify_parser(sub)
 
     p = sub.add_parser("render", help="write the figures (PNG + SVG) and a self-contained report.html")
@@ -177,14 +177,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out",
         required=True,
-        type=_nonempty("the output folder"),
+        type=nonempty("the output folder"),
         metavar="DIR",
         help="output folder (created when missing)",
     )
     p.add_argument("--title", default=None, help="report title (default: model, planner)")
-    p.add_argument("--dpi", type=_int_in(*DPI_RANGE), help=f"PNG resolution (default {DPI})")
+    p.add_argument("--dpi", type=int_in(*DPI_RANGE), help=f"PNG resolution (default {DPI})")
     p.add_argument("--no-svg", action="store_true", help="write PNGs only")
-    p.set_defaults(func=_run_render)
+    p.set_defaults(func=run_render)
 
     return parser
 
@@ -228,8 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         with signals.handled():  # SIGTERM/SIGHUP: as Ctrl-C, `kvviz: terminated`, 128 + N
             parser = build_parser()
             args = parser.parse_args(argv)
-            if args.func is _run_compare:  # `compare A -- B` reads the words as given and parses side B again
-                status = _run_compare(args, list(sys.argv[1:] if argv is None else argv), parser)
+            if args.func is run_compare:  # `compare A -- B` reads the words as given and parses side B again
+                status = run_compare(args, list(sys.argv[1:] if argv is None else argv), parser)
             else:
                 status = args.func(args)
             sys.stdout.flush()  # a full disk or a closed pipe under the output: reported here, one line

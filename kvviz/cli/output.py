@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import printable
-from kvviz.cli.budget_args import _budget_option, require_budget_holds_a_block
+from kvviz.cli.budget_args import budget_option, require_budget_holds_a_block
 from kvviz.core.layout import text_table
 from kvviz.core.plan import Plan
 
@@ -38,12 +37,12 @@ def readable_json(obj, indent: str = "") -> str:
     return _json_encode(obj)
 
 
-def _print_json(obj) -> None:
+def print_json(obj) -> None:
     """Print `obj` as kvviz's readable JSON (kvviz.base.text.readable_json)."""
     print(readable_json(obj))
 
 
-def _capacity_rows(caps, plans=None) -> list[list]:
+def capacity_rows(caps, plans=None) -> list[list]:
     """One table row per capacity (label, planner, stride, blocks, tokens, requests, waste, binding group)."""
     binds = (
         [p.pools[0].binding_label if len(p.pools) == 1 else "none (separate pools)" for p in plans]
@@ -101,13 +100,13 @@ def require_shares_hold_blocks(args, planned: Plan, budget) -> None:
     for share, p in zip(planned.split_budget(budget), planned.pools):
         if share < p.block_stride:
             raise KvvizError(
-                f"{_budget_option(args)}: the share of pool {p.groups[0].name!r} in {budget:,} B (split by "
+                f"{budget_option(args)}: the share of pool {p.groups[0].name!r} in {budget:,} B (split by "
                 f"one request's need) holds none of its {p.block_stride:,} B blocks"
             )
 
 
 # ---- plan ---------------------------------------------------------------------------------
-def _group_table(layouts) -> str:
+def group_table_text(layouts) -> str:
     """The groups of each layout as a text table: name, layers, bytes a block, unused bytes, binding."""
     rows = [
         [
@@ -121,6 +120,3 @@ def _group_table(layouts) -> str:
         for i, g in enumerate(lay.groups)
     ]
     return text_table(rows, ["group", "layers", "total B", "unused B", "binds"])
-
-
-_printable = printable  # a path as stdout can take it (kvviz.base.inputs.printable)

@@ -25,7 +25,7 @@ def _values(text: str, flag: str, parse) -> list:
 def sweep_axes(args) -> dict:
     """The swept flags as kvviz.deploy.traffic.sweep's axes, each refused beside its single flag."""
     from kvviz.cli.replay_args import SWEEP_FLAGS
-    from kvviz.cli.values import _gib, _int_in, _nonempty
+    from kvviz.cli.values import gib_value, int_in, nonempty
     from kvviz.options import KV_DTYPES
 
     def dtype(text: str) -> str:
@@ -34,11 +34,11 @@ def sweep_axes(args) -> dict:
         return text
 
     parse = {
-        "--sweep-budget-gib": ("budget_gib", _gib, ("budget_gib", "budget_bytes", "gpu", "gpu_memory_gib")),
-        "--sweep-gpu": ("gpu", _nonempty("the GPU"), ("budget_gib", "budget_bytes", "gpu", "gpu_memory_gib")),
-        "--sweep-tp": ("tensor_parallel_size", _int_in(1, 1 << 16), ("tensor_parallel_size",)),
+        "--sweep-budget-gib": ("budget_gib", gib_value, ("budget_gib", "budget_bytes", "gpu", "gpu_memory_gib")),
+        "--sweep-gpu": ("gpu", nonempty("the GPU"), ("budget_gib", "budget_bytes", "gpu", "gpu_memory_gib")),
+        "--sweep-tp": ("tensor_parallel_size", int_in(1, 1 << 16), ("tensor_parallel_size",)),
         "--sweep-kv-dtype": ("kv_dtype", dtype, ("kv_dtype",)),
-        "--sweep-max-num-seqs": ("max_num_seqs", _int_in(1, 1 << 20), ("max_num_seqs",)),
+        "--sweep-max-num-seqs": ("max_num_seqs", int_in(1, 1 << 20), ("max_num_seqs",)),
     }
     axes = {}
     for flag, (dest, _) in SWEEP_FLAGS.items():

@@ -21,7 +21,7 @@ from kvviz.api import budget_record
 from kvviz.base.errors import require
 from kvviz.base.inputs import printable
 from kvviz.cli.args import plan_from_args
-from kvviz.cli.output import _print_json, require_shares_hold_blocks
+from kvviz.cli.output import print_json, require_shares_hold_blocks
 from kvviz.core.sidebyside import Side, SideBySide
 from kvviz.views.staging import write_file
 
@@ -106,7 +106,7 @@ def run_side_by_side(args, argv: list[str], parser: argparse.ArgumentParser) -> 
     if figure is not None:
         _write_review_figure(figure, review)
     if args.json:
-        _print_json(review.to_json())
+        print_json(review.to_json())
     elif args.markdown:
         print(review.markdown(), end="")
     else:

@@ -13,7 +13,7 @@ from kvviz.base.inputs import (
 
 
 # ---- option types: each refuses what it cannot use, with the bound in the message ----------
-def _int_in(low: int, high: int):
+def int_in(low: int, high: int):
     """argparse type: an integer from `low` to `high`; a number too long to parse is refused by its length."""
 
     def parse(text: str) -> int:
@@ -34,7 +34,7 @@ def _int_in(low: int, high: int):
     return parse
 
 
-def _gib(text: str) -> float:
+def gib_value(text: str) -> float:
     """argparse type: a finite number of GiB above 0 and at most MAX_BUDGET_BYTES (one line otherwise)."""
     try:
         value = float(text)
@@ -46,7 +46,7 @@ def _gib(text: str) -> float:
     return value
 
 
-def _nonempty(what: str):
+def nonempty(what: str):
     """argparse type: a non-empty string; `what` names it in the error and in argparse's messages."""
 
     def parse(text: str) -> str:

@@ -55,10 +55,10 @@ def auto_fit(
     each L changes only the Scheduling. `options.max_model_len` is ignored (-1 replaces it). With pipeline
     stages each worker fits its own (`budget_bytes` one for every GPU, or one a stage from a GPU) and the
     smallest is kept (`_auto_fit_max_model_len`)."""
-    from kvviz.api import _model, make_plan
+    from kvviz.api import make_plan, model_of
     from kvviz.core.capacity import group_blocks_for_request
 
-    model = _model(model)
+    model = model_of(model)
     instance(Options, what="a kvviz.Options record").check(options, field="options")
     require(
         (type(budget_bytes) is int and budget_bytes > 0) or isinstance(budget_bytes, tuple),

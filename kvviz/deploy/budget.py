@@ -28,10 +28,10 @@ from kvviz.deploy.gpus import GPU, GPUS, gpu_spec  # noqa: F401 (GPU, gpu_spec: 
 from kvviz.deploy.stage_weights import StageBudget, parallel_sizes, stage_weight_bytes
 from kvviz.deploy.weights import (
     PYTHON_HINT,
-    _raw_config,
     beside_checkpoint,
     checkpoint_weight_bytes,
     estimate_weight_bytes,
+    raw_config_of,
 )
 
 # vLLM 0.33's CacheConfig.gpu_memory_utilization default (config/cache.py: Field(default=0.92, gt=0, le=1)).
@@ -197,7 +197,7 @@ def kv_budget(
     ]
     stages: tuple = ()
     if parallel is None:
-        terms.append(_weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total))
+        terms.append(weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total))
     else:
         beside = beside_checkpoint(model) if checkpoint_dir is None and raw_config is None else checkpoint_dir
         label, weights, source, origin, stages = stage_weight_bytes(
@@ -237,7 +237,7 @@ def kv_budget(
     return KVBudget(model.name, name, total, util, tp, tuple(terms), min(budgets), stages=per_stage)
 
 
-def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -> Term:
+def weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -> Term:
     """The weights term of one TP rank: given bytes, a checkpoint's safetensors headers, or the estimate
     from the config (kvviz.deploy.weights), each saying how it was found."""
     label = f"weights on one rank (TP {tp})"
@@ -260,7 +260,7 @@ def _weights_term(model, tp, weights_bytes, checkpoint_dir, raw_config, total) -
                 f"{how} = {w:,} B / TP (sharded linears and vocab-parallel embeddings; replicated norms ignored)",
                 f"{how} = {w:,} B",
             )
-    raw, where = _raw_config(model, checkpoint_dir, raw_config)
+    raw, where = raw_config_of(model, checkpoint_dir, raw_config)
     if raw is None:
         raise KvvizError(f"weights_bytes: no config.json to estimate {model.name}'s weights from; {PYTHON_HINT}")
     w, how = estimate_weight_bytes(model, raw, hint=PYTHON_HINT, tp=tp)

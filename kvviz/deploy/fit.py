@@ -149,10 +149,10 @@ def fit_table(
     capacity at it (`kvviz.api.make_plan(model, planner, Options(tensor_parallel_size=tp,
     max_model_len=context, **knobs)).capacity(budget)`). `max_num_batched_tokens`, unless a knob
     sets it, is `vllm serve`'s default for the GPU (GPU.serve_max_num_batched_tokens)."""
-    from kvviz.api import _model, make_plan, options_from
+    from kvviz.api import make_plan, model_of, options_from
     from kvviz.vllm.plan import resolve_planner
 
-    m = _model(model)
+    m = model_of(model)
     for field in ("tensor_parallel_size", "max_model_len"):
         require(field not in knobs, f"{field}: set by the table (tp_sizes / contexts), not a knob here")
     gpus = tuple(gpu_spec(g) for g in bounded_items((gpus,) if isinstance(gpus, str) else gpus, field="gpus"))

@@ -36,9 +36,9 @@ def _dp_size(value, field: str = DP) -> int:
 def _has_experts(model) -> bool | None:
     """Whether the model's config.json names routed experts (the keys kvviz.deploy.weights reads); None when kvviz
     does not hold its config.json (a model loaded from a path)."""
-    from kvviz.deploy.weights import _raw_config
+    from kvviz.deploy.weights import raw_config_of
 
-    raw, _ = _raw_config(model, None, None) if model is not None else (None, "")
+    raw, _ = raw_config_of(model, None, None) if model is not None else (None, "")
     if not isinstance(raw, dict):
         return None
     text: dict = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
@@ -300,12 +300,12 @@ def layout_budgets(model, gpus: int, **gpu_terms) -> dict[str, tuple[int, str]]:
     DP (TP 1) everything but the routed experts whole, the routed experts whole over the `gpus` ranks
     (FusedMoEParallelConfig.make, determine_expert_map). The weights are kvviz's estimate from config.json:
     (bytes, where) a layout, or (0, why) where nothing is left for the KV cache (vLLM's start-up refusal)."""
-    from kvviz.deploy.budget import _weights_term, kv_budget
+    from kvviz.deploy.budget import kv_budget, weights_term
     from kvviz.deploy.stage_weights import stage_weights
-    from kvviz.deploy.weights import _raw_config, estimate_part_bytes
+    from kvviz.deploy.weights import estimate_part_bytes, raw_config_of
 
-    whole = _weights_term(model, 1, None, None, None, None).value  # the whole model's estimate (TP 1)
-    raw, _ = _raw_config(model, None, None)
+    whole = weights_term(model, 1, None, None, None, None).value  # the whole model's estimate (TP 1)
+    raw, _ = raw_config_of(model, None, None)
     # the routed experts at the checkpoint's own bytes a parameter (FP8 DeepSeek-V3: 1 B and its scales)
     routed = int(round(estimate_part_bytes(model, raw)[0].get("experts", 0))) if isinstance(raw, dict) else 0
     dp_weights = (  # one GPU of attention DP: TP 1, the routed experts whole over the `gpus` EP ranks
@@ -322,7 +322,7 @@ def layout_budgets(model, gpus: int, **gpu_terms) -> dict[str, tuple[int, str]]:
         except KvvizError as e:
             return 0, str(e)
 
-    tp_weights = _weights_term(model, gpus, None, None, None, None).value  # one TP rank's shapes
+    tp_weights = weights_term(model, gpus, None, None, None, None).value  # one TP rank's shapes
     tp = budget(gpus, tp_weights, f"weights a GPU {tp_weights:,} B (one TP {gpus} rank's), an estimate")
     dp = budget(
         1,
@@ -341,9 +341,9 @@ def attention_layouts(
     GPU (`gpu_terms`: gpu=, gpu_memory_utilization=, activation_bytes=; `layout_budgets`), and the other knobs
     `options` (its TP, DCP and offload are replaced; pipeline parallel is refused: this compares one stage's
     GPUs). A layout vLLM refuses is kept with its reason."""
-    from kvviz.api import _model
+    from kvviz.api import model_of
 
-    model = _model(model)
+    model = model_of(model)
     instance(Options, what="a kvviz.Options record").check(options, field="options")
     n = _dp_size(gpus, "gpus")
     extra = sorted(set(gpu_terms) - set(GPU_TERMS))

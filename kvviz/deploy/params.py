@@ -127,7 +127,7 @@ class Need:
         return self(key) if self.cfg.get(key) is not None else default
 
 
-def _gqa(need: Need, h: int) -> tuple[int, int, str]:
+def gqa(need: Need, h: int) -> tuple[int, int, str]:
     """(linear, other, kind) of one GQA / MHA attention layer on one TP rank (llama.py LlamaAttention):
     QKVParallelLinear holds hq / TP query heads and max(1, hkv // TP) KV heads (a KV head replicated on TP / hkv
     ranks once TP exceeds them) and their biases; o_proj (RowParallelLinear) hq / TP heads' columns and its whole
@@ -151,7 +151,7 @@ def _gqa(need: Need, h: int) -> tuple[int, int, str]:
     return linear, other, "GQA" if hkv != hq else "MHA"
 
 
-def _mla(need: Need, h: int) -> tuple[int, int, str]:
+def mla(need: Need, h: int) -> tuple[int, int, str]:
     """(linear, other, kind) of one MLA layer on one TP rank (deepseek_v2.py DeepseekV2MLAAttention): the
     latent down-projections (fused_qkv_a_proj / kv_a_proj_with_mqa, ReplicatedLinear) and their norms whole on
     every rank; q_b_proj / q_proj, kv_b_proj (ColumnParallelLinear) and o_proj (RowParallelLinear) / TP."""
@@ -164,7 +164,8 @@ def _mla(need: Need, h: int) -> tuple[int, int, str]:
     return linear, rank + (q_rank or 0), "MLA"
 
 
-def _experts(cfg: dict) -> int:
+def routed_experts(cfg: dict) -> int:
+    """The routed experts a config names (n_routed_experts, num_experts or num_local_experts; 0: a dense model)."""
     return next(
         (cfg[k] for k in ("n_routed_experts", "num_experts", "num_local_experts") if type(cfg.get(k)) is int), 0
     )
@@ -187,13 +188,13 @@ def _is_moe(cfg: dict, i: int, n: int) -> bool:
     return i >= first and i not in only_dense and (i + 1) % step == 0 and (i - first) % freq == 0
 
 
-def _ffn(need: Need, h: int, i: int, n: int) -> tuple[int, int, int, bool]:
+def ffn(need: Need, h: int, i: int, n: int) -> tuple[int, int, int, bool]:
     """(linear, experts, other, is_moe) of layer i's feed-forward on one TP rank: gated MLPs and shared experts
     (MergedColumnParallelLinear + RowParallelLinear) and the routed experts' intermediate size / TP (FusedMoE:
     w13 E x 2 I/TP x h, w2 E x h x I/TP; gpt-oss's w2 bias E x h whole); the router (ReplicatedLinear), its
     bias, e_score_correction_bias and shared_expert_gate whole on every rank."""
     cfg, tp = need.cfg, need.tp
-    e = _experts(cfg)
+    e = routed_experts(cfg)
     if not (e and _is_moe(cfg, i, n)):
         inter = need.get("intermediate_size_mlp") or need("intermediate_size")
         return 3 * h * (inter // tp), 0, 0, False
@@ -221,7 +222,7 @@ def text_config(raw: dict) -> dict:
     return raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
 
 
-def _count(
+def count_from_layers(
     need, raw, n, h, per_layer, kinds, *, extra_embeddings: int = 0, top=(0, 0, 0), norms: int = 2
 ) -> ParamCount:
     """The ParamCount of `per_layer` ((linear, experts, other, is_moe) of each layer, before its `norms` RMSNorms
@@ -235,7 +236,7 @@ def _count(
     moe_layers = sum(moe for *_, moe in per_layer)
     count = ParamCount(layers, vocab, h, tie, extra_embeddings, top, tp=need.tp)
     parts = count.parts
-    e = _experts(cfg)
+    e = routed_experts(cfg)
     if e:
         kinds.append(f"MoE ({e} experts, {moe_layers} MoE layers)")
     elif "dense" not in kinds:
@@ -259,12 +260,12 @@ def decoder_count(raw: dict, *, model: str = "model", hint: str = "", tp: int = 
     h, n = need("hidden_size"), need("num_hidden_layers")
     if cfg.get("model_type") == "gemma3n_text":
         return _gemma3n_count(need, raw, n=n, h=h)
-    attn_linear, attn_other, kind = _mla(need, h) if cfg.get("kv_lora_rank") else _gqa(need, h)
+    attn_linear, attn_other, kind = mla(need, h) if cfg.get("kv_lora_rank") else gqa(need, h)
     layers = []
     for i in range(n):
-        linear, experts, other, moe = _ffn(need, h, i, n)
+        linear, experts, other, moe = ffn(need, h, i, n)
         layers.append((attn_linear + linear, experts, attn_other + other, moe))
-    return _count(need, raw, n, h, layers, [kind])
+    return count_from_layers(need, raw, n, h, layers, [kind])
 
 
 def _gemma3n_count(need: Need, raw: dict, h: int, n: int) -> ParamCount:
@@ -294,4 +295,4 @@ def _gemma3n_count(need: Need, raw: dict, h: int, n: int) -> ParamCount:
     top = ((h * n * ple + 2 * (k - 1) * h * h) // need.tp, 0, ple)  # per_layer_model_projection, altup, its norm
     extra = need("vocab_size_per_layer_input") * n * ple  # embed_tokens_per_layer
     kinds = ["GQA" if hkv != hq else "MHA", f"(per-layer embeddings {extra:,}; vision and audio towers not counted)"]
-    return _count(need, raw, n, h, layers, kinds, extra_embeddings=extra, top=top)
+    return count_from_layers(need, raw, n, h, layers, kinds, extra_embeddings=extra, top=top)

@@ -5,7 +5,7 @@ short_conv.py, kimi_linear.py) beside their attention and feed-forward layers (k
 from __future__ import annotations
 
 from kvviz.base.errors import KvvizError
-from kvviz.deploy.params import Need, ParamCount, _count, _ffn, _gqa, _mla, text_config
+from kvviz.deploy.params import Need, ParamCount, count_from_layers, ffn, gqa, mla, text_config
 
 
 def _state_mixer(need: Need, h: int, mamba_type: str, args: dict) -> tuple[int, int]:
@@ -66,7 +66,7 @@ def state_count(model, raw: dict, *, hint: str = "", tp: int = 1) -> ParamCount:
     h, n = need("hidden_size"), c.num_hidden_layers
     args = dict(c.state_args)
     mixer = _state_mixer(need, h, c.mamba_type, args)
-    attn = _mla(need, h) if c.kv_lora_rank else _gqa(need, h)
+    attn = mla(need, h) if c.kv_lora_rank else gqa(need, h)
     by_layer: dict[int, list[str]] = {}
     for slot in c.slots:
         by_layer.setdefault(slot.layer, []).append(slot.kind)
@@ -86,14 +86,14 @@ def state_count(model, raw: dict, *, hint: str = "", tp: int = 1) -> ParamCount:
             if ch == "-":
                 linear += 2 * h * (need("intermediate_size") // tp)
             elif ch == "E":
-                lin, experts, oth, moe = _ffn(need, h, i, n)
+                lin, experts, oth, moe = ffn(need, h, i, n)
                 linear, other = linear + lin, other + oth
         elif mt == "lfm2":
             linear += 3 * h * (_lfm2_ff(need) // tp)
         elif mt == "zamba2":
             pass  # the shared blocks are counted once below
         else:
-            lin, experts, oth, moe = _ffn(need, h, i, n)
+            lin, experts, oth, moe = ffn(need, h, i, n)
             linear, other = linear + lin, other + oth
         layers.append((linear, experts, other, moe))
     kinds = [f"{c.mamba_type} hybrid", attn[2]]
@@ -106,4 +106,4 @@ def state_count(model, raw: dict, *, hint: str = "", tp: int = 1) -> ParamCount:
         top = ((blocks * shared + hybrid_layers * h * h) // tp, 0, 0)  # TP > 1: / TP (not read rank by rank)
         kinds.append(f"({blocks} shared blocks, LoRA adapters not counted)")
     # nemotron_h.py: each block (Mamba, attention, MLP or MoE) is one mixer under one RMSNorm, `norm`
-    return _count(need, raw, n, h, layers, kinds, top=top, norms=1 if mt == "nemotron_h" else 2)
+    return count_from_layers(need, raw, n, h, layers, kinds, top=top, norms=1 if mt == "nemotron_h" else 2)

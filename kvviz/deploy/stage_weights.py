@@ -130,7 +130,7 @@ def stage_weights(
     """Each stage's weights of `model` (a `Model`) from its config.json `raw`, at these parallel sizes;
     `how` names the model file's rule. A model class vLLM 0.33 does not pipeline (no SupportsPP) is refused at
     PP > 1, as ModelConfig.verify_with_parallel_config refuses it."""
-    from kvviz.deploy.params import _experts, text_config
+    from kvviz.deploy.params import routed_experts, text_config
     from kvviz.deploy.weights import param_count, price_parts
     from kvviz.vllm.pipeline import stage_ranges
     from kvviz.vllm.stage_modules import require_pipelined, stage_modules
@@ -140,7 +140,7 @@ def stage_weights(
     rule = stage_modules(file)
     require_pipelined(model, pp)
     count = param_count(model, raw, hint=hint, tp=tp)  # one TP rank's shapes
-    e = _experts(text_config(raw))
+    e = routed_experts(text_config(raw))
     # the routed experts: TP-sharded over DP x TP ranks, or whole experts over them (expert parallel)
     moe = count if dp == 1 and not ep else param_count(model, raw, hint=hint, tp=1 if ep else dp * tp)
     local = expert_share(e, dp * tp, True) if ep else 1.0  # the fullest rank's share of the E whole experts
@@ -220,10 +220,10 @@ def stage_weight_bytes(
     """kv_budget's weights term with `parallel` (parallel_sizes): (label, the heaviest stage's bytes a GPU, source,
     origin (where the whole model's weights came from), ((StageWeights, its bytes a GPU), ...) a stage): the
     count's, or a checkpoint's exact total split as the count splits it."""
-    from kvviz.deploy.weights import PYTHON_HINT, _raw_config, checkpoint_weight_bytes
+    from kvviz.deploy.weights import PYTHON_HINT, checkpoint_weight_bytes, raw_config_of
 
     pp, partition, dp, ep = parallel
-    raw, where = _raw_config(model, checkpoint_dir, raw_config)
+    raw, where = raw_config_of(model, checkpoint_dir, raw_config)
     if raw is None:
         raise KvvizError(
             f"weights_bytes: no config.json to split {model.name}'s weights over its stages and ranks from; "
@@ -250,9 +250,9 @@ def stage_weight_bytes(
     heavy = max(range(len(per_gpu)), key=lambda i: (per_gpu[i], -i))
     split = f"TP {tp}" + (f", routed experts over DP {dp} x TP {tp}" if dp > 1 or ep else "")
     if ep:
-        from kvviz.deploy.params import _experts, text_config
+        from kvviz.deploy.params import routed_experts, text_config
 
-        e = _experts(text_config(raw))
+        e = routed_experts(text_config(raw))
         first, end = expert_range(e, dp * tp, 0)
         split += f" (whole experts, expert parallel: EP rank 0 holds experts {first}-{end - 1} of {e}, the most)"
     source = (

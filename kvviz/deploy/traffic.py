@@ -18,6 +18,9 @@ from pathlib import Path
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import bounded_items, instance, short_repr
 from kvviz.core.layout import text_table
+from kvviz.replay import Trace, read_jsonl, read_trace, replay
+from kvviz.replay.answers import answers
+from kvviz.replay.traces import DEFAULT_STEP_MS, detect_format
 
 MAX_SETTINGS = 64  # replays of one sweep (each a whole trace)
 AXES = ("budget_gib", "gpu", "tensor_parallel_size", "kv_dtype", "max_num_seqs")  # what a list may be given for
@@ -131,14 +134,11 @@ def sweep(model, workload, *, trace: dict | None = None, **given) -> Sweep:
     max_num_seqs (module docstring); the other arguments: `kvviz.plan` knobs, the budget (budget_gib=,
     budget_bytes=, gpu= with vLLM's deployment arguments) and `max_num_seqs`. `trace`: how to read a trace
     file (rows=, step_ms=, trace_format=, id_prefix=: kvviz.replay.read_trace)."""
-    from kvviz.api import _model, plan
+    from kvviz.api import model_of, plan
     from kvviz.deploy.gpus import gpu_spec
-    from kvviz.replay import Trace, read_jsonl, read_trace, replay
-    from kvviz.replay.answers import answers
-    from kvviz.replay.traces import DEFAULT_STEP_MS, detect_format
     from kvviz.vllm.pipeline import startup_refusal
 
-    m = _model(model)
+    m = model_of(model)
     axes = {k: bounded_items(given.pop(k), field=k) for k in AXES if isinstance(given.get(k), (list, tuple, range))}
     require(axes, f"sweep: give at least one of {', '.join(AXES)} as a list of values")
     require(not ("budget_gib" in axes and "gpu" in axes), "budget_gib, gpu: sweep over budgets or over GPUs, not both")

@@ -25,7 +25,7 @@ def checkpoint_weight_bytes(checkpoint_dir) -> tuple[int, str] | None:
     require(d.is_dir(), f"checkpoint_dir={str(checkpoint_dir)!r}: no such folder")
     index = d / "model.safetensors.index.json"
     if index.is_file():
-        from kvviz.base.inputs import read_json
+        from kvviz.base.files import read_json
 
         raw = read_json(index, what="checkpoint_dir")
         meta = raw.get("metadata") if isinstance(raw, dict) else None
@@ -62,14 +62,14 @@ def checkpoint_weight_bytes(checkpoint_dir) -> tuple[int, str] | None:
     return None
 
 
-def _raw_config(model, checkpoint_dir, raw_config) -> tuple[dict | None, str]:
+def raw_config_of(model, checkpoint_dir, raw_config) -> tuple[dict | None, str]:
     """The config.json the weights estimate reads and where it came from: the given dict, a checkpoint
     folder's config.json, or what kvviz.load read the model from."""
     if raw_config is not None:
         require(isinstance(raw_config, dict), "raw_config: must be a parsed config.json (a dict)")
         return raw_config, "the given config"
     if checkpoint_dir is not None and (Path(checkpoint_dir) / "config.json").is_file():
-        from kvviz.base.inputs import read_json
+        from kvviz.base.files import read_json
 
         return read_json(Path(checkpoint_dir) / "config.json", what="checkpoint_dir"), "checkpoint config.json"
     raw = getattr(model, "raw_config", None)  # what kvviz.load read the model from: its own file, or the preset's

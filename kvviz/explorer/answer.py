@@ -15,7 +15,7 @@ import html
 import json
 
 from kvviz.base.text import plural
-from kvviz.explorer.display import Planned, Result, _caption, _pct, deploy_html, engines_html, stride_words
+from kvviz.explorer.display import Planned, Result, deploy_html, engines_html, grey_caption, pct, stride_words
 from kvviz.explorer.knobs import KNOB_BY_NAME, default_knobs, model_of
 from kvviz.explorer.sweeps import kv_budget
 from kvviz.explorer.tables import summary_html
@@ -64,9 +64,9 @@ def change_words(result: Result, planned: Planned) -> str:
     if cmp is None or result.plan.planner == planned.baseline.planner:
         return ""
     before = cmp.blocks_before
-    blocks = f"blocks {before:,} ({_pct(cmp.blocks_change_pct)})" if before else "blocks 0 (no block at this budget)"
+    blocks = f"blocks {before:,} ({pct(cmp.blocks_change_pct)})" if before else "blocks 0 (no block at this budget)"
     return (
-        f"vs {planned.baseline.planner}: stride {cmp.before.block_stride:,} B ({_pct(cmp.stride_change_pct)}), "
+        f"vs {planned.baseline.planner}: stride {cmp.before.block_stride:,} B ({pct(cmp.stride_change_pct)}), "
         f"{blocks}; {cmp.stride_note()}"
     )
 
@@ -89,7 +89,7 @@ def answer_for(planned: Planned, result: Result, knobs: dict) -> Answer:
         deploy_html=deploy_html(result.plan, knobs),
         engines_html=engines_html(knobs),
         summary_html=summary_html(c, result.capacities),
-        caption_html=_caption(planned.map_data["caption"]),
+        caption_html=grey_caption(planned.map_data["caption"]),
     )
 
 

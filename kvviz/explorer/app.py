@@ -45,7 +45,7 @@ from kvviz.explorer.display import (
     KEPT_ON_SWITCH,
     Planned,
     Result,
-    _caption,
+    grey_caption,
     plan_for_display,
     result_at,
     stride_words,
@@ -335,7 +335,7 @@ class Explorer:
         self.error_label.layout.display = None
         self.block_map.status = f"refused: {message}"
         if self.shown is not None:
-            self.map_caption.value = _caption(
+            self.map_caption.value = grey_caption(
                 f"still drawn (not the current selection): "
                 f"{describe_knobs(self.shown.knobs)}: {stride_words(self.shown.result.plan)}"
             )

@@ -243,12 +243,12 @@ def deploy_html(plan: Plan, knobs: dict) -> str:
     return '<div style="font-size:12px">' + "<br>".join(html.escape(t) for t in lines) + "</div>"
 
 
-def _caption(text: str) -> str:
+def grey_caption(text: str) -> str:
     """`text` as the explorer's small grey caption (HTML-escaped)."""
     return f'<div style="font-size:12px;color:#555;line-height:1.35">{html.escape(text, quote=False)}</div>'
 
 
-def _pct(x: float) -> str:
+def pct(x: float) -> str:
     """A signed percentage with two decimals ('+12.50%')."""
     return f"{x:+.2f}%"
 

@@ -14,7 +14,7 @@ from kvviz.core.plan import Capacity, Plan
 from kvviz.families import Model, preset_names
 
 
-def _applies(name: str):
+def knob_applies(name: str):
     """A knob that is an Options field applies where the model's family says so."""
 
     def applies(model: Model) -> bool:
@@ -27,7 +27,7 @@ def _always(model) -> bool:
     return True
 
 
-def _has(attr: str):
+def has(attr: str):
     """A knob applies where the model's reader has `attr`."""
 
     def applies(model: Model) -> bool:
@@ -36,12 +36,12 @@ def _has(attr: str):
     return applies
 
 
-def _num_layers(model: Model) -> int:
+def num_layers(model: Model) -> int:
     """The model's number of decoder layers (a layer knob's upper end)."""
     return model.config.num_hidden_layers
 
 
-def _mixes_full_layers(model: Model) -> bool:
+def mixes_full_layers(model: Model) -> bool:
     """The family can move the model's full-attention layers (Family.mixes_full_layers)."""
     return getattr(model.reader, "mixes_full_layers", lambda m: False)(model)
 
@@ -71,7 +71,7 @@ class Knob:
     off: float | None = None  # a value that stands for None (the knob off: no CPU offload at 0 GiB)
 
 
-def _deploys(model: Model) -> bool:
+def deploys(model: Model) -> bool:
     """The deployment's axes (pipeline parallel, CPU offload, data parallel) apply wherever tensor_parallel_size
     does, as kvviz.vllm.plan.check_knobs accepts them."""
     return "tensor_parallel_size" in model.reader.knobs_for(model)

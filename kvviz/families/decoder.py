@@ -33,8 +33,8 @@ from kvviz.families.decoder_mix import (  # noqa: F401
     FULL,
     SHARED,
     SLIDING,
-    _spread_full,
     full_layer_positions,
+    spread_full,
 )
 from kvviz.families.decoder_records import FROM_HIDDEN, DecoderRecord
 from kvviz.families.decoder_records import RECORDS as DECODER_RECORDS
@@ -280,7 +280,7 @@ class DecoderFamily(Family):
         """The model with `full` full-attention layers spread evenly (the explorer's layer mix);
         the other layers keep the model's other kinds in their order."""
         c: DecoderConfig = model.config
-        kinds = _spread_full(c.layer_kinds, full, name=model.name)
+        kinds = spread_full(c.layer_kinds, full, name=model.name)
         if kinds == c.layer_kinds:
             return model
         # a layer takes the KV heads / head size (Gemma 4) and window of its new kind

@@ -16,7 +16,9 @@ def full_layer_positions(num_layers: int, full: int) -> tuple[int, ...]:
     return tuple((k + 1) * num_layers // full - 1 for k in range(full))
 
 
-def _spread_full(kinds: tuple[str, ...], full: int, *, name: str) -> tuple[str, ...]:
+def spread_full(kinds: tuple[str, ...], full: int, *, name: str) -> tuple[str, ...]:
+    """The layer kinds with `full` of them full attention, spread evenly over the layers
+    (full_layer_positions) and the rest taking the other kinds in their order: the explorer's group-mix knob."""
     n = len(kinds)
     require(
         isinstance(full, int) and not isinstance(full, bool) and 0 <= full <= n,

@@ -26,7 +26,7 @@ from pathlib import Path
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import finite_number, short_repr
 from kvviz.base.quiet import quiet_library
-from kvviz.families.hf_bounds import _DTYPES, TEXT_FIELDS, bound_layers, check_text_config, check_top_level
+from kvviz.families.hf_bounds import DTYPES, TEXT_FIELDS, bound_layers, check_text_config, check_top_level
 from kvviz.families.record import JSON, VLLM, Read
 from kvviz.families.registry import read_of
 
@@ -266,7 +266,7 @@ def resolve_dtype(top, text, raw: dict, *, name: str) -> str:
             or raw.get("torch_dtype")
             or "float32"
         )
-    dtype = _DTYPES.get(str(dtype))
+    dtype = DTYPES.get(str(dtype))
     require(dtype is not None, f"{name}: torch_dtype={short_repr(str(dtype))}: kvviz sizes bfloat16, float16, float32")
     if dtype == "fp32":
         return "bf16"

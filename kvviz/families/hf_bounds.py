@@ -9,7 +9,7 @@ from kvviz.base.errors import require
 from kvviz.base.inputs import MAX_DIM, MAX_LAYERS, MAX_SLIDING_WINDOW, bounded_int, short_repr
 
 # transformers' dtype names -> kvviz's element names (a float16 model is sized like bf16: 2 B)
-_DTYPES = {
+DTYPES = {
     "torch.bfloat16": "bf16",
     "bfloat16": "bf16",
     "torch.float16": "fp16",
@@ -149,7 +149,7 @@ def bound_layers(raw: dict, *, name: str) -> None:
         for key in ("torch_dtype", "dtype"):
             value = part.get(key)
             require(
-                value is None or (isinstance(value, str) and value in _DTYPES),
+                value is None or (isinstance(value, str) and value in DTYPES),
                 f"{name}: {where}{key}={short_repr(value)}: kvviz (like vLLM 0.33, through transformers) reads "
                 f"a checkpoint's bfloat16, float16 or float32",
             )

@@ -12,7 +12,8 @@ import os
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import printable, read_json, short_repr
+from kvviz.base.files import read_json
+from kvviz.base.inputs import printable, short_repr
 from kvviz.families import decoder, deepseek_v4, encdec, mla, state, wrappers  # noqa: F401  (each registers its architectures)
 from kvviz.families.hf import config_notes
 from kvviz.families.record import Record

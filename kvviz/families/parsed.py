@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from kvviz.base import signals
+from kvviz.base.version import __version__
 
 SCHEMA = 1
 
@@ -79,7 +80,6 @@ def readers_hash() -> str:
 def versions() -> str:
     """What a parsed form depends on besides the file: kvviz's and transformers' versions, the readers' code hash
     and the schema."""
-    from kvviz import __version__
     from kvviz.families.hf import transformers_version
 
     return f"kvviz {__version__}, transformers {transformers_version()}, readers {readers_hash()}, schema {SCHEMA}"

@@ -56,8 +56,8 @@ from kvviz.families.hf import check_tp_heads, derive_max_model_len, kv_heads_per
 from kvviz.families.hf_bounds import bound_layers
 from kvviz.families.registry import Family, Model, model_method, register
 from kvviz.families.state_config import (
-    _ELEMENT,
     ATTN,
+    ELEMENT,
     MLA,
     STATE,
     TITLES,
@@ -136,7 +136,7 @@ class StateFamily(Family):
         if c.mamba_type == "kda":
             ssm = "fp32"
         else:
-            ssm = _ELEMENT[options.mamba_ssm_dtype] if options.mamba_ssm_dtype else (c.ssm_dtype or model.dtype)
+            ssm = ELEMENT[options.mamba_ssm_dtype] if options.mamba_ssm_dtype else (c.ssm_dtype or model.dtype)
         return tuple(
             StatePart(part, shape, ssm if i == len(shapes) - 1 and len(shapes) > 1 else conv)
             for i, (part, shape) in enumerate(shapes)

@@ -15,10 +15,10 @@ from kvviz.families.state_config import (
     STATE,
     Slot,
     StateConfig,
-    _head_dim_or_split,
-    _int,
-    _kda_beside_mla,
     custom_code_config,
+    head_dim_or_split,
+    int_of,
+    kda_beside_mla,
 )
 
 # model_arch_config_convertor.py is_deepseek_mla: the Bailing hybrids' model types whose MLA layers vLLM
@@ -51,8 +51,8 @@ def bailing_v3(raw, top, text, *, name):
     short_conv_kernel_size), float32 recurrent state), else MLA (BailingMoeV3MLAAttention ->
     MultiHeadLatentAttentionWrapper `.self_attn.attn`). BailingMoeV3VLForConditionalGeneration
     (bailing_moe_v3_vl.py) builds it under `language_model.` from its text_config."""
-    n = _int(text, "num_hidden_layers", name=name)
-    group = _int(text, "layer_group_size", name=name)
+    n = int_of(text, "num_hidden_layers", name=name)
+    group = int_of(text, "layer_group_size", name=name)
     require(
         getattr(text, "no_kda_lora", False) is True,
         f"{name}: no_kda_lora={short_repr(getattr(text, 'no_kda_lora', None))}: vLLM 0.33 refuses it "
@@ -68,11 +68,11 @@ def bailing_v3(raw, top, text, *, name):
         for i in range(n)
     )
     args = (
-        ("num_heads", _int(text, "num_attention_heads", name=name)),
-        ("head_dim", _int(text, "head_dim", name=name)),
-        ("conv_kernel", _int(text, "short_conv_kernel_size", name=name)),
+        ("num_heads", int_of(text, "num_attention_heads", name=name)),
+        ("head_dim", int_of(text, "head_dim", name=name)),
+        ("conv_kernel", int_of(text, "short_conv_kernel_size", name=name)),
     )
-    return _kda_beside_mla(text, slots, n, args, rank, rope, name=name)
+    return kda_beside_mla(text, slots, n, args, rank, rope, name=name)
 
 
 def bailing_v2_5(raw, top, text, *, name):
@@ -81,8 +81,8 @@ def bailing_v2_5(raw, top, text, *, name):
     at `.self_attn` (layers/mamba/linear/base.py LinearAttention: linear_attention_state_shape(
     num_attention_heads, head_dim), one tensor of the model dtype), else BailingMoeV25MLAAttention
     `.self_attn.attn`. head_dim: config.head_dim, else hidden_size // num_attention_heads."""
-    n = _int(text, "num_hidden_layers", name=name)
-    group = _int(text, "layer_group_size", name=name, default=1)
+    n = int_of(text, "num_hidden_layers", name=name)
+    group = int_of(text, "layer_group_size", name=name, default=1)
     rank, rope = _bailing_mla(raw, text, name=name)
     slots = tuple(
         Slot(STATE, f"model.layers.{i}.self_attn", i)
@@ -90,12 +90,12 @@ def bailing_v2_5(raw, top, text, *, name):
         else Slot(MLA, f"model.layers.{i}.self_attn.attn", i)
         for i in range(n)
     )
-    heads = _int(text, "num_attention_heads", name=name)
+    heads = int_of(text, "num_attention_heads", name=name)
     args = (
         ("num_heads", heads),
-        ("head_dim", _head_dim_or_split(text, name=name)),
+        ("head_dim", head_dim_or_split(text, name=name)),
         # BailingMoELinearAttention.__init__: tp_size <= group_norm_size, group_norm_size % tp_size == 0
-        ("group_norm_size", _int(text, "group_norm_size", name=name, default=1)),
+        ("group_norm_size", int_of(text, "group_norm_size", name=name, default=1)),
     )
     return StateConfig(
         mamba_type="linear",

@@ -14,7 +14,7 @@ ATTN, MLA, STATE = "attention", "mla", "state"
 
 
 # vLLM's dtype names (STR_DTYPE_TO_TORCH_DTYPE) -> kvviz's element names.
-_ELEMENT = {
+ELEMENT = {
     "bfloat16": "bf16",
     "float16": "fp16",
     "float32": "fp32",
@@ -81,13 +81,16 @@ def with_prefix(config: StateConfig, prefix: str) -> StateConfig:
     return dataclasses.replace(config, slots=tuple(dataclasses.replace(s, name=prefix + s.name) for s in config.slots))
 
 
-def _int(text, key: str, *, name: str, default=None, positive: bool = True) -> int:
+def int_of(text, key: str, *, name: str, default=None, positive: bool = True) -> int:
+    """The integer config field `key` (its default where given; positive unless `positive` is False),
+    one KvvizError naming `name` and the field otherwise."""
     value = field(text, key, model=name, required=default is None, default=default)
     require(not positive or value > 0, f"{name}: {key}={value}: must be positive")
     return value
 
 
-def _list(text, key: str, n: int, *, name: str) -> list:
+def list_of(text, key: str, n: int, *, name: str) -> list:
+    """The per-layer config list `key`: present, with one entry per layer (`n`), or one KvvizError."""
     value = getattr(text, key, None)
     require(value is not None, f"{name}: config is missing field {key!r}")
     require(
@@ -97,17 +100,20 @@ def _list(text, key: str, n: int, *, name: str) -> list:
     return list(value)
 
 
-def _ssm_element(value, key: str, *, name: str) -> str:
-    element = _ELEMENT.get(str(value))
+def ssm_element(value, key: str, *, name: str) -> str:
+    """The element name of a state dtype given as `key` (bfloat16, float16, float32), or one KvvizError."""
+    element = ELEMENT.get(str(value))
     require(element is not None, f"{name}: {key}={short_repr(value)}: kvviz knows bfloat16, float16, float32")
     return element
 
 
-def _attn_fields(text, *, name: str, head_dim: int | None = None) -> dict:
-    heads = _int(text, "num_attention_heads", name=name)
-    kv = _int(text, "num_key_value_heads", name=name, default=heads)
+def attn_fields(text, *, name: str, head_dim: int | None = None) -> dict:
+    """The attention layers' heads, KV heads and head_dim (hidden_size // heads unless given), as
+    StateConfig's fields."""
+    heads = int_of(text, "num_attention_heads", name=name)
+    kv = int_of(text, "num_key_value_heads", name=name, default=heads)
     if head_dim is None:
-        hidden = _int(text, "hidden_size", name=name)
+        hidden = int_of(text, "hidden_size", name=name)
         head_dim = bounded_int(
             hidden // heads,
             field=f"{name}: head_dim (hidden_size {hidden:,} // num_attention_heads {heads:,})",
@@ -117,7 +123,8 @@ def _attn_fields(text, *, name: str, head_dim: int | None = None) -> dict:
     return dict(num_attention_heads=heads, num_kv_heads=kv, head_dim=head_dim)
 
 
-def _head_dim_or_split(text, *, name: str) -> int:
+def head_dim_or_split(text, *, name: str) -> int:
+    """The config's head_dim when it gives one (a positive integer), else hidden_size // num_attention_heads."""
     hd = getattr(text, "head_dim", None)
     if hd:
         require(
@@ -125,7 +132,7 @@ def _head_dim_or_split(text, *, name: str) -> int:
             f"{name}: head_dim={short_repr(hd)}: must be a positive integer",
         )
         return hd
-    hidden, heads = _int(text, "hidden_size", name=name), _int(text, "num_attention_heads", name=name)
+    hidden, heads = int_of(text, "hidden_size", name=name), int_of(text, "num_attention_heads", name=name)
     return bounded_int(
         hidden // heads,
         field=f"{name}: head_dim (hidden_size {hidden:,} // num_attention_heads {heads:,})",
@@ -134,7 +141,7 @@ def _head_dim_or_split(text, *, name: str) -> int:
     )
 
 
-def _one_cache_a_layer(
+def one_cache_a_layer(
     text,
     field: str,
     n: int,
@@ -149,7 +156,7 @@ def _one_cache_a_layer(
     for its state layers and its attention layers, each named `{prefix}model.layers.{i}.{suffix}`, every
     other value refused naming the field."""
     slots = []
-    for i, k in enumerate(_list(text, field, n, name=name)):
+    for i, k in enumerate(list_of(text, field, n, name=name)):
         require(
             k in (state[0], attention[0]),
             f"{name}: {field}[{i}]={short_repr(k)}: {model} layers are {state[0]!r} or {attention[0]!r}",
@@ -162,7 +169,7 @@ def _one_cache_a_layer(
     return tuple(slots)
 
 
-def _kda_beside_mla(text, slots, n: int, args, rank: int, rope: int, *, name: str) -> StateConfig:
+def kda_beside_mla(text, slots, n: int, args, rank: int, rope: int, *, name: str) -> StateConfig:
     """A hybrid of Kimi delta attention states beside MLA layers (Kimi-Linear, Bailing-V3): the KDA recurrent
     state is float32 (kda_state_dtype), the MLA layers one latent of kv_lora_rank + qk_rope_head_dim."""
     return StateConfig(
@@ -170,7 +177,7 @@ def _kda_beside_mla(text, slots, n: int, args, rank: int, rope: int, *, name: st
         slots=tuple(slots),
         num_hidden_layers=n,
         state_args=tuple(args),
-        num_attention_heads=_int(text, "num_attention_heads", name=name),
+        num_attention_heads=int_of(text, "num_attention_heads", name=name),
         kv_lora_rank=rank,
         qk_rope_head_dim=rope,
         ssm_dtype="fp32",

@@ -17,19 +17,19 @@ from kvviz.families.state_config import (
     STATE,
     Slot,
     StateConfig,
-    _attn_fields,
-    _head_dim_or_split,
-    _int,
-    _kda_beside_mla,
-    _one_cache_a_layer,
-    _ssm_element,
+    attn_fields,
+    head_dim_or_split,
+    int_of,
+    kda_beside_mla,
+    one_cache_a_layer,
+    ssm_element,
     with_prefix,
 )
 
 
 def _gated_delta_net(raw, top, text, *, name, prefix: str, ssm_field: str | None, head_from_hidden: bool = False):
-    n = _int(text, "num_hidden_layers", name=name)
-    slots = _one_cache_a_layer(
+    n = int_of(text, "num_hidden_layers", name=name)
+    slots = one_cache_a_layer(
         text,
         "layer_types",
         n,
@@ -40,15 +40,15 @@ def _gated_delta_net(raw, top, text, *, name, prefix: str, ssm_field: str | None
         prefix=prefix,
     )
     args = (
-        ("num_k_heads", _int(text, "linear_num_key_heads", name=name)),
-        ("num_v_heads", _int(text, "linear_num_value_heads", name=name)),
-        ("head_k_dim", _int(text, "linear_key_head_dim", name=name)),
-        ("head_v_dim", _int(text, "linear_value_head_dim", name=name)),
-        ("conv_kernel", _int(text, "linear_conv_kernel_dim", name=name)),
+        ("num_k_heads", int_of(text, "linear_num_key_heads", name=name)),
+        ("num_v_heads", int_of(text, "linear_num_value_heads", name=name)),
+        ("head_k_dim", int_of(text, "linear_key_head_dim", name=name)),
+        ("head_v_dim", int_of(text, "linear_value_head_dim", name=name)),
+        ("conv_kernel", int_of(text, "linear_conv_kernel_dim", name=name)),
     )
     ssm, source = None, ""
     if ssm_field and getattr(text, ssm_field, None) is not None:
-        ssm = _ssm_element(getattr(text, ssm_field), ssm_field, name=name)
+        ssm = ssm_element(getattr(text, ssm_field), ssm_field, name=name)
         source = f"{ssm_field} (Qwen3_5ForConditionalGenerationConfig)"
     return StateConfig(
         mamba_type="gdn",
@@ -57,7 +57,7 @@ def _gated_delta_net(raw, top, text, *, name, prefix: str, ssm_field: str | None
         state_args=args,
         ssm_dtype=ssm,
         ssm_dtype_source=source,
-        **_attn_fields(text, name=name, head_dim=None if head_from_hidden else _head_dim_or_split(text, name=name)),
+        **attn_fields(text, name=name, head_dim=None if head_from_hidden else head_dim_or_split(text, name=name)),
     )
 
 
@@ -95,7 +95,7 @@ def olmo_hybrid(raw, top, text, *, name):
 
 def kimi_linear(raw, top, text, *, name):
     """kimi_k3/nvidia/model.py KimiDecoderLayer: KDA where i + 1 is in linear_attn_config.kda_layers, else MLA."""
-    n = _int(text, "num_hidden_layers", name=name)
+    n = int_of(text, "num_hidden_layers", name=name)
     lac = getattr(text, "linear_attn_config", None)
     require(isinstance(lac, dict), f"{name}: linear_attn_config={short_repr(lac)}: must be an object")
     kda = lac.get("kda_layers")
@@ -118,7 +118,7 @@ def kimi_linear(raw, top, text, *, name):
         )
         args.append((as_, v))
     rank, rope = mla_dims(raw, text, name=name)
-    return _kda_beside_mla(text, slots, n, args, rank, rope, name=name)
+    return kda_beside_mla(text, slots, n, args, rank, rope, name=name)
 
 
 def kimi_k3(raw, top, text, *, name):
@@ -132,7 +132,7 @@ def alice_ai(raw, top, text, *, name):
     short_conv_kernel_size linear_conv_kernel_dim; kda_state_shape, float32 recurrent state),
     'full_attention' -> Qwen3NextAttention `.self_attn.attn` (head_dim, else hidden_size //
     num_attention_heads). models/config.py AliceAIForCausalLMConfig and the model's own checks refuse the rest."""
-    n = _int(text, "num_hidden_layers", name=name)
+    n = int_of(text, "num_hidden_layers", name=name)
     for key, want in (
         ("kda_allow_negative_eigenvalues", False),
         ("router_score_function", "sigmoid"),
@@ -150,17 +150,20 @@ def alice_ai(raw, top, text, *, name):
         f"{name}: block_attn_res_block_size={short_repr(block)}: AliceAI requires a positive integer",
     )
     require(
-        _int(text, "num_experts", name=name, positive=False) > 0,
+        int_of(text, "num_experts", name=name, positive=False) > 0,
         f"{name}: num_experts: AliceAI requires sparse experts",
     )
-    heads_k, heads_v = _int(text, "linear_num_key_heads", name=name), _int(text, "linear_num_value_heads", name=name)
-    dim_k, dim_v = _int(text, "linear_key_head_dim", name=name), _int(text, "linear_value_head_dim", name=name)
+    heads_k, heads_v = (
+        int_of(text, "linear_num_key_heads", name=name),
+        int_of(text, "linear_num_value_heads", name=name),
+    )
+    dim_k, dim_v = int_of(text, "linear_key_head_dim", name=name), int_of(text, "linear_value_head_dim", name=name)
     require(
         heads_k == heads_v and dim_k == dim_v,
         f"{name}: linear_num_key_heads/value_heads {heads_k}/{heads_v}, linear_key/value_head_dim {dim_k}/{dim_v}: "
         f"AliceAI KDA requires matching key/value head counts and dimensions",
     )
-    slots = _one_cache_a_layer(
+    slots = one_cache_a_layer(
         text,
         "layer_types",
         n,
@@ -172,7 +175,7 @@ def alice_ai(raw, top, text, *, name):
     args = (
         ("num_heads", heads_k),
         ("head_dim", dim_k),
-        ("conv_kernel", _int(text, "linear_conv_kernel_dim", name=name)),
+        ("conv_kernel", int_of(text, "linear_conv_kernel_dim", name=name)),
     )
     return StateConfig(
         mamba_type="kda",
@@ -181,7 +184,7 @@ def alice_ai(raw, top, text, *, name):
         state_args=args,
         ssm_dtype="fp32",
         ssm_dtype_source="KDA recurrent state is float32 (kda_state_dtype)",
-        **_attn_fields(text, name=name, head_dim=_head_dim_or_split(text, name=name)),
+        **attn_fields(text, name=name, head_dim=head_dim_or_split(text, name=name)),
     )
 
 

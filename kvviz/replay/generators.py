@@ -15,7 +15,8 @@ import random
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import bounded_int, read_lines, short_repr
+from kvviz.base.files import read_lines
+from kvviz.base.inputs import bounded_int, short_repr
 from kvviz.replay.workload import WorkloadRequest, check
 
 MAX_GENERATED = 10_000_000  # requests of one generated workload (a million-request trace is a benchmark's)
@@ -129,7 +130,7 @@ def read_csv_trace(
 ):
     """A CSV trace (arrival time in seconds, prompt and output tokens a row) as a workload: arrival step =
     floor((t - first t) / step_seconds), rows in time order (stable), ids `trace-<line>`; every prompt unique.
-    Streamed line by line (kvviz.base.inputs.read_lines); a time that is not a finite number (NaN, inf) or a
+    Streamed line by line (kvviz.base.files.read_lines); a time that is not a finite number (NaN, inf) or a
     count that is not a positive integer is one line naming the line and the column."""
     p = Path(path)
     ok = isinstance(step_seconds, (int, float)) and not isinstance(step_seconds, bool)

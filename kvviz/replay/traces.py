@@ -25,7 +25,8 @@ from fractions import Fraction
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
-from kvviz.base.inputs import parse_json_text, read_lines, short_repr
+from kvviz.base.files import parse_json_text, read_lines
+from kvviz.base.inputs import short_repr
 from kvviz.replay.workload import WorkloadRequest
 
 FORMATS = ("mooncake", "azure")

@@ -10,7 +10,7 @@ at `prompt_len`; the rest past the ids is unique: two requests share exactly the
 tokens (an id stands for its block and every block before it). Bad input raises `KvvizError` in one line
 naming the line number and the field, bounded to a few hundred characters whatever the input holds (a key of
 megabytes, a list as id, an integer of a million digits); a file is streamed line by line
-(kvviz.base.inputs.read_lines: regular files only, each line at most MAX_LINE_BYTES), never read whole."""
+(kvviz.base.files.read_lines: regular files only, each line at most MAX_LINE_BYTES), never read whole."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ import json
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError
-from kvviz.base.inputs import parse_json_text, read_lines, short_repr
+from kvviz.base.files import parse_json_text, read_lines
+from kvviz.base.inputs import short_repr
 
 FIELDS = ("id", "arrival_step", "prompt_len", "output_len", "prefix_group", "prefix_len")
 HASH_FIELDS = ("hash_ids", "hash_block_tokens")  # the hash-chain form's optional pair
@@ -156,7 +157,7 @@ def loads(text: str, max_model_len: int | None = None, what: str = "workload") -
 
 
 def read_jsonl(path, max_model_len: int | None = None) -> tuple[WorkloadRequest, ...]:
-    """Requests from a JSON Lines file, streamed line by line (kvviz.base.inputs.read_lines)."""
+    """Requests from a JSON Lines file, streamed line by line (kvviz.base.files.read_lines)."""
     what = f"workload {short_repr(Path(path).name)}" if str(path) else "workload"
     lines = read_lines(path, what=what, give="a JSON Lines workload")
     return _checked(parsed_lines(lines, what), max_model_len, what)

@@ -26,7 +26,7 @@ def bucket_name(bucket: list[CacheSpec]) -> str:
     return group_base_name(bucket[0])
 
 
-def _named_groups(parts: list[tuple[str, list[list[CacheSpec]]]], *, lettered: bool = False) -> tuple[KVGroup, ...]:
+def named_groups(parts: list[tuple[str, list[list[CacheSpec]]]], *, lettered: bool = False) -> tuple[KVGroup, ...]:
     """KVGroups named `base` (one group in the bucket) or `base-0`, `base-1`, ... (`base-a`, `base-b`,
     ... when lettered); a base name met twice gets a prime, so every name is unique."""
     out, used = [], set()

@@ -21,19 +21,19 @@ from collections import Counter
 
 from kvviz.base.defaults import BLOCK_SIZE
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.files import read_json
 from kvviz.base.inputs import (
     MAX_LAYERS,
     MAX_PAGE_BYTES,
     MAX_SLIDING_WINDOW,
     MAX_TOKENS_PER_BLOCK,
     bounded_int,
-    read_json,
     short_repr,
 )
 from kvviz.core.group import KVGroup, tuple_count
 from kvviz.core.kinds import CacheKind
 from kvviz.core.spec import CacheSpec, custom_cache
-from kvviz.vllm.group_names import _named_groups, bucket_name, group_base_name, spec_buckets
+from kvviz.vllm.group_names import bucket_name, group_base_name, named_groups, spec_buckets
 
 
 def page_sizes_first_seen(caches) -> list[int]:
@@ -255,7 +255,7 @@ def uniform_page_groups(caches: tuple[CacheSpec, ...]) -> tuple[KVGroup, ...]:
     for bucket in buckets:
         n = -(-len(bucket) // size)
         parts.append((group_base_name(bucket[0]), [bucket[i::n] for i in range(n)]))
-    return _named_groups(parts)
+    return named_groups(parts)
 
 
 def _type_key(c: CacheSpec) -> tuple:
@@ -291,7 +291,7 @@ def kv_cache_groups(caches: tuple[CacheSpec, ...], *, block_outermost: bool = Fa
     (`kvviz.vllm.pages.unify_page_sizes`) and grouped by `_get_kv_cache_groups_uniform_page_size`."""
     require(len(caches) > 0, "caches: the model registers no KV caches")
     if len(set(_type_keys(caches))) == 1:
-        return _named_groups([(group_base_name(caches[0]), [list(caches)])])
+        return named_groups([(group_base_name(caches[0]), [list(caches)])])
     if block_outermost and len({c.page_bytes for c in caches}) > 1:
         return packed_groups(caches)
     from kvviz.vllm.pages import unify_page_sizes  # pages imports nothing of grouping: no cycle at import
@@ -349,7 +349,7 @@ def packed_groups(caches: tuple[CacheSpec, ...]) -> tuple[KVGroup, ...]:
             continue
         pattern = list(zip(*by_page.values()))
         parts.append((bucket_name(bucket), [[c for rep in pattern[i::n] for c in rep] for i in range(n)]))
-    return _named_groups(parts, lettered=True)
+    return named_groups(parts, lettered=True)
 
 
 def grouping_derivation(groups: tuple[KVGroup, ...], caches) -> tuple[str, ...]:

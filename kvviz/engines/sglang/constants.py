@@ -111,7 +111,7 @@ MAMBA_EXTRA_BUFFER_ARCHS = frozenset(
 KV_SHARING_ARCHS = frozenset({"Gemma3nForConditionalGeneration", "Gemma3nForCausalLM"})
 
 
-_TORCH_DTYPE = {
+TORCH_DTYPE = {
     "bf16": "torch.bfloat16",
     "fp16": "torch.float16",
     "fp32": "torch.float32",
@@ -119,4 +119,4 @@ _TORCH_DTYPE = {
 }
 
 
-_SSM = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+SSM = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}

@@ -33,7 +33,6 @@ from kvviz.base.formats import ELEMENT_BYTES
 from kvviz.engines.common import EnginePlan, EnginePool, check_budget, split_declared
 from kvviz.engines.served import check_served
 from kvviz.engines.sglang.constants import (
-    _TORCH_DTYPE,
     CHUNKED_PREFILL_SIZE,
     DEFAULT_PAGE_SIZE,
     DISABLE_HYBRID_SWA_ARCHS,
@@ -42,19 +41,20 @@ from kvviz.engines.sglang.constants import (
     MAMBA_FULL_MEMORY_RATIO,
     MAX_PREFILL_TOKENS,
     SWA_FULL_TOKENS_RATIO,
+    TORCH_DTYPE,
     VERSION,
 )
 from kvviz.engines.sglang.rules import (
-    _kv_log,
-    _kv_pools,
-    _uniform,
     every_layer,
     is_hybrid_swa,
+    kv_log,
+    kv_pools,
     mamba_per_req,
     mamba_ratio,
     requests_at_full_length,
     resolve_max_num_reqs,
     ssm_dtype,
+    uniform,
 )
 from kvviz.options import Options
 
@@ -166,7 +166,7 @@ def plan_sglang(
             f"{ELEMENT_BYTES[c.kv_dtype]} = {cell:,} B/token; {available:,} // {cell:,} = {tokens:,}"
         )
         logs.append(
-            f"KV Cache is allocated. dtype: {_TORCH_DTYPE[c.kv_dtype]}, #tokens: {tokens}, "
+            f"KV Cache is allocated. dtype: {TORCH_DTYPE[c.kv_dtype]}, #tokens: {tokens}, "
             f"KV size: {pools[-1].total_bytes / GB:.2f} GB"
         )
         hybrid = False
@@ -176,7 +176,7 @@ def plan_sglang(
         hybrid = True
         swa = [c for c in attn if c.sliding_window is not None or c.attention_chunk_size is not None]
         full = [c for c in attn if c not in swa]
-        f0, s0 = _uniform(full, "full", model) if full else None, _uniform(swa, "sliding", model)
+        f0, s0 = uniform(full, "full", model) if full else None, uniform(swa, "sliding", model)
         full_per_token = f0.token_bytes if f0 else 0
         swa_per_token = s0.token_bytes
         window = s0.sliding_window if s0.sliding_window is not None else s0.attention_chunk_size
@@ -192,8 +192,8 @@ def plan_sglang(
                     f"sliding_window_size ({window}) + page_size ({page}); raise the budget"
                 )
             tokens = full_tokens
-            pools += _kv_pools("full ", full, full_tokens, page, "full-attention")
-            pools += _kv_pools("swa ", swa, swa_tokens, page, f"sliding (window {window:,})")
+            pools += kv_pools("full ", full, full_tokens, page, "full-attention")
+            pools += kv_pools("swa ", swa, swa_tokens, page, f"sliding (window {window:,})")
             derivation += [
                 f"hybrid SWA: cell = {full_per_token:,} x {len(full)} + {SWA_FULL_TOKENS_RATIO} x "
                 f"{swa_per_token:,} x {len(swa)} = {cell:,} B per full token",
@@ -203,8 +203,8 @@ def plan_sglang(
             logs.append(
                 f"Use sliding window memory pool. full_layer_tokens={full_tokens}, swa_layer_tokens={swa_tokens}"
             )
-            logs.append(_kv_log(pools[-4:-2], full_tokens, f0.kv_dtype))
-            logs.append(_kv_log(pools[-2:], swa_tokens, s0.kv_dtype))
+            logs.append(kv_log(pools[-4:-2], full_tokens, f0.kv_dtype))
+            logs.append(kv_log(pools[-2:], swa_tokens, s0.kv_dtype))
             full_pool, sliding = full_tokens, (swa_tokens, window)
             counts = (
                 f"rows of the full-attention buffers; the sliding-window buffers hold {swa_tokens:,} "
@@ -213,7 +213,7 @@ def plan_sglang(
         else:  # all SWA: no ratio, max_total = the SWA pool
             cell = swa_per_token * len(swa)
             tokens = int(available // cell) // page * page
-            pools += _kv_pools("swa ", swa, tokens, page, f"sliding (window {window:,})")
+            pools += kv_pools("swa ", swa, tokens, page, f"sliding (window {window:,})")
             derivation.append(f"all-SWA pool: {available:,} // {cell:,} = {tokens:,}")
             logs.append(f"Use sliding window memory pool (all SWA). swa_layer_tokens={tokens}")
             full_pool, sliding = None, (tokens, window)
@@ -222,12 +222,12 @@ def plan_sglang(
         hybrid = False
         # DefaultPoolConfigurator: n x (head_dim + v_head_dim) x layers x kv size over the attention
         # layers (hybrid linear models: full_attention_layer_ids only); page-aligned floor.
-        c = _uniform(attn, "attention", model)
+        c = uniform(attn, "attention", model)
         if model.architecture in KV_SHARING_ARCHS:
             attn = every_layer(model, attn)
         cell = c.token_bytes * len(attn)
         tokens = available // cell // page * page
-        pools += _kv_pools("", attn, tokens, page, "attention")
+        pools += kv_pools("", attn, tokens, page, "attention")
         why = ""
         if model.architecture in DISABLE_HYBRID_SWA_ARCHS and any(
             a.sliding_window is not None or a.attention_chunk_size is not None for a in attn
@@ -240,7 +240,7 @@ def plan_sglang(
             f"{len(attn)} x {ELEMENT_BYTES[c.kv_dtype]} = {cell:,} B/token{why}; "
             f"{available:,} // {cell:,} = {tokens:,}"
         )
-        logs.append(_kv_log(pools[-2:], tokens, c.kv_dtype))
+        logs.append(kv_log(pools[-2:], tokens, c.kv_dtype))
         full_pool, sliding = tokens, None
         counts = "rows of the K and V buffers: a token of context holds one in every attention layer" + why
 

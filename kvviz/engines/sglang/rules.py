@@ -8,14 +8,14 @@ from kvviz.base.formats import ELEMENT_BYTES
 from kvviz.core.declare import AttentionCache
 from kvviz.engines.common import EnginePool, state_bytes
 from kvviz.engines.sglang.constants import (
-    _SSM,
-    _TORCH_DTYPE,
     DEFAULT_PAGE_SIZE,
     DISABLE_HYBRID_SWA_ARCHS,
     GB,
     HYBRID_SWA_ARCHS,
     MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO,
     MAMBA_EXTRA_BUFFER_ARCHS,
+    SSM,
+    TORCH_DTYPE,
 )
 from kvviz.options import Options
 
@@ -50,7 +50,7 @@ def ssm_dtype(model, options: Options) -> tuple[str, str]:
     """configs/mamba_utils.py mamba2_state_dtype: --mamba-ssm-dtype, else the config's
     mamba_ssm_dtype, else float32 (SGLang's default, unlike vLLM's model dtype)."""
     if options.mamba_ssm_dtype:
-        return _SSM[options.mamba_ssm_dtype], "--mamba-ssm-dtype"
+        return SSM[options.mamba_ssm_dtype], "--mamba-ssm-dtype"
     cfg = model.config
     if getattr(cfg, "ssm_dtype", None) and getattr(cfg, "ssm_dtype_source", "").startswith("mamba_ssm_dtype"):
         return cfg.ssm_dtype, "config mamba_ssm_dtype"
@@ -111,7 +111,7 @@ def every_layer(model, attn) -> list:
     return sorted(attn + extra, key=lambda a: a.layer)
 
 
-def _uniform(caches, what: str, model) -> AttentionCache:
+def uniform(caches, what: str, model) -> AttentionCache:
     """The one attention geometry SGLang sizes `what` layers from; layers that differ are refused."""
     first = caches[0]
     for c in caches:
@@ -123,7 +123,7 @@ def _uniform(caches, what: str, model) -> AttentionCache:
     return first
 
 
-def _kv_pools(prefix: str, layers, tokens: int, page: int, label: str) -> list[EnginePool]:
+def kv_pools(prefix: str, layers, tokens: int, page: int, label: str) -> list[EnginePool]:
     """MHATokenToKVPool: one K and one V buffer per layer, (size + page_size) rows of one token
     (_kv_buffer_shapes)."""
     c = layers[0]
@@ -151,10 +151,10 @@ def _kv_pools(prefix: str, layers, tokens: int, page: int, label: str) -> list[E
     ]
 
 
-def _kv_log(pools, tokens: int, dtype: str, name: str = "KV Cache") -> str:
+def kv_log(pools, tokens: int, dtype: str, name: str = "KV Cache") -> str:
     """KVCache._finalize_allocation_log (mem_cache/memory_pool.py), the (K, V) form."""
     k, v = pools
     return (
-        f"{name} is allocated. dtype: {_TORCH_DTYPE[dtype]}, #tokens: {tokens}, K size: {k.total_bytes / GB:.2f} GB, "
+        f"{name} is allocated. dtype: {TORCH_DTYPE[dtype]}, #tokens: {tokens}, K size: {k.total_bytes / GB:.2f} GB, "
         f"V size: {v.total_bytes / GB:.2f} GB"
     )

@@ -21,7 +21,7 @@ from kvviz.base.errors import require
 from kvviz.engines.common import EnginePlan, EnginePool, check_budget, split_declared
 from kvviz.engines.served import check_served
 from kvviz.engines.sglang.constants import CHUNKED_PREFILL_SIZE, DEFAULT_PAGE_SIZE, SWA_FULL_TOKENS_RATIO, VERSION
-from kvviz.engines.sglang.rules import _uniform, is_hybrid_swa, requests_at_full_length, resolve_max_num_reqs
+from kvviz.engines.sglang.rules import is_hybrid_swa, requests_at_full_length, resolve_max_num_reqs, uniform
 from kvviz.options import Options
 
 ENTRY_ALIGN_BYTES = 32  # mem_cache/layout/token_major.py
@@ -64,7 +64,7 @@ def plan_sglang_unified(model, options: Options = Options(), *, kv_budget_bytes:
     swa = [c for c in attn if c.sliding_window is not None or c.attention_chunk_size is not None]
     full = [c for c in attn if c not in swa]
     require(full, f"{model.name}: all layers sliding; the unified pool needs a full-attention end")
-    f0, s0 = _uniform(full, "full", model), _uniform(swa, "sliding", model)
+    f0, s0 = uniform(full, "full", model), uniform(swa, "sliding", model)
     window = s0.sliding_window if s0.sliding_window is not None else s0.attention_chunk_size
     full_bpt, swa_bpt = f0.token_bytes * len(full), s0.token_bytes * len(swa)  # _unified_full_bytes_per_token
     full_tokens = max_unified_full_tokens(kv_budget_bytes, page, full_bpt, swa_bpt)

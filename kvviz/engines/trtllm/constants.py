@@ -18,7 +18,7 @@ MAX_BATCH_SIZE = 2048  # llmapi/llm_args.py BaseLlmArgs.max_batch_size
 MAX_NUM_TOKENS = 8192  # llmapi/llm_args.py BaseLlmArgs.max_num_tokens
 
 
-_SSM = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+SSM = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 NOTES = (

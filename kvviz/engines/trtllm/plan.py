@@ -61,7 +61,7 @@ from kvviz.engines.common import EnginePlan, EnginePool, check_budget, split_dec
 from kvviz.engines.served import check_served
 from kvviz.engines.trtllm.constants import MAX_BATCH_SIZE, MAX_NUM_TOKENS, NOTES, TOKENS_PER_BLOCK, VERSION
 from kvviz.engines.trtllm.rules import (
-    _attention_geometry,
+    attention_geometry,
     blocks_for_budget,
     blocks_to_completion,
     shrink_windows,
@@ -110,7 +110,7 @@ def plan_trtllm(
     require(states or not use_py_mamba, f"{model.name}: use_py_mamba applies to hybrid Mamba models only")
     tpb = options.block_size or TOKENS_PER_BLOCK
     max_seq_len = options.max_model_len or model.max_model_len
-    kv_factor, heads, head_dim, dtype, kind = _attention_geometry(model, attn, mla)
+    kv_factor, heads, head_dim, dtype, kind = attention_geometry(model, attn, mla)
     if states and not use_py_mamba:
         from kvviz.engines.trtllm.hybrid import plan_trtllm_hybrid_v2
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from kvviz.base.errors import require
-from kvviz.engines.trtllm.constants import _SSM
+from kvviz.engines.trtllm.constants import SSM
 from kvviz.options import Options
 
 
@@ -79,7 +79,7 @@ def blocks_to_completion(seq_len: int, window: int, temporary: int, tokens_per_b
     return -(-min(seq_len, window + temporary) // tokens_per_block)
 
 
-def _attention_geometry(model, attn, mla):
+def attention_geometry(model, attn, mla):
     """(kv_factor, per-layer kv heads, head_dim, dtype, what) as _util.py _create_kv_cache_manager
     hands them to KVCacheManager (MLA: SELFKONLY, one head of kv_lora_rank + qk_rope_head_dim)."""
     if mla:
@@ -103,7 +103,7 @@ def ssm_cache_dtype(model, options: Options) -> str:
     defaults it to float32: _torch/configs/nemotron_h.py at commit 1e8ee684, transformers' class alike; the
     checkpoint's mamba_ssm_dtype is not honoured), else the model's torch_dtype."""
     if options.mamba_ssm_dtype:
-        return _SSM[options.mamba_ssm_dtype]
+        return SSM[options.mamba_ssm_dtype]
     cfg = model.config
     if getattr(cfg, "ssm_dtype", None) and getattr(cfg, "ssm_dtype_source", "").startswith("mamba_ssm_cache_dtype"):
         return cfg.ssm_dtype
