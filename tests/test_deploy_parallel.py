@@ -95,16 +95,16 @@ def test_routed_experts_by_hand_and_the_gpu_budgets():
     parameter plus one float32 scale a 128 x 128 block (quantization_config weight_block_size). From a GPU,
     attention DP keeps everything else whole on each GPU, so its budget is TP 8's less (that rest) x 7/8: below 8x
     (#51454's 7.7x)."""
-    from kvviz.deploy.budget import _weights_term
-    from kvviz.deploy.weights import _raw_config
+    from kvviz.deploy.budget import weights_term
+    from kvviz.deploy.weights import raw_config_of
 
     model = load_preset("deepseek-v3")
-    raw, _ = _raw_config(model, None, None)
+    raw, _ = raw_config_of(model, None, None)
     routed = decoder_count(raw).parts["experts"]  # kvviz.deploy.params: the routed experts alone
     assert routed == 58 * 256 * 3 * 7168 * 2048
     assert raw["quantization_config"]["weight_block_size"] == [128, 128]
     routed_bytes = int(round(routed * (1 + 4 / (128 * 128))))
-    whole = _weights_term(model, 1, None, None, None, None).value
+    whole = weights_term(model, 1, None, None, None, None).value
     rest = whole - routed_bytes
     for gpu in ("B200", "MI325X", "H200"):
         a = attention_layouts(model, 8, None, Options(max_model_len=131072), gpu=gpu)

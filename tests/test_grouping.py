@@ -152,9 +152,9 @@ def test_pad_small_pages_grows_to_the_smallest_full_size_at_least_as_big(full_pa
 def test_packed_sub_groups_are_lettered_past_z():
     """The packed path letters a bucket's sub-groups a..z, then aa, ab, ... (kvviz's names; vLLM
     names no group), so DeepSeek V4 with thousands of MTP layers keeps readable, unique names."""
-    from kvviz.vllm.group_names import _named_groups
+    from kvviz.vllm.group_names import named_groups
 
     one = [custom_cache("l0", 10)]
-    names = [g.name for g in _named_groups([("swa", [one] * 28)], lettered=True)]
+    names = [g.name for g in named_groups([("swa", [one] * 28)], lettered=True)]
     assert names[:2] == ["swa-a", "swa-b"] and names[25:] == ["swa-z", "swa-aa", "swa-ab"]
-    assert [g.name for g in _named_groups([("state", [one] * 2)])] == ["state-0", "state-1"]
+    assert [g.name for g in named_groups([("state", [one] * 2)])] == ["state-0", "state-1"]

@@ -12,7 +12,7 @@ import pytest
 
 import kvviz
 from kvviz.cli.main import main
-from kvviz.deploy.weights import _raw_config, estimate_weight_bytes
+from kvviz.deploy.weights import estimate_weight_bytes, raw_config_of
 from kvviz.families import preset_names
 from kvviz.families.hf import MAX_LEN_KEYS
 
@@ -70,7 +70,7 @@ def test_gemma_3n_e4b_by_hand():
     once = vocab * h + vocab_ple * n * ple + h * n * ple + ple + 2 * (k - 1) * h * h + h  # tied lm_head; final norm
     total = layers + once
     model = kvviz.load("gemma-3n-e4b")
-    w, how = estimate_weight_bytes(model, _raw_config(model, None, None)[0])
+    w, how = estimate_weight_bytes(model, raw_config_of(model, None, None)[0])
     assert w == 2 * total and f"{total:,} parameters" in how  # bf16
     assert 6.8e9 < total < 6.9e9  # the text model of the "8B raw parameters" E4B (vision, audio towers apart)
 

@@ -11,7 +11,7 @@ import kvviz
 from kvviz.base.errors import KvvizError
 from kvviz.cli.main import main
 from kvviz.deploy.budget import kv_budget
-from kvviz.deploy.weights import _raw_config, estimate_weight_bytes
+from kvviz.deploy.weights import estimate_weight_bytes, raw_config_of
 
 
 def v4_by_hand(h, n, vocab, heads, q_lora, groups, e, inter, c4, c128, swa, noaux=False):
@@ -46,7 +46,7 @@ def pro_by_hand():
 
 
 def flash_raw() -> dict:
-    return _raw_config(kvviz.load("deepseek-v4-flash"), None, None)[0]
+    return raw_config_of(kvviz.load("deepseek-v4-flash"), None, None)[0]
 
 
 def test_deepseek_v4_flash_by_hand():
@@ -101,7 +101,7 @@ def test_deepseek_v4_pro_by_hand_and_on_8_h200():
     linear, experts, rest, four = pro_by_hand()
     assert 1.57e12 < linear + experts + rest + four < 1.58e12  # 1.6 T published, less the MTP layer
     model = kvviz.load("deepseek-v4-pro")
-    raw = _raw_config(model, None, None)[0]
+    raw = raw_config_of(model, None, None)[0]
     w, how = estimate_weight_bytes(model, raw)
     assert w == round(linear * (1 + 1 / (128 * 128)) + experts * 4.25 / 8 + 2 * rest + 4 * four)
     assert f"{linear + experts + rest + four:,} parameters" in how
@@ -111,7 +111,7 @@ def test_deepseek_v4_pro_by_hand_and_on_8_h200():
 
 def test_deepseek_v4_pro_without_its_sizes_names_what_is_missing():
     model = kvviz.load("deepseek-v4-pro")
-    raw = _raw_config(model, None, None)[0]
+    raw = raw_config_of(model, None, None)[0]
     del raw["hidden_size"]
     with pytest.raises(KvvizError, match="hidden_size") as err:
         estimate_weight_bytes(model, raw)
