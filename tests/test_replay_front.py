@@ -244,7 +244,7 @@ def test_generators_refuse_what_would_never_end():
     from kvviz.replay import agentic, burst, documents, multi_turn
 
     t = time.perf_counter()
-    _one_line(lambda: chat(10**12), "n=1000000000000: must be from 0 to 10,000,000")
+    _one_line(lambda: chat(10**12), "n=1000000000000: must be an integer from 0 to 10,000,000")
     _one_line(lambda: documents(10**100), "n=")
     _one_line(lambda: agentic(-1), "n=-1")
     _one_line(lambda: burst(2**5000), "n=<an integer of")

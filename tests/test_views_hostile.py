@@ -43,6 +43,7 @@ RECORDS = {
     "Knob",
     "Planned",
     "Result",
+    "SweepData",
 }
 # Wrong for almost every argument: absent, of another type, out of any range, not finite, empty, a stray object.
 WRONG = [None, 0, -1, 2**70, 1.5, math.nan, math.inf, "", "x", [], [None], {}, object(), True, b"x", -0.5]
@@ -111,6 +112,8 @@ def valid(t) -> dict:
         "occupancy": ((V.occupancy_data(r),), {}),
         "queues": ((V.queue_data(r),), {}),
         "pool_map": ((V.TimeLapse(r).at(0),), {}),
+        "answers_figure": ((r,), {}),
+        "sweep_figure": ((V.SweepData("sweep", ("a", "b"), (0.1, 0.2), (0, 1), (3, 4), (None, 5)),), {}),
         "side_by_side": ((kvviz.api.side_by_side(t["plan"], t["plan2"], budget_bytes=1 << 30),), {}),
         # explorer
         "preset": (("llama-3.1-8b",), {}),

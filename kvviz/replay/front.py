@@ -102,13 +102,14 @@ def replay(
     max_steps: int | None = None,
     check_invariants: bool = False,
     record_blocks: bool = False,
+    fast: bool = True,
     **deployment,
 ) -> Replay:
     """`workload` replayed on `plan`'s pool as vLLM 0.33's scheduler runs it (module docstring): the budget
     given as `Plan.capacity` takes it, the scheduler knobs from the plan unless given, the traffic as
     requests, a Trace or a file (`rows=`, `step_ms=`, `id_prefix=`, `first_row=` for a trace: read_trace).
     `max_num_seqs` defaults to min(1024, max_num_batched_tokens); `record_blocks=True` keeps the time-lapse
-    log (docs/replay.md)."""
+    log; `fast=False` replays every step one by one (docs/replay.md#speed: the same output)."""
     if not isinstance(plan, Plan):
         raise KvvizError(
             f"plan={short_repr(plan)}: give a plan, e.g. kvviz.replay(kvviz.plan('llama-3.1-8b'), "
@@ -150,6 +151,7 @@ def replay(
         max_steps=max_steps,
         check_invariants=check_invariants,
         record_blocks=record_blocks,
+        fast=fast,
     )
     cap = plan.capacity(budget)
     return result.with_notes(

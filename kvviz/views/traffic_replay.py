@@ -12,8 +12,9 @@ import dataclasses
 import numpy as np
 
 from kvviz.base.errors import require
-from kvviz.base.inputs import short_repr
+from kvviz.base.inputs import checked, instance, short_repr
 from kvviz.views import traffic
+from kvviz.views.args import REPLAY, WIDTH
 from kvviz.views.canvas import new_figure
 from kvviz.views.traffic_data import OccupancyData, PoolMapData, QueueData, TimeLapse, occupancy_data, queue_data
 
@@ -59,6 +60,7 @@ def pool_map(data, *, step: int | None = None, **kw):
     return traffic.pool_map(data, **kw)
 
 
+@checked(replay=REPLAY)
 def answers_figure(replay, **kw):
     """The queues (running, waiting, preemptions) with the capacity line's promise (requests of max_model_len
     the pool holds at once) and the peak running marked."""
@@ -96,6 +98,7 @@ class SweepData:
             require(len(getattr(self, name)) == n, f"{name}: {len(getattr(self, name))} values for {n} settings")
 
 
+@checked(data=instance(SweepData, what="a SweepData (kvviz.deploy.sweep(...).figure_data())"), width=WIDTH)
 def sweep_figure(data: SweepData, *, width: float = 9.0):
     """Four panels, one bar per setting in each: hit rate, preemptions, peak running, p99 queueing delay."""
     n = len(data.labels)
