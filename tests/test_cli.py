@@ -303,3 +303,20 @@ def test_help_lists_every_subcommand(capsys):
     out = capsys.readouterr().out
     for command in ("plan", "compare", "models", "render", "verify"):
         assert f"    {command} " in out
+
+
+def test_a_budget_refusal_names_the_flag_the_budget_came_from():
+    """A GPU's budget is named by the GPU flag, not by a --budget-bytes the user never gave ('--budget-bytes None')."""
+    import argparse
+
+    from kvviz.cli.budget_args import budget_option
+
+    def given(**flags):
+        return argparse.Namespace(
+            **({"gpu": None, "gpu_memory_gib": None, "budget_gib": None, "budget_bytes": None} | flags)
+        )
+
+    assert budget_option(given(gpu="H100")) == "--gpu H100"
+    assert budget_option(given(gpu_memory_gib=80.0)) == "--gpu-memory-gib 80.0"
+    assert budget_option(given(budget_gib=1.5)) == "--budget-gib 1.5"
+    assert budget_option(given(budget_bytes=4096)) == "--budget-bytes 4096"

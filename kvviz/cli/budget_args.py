@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from kvviz.api import budget_record
 from kvviz.base.defaults import GPU_MEMORY_UTILIZATION, TENSOR_PARALLEL_SIZE
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import (
@@ -31,8 +32,6 @@ class Budget:
     def to_json(self) -> dict:
         """The budget of a command's --json: how it was had (`kvviz.api.budget_record`: the rule and its
         inputs), the GPU's terms (`kv_budget`) and --max-model-len -1's fit."""
-        from kvviz.api import budget_record
-
         out = {}
         if self.bytes is not None:
             out["budget"] = budget_record(self.bytes, self.derived, budget_gib=self.gib)
@@ -143,8 +142,12 @@ def weights_sources(args) -> dict:
 
 
 def budget_option(args) -> str:
-    """The budget flag as the user gave it (`--budget-gib X` or `--budget-bytes N`), to name it in an error."""
-    return f"--budget-gib {args.budget_gib}" if args.budget_gib is not None else f"--budget-bytes {args.budget_bytes}"
+    """The budget flag as the user gave it (`--gpu H100`, `--gpu-memory-gib X`, `--budget-gib X` or
+    `--budget-bytes N`), to name it in an error."""
+    for flag, dest in (("--gpu", "gpu"), ("--gpu-memory-gib", "gpu_memory_gib"), ("--budget-gib", "budget_gib")):
+        if getattr(args, dest, None) is not None:
+            return f"{flag} {getattr(args, dest)}"
+    return f"--budget-bytes {args.budget_bytes}"
 
 
 def require_budget_holds_a_block(args, budget: int, stride: int, what: str = "one block stride") -> None:

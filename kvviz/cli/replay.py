@@ -9,6 +9,7 @@ import json
 
 from kvviz.base.errors import KvvizError
 from kvviz.cli.args import model_from_args, plan_from_args
+from kvviz.cli.budget_args import budget_option
 from kvviz.cli.engines import figure_path
 from kvviz.cli.replay_args import SWEEP_FLAGS, traffic_args
 from kvviz.cli.replay_sweep import run_sweep
@@ -43,7 +44,7 @@ def run(args) -> int:
     # (kv_cache_planning._check_enough_kv_cache_memory), so neither does its replay on the command line
     refusal = startup_refusal(plan, budget)
     if refusal:
-        raise KvvizError(f"{budget_option(args)}: {budget:,} B: vLLM 0.33 refuses to start: {refusal}")
+        raise KvvizError(f"{budget_option(args)}: {budget:,} B of KV memory: vLLM 0.33 refuses to start: {refusal}")
     result = replay(
         plan,
         budget_bytes=budget,
@@ -73,13 +74,6 @@ def run(args) -> int:
     for line in found.lines():
         print(line)
     return 0
-
-
-def budget_option(args) -> str:
-    """The flag the budget came from, for a refusal."""
-    if getattr(args, "gpu", None) is not None or getattr(args, "gpu_memory_gib", None) is not None:
-        return "--gpu" if args.gpu is not None else "--gpu-memory-gib"
-    return "--budget-gib" if args.budget_gib is not None else "--budget-bytes"
 
 
 def write_replay_figure(path, result) -> None:
