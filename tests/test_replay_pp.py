@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import kvviz
+from kvviz.base.errors import KvvizError
 from kvviz.cli.main import main
 from kvviz.replay.answers import answers
 
@@ -141,3 +142,24 @@ def test_the_window_admission_cap_takes_the_in_flight_tokens_of_pp(mnbt, monkeyp
     kvviz.replay(_plan(case, mnbt), _requests(2, 100, 2), budget_gib=8)
     caps = [(m.kind, m.cap) for m in made[0].managers]
     assert [c for (kind, c) in caps if kind == "sliding"] == [want[0]]
+
+
+@pytest.mark.parametrize(
+    ("budget", "words"),
+    [
+        ((8 << 30,), "budget_bytes: one positive integer a stage (2), got 1 values"),
+        ((8 << 30, 0), "budget_bytes: one positive integer a stage (2)"),
+        ((8 << 30, "8"), "budget_bytes: one positive integer a stage (2)"),
+    ],
+)
+def test_a_wrong_budget_a_stage_is_one_line(budget, words):
+    plan = kvviz.plan("llama-3.1-8b", pipeline_parallel_size=2, max_model_len=8192)
+    with pytest.raises(KvvizError) as e:
+        kvviz.replay(plan, _requests(1, 10, 1), budget_bytes=budget)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_budget_a_stage_without_stages_is_one_line():
+    plan = kvviz.plan("llama-3.1-8b", max_model_len=8192)
+    with pytest.raises(KvvizError, match="the plan has no pipeline stages"):
+        kvviz.replay(plan, _requests(1, 10, 1), budget_bytes=(8 << 30, 8 << 30))
