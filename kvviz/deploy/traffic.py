@@ -7,7 +7,8 @@ An argument given as a list is an axis; everything else is the same in every set
 as `kvviz.plan` plans it (kvviz.api.plan) and replayed through the front door (kvviz.replay), the trace read
 once; a setting vLLM 0.33 would refuse to start on (one max_model_len request does not fit the pool,
 kvviz.vllm.pipeline.startup_refusal), or a GPU whose memory the weights fill, is a row saying so, not a
-replay."""
+replay. With pipeline stages each setting's budget is one a stage (kvviz.core.budgets.plan_budget), checked and
+replayed whole, as `kvviz.replay` takes it (docs/replay.md#pipeline-parallel)."""
 
 from __future__ import annotations
 
