@@ -140,7 +140,7 @@ def _engine_config(folder: Path, o: dict):
     kw = {}
     if "offload" in o:
         kw = {"kv_offloading_size": float(o["offload"]), "kv_offloading_backend": "native"}
-    args = EngineArgs(
+    args = dict(
         model=str(folder),
         dtype="bfloat16",
         skip_tokenizer_init=True,
@@ -156,7 +156,8 @@ def _engine_config(folder: Path, o: dict):
         distributed_executor_backend="mp",
         **kw,
     )
-    return args.create_engine_config(), probe.max_model_len
+    args.update(o.get("engine", {}))  # a caller's own EngineArgs (scripts/vllm_reference_replay.py at PP)
+    return EngineArgs(**args).create_engine_config(), probe.max_model_len
 
 
 def _stage_specs(folder: Path, o: dict, stage: int):

@@ -41,6 +41,7 @@ records, no block counts: `_drive`), each run timed alone; OUT.json then holds o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -83,12 +84,16 @@ def _engine_kwargs(inp: dict) -> dict:
         kw["enable_prefix_caching"] = False
     if inp.get("async_scheduling") == "off":
         kw["async_scheduling"] = False
+    if inp.get("pp", 1) != 1:  # the stages' workers are built one by one (_pp_model)
+        kw["pipeline_parallel_size"] = inp["pp"]
     if inp.get("tp", 1) != 1:
         raise ValueError("tp != 1: this script builds one rank in one process (the shared case at TP 2 was not)")
     return kw
 
 
-def _plan(vllm_config, specs, budget):
+def _plan(vllm_config, workers: list, budgets: list):
+    """EngineCore._initialize_kv_caches: each worker's spec dict (one at PP 1, one a stage under pipeline
+    parallel) and its available memory; the scheduler gets worker 0's config (generate_scheduler_kv_cache_config)."""
     from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
     from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
     from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
@@ -102,11 +107,11 @@ def _plan(vllm_config, specs, budget):
 
     register_all_kvcache_specs(vllm_config)
     supported = [[x.name for x in get_supported_kv_cache_layouts(get_current_attn_backends(vllm_config))]]
-    layout = resolve_kv_cache_layout(vllm_config, supported, list(specs.values()))
-    groups = get_global_kv_cache_groups(vllm_config, [specs])
+    layout = resolve_kv_cache_layout(vllm_config, supported, list(workers[0].values()))
+    groups = get_global_kv_cache_groups(vllm_config, workers)
     vllm_config.adjust_dcp_kv_cache_interleave_size(groups)
     vllm_config.cache_config.kv_cache_layout = layout.name
-    configs = get_kv_cache_configs(vllm_config, [specs], [budget], groups)
+    configs = get_kv_cache_configs(vllm_config, workers, budgets, groups)
     for c in configs:
         c.kv_cache_layout = vllm_config.cache_config.kv_cache_layout
     sched_cfg = generate_scheduler_kv_cache_config(configs)
@@ -199,6 +204,7 @@ def _settings(m, vllm_config, inp) -> dict:
         "num_lookahead_tokens": vllm_config.num_lookahead_tokens,
         "num_hash_lookahead_tokens": vllm_config.num_hash_lookahead_tokens,
         "tensor_parallel_size": vllm_config.parallel_config.tensor_parallel_size,
+        "pipeline_parallel_size": vllm_config.parallel_config.pipeline_parallel_size,
         "attention_backends": sorted(m.backends),
     }
 
@@ -228,6 +234,36 @@ STEP_KEYS = (
     "pc_preempted_queries",
     "pc_preempted_hits",
 )
+
+
+@contextlib.contextmanager
+def _pp_model(folder: Path, max_model_len: int, **engine_kwargs):
+    """`vllm_model`'s namespace under pipeline parallel (inputs.pp > 1): each stage's worker registers its own
+    layers' specs (scripts/vllm_reference_deploy.py `_stage_specs`, as scripts/vllm_reference_pp_replay.py builds
+    them) with this case's EngineArgs; `workers` one spec dict a stage, `specs` all of them, `vllm_config` the last
+    stage's (as the PP replay reference takes it)."""
+    import types
+
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.model_loader.utils import get_model_architecture
+    from vllm_reference_deploy import _engine_config, _stage_specs
+
+    pp = engine_kwargs.pop("pipeline_parallel_size")
+    derived = _engine_config(folder, {})[1]  # max_model_len from the config alone (vllm_model's `derived`)
+    o = {"pp": pp, "engine": dict(engine_kwargs, max_model_len=max_model_len)}
+    stages = [_stage_specs(folder, o, stage) for stage in range(pp)]
+    vc = stages[-1][3]
+    with set_current_vllm_config(vc):
+        _, arch = get_model_architecture(vc.model_config)
+        yield types.SimpleNamespace(
+            raw=json.loads((folder / "config.json").read_text()),
+            derived=derived,
+            vllm_config=vc,
+            arch=arch,
+            workers=[s[0] for s in stages],
+            specs={k: v for s in stages for k, v in s[0].items()},
+            backends={b for s in stages for b in s[2]},
+        )
 
 
 def _scheduler(vc, sched_cfg, block_size: int, hash_block_size: int):
@@ -264,7 +300,7 @@ def _request(w: dict, tokens: list[int], step: int, hasher):
     )
 
 
-def _drive(sched, workload: list, tokens: list, hasher, async_: bool, queue_size: int, max_steps: int) -> int:
+def _drive(sched, workload: list, tokens: list, hasher, queue_size: int, max_steps: int) -> int:
     """The loop of `replay_case` with its recording switched off (the timing mode): requests added at their
     arrival step, `schedule()`, the stand-in model's output, `update_from_output()`, as EngineCore.step /
     step_with_batch_queue drive them; nothing recorded. Returns the number of steps."""
@@ -287,7 +323,7 @@ def _drive(sched, workload: list, tokens: list, hasher, async_: bool, queue_size
                 so = sched.schedule()
                 entry = (so, {r for r in so.num_scheduled_tokens if not requests[r].is_prefill_chunk})
             processed = None
-            if not async_:
+            if queue_size == 1:  # EngineCore.step
                 processed = entry if so is not None else None
             else:
                 if so is not None:
@@ -328,7 +364,6 @@ def _timing(vc, sched_cfg, block_size, hash_block_size, hasher, workload: list, 
             workload,
             tokens,
             hasher,
-            vc.scheduler_config.async_scheduling,
             vc.max_concurrent_batches,
             inp.get("max_steps", 200_000),
         )
@@ -355,9 +390,14 @@ def replay_case(case: dict, configs: Path, timing_runs: int = 0) -> dict:
 
     inp = case["inputs"]
     t_setup = time.perf_counter()
-    with vllm_model(configs / inp["model"], inp["max_model_len"], **_engine_kwargs(inp)) as m:
+    pp = inp.get("pp", 1)
+    model = (vllm_model if pp == 1 else _pp_model)(configs / inp["model"], inp["max_model_len"], **_engine_kwargs(inp))
+    with model as m:
         vc = m.vllm_config
-        sched_cfg, rank_cfg, block_size, hash_block_size, layout = _plan(vc, m.specs, inp["kv_budget"])
+        budgets = inp["kv_budget"] if isinstance(inp["kv_budget"], list) else [inp["kv_budget"]] * pp
+        sched_cfg, rank_cfg, block_size, hash_block_size, layout = _plan(
+            vc, m.workers if pp > 1 else [m.specs], budgets
+        )
         kv_record = _config_record(
             inp["kv_budget"], sched_cfg, rank_cfg, block_size, hash_block_size, layout, vc, m.specs
         )
@@ -419,7 +459,6 @@ def replay_case(case: dict, configs: Path, timing_runs: int = 0) -> dict:
         rows = {k: [] for k in STEP_KEYS}
         queue: deque = deque()  # (scheduler_output, sampled req ids, step), newest left
         nxt, step, t0 = 0, 0, time.perf_counter()
-        async_ = vc.scheduler_config.async_scheduling
         batch_queue_size = vc.max_concurrent_batches
         max_steps = inp.get("max_steps", 200_000)
 
@@ -501,9 +540,9 @@ def replay_case(case: dict, configs: Path, timing_runs: int = 0) -> dict:
                     )
                     entry = (so, sampled, step)
                 processed = None
-                if not async_:  # EngineCore.step
+                if batch_queue_size == 1:  # EngineCore.step (step_fn: no batch queue at max_concurrent_batches 1)
                     processed = entry if so is not None else None
-                else:  # EngineCore.step_with_batch_queue
+                else:  # EngineCore.step_with_batch_queue (async scheduling or not)
                     if so is not None:
                         queue.appendleft(entry)
                     if so is None or not (
