@@ -131,7 +131,7 @@ def add_knob_arguments(p: argparse.ArgumentParser) -> None:
         dest="async_scheduling",
         action="store_const",
         const=True,
-        help="two batches in flight (vLLM 0.33's default)",
+        help="two batches in flight, PP + 1 under pipeline parallel (vLLM 0.33's default)",
     )
     dep.add_argument(
         "--kv-dtype",

@@ -1,6 +1,7 @@
 """`replay(plan, workload, ...)`: a workload run through vLLM 0.33's engine loop, step by step
-(vllm/v1/engine/core.py `EngineCore.step` with async scheduling off, `step_with_batch_queue` with it
-on: two batches in flight, step N schedules batch N and processes batch N - 1's output).
+(vllm/v1/engine/core.py `EngineCore.step` when max_concurrent_batches is 1, `step_with_batch_queue` with
+that many batches in flight otherwise: at PP 1 with async scheduling two, step N schedules batch N and
+processes batch N - 1's output; under pipeline parallel PP + 1 with it, PP without).
 
 Pipeline parallel (docs/replay.md#pipeline-parallel): vLLM 0.33 groups the whole model's layers once
 (`get_global_kv_cache_groups`), each stage's worker sizes its projected groups from its own memory, every worker
@@ -95,9 +96,14 @@ def replay(
     # VllmConfig.max_in_flight_tokens, the sliding and chunked groups' admission cap: max_concurrent_batches
     # (PP + 1 with async scheduling, PP without) x max_num_batched_tokens, asked of Options (its one home)
     pp = len(plan.stages) or None
-    in_flight = Options(
+    options = Options(
         pipeline_parallel_size=pp, async_scheduling=async_scheduling, max_num_batched_tokens=max_num_batched_tokens
-    ).max_in_flight_tokens
+    )
+    in_flight = options.max_in_flight_tokens
+    # EngineCore's batch queue holds max_concurrent_batches batches (Options: its one home); the fast path
+    # (docs/replay.md#speed) is exact for PP 1's depths only: 2 with async scheduling, 1 (EngineCore.step) without
+    depth = options.max_concurrent_batches
+    fast = fast and depth == (2 if async_scheduling else 1)
     kv = KVCacheManager(
         groups,
         num_blocks,
@@ -116,6 +122,9 @@ def replay(
         mamba_block=mamba_block,
         mamba_checkpoints=has_mamba and all(g.checkpoint_blocks > 0 for g in groups if g.kind == "mamba"),
         lazy=fast,
+        # AsyncScheduler.__init__: decode_stagger = pipeline_parallel_size (used with the V2 model runner, the one
+        # async scheduling runs on under PP: Options.max_concurrent_batches); the plain Scheduler has none
+        decode_stagger=(pp or 1) if async_scheduling else 1,
     )
     records = RequestLog(requests)
     sched.log = records
@@ -123,7 +132,7 @@ def replay(
     if record_blocks:
         blocks = []
         kv.pool.dirty = set()
-    steps = run(sched, kv, requests, records, async_scheduling, max_steps, check_invariants, blocks, fast)
+    steps = run(sched, kv, requests, records, depth, max_steps, check_invariants, blocks, fast)
     config = {
         "num_blocks": num_blocks,
         "usable_blocks": num_blocks - 1,

@@ -1,6 +1,8 @@
-"""vLLM 0.33's engine loop over a workload (vllm/v1/engine/core.py `EngineCore.step` with async scheduling
-off, `step_with_batch_queue` with it on: two batches in flight, step N schedules batch N and processes batch
-N - 1's output), one row recorded per step (kvviz/replay/log.py).
+"""vLLM 0.33's engine loop over a workload (vllm/v1/engine/core.py: `EngineCore.step` when the batch queue's
+depth, VllmConfig.max_concurrent_batches, is 1; `step_with_batch_queue` otherwise, async scheduling or not:
+up to that many batches in flight, a step schedules a batch and processes the oldest one only when the queue
+is full or nothing more can be scheduled), one row recorded per step (kvviz/replay/log.py). At PP 1 with async
+scheduling the depth is 2: step N schedules batch N and processes batch N - 1's output.
 
 The fast path's jump (docs/replay.md#speed): a quiet step (nothing scheduled, admitted, preempted,
 processed or finished one by one; only steady requests, kvviz/replay/steady.py, counted) leaves the engine
@@ -22,8 +24,9 @@ from kvviz.replay.request import Request
 _IDLE_PART = (0, 0, 0, 0, [], [], 0, [], None)  # num_scheduled_reqs .. free_blocks_after_schedule of an idle step
 
 
-def run(sched, kv, requests, log, async_, max_steps, check=False, blocks=None, fast=True) -> StepLog:
-    """Step the engine until every request has finished (or was never admitted); the steps recorded."""
+def run(sched, kv, requests, log, depth, max_steps, check=False, blocks=None, fast=True) -> StepLog:
+    """Step the engine until every request has finished (or was never admitted); the steps recorded. `depth`:
+    the batch queue's (max_concurrent_batches)."""
     arrivals = [w.arrival_step for w in requests]
     if all(map(int.__le__, arrivals, arrivals[1:])):  # in arrival order already (generators, traces)
         order: range | list = range(len(requests))
@@ -74,12 +77,12 @@ def run(sched, kv, requests, log, async_, max_steps, check=False, blocks=None, f
                 quiet = False  # the queue drains: the next step differs
             sched_part, held_after = _scheduled_row(step, batch, kv, log)
             finished = []
-            if not async_:
+            if depth == 1:  # EngineCore.step
                 processed = batch
-            else:
+            else:  # EngineCore.step_with_batch_queue: a batch nothing was scheduled in takes its place in the queue
                 if batch is not None:
                     queue.appendleft(batch)
-                if batch is None or not (len(queue) < 2 and (batch["num_scheduled"] or sched.has_requests())):
+                if batch is None or not (len(queue) < depth and (batch["num_scheduled"] or sched.has_requests())):
                     processed = queue.pop()
             if processed is None:
                 quiet = False  # the queue fills: the next step processes a batch

@@ -38,6 +38,7 @@ class Request:
         "lazy",
         "own",
         "seq",
+        "eligible",
     )
 
     def __init__(self, rid, index, prompt_len, max_tokens, chain=(), chunk=1, shared=0) -> None:
@@ -59,6 +60,7 @@ class Request:
         self.stop = prompt_len + max_tokens  # prompt plus every output token
         self.admit_memo: tuple | None = None  # (shape, floor, epoch, blocks) of the admission check (allocate_slots)
         self.finish_at = max_tokens  # output tokens at which it finishes (the scheduler caps it at max_model_len)
+        self.eligible = 0  # the schedule() call from which it may be scheduled again (next_decode_eligible_step)
         self.lazy = -1  # steady decode (kvviz/replay/steady.py): the first batch it is replayed in lazily; -1: not
 
     @property

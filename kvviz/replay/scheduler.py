@@ -48,8 +48,14 @@ class Scheduler(OutputUpdate):
         mamba_block: int | None,
         mamba_checkpoints: bool,
         lazy: bool = True,
+        decode_stagger: int = 1,
     ) -> None:
         self.kv = kv
+        # AsyncScheduler.decode_stagger (pipeline_parallel_size; V2 model runner): a request that sampled in
+        # schedule() call k is not scheduled again before call k + decode_stagger (Scheduler.current_step counts
+        # the calls); 1 changes nothing
+        self.decode_stagger = decode_stagger
+        self.calls = 0
         self.max_model_len = max_model_len
         self.budget = max_num_batched_tokens
         self.max_num_seqs = max_num_seqs
@@ -129,6 +135,8 @@ class Scheduler(OutputUpdate):
         this step (kvviz/replay/fastpath.py: the step's start and its due pool work done)."""
         kv = self.kv
         budget = self.budget
+        self.calls += 1
+        calls, stagger = self.calls, self.decode_stagger
         if not started:
             kv.new_step_starts()
         running = self.running
@@ -194,6 +202,8 @@ class Scheduler(OutputUpdate):
                 if crossing:
                     continue  # the budget did not bind: only requests that want nothing are left, and crossings
                 break
+            if stagger > 1 and calls < r.eligible:
+                continue  # V2 + PP + async: pp_size calls between one request's decodes
             computed = r.num_computed_tokens
             placeholders = r.num_output_placeholders
             if placeholders > 0 and computed + 2 - placeholders >= r.stop:
@@ -291,6 +301,9 @@ class Scheduler(OutputUpdate):
                 if async_:
                     r.num_output_placeholders += 1
                 processed.append((r, n))
+        if stagger > 1:  # AsyncScheduler._update_after_schedule: every request that samples in this batch
+            for r, _ in processed:
+                r.eligible = calls + stagger
         lazy = steady.count if steady is not None else 0  # one decode token each
         batch = self.last_batch = {
             "step": step,
