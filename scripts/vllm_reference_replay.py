@@ -16,11 +16,16 @@ fresh process each:
    `update_kv_cache_capacity`, `resolve_kv_cache_block_sizes`, `resolve_cache_hit_alignment_tokens`;
 3. `SchedulerConfig.get_scheduler_cls()(vllm_config, kv_cache_config, StructuredOutputManager(vllm_config),
    block_size, hash_block_size=..., include_finished_set=False, log_stats=True)` and `Request`s with the
-   block hasher EngineCore builds (`init_none_hash`, `get_request_block_hasher`), driven as
-   `EngineCore.step_with_batch_queue` (async scheduling) or `EngineCore.step` (off) drive it. The one
+   block hasher EngineCore builds (`init_none_hash`, `get_request_block_hasher`), driven as EngineCore drives
+   it: `batch_queue_size = vllm_config.max_concurrent_batches`, `EngineCore.step_with_batch_queue` when that is
+   over 1 (async scheduling or not), `EngineCore.step` otherwise (EngineCore.__init__'s `step_fn`). The one
    stand-in is the model: each batch's `ModelRunnerOutput` gives one sampled token to every scheduled
    request whose prompt is complete (`not request.is_prefill_chunk` after `schedule()`, the runner's rule),
    none to a partial prefill.
+
+Pipeline parallel (`inputs.pp` > 1, `inputs.kv_budget` one number for every stage or a list, one a stage): each
+stage's worker registers its own layers' specs (`_pp_model`, scripts/vllm_reference_deploy.py `_stage_specs`, with
+the case's EngineArgs), step 2 runs on all of them and the scheduler gets worker 0's config.
 
 Tokens: the requests of one prefix group share their first prefix_len prompt tokens; a request with hash
 chains (`hash_ids`, `hash_block_tokens`) has, chunk by chunk, `hash_block_tokens` tokens of each id (one
