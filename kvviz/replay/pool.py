@@ -189,28 +189,34 @@ class BlockPool(PrefixCacheMap):
                 if fresh == self.num_blocks:
                     b = nxt[UNTOUCHED]  # every id handed out: the node leaves the list
                 continue
-            out.append(b)
-            key = h[b]
-            if key is not None:  # evict its cached hash (a free block with no reference)
-                evicted += 1
-                ids = cached.get(key)
-                if ids is not None and b in ids:
-                    if len(ids) == 1:
-                        del cached[key]
-                    else:
-                        ids.remove(b)
-                    ident = key >> shift
-                    if ident & 1:
-                        self._uncount(ident)
-                    elif watch and ident in watch:  # a preempted request's own (`_uncount`)
-                        watch[ident] += 1
-                h[b] = None
-                tokens[b] = 0
-            ref[b] += 1
-            owner[b] = group
-            req_owner[b] = rid
-            b = nxt[b]
-            need -= 1
+            run = []  # the queue's ids from here, up to the blocks never handed out
+            while need and b != UNTOUCHED:
+                run.append(b)
+                b = nxt[b]
+                need -= 1
+            out += run
+            for x in run:  # each a free block: no reference yet
+                ref[x] = 1
+                owner[x] = group
+                key = h[x]
+                if key is not None:  # evict its cached hash
+                    evicted += 1
+                    ids = cached.get(key)
+                    if ids is not None and x in ids:
+                        if len(ids) == 1:
+                            del cached[key]
+                        else:
+                            ids.remove(x)
+                        ident = key >> shift
+                        if ident & 1:
+                            self._uncount(ident)
+                        elif watch and ident in watch:  # a preempted request's own (`_uncount`)
+                            watch[ident] += 1
+                    h[x] = None
+                    tokens[x] = 0
+            if self.dirty is not None:  # the request a block went to is read by the time-lapse alone
+                for x in run:
+                    req_owner[x] = rid
         self.cached_free -= evicted
         nxt[HEAD] = b
         self.prv[b] = HEAD
@@ -230,8 +236,8 @@ class BlockPool(PrefixCacheMap):
                 self.ref_epoch += 1
                 self._remove(b)
                 self.held[self.owner[b]] += 1
-                self.req_owner[b] = rid
                 if self.dirty is not None:
+                    self.req_owner[b] = rid
                     self.dirty.add(b)
             ref[b] += 1
 
