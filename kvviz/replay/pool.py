@@ -118,20 +118,6 @@ class BlockPool(PrefixCacheMap):
         prv[first] = p
         self.num_free += len(blocks)
 
-    def _append(self, blocks: list[int]) -> None:
-        if not blocks:
-            return
-        nxt, prv = self.nxt, self.prv
-        last = prv[TAIL]
-        for b in blocks:
-            prv[b] = last
-            nxt[last] = b
-            last = b
-        nxt[last] = TAIL
-        prv[TAIL] = last
-        self.num_free += len(blocks)
-        self.cached_free += len(blocks)  # only hashed blocks are appended
-
     def free_ids(self) -> list[int]:
         """The free queue front to back, the blocks never handed out included (tests)."""
         out, b, nxt = [], self.nxt[HEAD], self.nxt
@@ -249,10 +235,13 @@ class BlockPool(PrefixCacheMap):
     def free_runs(self, runs) -> None:
         """`free_blocks` of each run in turn, in one call: what runs later puts before the earlier ones at the
         queue's front, and after them at its back."""
-        fronts, last = [], []
+        fronts = []
         ref, h, owner, held = self.ref, self.hash, self.owner, self.held
+        nxt, prv = self.nxt, self.prv
         caching = self.enable_caching
         self.ref_epoch += 1
+        tail = first_tail = prv[TAIL]  # hashed blocks are linked at the queue's back as they come (`append_n`)
+        appended = 0
         for ordered in runs:
             first = []
             for b in ordered:
@@ -262,17 +251,28 @@ class BlockPool(PrefixCacheMap):
                     if not left:
                         held[owner[b]] -= 1
                         if caching and h[b] is not None:
-                            last.append(b)
+                            prv[b] = tail
+                            nxt[tail] = b
+                            tail = b
+                            appended += 1
                         else:
                             first.append(b)
             if first:
                 fronts.append(first)
+        if appended:
+            nxt[tail] = TAIL
+            prv[TAIL] = tail
+            self.num_free += appended
+            self.cached_free += appended
+        if self.dirty is not None:
+            b = first_tail
+            while b != tail:  # the appended blocks
+                b = nxt[b]
+                self.dirty.add(b)
         first = [b for run in reversed(fronts) for b in run] if len(fronts) > 1 else (fronts[0] if fronts else [])
         self._prepend(first)
-        self._append(last)
         if self.dirty is not None:
             self.dirty.update(first)
-            self.dirty.update(last)
 
     def num_cached_free_slow(self) -> int:
         """Free blocks that still hold a prefix-cache hash, counted by walking the queue (tests)."""
