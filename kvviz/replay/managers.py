@@ -146,12 +146,14 @@ class Manager:
         if blocks is None or first >= last:
             return []
         last = min(last, len(blocks))
-        freed = []
-        for i in range(last - 1, first - 1, -1):
-            if blocks[i] == NULL:
-                break
-            freed.append(blocks[i])
-            blocks[i] = NULL
+        if first >= last:
+            return []
+        freed = blocks[first:last]
+        freed.reverse()  # back to front, up to the first null met
+        if NULL in freed:
+            del freed[freed.index(NULL) :]
+        if freed:
+            blocks[last - len(freed) : last] = [NULL] * len(freed)
         return freed
 
     def remove_skipped_blocks(self, rid, processed: int) -> None:
