@@ -60,7 +60,7 @@ class BlockPool(PrefixCacheMap):
         self.hash: list = []
         self.hash_tokens: list[int] = []
         self.owner: list[int] = []  # the group a block id was handed to (one owner per id)
-        self.req_owner: list = []  # the request a block id was last handed to (the time-lapse)
+        self.req_owner: list = []  # the request a block id was last handed to: kept while the time-lapse records
         # Linked list: HEAD -> UNTOUCHED -> TAIL, the sentinels' slots last (ids 0.. are inserted before them)
         self.nxt = [UNTOUCHED, TAIL, TAIL]
         self.prv = [HEAD, HEAD, UNTOUCHED]
