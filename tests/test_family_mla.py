@@ -61,19 +61,25 @@ def test_fp8_kv():
     assert c.token_bytes == 576
 
 
-def test_kimi_k2_reads_without_transformers_and_knobs():
-    m = load("kimi-k2")
+def test_kimi_k2_plans_without_transformers_and_knobs():
+    m = load("kimi-k2")  # the preset's parsed form ships
     assert m.model_type == "kimi_k2" and m.architecture == "DeepseekV3ForCausalLM"
     assert "mamba_ssm_dtype" not in m.reader.knobs_for(m)
     with pytest.raises(KvvizError, match="prefix_caching"):
         plan_model(m, options=Options(prefix_caching=False))
 
 
-def test_missing_kv_lora_rank_is_one_line():
+def test_kimi_k2_is_read_with_transformers_deepseek_v3_config():
+    # vLLM 0.33 transformers_utils/config.py _CONFIG_REGISTRY: kimi_k2="DeepseekV3Config", which
+    # configs/__init__.py takes from transformers: a field the config.json lacks takes that class's default
+    from transformers import DeepseekV3Config
+
     raw = json.loads((PRESETS / "kimi-k2.json").read_text())
     del raw["kv_lora_rank"]
-    with pytest.raises(KvvizError, match="kv_lora_rank"):
-        model_from_dict(raw, name="x")
+    m = model_from_dict(raw, name="x")
+    assert m.model_type == "kimi_k2"
+    (c, *_) = m.reader.caches(m, Options())
+    assert c.token_bytes == (DeepseekV3Config().kv_lora_rank + raw["qk_rope_head_dim"]) * 2
 
 
 def test_describe():

@@ -147,15 +147,6 @@ def test_bad_flags_are_one_line(extra, words, capsys):
     assert (code, out) == (2, "") and err.count("\n") == 1 and words in err, err
 
 
-def test_a_budget_a_pipeline_stage_is_refused_in_one_line(capsys):
-    """--gpu with -pp 2 gives each stage's worker its own budget; the replay sizes one pool from one budget,
-    so it says so in one line (it was a TypeError traceback)."""
-    argv = ["replay", "--model", "llama-3.1-8b", "--gpu", "H100", "-pp", "2", "--max-model-len", "8192"]
-    code, out, err = _run(argv + ["--trace", str(AZURE), "--rows", "0:5"], capsys)
-    words = "the replay takes one budget for every stage"
-    assert (code, out) == (2, "") and err.count("\n") == 1 and words in err, err
-
-
 def test_a_fifo_as_trace_does_not_hang(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

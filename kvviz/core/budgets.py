@@ -100,6 +100,7 @@ def plan_budget(plan, budget_bytes=None, *, budget_gib=None, gpu=None, **deploym
         return value
     require(
         type(value) is int and value > 0,
-        f"{given[0]}={short_repr(value)}: must be a positive integer",
+        f"{given[0]}={short_repr(value)}: must be a positive integer"
+        + (" (one a stage: the plan has no pipeline stages)" if isinstance(value, tuple) else ""),
     )
     return value

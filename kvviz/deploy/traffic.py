@@ -7,7 +7,8 @@ An argument given as a list is an axis; everything else is the same in every set
 as `kvviz.plan` plans it (kvviz.api.plan) and replayed through the front door (kvviz.replay), the trace read
 once; a setting vLLM 0.33 would refuse to start on (one max_model_len request does not fit the pool,
 kvviz.vllm.pipeline.startup_refusal), or a GPU whose memory the weights fill, is a row saying so, not a
-replay."""
+replay. With pipeline stages each setting's budget is one a stage (kvviz.core.budgets.plan_budget), checked and
+replayed whole, as `kvviz.replay` takes it (docs/replay.md#pipeline-parallel)."""
 
 from __future__ import annotations
 
@@ -135,6 +136,7 @@ def sweep(model, workload, *, trace: dict | None = None, **given) -> Sweep:
     budget_bytes=, gpu= with vLLM's deployment arguments) and `max_num_seqs`. `trace`: how to read a trace
     file (rows=, step_ms=, trace_format=, id_prefix=: kvviz.replay.read_trace)."""
     from kvviz.api import model_of, plan
+    from kvviz.core.budgets import plan_budget
     from kvviz.deploy.gpus import gpu_spec
     from kvviz.vllm.pipeline import startup_refusal
 
@@ -176,20 +178,23 @@ def sweep(model, workload, *, trace: dict | None = None, **given) -> Sweep:
         p = plan(m, **knobs)
         label = " · ".join(_SHORT[k].format(v) for k, v in zip(axes, values))
         nothing = (0, 0, 0.0, 0, 0, 0, None, None)
-        if "gpu" in budget or "gpu_memory_gib" in budget:
-            try:  # a GPU whose memory the weights fill leaves no KV cache: vLLM does not start on it
-                budget = {"budget_bytes": p.capacity(**budget).budget_bytes}
-            except KvvizError as e:
-                rows.append(SweepRow(label, tuple(zip(axes, values)), 0, 0.0, *nothing, str(e)))
-                continue
-        cap = p.capacity(budget.get("budget_bytes"), **{k: v for k, v in budget.items() if k != "budget_bytes"})
-        refusal = startup_refusal(p, cap.budget_bytes)
+        # the setting's budget as `plan` takes it (plan_budget): with pipeline stages, one a stage (each worker's
+        # own memory), which the start-up check and the replay take whole: never one stage's for every stage
+        try:
+            pool_budget = plan_budget(p, **budget)
+        except KvvizError as e:  # a GPU whose memory the weights fill leaves no KV cache: vLLM does not start on it
+            if "gpu" not in budget and "gpu_memory_gib" not in budget:
+                raise
+            rows.append(SweepRow(label, tuple(zip(axes, values)), 0, 0.0, *nothing, str(e)))
+            continue
+        cap = p.capacity(pool_budget)
+        refusal = startup_refusal(p, pool_budget)
         if refusal:
             rows.append(
                 SweepRow(label, tuple(zip(axes, values)), cap.num_blocks, cap.max_concurrency, *nothing, refusal)
             )
             continue
-        found = answers(replay(p, workload, budget_bytes=cap.budget_bytes, max_num_seqs=seqs))
+        found = answers(replay(p, workload, budget_bytes=pool_budget, max_num_seqs=seqs))
         rows.append(
             SweepRow(
                 label,

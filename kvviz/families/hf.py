@@ -11,7 +11,8 @@ imports torch whenever it can (`is_torch_available()`, ~3 s), though its config 
 in a process that has not imported torch, kvviz hides it while transformers is imported, so
 transformers takes itself for a torch-less install (its configuration and tokenizer parts only, for
 the rest of the process) and torch stays importable by anyone after. A process that imported torch
-(or transformers) before is left as it is.
+(or transformers) before is left as it is. The package's own `__init__`s, which index every model
+file, are not run for a config (kvviz.base.package_shell; docs/model-core.md "One config path").
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
 from kvviz.base.inputs import finite_number, short_repr
+from kvviz.base.package_shell import import_in_shell
 from kvviz.base.quiet import quiet_library
 from kvviz.families.hf_bounds import DTYPES, TEXT_FIELDS, bound_layers, check_text_config, check_top_level
 from kvviz.families.record import JSON, VLLM, Read
@@ -81,13 +83,19 @@ def _torch_kept_out():
 
 
 def transformers_module(name: str = "transformers.models.auto.configuration_auto"):
-    """A module of transformers (by default the one holding CONFIG_MAPPING), imported with torch kept out
-    (the package first: a None in sys.modules for it stands for "not installed"); one line when transformers
-    is not installed."""
+    """A module of transformers (by default the one holding CONFIG_MAPPING), imported with torch kept out; one
+    line when transformers is not installed (a None in sys.modules for it stands for "not installed"). In a
+    process that has not imported transformers, its two top packages are shells (kvviz.base.package_shell:
+    their `__init__`s index every model file, which no config class needs); an import the shells cannot serve
+    falls back to the plain one."""
     import importlib
 
     try:
         with _torch_kept_out(), quiet_library():
+            if "transformers" not in sys.modules:
+                with contextlib.suppress(Exception):
+                    version = {"__version__": transformers_version()}
+                    return import_in_shell(name, ("transformers", "transformers.models"), version)
             importlib.import_module("transformers")
             return importlib.import_module(name)
     except ImportError:  # e.g. a GPU box with torch alone: DeepSeek V4 and --groups still work

@@ -170,6 +170,8 @@ class MLAFamily(Family):
         else:
             top, text = read_config(raw, name=name, read=record.config)
         model_type = getattr(text, "model_type", None) or raw.get("model_type")
+        if record.config.as_type and record.config.applies(raw.get("model_type")):  # read as another type's class
+            model_type = raw.get("model_type")
         require(
             model_type in MLA_MODEL_TYPES + MLA_ALWAYS_MODEL_TYPES,
             f"{name}: model_type {short_repr(model_type)}: vLLM 0.33 serves MLA only for the model types of "

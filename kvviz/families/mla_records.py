@@ -42,14 +42,15 @@ RECORDS: tuple[MLARecord, ...] = (
         v2_layer=True,
         lm_model_type="deepseek_v2",
     ),
-    # Kimi-K2's config.json: architectures DeepseekV3ForCausalLM, model_type kimi_k2, read with vLLM's own
-    # KimiK2Config (transformers_utils/config.py _CONFIG_REGISTRY): the JSON's fields as they are
+    # Kimi-K2's config.json: architectures DeepseekV3ForCausalLM, model_type kimi_k2, which vLLM reads with
+    # transformers' DeepseekV3Config (transformers_utils/config.py _CONFIG_REGISTRY kimi_k2="DeepseekV3Config",
+    # configs/__init__.py: "DeepseekV3Config" from "transformers")
     M(
         name="DeepseekV3ForCausalLM",
         vllm="deepseek_v2.py DeepseekV3ForCausalLM (DeepseekV2DecoderLayer)",
         model_types=("deepseek_v3", "kimi_k2"),
         v2_layer=True,
-        config=Read(how=JSON, cls="transformers_utils/configs/kimi_k2.py KimiK2Config", only=("kimi_k2",)),
+        config=Read(cls="transformers' DeepseekV3Config", as_type="deepseek_v3", only=("kimi_k2",)),
     ),
     M(
         name="MistralLarge3ForCausalLM",

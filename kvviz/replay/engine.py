@@ -1,6 +1,13 @@
 """`replay(plan, workload, ...)`: a workload run through vLLM 0.33's engine loop, step by step
 (vllm/v1/engine/core.py `EngineCore.step` with async scheduling off, `step_with_batch_queue` with it
-on: two batches in flight, step N schedules batch N and processes batch N - 1's output)."""
+on: two batches in flight, step N schedules batch N and processes batch N - 1's output).
+
+Pipeline parallel (docs/replay.md#pipeline-parallel): vLLM 0.33 groups the whole model's layers once
+(`get_global_kv_cache_groups`), each stage's worker sizes its projected groups from its own memory, every worker
+keeps the smallest block count (`get_kv_cache_configs`), and the scheduler gets worker 0's config
+(`generate_scheduler_kv_cache_config`): every global group, even one with no layer on stage 0, and that count.
+So the replay's groups are the plan's and its num_blocks the plan's capacity at the stages' budgets
+(`Plan.capacity`, kvviz.core.stages.stage_pool: the one home of that rule)."""
 
 from __future__ import annotations
 
@@ -9,6 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kvviz.base.errors import KvvizError, require
+from kvviz.base.inputs import short_repr
+from kvviz.core.stages import stage_budgets
+from kvviz.options import Options
 from kvviz.replay.identity import END_BITS
 from kvviz.replay.kvcache import KVCacheManager, groups_from_plan
 from kvviz.replay.log import RequestLog
@@ -39,7 +49,7 @@ def replay(
     plan,
     workload,
     *,
-    budget_bytes: int,
+    budget_bytes: int | tuple[int, ...],
     max_model_len: int | None = None,
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     max_num_seqs: int | None = None,
@@ -51,7 +61,8 @@ def replay(
     fast: bool = True,
 ) -> Replay:
     """Replay `workload` (WorkloadRequests, dicts, or a JSON Lines path) on `plan`'s pool at `budget_bytes`
-    as vLLM 0.33's scheduler runs it. The blocks and groups come from the plan (`Plan.capacity`);
+    as vLLM 0.33's scheduler runs it (`budget_bytes`: one for every GPU, or with pipeline stages one a stage).
+    The blocks and groups come from the plan (`Plan.capacity`; with stages the scheduler's pool, module docstring);
     `max_num_seqs` defaults to min(1024, max_num_batched_tokens) (vLLM on an H200-class GPU); prefix
     caching to on (Mamba hybrids: as the plan's 'align' mode says). A request that can never be admitted
     is reported (`finish_reason` 'never_admitted') instead of blocking the queue forever.
@@ -95,9 +106,15 @@ def replay(
     num_blocks = cap.num_blocks
     require(
         num_blocks >= 2,
-        f"budget_bytes={budget_bytes:,}: buys {num_blocks} block(s); the pool needs the null block and one more",
+        f"budget_bytes={short_repr(budget_bytes)}: buys {num_blocks} block(s); the pool needs the null block and "
+        "one more",
     )
-    in_flight = (2 if async_scheduling else 1) * max_num_batched_tokens
+    # VllmConfig.max_in_flight_tokens, the sliding and chunked groups' admission cap: max_concurrent_batches
+    # (PP + 1 with async scheduling, PP without) x max_num_batched_tokens, asked of Options (its one home)
+    pp = len(plan.stages) or None
+    in_flight = Options(
+        pipeline_parallel_size=pp, async_scheduling=async_scheduling, max_num_batched_tokens=max_num_batched_tokens
+    ).max_in_flight_tokens
     kv = KVCacheManager(
         groups,
         num_blocks,
@@ -132,7 +149,7 @@ def replay(
         "bytes_per_block": cap.bytes_per_block,
         "scheduler_block_size": kv.scheduler_block_size,
         "hash_block_size": kv.scheduler_block_size,
-        "kv_budget_bytes_per_gpu": budget_bytes,
+        "kv_budget_bytes_per_gpu": cap.budget_bytes,  # with stages: the binding stage's
         "groups": [
             {
                 "group_id": i,
@@ -145,9 +162,11 @@ def replay(
             for i, g in enumerate(groups)
         ],
     }
+    if plan.stages:  # each stage's worker's own memory (stage_budgets: one number is every stage's)
+        config["kv_budget_bytes_per_stage"] = list(stage_budgets(plan.stages, budget_bytes))
     inputs = {
         "model": plan.model,
-        "kv_budget": budget_bytes,
+        "kv_budget": cap.budget_bytes,
         "max_model_len": max_model_len,
         "max_num_batched_tokens": max_num_batched_tokens,
         "max_num_seqs": max_num_seqs,

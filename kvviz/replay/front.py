@@ -1,7 +1,9 @@
 """The replay's front door, `kvviz.replay(plan, workload_or_trace, ...)` (docs/replay.md#python):
 
 * the budget as `Plan.capacity` takes it (kvviz.core.budgets.plan_budget): `budget_bytes=`, `budget_gib=`, or
-  `gpu=` with vLLM's deployment arguments (`gpu_memory_utilization=`, ...);
+  `gpu=` with vLLM's deployment arguments (`gpu_memory_utilization=`, ...); with pipeline stages, a GPU gives
+  one budget a stage (so may `budget_bytes=`, a tuple), and the pool is the one vLLM's scheduler gets
+  (kvviz.replay.engine);
 * the scheduler knobs from the plan (`kvviz.plan(..., max_num_batched_tokens=2048)` replays at 2,048): a knob
   given here and to the plan must agree, one given only here is used (the plan's blocks do not depend on it);
   max_model_len is always the plan's (its capacity line counts requests of that length);
@@ -115,14 +117,9 @@ def replay(
             f"plan={short_repr(plan)}: give a plan, e.g. kvviz.replay(kvviz.plan('llama-3.1-8b'), "
             "kvviz.replay.chat(64), budget_gib=8)"
         )
+    # a GPU with pipeline stages gives one budget a stage (each worker's own memory); the engine's pool is then the
+    # one vLLM's scheduler gets (docs/replay.md#pipeline-parallel)
     budget = plan_budget(plan, budget_bytes, budget_gib=budget_gib, gpu=gpu, **deployment)
-    # a GPU with pipeline stages gives each stage's worker its own budget (kvviz.core.budgets); the replay's
-    # engine sizes one pool from one budget, so a budget a stage is refused rather than replayed wrong
-    require(
-        not isinstance(budget, tuple),
-        f"budget: one a pipeline stage ({short_repr(budget)} B); the replay takes one budget for every stage: "
-        "give budget_bytes= or budget_gib= (--budget-bytes, --budget-gib)",
-    )
     knobs = scheduler_knobs(
         plan,
         max_model_len=max_model_len,
