@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kvviz
+from kvviz.base.errors import KvvizError
 from kvviz.replay import WorkloadRequest, agentic, burst, chat, documents, multi_turn, replay
 
 DATA = Path(__file__).parent / "data" / "vllm-0.33"
@@ -138,3 +139,23 @@ def test_an_absurd_pool_costs_the_blocks_it_touches():
             assert all(a is b is None or a - b == nh - nb for a, b in zip(sh[field], sb[field]))
         else:
             assert sh[field] == sb[field], field
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_left_as_it_was(enabled):
+    """The engine pauses Python's cyclic collector for its loop (docs/replay.md#speed) and leaves it as it found
+    it: after a finished run and after one that stops with an error."""
+    import gc
+
+    plan = _plan("llama-3.1-8b")
+    work = [WorkloadRequest("a", 0, 300, 40), WorkloadRequest("b", 2, 500, 30)]
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        replay(plan, work, budget_bytes=_budget(plan, 1.0))
+        assert gc.isenabled() is enabled
+        with pytest.raises(KvvizError, match="max_steps=3"):
+            replay(plan, work, budget_bytes=_budget(plan, 1.0), max_steps=3)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from itertools import compress
+
 from kvviz.replay.identity import END_BITS
 
 NULL = 0  # the null block's id (`BlockPool.null_block`: popped first, never handed out)
@@ -55,9 +57,9 @@ class PrefixCacheMap:
         gbits = self.group_bits
         chain, chunk, shared, own = request.chain, request.chunk, request.shared, request.own
         entries = []
-        for i in range(start, stop):
+        for i in range(start, stop) if mask is None else compress(range(start, stop), mask):
             b = blocks[i]
-            if b == NULL or (mask is not None and not mask[i - start]):
+            if b == NULL:
                 continue
             end = (i + 1) * block_size
             key = ((chain[(end - 1) // chunk] if end <= shared else own) << END_BITS | end) << gbits | group

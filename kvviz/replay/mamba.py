@@ -49,10 +49,20 @@ class MambaManager(Manager):
         self.retired[rid] = last
 
     def remove_skipped_blocks(self, rid, processed: int) -> None:
-        """`MambaManager.remove_skipped_blocks`: also free the state block of two steps ago."""
-        super().remove_skipped_blocks(rid, processed)
+        """`MambaManager.remove_skipped_blocks`: also free the state block of two steps ago. The base's
+        `remove_blocks_in_range` written out up to its first test: nothing to free up to the retired blocks."""
+        bs = self.block_size
+        if processed > 1:  # the base: get_num_skipped_tokens = processed - 1 tokens skipped
+            blocks = self.req_to_blocks.get(rid)
+            if blocks is None:
+                blocks = self.req_to_blocks[rid] = []
+            end = (processed - 1) // bs
+            if end > len(blocks):
+                end = len(blocks)
+            if end > self.retired.get(rid, 0):
+                self.remove_blocks_in_range(rid, 0, end)
         last = self.last_state_block_idx.get(rid)
-        if last is not None and last < cdiv(processed, self.block_size) - 1:
+        if last is not None and last < -(-processed // bs) - 1:
             blocks = self.req_to_blocks[rid]
             if blocks[last] != NULL:
                 self.pool.free_blocks([blocks[last]])
@@ -60,12 +70,12 @@ class MambaManager(Manager):
 
     def _needs_checkpoint(self, rid, start, end, position, prefill_end) -> bool:
         """`MambaManager._needs_internal_checkpoint`."""
+        if not self.has_checkpoint_blocks or end < prefill_end:
+            return False
         idx = cdiv(end, self.block_size) - 2
         blocks = self.blocks(rid)
         return (
-            self.has_checkpoint_blocks
-            and end >= prefill_end
-            and mamba_checkpoint_valid(start, end, position, self.block_size, self.block_size, self.alignment)
+            mamba_checkpoint_valid(start, end, position, self.block_size, self.block_size, self.alignment)
             and idx >= 0
             and (idx >= len(blocks) or blocks[idx] == NULL or (rid in self.allocated and idx >= len(blocks)))
         )
@@ -79,8 +89,12 @@ class MambaManager(Manager):
         if new_computed and pool.hash[new_computed[-1]] in self.cached_this_step:
             return pool.num_blocks + 1
         num_tokens = main_tokens
-        new = cdiv(num_tokens, self.block_size) - len(new_computed) - len(self.blocks(rid))
-        position = mamba_checkpoint_position(num_tokens, self.block_size)
+        bs = self.block_size
+        blocks = self.req_to_blocks.get(rid)
+        if blocks is None:
+            blocks = self.req_to_blocks[rid] = []
+        new = -(-num_tokens // bs) - len(new_computed) - len(blocks)
+        position = mamba_checkpoint_position(num_tokens, bs)
         if not self._needs_checkpoint(rid, total_computed, num_tokens, position, prefill_end):
             position = 0
         if not cap:
@@ -90,12 +104,14 @@ class MambaManager(Manager):
                 self.checkpoints.pop(rid, None)
         if new > 0:
             new = min(new, 1 + int(position > 0))
-        return new + pool.num_evictable(new_computed)
+        return new + pool.num_evictable(new_computed) if new_computed else new
 
     def allocate_new_blocks(self, rid, num_tokens, main_tokens) -> None:
         """`MambaManager.allocate_new_blocks` ('align'): nulls up to the state (and checkpoint) slots."""
-        blocks = self.blocks(rid)
-        required = cdiv(main_tokens, self.block_size)
+        blocks = self.req_to_blocks.get(rid)
+        if blocks is None:
+            blocks = self.req_to_blocks[rid] = []
+        required = -(-main_tokens // self.block_size)
         checkpoint = int(rid in self.checkpoints)
         if required <= len(blocks) and not checkpoint:
             self.allocated.add(rid)

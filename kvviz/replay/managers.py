@@ -12,6 +12,9 @@ boundary prompt - 1 and a detected shared-prefix junction; `reachable_block_mask
 
 from __future__ import annotations
 
+from itertools import dropwhile
+from operator import not_
+
 from kvviz.base.regions import cdiv
 from kvviz.replay.identity import END_BITS
 from kvviz.replay.pool import NULL, BlockPool
@@ -129,10 +132,9 @@ class Manager:
         """`free` / `pop_blocks_for_free`: leading nulls trimmed, freed tail first."""
         blocks = self.req_to_blocks.pop(rid, [])
         self.num_cached_block.pop(rid, None)
-        i = 0
-        while i < len(blocks) and blocks[i] == NULL:
-            i += 1
-        self.pool.free_blocks(reversed(blocks[i:]))
+        held = list(dropwhile(not_, blocks))  # the table from its first non-null block (ids > NULL = 0)
+        held.reverse()
+        self.pool.free_blocks(held)
 
     def remove_blocks_in_range(self, rid, first, last) -> None:
         """`_remove_blocks_in_range`: free [first, last) back to front, stop at a null."""
@@ -146,12 +148,14 @@ class Manager:
         if blocks is None or first >= last:
             return []
         last = min(last, len(blocks))
-        freed = []
-        for i in range(last - 1, first - 1, -1):
-            if blocks[i] == NULL:
-                break
-            freed.append(blocks[i])
-            blocks[i] = NULL
+        if first >= last:
+            return []
+        freed = blocks[first:last]
+        freed.reverse()  # back to front, up to the first null met
+        if NULL in freed:
+            del freed[freed.index(NULL) :]
+        if freed:
+            blocks[last - len(freed) : last] = [NULL] * len(freed)
         return freed
 
     def remove_skipped_blocks(self, rid, processed: int) -> None:

@@ -60,7 +60,7 @@ class BlockPool(PrefixCacheMap):
         self.hash: list = []
         self.hash_tokens: list[int] = []
         self.owner: list[int] = []  # the group a block id was handed to (one owner per id)
-        self.req_owner: list = []  # the request a block id was last handed to (the time-lapse)
+        self.req_owner: list = []  # the request a block id was last handed to: kept while the time-lapse records
         # Linked list: HEAD -> UNTOUCHED -> TAIL, the sentinels' slots last (ids 0.. are inserted before them)
         self.nxt = [UNTOUCHED, TAIL, TAIL]
         self.prv = [HEAD, HEAD, UNTOUCHED]
@@ -117,20 +117,6 @@ class BlockPool(PrefixCacheMap):
         nxt[p] = first
         prv[first] = p
         self.num_free += len(blocks)
-
-    def _append(self, blocks: list[int]) -> None:
-        if not blocks:
-            return
-        nxt, prv = self.nxt, self.prv
-        last = prv[TAIL]
-        for b in blocks:
-            prv[b] = last
-            nxt[last] = b
-            last = b
-        nxt[last] = TAIL
-        prv[TAIL] = last
-        self.num_free += len(blocks)
-        self.cached_free += len(blocks)  # only hashed blocks are appended
 
     def free_ids(self) -> list[int]:
         """The free queue front to back, the blocks never handed out included (tests)."""
@@ -189,28 +175,34 @@ class BlockPool(PrefixCacheMap):
                 if fresh == self.num_blocks:
                     b = nxt[UNTOUCHED]  # every id handed out: the node leaves the list
                 continue
-            out.append(b)
-            key = h[b]
-            if key is not None:  # evict its cached hash (a free block with no reference)
-                evicted += 1
-                ids = cached.get(key)
-                if ids is not None and b in ids:
-                    if len(ids) == 1:
-                        del cached[key]
-                    else:
-                        ids.remove(b)
-                    ident = key >> shift
-                    if ident & 1:
-                        self._uncount(ident)
-                    elif watch and ident in watch:  # a preempted request's own (`_uncount`)
-                        watch[ident] += 1
-                h[b] = None
-                tokens[b] = 0
-            ref[b] += 1
-            owner[b] = group
-            req_owner[b] = rid
-            b = nxt[b]
-            need -= 1
+            run = []  # the queue's ids from here, up to the blocks never handed out
+            while need and b != UNTOUCHED:
+                run.append(b)
+                b = nxt[b]
+                need -= 1
+            out += run
+            for x in run:  # each a free block: no reference yet
+                ref[x] = 1
+                owner[x] = group
+                key = h[x]
+                if key is not None:  # evict its cached hash
+                    evicted += 1
+                    ids = cached.get(key)
+                    if ids is not None and x in ids:
+                        if len(ids) == 1:
+                            del cached[key]
+                        else:
+                            ids.remove(x)
+                        ident = key >> shift
+                        if ident & 1:
+                            self._uncount(ident)
+                        elif watch and ident in watch:  # a preempted request's own (`_uncount`)
+                            watch[ident] += 1
+                    h[x] = None
+                    tokens[x] = 0
+            if self.dirty is not None:  # the request a block went to is read by the time-lapse alone
+                for x in run:
+                    req_owner[x] = rid
         self.cached_free -= evicted
         nxt[HEAD] = b
         self.prv[b] = HEAD
@@ -230,8 +222,8 @@ class BlockPool(PrefixCacheMap):
                 self.ref_epoch += 1
                 self._remove(b)
                 self.held[self.owner[b]] += 1
-                self.req_owner[b] = rid
                 if self.dirty is not None:
+                    self.req_owner[b] = rid
                     self.dirty.add(b)
             ref[b] += 1
 
@@ -243,10 +235,13 @@ class BlockPool(PrefixCacheMap):
     def free_runs(self, runs) -> None:
         """`free_blocks` of each run in turn, in one call: what runs later puts before the earlier ones at the
         queue's front, and after them at its back."""
-        fronts, last = [], []
+        fronts = []
         ref, h, owner, held = self.ref, self.hash, self.owner, self.held
+        nxt, prv = self.nxt, self.prv
         caching = self.enable_caching
         self.ref_epoch += 1
+        tail = first_tail = prv[TAIL]  # hashed blocks are linked at the queue's back as they come (`append_n`)
+        appended = 0
         for ordered in runs:
             first = []
             for b in ordered:
@@ -256,17 +251,28 @@ class BlockPool(PrefixCacheMap):
                     if not left:
                         held[owner[b]] -= 1
                         if caching and h[b] is not None:
-                            last.append(b)
+                            prv[b] = tail
+                            nxt[tail] = b
+                            tail = b
+                            appended += 1
                         else:
                             first.append(b)
             if first:
                 fronts.append(first)
+        if appended:
+            nxt[tail] = TAIL
+            prv[TAIL] = tail
+            self.num_free += appended
+            self.cached_free += appended
+        if self.dirty is not None:
+            b = first_tail
+            while b != tail:  # the appended blocks
+                b = nxt[b]
+                self.dirty.add(b)
         first = [b for run in reversed(fronts) for b in run] if len(fronts) > 1 else (fronts[0] if fronts else [])
         self._prepend(first)
-        self._append(last)
         if self.dirty is not None:
             self.dirty.update(first)
-            self.dirty.update(last)
 
     def num_cached_free_slow(self) -> int:
         """Free blocks that still hold a prefix-cache hash, counted by walking the queue (tests)."""

@@ -119,14 +119,15 @@ class RunningSlots:
         if wanted > pool.num_free:
             return False
         new = pool.get_new_blocks(wanted, gid) if wanted else []
-        owner_of, at = pool.req_owner, 0
+        owner_of, at = (pool.req_owner if pool.dirty is not None else None), 0  # read by the time-lapse alone
         entries = []
         caching, cap = self.caching, mml + 1
         for r, blocks, k, main, upto in plan:
             rid = r.rid
             if k > 0:
-                for b in new[at : at + k]:
-                    owner_of[b] = rid
+                if owner_of is not None:
+                    for b in new[at : at + k]:
+                        owner_of[b] = rid
                 blocks.extend(new[at : at + k])
                 at += k
             cache = cap
