@@ -372,18 +372,17 @@ def case_arguments(argv, doc: str):
     return ns, (json.loads(path.read_text())["cases"] if path.exists() and not ns.case else {})
 
 
-def main(argv=None) -> int:
-    ns, done = case_arguments(argv, __doc__)
-    if ns.case:
-        _case_main(ns.case, Path(ns.out))
-        return 0
+def run_cases(script: str, ns, done: dict, names, header) -> None:
+    """Each case of `names` in a fresh interpreter (`script --case NAME`: one vLLM engine config a process), its
+    record (or its failure) kept in `done`, and the file at ns.out rewritten after each with `header(version,
+    done)`."""
     import vllm
 
     path = Path(ns.out)
-    for name in ns.only or list(CASES):
+    for name in names:
         with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
             proc = subprocess.run(
-                [sys.executable, __file__, "--case", name, "--out", tmp.name], capture_output=True, text=True
+                [sys.executable, script, "--case", name, "--out", tmp.name], capture_output=True, text=True
             )
             try:
                 done[name] = json.loads(Path(tmp.name).read_text())
@@ -396,7 +395,15 @@ def main(argv=None) -> int:
             file=sys.stderr,
             flush=True,
         )
-        path.write_text(json.dumps(_header(vllm.__version__, done), indent=1, sort_keys=True) + "\n")
+        path.write_text(json.dumps(header(vllm.__version__, done), indent=1, sort_keys=True) + "\n")
+
+
+def main(argv=None) -> int:
+    ns, done = case_arguments(argv, __doc__)
+    if ns.case:
+        _case_main(ns.case, Path(ns.out))
+        return 0
+    run_cases(__file__, ns, done, ns.only or list(CASES), _header)
     return 0
 
 

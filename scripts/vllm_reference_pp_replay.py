@@ -26,13 +26,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from vllm_reference_deploy import DATA, _stage_specs, case_arguments  # noqa: E402
+from vllm_reference_deploy import DATA, _stage_specs, case_arguments, run_cases  # noqa: E402
 from vllm_reference_plans import _h200_backends, _kind  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,32 +138,22 @@ def _case_main(name: str, out: Path) -> None:
     out.write_text(json.dumps(rec))
 
 
+def _header(version: str, cases: dict) -> dict:
+    return {
+        "vllm_version": version,
+        "how": "scripts/vllm_reference_pp_replay.py (see its docstring and README.md)",
+        "target_device": "NVIDIA H200 (SM90): attention backends as CudaPlatform picks them (vllm_reference_plans)",
+        "available_memory_is": "each stage's worker's KV memory, as kvviz derives it on the GPU (the input)",
+        "cases": cases,
+    }
+
+
 def main(argv=None) -> int:
     ns, done = case_arguments(argv, __doc__)
     if ns.case:
         _case_main(ns.case, Path(ns.out))
         return 0
-    import vllm
-
-    path = Path(ns.out)
-    for name in ns.only or list(CASES):
-        with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
-            proc = subprocess.run(
-                [sys.executable, __file__, "--case", name, "--out", tmp.name], capture_output=True, text=True
-            )
-            try:
-                done[name] = json.loads(Path(tmp.name).read_text())
-            except ValueError:
-                done[name] = {"failure": proc.stderr.strip().splitlines()[-8:]}
-        print(name, "->", "FAILED" if "failure" in done[name] else "ok", file=sys.stderr, flush=True)
-        header = {
-            "vllm_version": vllm.__version__,
-            "how": "scripts/vllm_reference_pp_replay.py (see its docstring and README.md)",
-            "target_device": "NVIDIA H200 (SM90): attention backends as CudaPlatform picks them (vllm_reference_plans)",
-            "available_memory_is": "each stage's worker's KV memory, as kvviz derives it on the GPU (the input)",
-            "cases": done,
-        }
-        path.write_text(json.dumps(header, indent=1, sort_keys=True) + "\n")
+    run_cases(__file__, ns, done, ns.only or list(CASES), _header)
     return 0
 
 
