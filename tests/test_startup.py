@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -147,3 +148,29 @@ def test_no_library_module_imports_the_cli(path):
 def test_cli_registers_subcommands_without_importlib():
     text = "".join(p.read_text() for p in (PACKAGE / "cli").glob("*.py"))
     assert "importlib" not in text and "_extensions" not in text
+
+
+# numpy's own OpenBLAS (the wheel's numpy.libs/libscipy_openblas*), asked how many threads it runs, after a
+# first sight (which imports numpy through transformers) run by the console script's entry point
+_OPENBLAS_THREADS = """
+import ctypes, glob, os, sys
+from kvviz.__main__ import run
+assert run(["plan", "--hf-config", sys.argv[1], "--json"]) == 0
+import numpy
+libs = glob.glob(os.path.join(os.path.dirname(numpy.__file__), os.pardir, "numpy.libs", "libscipy_openblas*"))
+print(ctypes.CDLL(libs[0]).scipy_openblas_get_num_threads64_() if libs else "none", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("user", [None, "2"])
+def test_a_command_runs_numpy_on_one_openblas_thread_unless_the_user_says(user, tmp_path):
+    # a command does no linear algebra; OpenBLAS would start one thread a core as numpy loads (kvviz/__main__.py)
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env |= {"KVVIZ_CACHE_DIR": str(tmp_path)} | ({"OPENBLAS_NUM_THREADS": user} if user else {})
+    config = ROOT / "tests" / "data" / "own-configs" / "llama-3.3-70b"
+    r = subprocess.run([sys.executable, "-c", _OPENBLAS_THREADS, str(config)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    threads = r.stderr.strip().splitlines()[-1]
+    if threads == "none":
+        pytest.skip("this numpy does not ship its own OpenBLAS (e.g. conda-forge's links the system's)")
+    assert threads == (user or "1")
